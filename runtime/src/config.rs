@@ -1,0 +1,260 @@
+//! The model configuration as stored in an image: fixed-size little-endian
+//! records that the tools derive from `config.json` (all defaults resolved).
+//!
+//! ```text
+//! model record (8 words): vocab | hidden | intermediate | norm_eps (f32 bits)
+//!                         | flags (bit 0: tied head) | num_layers | tokenizer | reserved
+//! layer record (16 words): kind | 15 kind-specific words (see each mixer's config)
+//! ```
+//! Parsing is `const` so that the RAM a model needs can be computed from an
+//! embedded image at compile time (see [`crate::session_len`]).
+
+use crate::error::{Error, Result};
+use crate::image::read_u32;
+use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, SwaConfig};
+
+/// Words in the model record.
+pub const MODEL_RECORD_WORDS: usize = 8;
+/// Words in one layer record.
+pub const LAYER_RECORD_WORDS: usize = 16;
+/// Most layers a model may have.
+pub const MAX_LAYERS: usize = 64;
+/// Largest single dimension accepted (keeps every size computation far from overflow).
+pub const MAX_DIM: u32 = 1 << 20;
+
+/// A layer record's kind-specific words.
+pub type LayerWords = [u32; LAYER_RECORD_WORDS - 1];
+
+/// Which tokenizer the image carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TokenizerKind {
+    /// One token per byte (vocab 256).
+    Bytes = 0,
+}
+
+/// Model-wide configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// Vocabulary size.
+    pub vocab_size: u32,
+    /// Model width D.
+    pub hidden_size: u32,
+    /// MLP width I.
+    pub intermediate_size: u32,
+    /// RMSNorm epsilon.
+    pub norm_eps: f32,
+    /// Whether `lm_head` is the embedding table.
+    pub tie_word_embeddings: bool,
+    /// Number of layers.
+    pub num_layers: u32,
+    /// Tokenizer.
+    pub tokenizer: TokenizerKind,
+}
+
+/// One layer's mixer configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LayerConfig {
+    /// Gated DeltaNet.
+    Gdn(GdnConfig),
+    /// Gated Slot Attention.
+    Gsa(GsaConfig),
+    /// Sliding-window attention with sinks.
+    Swa(SwaConfig),
+    /// Blurry Window Attention.
+    Bla(BlaConfig),
+}
+
+/// Layer kind codes (word 0 of a layer record).
+pub mod kind {
+    /// Gated DeltaNet.
+    pub const GDN: u32 = 1;
+    /// Gated Slot Attention.
+    pub const GSA: u32 = 2;
+    /// Sliding-window attention.
+    pub const SWA: u32 = 3;
+    /// Blurry Window Attention.
+    pub const BLA: u32 = 4;
+}
+
+/// Returns `Err` from a const fn when `cond` is false.
+macro_rules! ensure {
+    ($cond:expr, $layer:expr, $reason:literal) => {
+        if !$cond {
+            return Err(Error::BadConfig {
+                layer: $layer,
+                reason: $reason,
+            });
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// Whether `v` is a usable dimension (1..=MAX_DIM).
+pub(crate) const fn dim_ok(v: u32) -> bool {
+    v >= 1 && v <= MAX_DIM
+}
+
+impl ModelConfig {
+    /// Parses the model record at the start of the config section.
+    pub const fn parse(section: &[u8]) -> Result<ModelConfig> {
+        let mut w = [0u32; MODEL_RECORD_WORDS];
+        let mut i = 0;
+        while i < MODEL_RECORD_WORDS {
+            w[i] = match read_u32(section, 4 * i) {
+                Some(v) => v,
+                None => return Err(Error::BadHeader("config section too short")),
+            };
+            i += 1;
+        }
+        let tokenizer = match w[6] {
+            0 => TokenizerKind::Bytes,
+            _ => {
+                return Err(Error::BadConfig {
+                    layer: None,
+                    reason: "unknown tokenizer kind",
+                })
+            }
+        };
+        let cfg = ModelConfig {
+            vocab_size: w[0],
+            hidden_size: w[1],
+            intermediate_size: w[2],
+            norm_eps: f32::from_bits(w[3]),
+            tie_word_embeddings: w[4] & 1 != 0,
+            num_layers: w[5],
+            tokenizer,
+        };
+        ensure!(w[4] & !1 == 0, None, "unknown model flags");
+        ensure!(dim_ok(cfg.vocab_size), None, "vocab_size out of range");
+        ensure!(dim_ok(cfg.hidden_size), None, "hidden_size out of range");
+        ensure!(
+            dim_ok(cfg.intermediate_size),
+            None,
+            "intermediate_size out of range"
+        );
+        ensure!(
+            cfg.norm_eps.is_finite() && cfg.norm_eps >= 0.0,
+            None,
+            "norm_eps must be finite and >= 0"
+        );
+        ensure!(
+            cfg.num_layers >= 1,
+            None,
+            "a model needs at least one layer"
+        );
+        ensure!(
+            cfg.num_layers as usize <= MAX_LAYERS,
+            None,
+            "too many layers (max 64)"
+        );
+        let needed = 4 * (MODEL_RECORD_WORDS + cfg.num_layers as usize * LAYER_RECORD_WORDS);
+        ensure!(
+            section.len() >= needed,
+            None,
+            "config section shorter than its layers"
+        );
+        Ok(cfg)
+    }
+
+    /// Encodes the model record (used by the tools).
+    pub fn encode(&self) -> [u32; MODEL_RECORD_WORDS] {
+        [
+            self.vocab_size,
+            self.hidden_size,
+            self.intermediate_size,
+            self.norm_eps.to_bits(),
+            self.tie_word_embeddings as u32,
+            self.num_layers,
+            self.tokenizer as u32,
+            0,
+        ]
+    }
+}
+
+impl LayerConfig {
+    /// Parses and validates layer record `layer` of the config section.
+    pub const fn parse(section: &[u8], layer: u16) -> Result<LayerConfig> {
+        let base = 4 * (MODEL_RECORD_WORDS + layer as usize * LAYER_RECORD_WORDS);
+        let kind = match read_u32(section, base) {
+            Some(k) => k,
+            None => return Err(Error::BadHeader("config section too short")),
+        };
+        let mut w: LayerWords = [0; LAYER_RECORD_WORDS - 1];
+        let mut i = 0;
+        while i < w.len() {
+            w[i] = match read_u32(section, base + 4 * (i + 1)) {
+                Some(v) => v,
+                None => return Err(Error::BadHeader("config section too short")),
+            };
+            i += 1;
+        }
+        let l = Some(layer);
+        match kind {
+            kind::GDN => match GdnConfig::from_words(&w, l) {
+                Ok(c) => Ok(LayerConfig::Gdn(c)),
+                Err(e) => Err(e),
+            },
+            kind::GSA => match GsaConfig::from_words(&w, l) {
+                Ok(c) => Ok(LayerConfig::Gsa(c)),
+                Err(e) => Err(e),
+            },
+            kind::SWA => match SwaConfig::from_words(&w, l) {
+                Ok(c) => Ok(LayerConfig::Swa(c)),
+                Err(e) => Err(e),
+            },
+            kind::BLA => match BlaConfig::from_words(&w, l) {
+                Ok(c) => Ok(LayerConfig::Bla(c)),
+                Err(e) => Err(e),
+            },
+            _ => Err(Error::BadConfig {
+                layer: l,
+                reason: "unknown mixer kind",
+            }),
+        }
+    }
+
+    /// Encodes the layer record (used by the tools).
+    pub fn encode(&self) -> [u32; LAYER_RECORD_WORDS] {
+        let (kind, words) = match self {
+            LayerConfig::Gdn(c) => (kind::GDN, c.to_words()),
+            LayerConfig::Gsa(c) => (kind::GSA, c.to_words()),
+            LayerConfig::Swa(c) => (kind::SWA, c.to_words()),
+            LayerConfig::Bla(c) => (kind::BLA, c.to_words()),
+        };
+        let mut out = [0u32; LAYER_RECORD_WORDS];
+        out[0] = kind;
+        out[1..].copy_from_slice(&words);
+        out
+    }
+
+    /// Short name of the mixer kind (`gdn`, `gsa`, `swa`, `bla`).
+    pub const fn kind_name(&self) -> &'static str {
+        match self {
+            LayerConfig::Gdn(_) => "gdn",
+            LayerConfig::Gsa(_) => "gsa",
+            LayerConfig::Swa(_) => "swa",
+            LayerConfig::Bla(_) => "bla",
+        }
+    }
+
+    /// f32 words of recurrent state this layer keeps (`pinned_max`: SWA pinned-prefix capacity).
+    pub const fn state_len(&self, pinned_max: usize) -> usize {
+        match self {
+            LayerConfig::Gdn(c) => c.state_len(),
+            LayerConfig::Gsa(c) => c.state_len(),
+            LayerConfig::Swa(c) => c.state_len(pinned_max),
+            LayerConfig::Bla(c) => c.state_len(),
+        }
+    }
+
+    /// f32 words of per-token scratch this layer's mixer needs.
+    pub const fn scratch_len(&self) -> usize {
+        match self {
+            LayerConfig::Gdn(c) => c.scratch_len(),
+            LayerConfig::Gsa(c) => c.scratch_len(),
+            LayerConfig::Swa(c) => c.scratch_len(),
+            LayerConfig::Bla(c) => c.scratch_len(),
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The one error type of the runtime.
+//!
+//! Every input-dependent failure (a bad image, token, prompt, buffer or option)
+//! is reported as an [`Error`]; nothing in the runtime panics on input.
+
+use core::fmt;
+
+use crate::image::Role;
+
+/// Result alias used throughout the runtime.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// Everything that can go wrong when loading an image or running a session.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Error {
+    /// The image does not start with the ferrite magic bytes.
+    BadMagic,
+    /// The image was written in a format version this runtime cannot read.
+    UnsupportedVersion {
+        /// Version found in the image header.
+        found: u32,
+        /// Oldest version this runtime reads.
+        min: u32,
+        /// Newest version this runtime reads.
+        max: u32,
+    },
+    /// The image is shorter than its header or a section claims.
+    Truncated {
+        /// Bytes the image needs.
+        needed: usize,
+        /// Bytes that are there.
+        len: usize,
+    },
+    /// The checksum over the image body does not match the header.
+    CrcMismatch {
+        /// CRC stored in the header.
+        stored: u32,
+        /// CRC computed over the bytes.
+        computed: u32,
+    },
+    /// The image does not start on a 16-byte boundary, so tensors cannot be used in place.
+    ImageMisaligned,
+    /// A header field or section is malformed.
+    BadHeader(&'static str),
+    /// The model configuration is invalid; `layer` is `None` for model-wide fields.
+    BadConfig {
+        /// Layer whose record is wrong, if any.
+        layer: Option<u16>,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A tensor table entry is malformed (see `reason`).
+    BadTensor {
+        /// Index in the tensor table.
+        index: u32,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A tensor has a dtype code this runtime does not know.
+    UnknownDType {
+        /// Index in the tensor table.
+        index: u32,
+        /// The dtype code found.
+        code: u8,
+    },
+    /// A tensor the configuration requires is missing or out of order.
+    MissingTensor {
+        /// Layer (`None` for model-wide tensors).
+        layer: Option<u16>,
+        /// Role of the missing tensor.
+        role: Role,
+    },
+    /// A tensor's shape contradicts the configuration.
+    ShapeMismatch {
+        /// Layer (`None` for model-wide tensors).
+        layer: Option<u16>,
+        /// Role of the tensor.
+        role: Role,
+    },
+    /// The caller's buffer is too small for the session.
+    BufferTooSmall {
+        /// Bytes the session needs.
+        needed: usize,
+        /// Bytes the caller gave.
+        got: usize,
+    },
+    /// A token id is not in the vocabulary.
+    TokenOutOfRange {
+        /// The token.
+        token: u32,
+        /// Vocabulary size.
+        vocab: u32,
+    },
+    /// More pinned tokens were asked for than the session was sized for.
+    TooManyPinned {
+        /// Pinned tokens asked for.
+        asked: usize,
+        /// Maximum the state was sized for.
+        max: usize,
+    },
+    /// A sampler option is out of range.
+    BadSampler(&'static str),
+    /// The prompt is empty or does not fit the output buffer.
+    BadPrompt(&'static str),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Error::BadMagic => write!(f, "not a ferrite image (bad magic bytes)"),
+            Error::UnsupportedVersion { found, min, max } => write!(
+                f,
+                "image format version {found} is not supported (this runtime reads versions {min}..={max})"
+            ),
+            Error::Truncated { needed, len } => {
+                write!(f, "image truncated: needs {needed} bytes, has {len}")
+            }
+            Error::CrcMismatch { stored, computed } => write!(
+                f,
+                "image corrupted: CRC mismatch (header {stored:#010x}, computed {computed:#010x})"
+            ),
+            Error::ImageMisaligned => {
+                write!(f, "image must start on a 16-byte boundary to be used in place")
+            }
+            Error::BadHeader(reason) => write!(f, "bad image header: {reason}"),
+            Error::BadConfig { layer: Some(l), reason } => {
+                write!(f, "bad config in layer {l}: {reason}")
+            }
+            Error::BadConfig { layer: None, reason } => write!(f, "bad config: {reason}"),
+            Error::BadTensor { index, reason } => write!(f, "bad tensor #{index}: {reason}"),
+            Error::UnknownDType { index, code } => {
+                write!(f, "tensor #{index} has unknown dtype code {code}")
+            }
+            Error::MissingTensor { layer, role } => {
+                write!(f, "missing tensor ")?;
+                write_tensor_name(f, layer, role)
+            }
+            Error::ShapeMismatch { layer, role } => {
+                write!(f, "shape of ")?;
+                write_tensor_name(f, layer, role)?;
+                write!(f, " contradicts the config")
+            }
+            Error::BufferTooSmall { needed, got } => write!(
+                f,
+                "session buffer too small: needs {needed} bytes, got {got}"
+            ),
+            Error::TokenOutOfRange { token, vocab } => {
+                write!(f, "token {token} is outside the vocabulary (size {vocab})")
+            }
+            Error::TooManyPinned { asked, max } => write!(
+                f,
+                "cannot pin {asked} tokens: the session was sized for at most {max}"
+            ),
+            Error::BadSampler(reason) => write!(f, "bad sampler option: {reason}"),
+            Error::BadPrompt(reason) => write!(f, "bad prompt: {reason}"),
+        }
+    }
+}
+
+fn write_tensor_name(f: &mut fmt::Formatter<'_>, layer: Option<u16>, role: Role) -> fmt::Result {
+    match layer {
+        Some(l) => write!(f, "model.layers.{l}.{}", role.name()),
+        None => write!(f, "{}", role.name()),
+    }
+}
+
+impl core::error::Error for Error {}

@@ -1,0 +1,427 @@
+//! The flash image format, version 1 (`docs/image-format.md` is the prose spec).
+//!
+//! ```text
+//! offset 0   header (64 bytes, little-endian)
+//!            magic "FERRITE\0" | version u32 | header_len u32 | file_len u32 | crc32 u32
+//!            config_off u32 | config_len u32 | table_off u32 | tensor_count u32
+//!            tokenizer_off u32 | tokenizer_len u32 | data_off u32 | data_len u32
+//!            flags u32 | reserved u32
+//! config     model record (8 words) + one record of 16 words per layer
+//! table      one 48-byte entry per tensor, in canonical order
+//! tokenizer  (empty for the byte tokenizer)
+//! data       tensor payloads, each aligned to TENSOR_ALIGN bytes
+//! ```
+//! The CRC-32 (ISO-HDLC) covers every byte after the `crc32` field up to `file_len`.
+//!
+//! This module is the single definition of the format: the tools write with
+//! these constants and [`TensorEntry::encode`], the runtime reads with
+//! [`Header::parse`] and [`TensorEntry::parse`].
+
+use crate::error::{Error, Result};
+
+/// First eight bytes of every image.
+pub const MAGIC: [u8; 8] = *b"FERRITE\0";
+/// Format version written by this crate's tools.
+pub const FORMAT_VERSION: u32 = 1;
+/// Oldest format version this runtime reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
+/// Size of the fixed header.
+pub const HEADER_LEN: usize = 64;
+/// Size of one tensor table entry.
+pub const TENSOR_ENTRY_LEN: usize = 48;
+/// Alignment of every tensor payload, relative to the image start.
+pub const TENSOR_ALIGN: usize = 32;
+/// Alignment the image itself must have in memory.
+pub const IMAGE_ALIGN: usize = 16;
+/// Byte offset of the CRC field; the CRC covers `CRC_START..file_len`.
+pub const CRC_FIELD: usize = 20;
+/// First byte covered by the CRC.
+pub const CRC_START: usize = 24;
+
+/// CRC-32 used by the image format (ISO-HDLC, the zlib/PNG polynomial).
+pub const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
+/// Reads a little-endian `u32` at `off`, or `None` past the end.
+pub(crate) const fn read_u32(bytes: &[u8], off: usize) -> Option<u32> {
+    if off + 4 > bytes.len() {
+        return None;
+    }
+    Some(u32::from_le_bytes([
+        bytes[off],
+        bytes[off + 1],
+        bytes[off + 2],
+        bytes[off + 3],
+    ]))
+}
+
+const fn read_u16(bytes: &[u8], off: usize) -> Option<u16> {
+    if off + 2 > bytes.len() {
+        return None;
+    }
+    Some(u16::from_le_bytes([bytes[off], bytes[off + 1]]))
+}
+
+/// The parsed fixed header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Format version.
+    pub version: u32,
+    /// Total image length in bytes.
+    pub file_len: u32,
+    /// CRC-32 over `CRC_START..file_len`.
+    pub crc32: u32,
+    /// Offset of the config section.
+    pub config_off: u32,
+    /// Length of the config section.
+    pub config_len: u32,
+    /// Offset of the tensor table.
+    pub table_off: u32,
+    /// Number of tensor table entries.
+    pub tensor_count: u32,
+    /// Offset of the tokenizer section.
+    pub tokenizer_off: u32,
+    /// Length of the tokenizer section.
+    pub tokenizer_len: u32,
+    /// Offset of the tensor data section.
+    pub data_off: u32,
+    /// Length of the tensor data section.
+    pub data_len: u32,
+}
+
+/// Word `i` of the header after the magic.
+const fn header_word(image: &[u8], i: usize) -> u32 {
+    match read_u32(image, 8 + 4 * i) {
+        Some(w) => w,
+        None => 0,
+    }
+}
+
+const fn section_fits(off: u32, len: u32, file_len: u32) -> bool {
+    let end = off as u64 + len as u64;
+    off as usize >= HEADER_LEN && end <= file_len as u64
+}
+
+impl Header {
+    /// Parses and checks the header (magic, version, section bounds); does not check the CRC.
+    pub const fn parse(image: &[u8]) -> Result<Header> {
+        if image.len() < HEADER_LEN {
+            return Err(Error::Truncated {
+                needed: HEADER_LEN,
+                len: image.len(),
+            });
+        }
+        let mut i = 0;
+        while i < MAGIC.len() {
+            if image[i] != MAGIC[i] {
+                return Err(Error::BadMagic);
+            }
+            i += 1;
+        }
+        let version = header_word(image, 0);
+        if version < MIN_FORMAT_VERSION || version > FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                found: version,
+                min: MIN_FORMAT_VERSION,
+                max: FORMAT_VERSION,
+            });
+        }
+        if header_word(image, 1) as usize != HEADER_LEN {
+            return Err(Error::BadHeader("header length is not 64"));
+        }
+        let h = Header {
+            version,
+            file_len: header_word(image, 2),
+            crc32: header_word(image, 3),
+            config_off: header_word(image, 4),
+            config_len: header_word(image, 5),
+            table_off: header_word(image, 6),
+            tensor_count: header_word(image, 7),
+            tokenizer_off: header_word(image, 8),
+            tokenizer_len: header_word(image, 9),
+            data_off: header_word(image, 10),
+            data_len: header_word(image, 11),
+        };
+        if (h.file_len as usize) > image.len() {
+            return Err(Error::Truncated {
+                needed: h.file_len as usize,
+                len: image.len(),
+            });
+        }
+        if !section_fits(h.config_off, h.config_len, h.file_len) {
+            return Err(Error::BadHeader("config section out of bounds"));
+        }
+        let table_len = h.tensor_count as u64 * TENSOR_ENTRY_LEN as u64;
+        if table_len > u32::MAX as u64 || !section_fits(h.table_off, table_len as u32, h.file_len) {
+            return Err(Error::BadHeader("tensor table out of bounds"));
+        }
+        if !section_fits(h.tokenizer_off, h.tokenizer_len, h.file_len) {
+            return Err(Error::BadHeader("tokenizer section out of bounds"));
+        }
+        if !section_fits(h.data_off, h.data_len, h.file_len) {
+            return Err(Error::BadHeader("data section out of bounds"));
+        }
+        if h.data_off as usize % TENSOR_ALIGN != 0 {
+            return Err(Error::BadHeader("data section is not aligned"));
+        }
+        Ok(h)
+    }
+
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `out` (used by the tools).
+    pub fn encode(&self, out: &mut [u8; HEADER_LEN]) {
+        out.fill(0);
+        out[..8].copy_from_slice(&MAGIC);
+        let words = [
+            self.version,
+            HEADER_LEN as u32,
+            self.file_len,
+            self.crc32,
+            self.config_off,
+            self.config_len,
+            self.table_off,
+            self.tensor_count,
+            self.tokenizer_off,
+            self.tokenizer_len,
+            self.data_off,
+            self.data_len,
+        ];
+        for (i, w) in words.iter().enumerate() {
+            out[8 + 4 * i..12 + 4 * i].copy_from_slice(&w.to_le_bytes());
+        }
+    }
+}
+
+/// Storage type of a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum DType {
+    /// IEEE f32.
+    F32 = 0,
+    /// IEEE f16.
+    F16 = 1,
+    /// Signed 8-bit, symmetric, one f32 scale per group along the input dim.
+    I8 = 2,
+    /// Signed 4-bit (two per byte, low nibble first), one f32 scale per group.
+    I4 = 3,
+}
+
+impl DType {
+    /// Decodes a dtype code.
+    pub const fn from_code(code: u8) -> Option<DType> {
+        match code {
+            0 => Some(DType::F32),
+            1 => Some(DType::F16),
+            2 => Some(DType::I8),
+            3 => Some(DType::I4),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name, as used on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::I8 => "int8",
+            DType::I4 => "int4",
+        }
+    }
+
+    /// Whether the dtype stores group-wise scales.
+    pub const fn is_quantized(self) -> bool {
+        matches!(self, DType::I8 | DType::I4)
+    }
+
+    /// Payload bytes of `n` elements (without scales).
+    pub const fn payload_bytes(self, n: usize) -> usize {
+        match self {
+            DType::F32 => 4 * n,
+            DType::F16 => 2 * n,
+            DType::I8 => n,
+            DType::I4 => n.div_ceil(2),
+        }
+    }
+}
+
+macro_rules! roles {
+    ($($variant:ident = $code:literal, $name:literal, $doc:literal;)*) => {
+        /// What a tensor is, independent of its layer. Names are fla's.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        #[repr(u16)]
+        pub enum Role {
+            $(#[doc = $doc] $variant = $code,)*
+        }
+
+        impl Role {
+            /// Decodes a role code.
+            pub const fn from_code(code: u16) -> Option<Role> {
+                match code {
+                    $($code => Some(Role::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The tensor's name: full for model-wide tensors, after `model.layers.{i}.` otherwise.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Role::$variant => $name,)*
+                }
+            }
+
+            /// Every role, in code order.
+            pub const ALL: &'static [Role] = &[$(Role::$variant,)*];
+        }
+    };
+}
+
+roles! {
+    Embeddings = 1, "model.embeddings.weight", "Token embeddings `[vocab, D]`.";
+    FinalNorm = 2, "model.norm.weight", "Final RMSNorm weight `[D]`.";
+    LmHead = 3, "lm_head.weight", "Output head `[vocab, D]` (absent when tied).";
+    AttnNorm = 10, "attn_norm.weight", "Pre-mixer RMSNorm weight `[D]`.";
+    MlpNorm = 11, "mlp_norm.weight", "Pre-MLP RMSNorm weight `[D]`.";
+    MlpGate = 12, "mlp.gate_proj.weight", "SwiGLU gate projection `[I, D]`.";
+    MlpUp = 13, "mlp.up_proj.weight", "SwiGLU up projection `[I, D]`.";
+    MlpDown = 14, "mlp.down_proj.weight", "SwiGLU down projection `[D, I]`.";
+    QProj = 20, "attn.q_proj.weight", "Query projection.";
+    KProj = 21, "attn.k_proj.weight", "Key projection.";
+    VProj = 22, "attn.v_proj.weight", "Value projection.";
+    OProj = 23, "attn.o_proj.weight", "Output projection.";
+    AProj = 24, "attn.a_proj.weight", "GDN decay input projection `[HV, D]`.";
+    BProj = 25, "attn.b_proj.weight", "GDN beta projection `[HV, D]`.";
+    ALog = 26, "attn.A_log", "GDN log decay rate `[HV]`.";
+    DtBias = 27, "attn.dt_bias", "GDN decay bias `[HV]`.";
+    QConv = 28, "attn.q_conv1d.weight", "Short convolution on q `[C, 1, W]`.";
+    KConv = 29, "attn.k_conv1d.weight", "Short convolution on k `[C, 1, W]`.";
+    VConv = 30, "attn.v_conv1d.weight", "Short convolution on v `[C, 1, W]`.";
+    GProj = 31, "attn.g_proj.weight", "GDN output gate projection `[HV*V, D]`.";
+    ONorm = 32, "attn.o_norm.weight", "GDN per-head output norm `[V]`.";
+    FProj = 33, "attn.f_proj.weight", "GSA forget-gate projection `[Hkv*M, D]`.";
+    GNorm = 34, "attn.g_norm.weight", "GSA output norm `[H*V]`.";
+    Sinks = 35, "attn.sinks", "SWA learned sink logits `[H]`.";
+    BlaPhi = 36, "attn.phi", "BLA write-weight table `[P, N]`, computed by the tools.";
+}
+
+/// Marker in [`TensorEntry::layer`] for model-wide tensors.
+pub const GLOBAL_LAYER: u16 = u16::MAX;
+
+/// What the configuration expects of one tensor: the canonical table order is
+/// the order in which [`crate::Model`] lists these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorSpec {
+    /// Layer, or `None` for model-wide tensors.
+    pub layer: Option<u16>,
+    /// What the tensor is.
+    pub role: Role,
+    /// Shape, outermost first; unused trailing dims are 0.
+    pub dims: [u32; 3],
+    /// Whether this is a weight matrix (or the embedding table) that may be quantized.
+    pub matrix: bool,
+}
+
+impl TensorSpec {
+    /// Number of dims used.
+    pub const fn ndim(&self) -> usize {
+        if self.dims[2] != 0 {
+            3
+        } else if self.dims[1] != 0 {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Number of elements.
+    pub const fn numel(&self) -> usize {
+        let mut n = 1usize;
+        let mut i = 0;
+        while i < self.ndim() {
+            n *= self.dims[i] as usize;
+            i += 1;
+        }
+        n
+    }
+}
+
+/// One parsed tensor table entry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorEntry {
+    /// Layer index, or [`GLOBAL_LAYER`].
+    pub layer: u16,
+    /// Role code (see [`Role`]).
+    pub role: Role,
+    /// Storage type.
+    pub dtype: DType,
+    /// Group size along the input dim for quantized dtypes (0 otherwise).
+    pub group_size: u16,
+    /// Shape, unused trailing dims 0.
+    pub dims: [u32; 3],
+    /// Payload offset from the image start.
+    pub data_off: u32,
+    /// Payload length.
+    pub data_len: u32,
+    /// Offset of the f32 scales (quantized dtypes), else 0.
+    pub scale_off: u32,
+    /// Length of the scales in bytes, else 0.
+    pub scale_len: u32,
+    /// Relative RMS error of the stored weights against the source (0 when exact).
+    pub quant_error: f32,
+}
+
+impl TensorEntry {
+    /// Parses entry `index` of a table.
+    pub fn parse(table: &[u8], index: u32) -> Result<TensorEntry> {
+        let base = index as usize * TENSOR_ENTRY_LEN;
+        let e = table
+            .get(base..base + TENSOR_ENTRY_LEN)
+            .ok_or(Error::BadHeader("tensor table truncated"))?;
+        let w = |off: usize| read_u32(e, off).unwrap_or(0);
+        let role_code = read_u16(e, 2).unwrap_or(0);
+        let role = Role::from_code(role_code).ok_or(Error::BadTensor {
+            index,
+            reason: "unknown tensor role",
+        })?;
+        let dtype = DType::from_code(e[4]).ok_or(Error::UnknownDType { index, code: e[4] })?;
+        Ok(TensorEntry {
+            layer: read_u16(e, 0).unwrap_or(0),
+            role,
+            dtype,
+            group_size: read_u16(e, 6).unwrap_or(0),
+            dims: [w(8), w(12), w(16)],
+            data_off: w(24),
+            data_len: w(28),
+            scale_off: w(32),
+            scale_len: w(36),
+            quant_error: f32::from_bits(w(40)),
+        })
+    }
+
+    /// Encodes the entry (used by the tools).
+    pub fn encode(&self) -> [u8; TENSOR_ENTRY_LEN] {
+        let mut e = [0u8; TENSOR_ENTRY_LEN];
+        e[0..2].copy_from_slice(&self.layer.to_le_bytes());
+        e[2..4].copy_from_slice(&(self.role as u16).to_le_bytes());
+        e[4] = self.dtype as u8;
+        e[6..8].copy_from_slice(&self.group_size.to_le_bytes());
+        let words = [
+            (8, self.dims[0]),
+            (12, self.dims[1]),
+            (16, self.dims[2]),
+            (24, self.data_off),
+            (28, self.data_len),
+            (32, self.scale_off),
+            (36, self.scale_len),
+            (40, self.quant_error.to_bits()),
+        ];
+        for (off, v) in words {
+            e[off..off + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        e
+    }
+
+    /// Layer as an option.
+    pub fn layer_index(&self) -> Option<u16> {
+        (self.layer != GLOBAL_LAYER).then_some(self.layer)
+    }
+}

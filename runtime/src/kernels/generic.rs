@@ -1,0 +1,113 @@
+//! Portable reference kernels. Quantized weights are decoded on the fly:
+//! no dequantized copy of a tensor is ever made.
+
+use half::f16;
+
+use crate::math::dot;
+
+/// `y = W x` for f32 weights.
+pub fn matvec_f32(w: &[f32], cols: usize, x: &[f32], y: &mut [f32]) {
+    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
+        *yi = dot(row, x);
+    }
+}
+
+/// `y = W x` for f16 weights.
+pub fn matvec_f16(w: &[f16], cols: usize, x: &[f32], y: &mut [f32]) {
+    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
+        *yi = row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum();
+    }
+}
+
+/// `y = W x` for int8 weights with one scale per `group` inputs.
+pub fn matvec_i8(w: &[i8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
+    let groups_per_row = cols / group;
+    for ((yi, row), row_scales) in y
+        .iter_mut()
+        .zip(w.chunks_exact(cols))
+        .zip(scales.chunks_exact(groups_per_row))
+    {
+        let mut acc = 0.0f32;
+        for ((qs, xs), s) in row
+            .chunks_exact(group)
+            .zip(x.chunks_exact(group))
+            .zip(row_scales)
+        {
+            let part: f32 = qs.iter().zip(xs).map(|(&q, &v)| q as f32 * v).sum();
+            acc += s * part;
+        }
+        *yi = acc;
+    }
+}
+
+/// Decodes the signed 4-bit value in the low nibble of `b`.
+#[inline]
+pub fn i4_low(b: u8) -> i8 {
+    ((b << 4) as i8) >> 4
+}
+
+/// Decodes the signed 4-bit value in the high nibble of `b`.
+#[inline]
+pub fn i4_high(b: u8) -> i8 {
+    (b as i8) >> 4
+}
+
+/// `y = W x` for int4 weights (two per byte, low nibble first; `cols` and
+/// `group` even) with one scale per `group` inputs.
+pub fn matvec_i4(w: &[u8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
+    let groups_per_row = cols / group;
+    for ((yi, row), row_scales) in y
+        .iter_mut()
+        .zip(w.chunks_exact(cols / 2))
+        .zip(scales.chunks_exact(groups_per_row))
+    {
+        let mut acc = 0.0f32;
+        for ((qs, xs), s) in row
+            .chunks_exact(group / 2)
+            .zip(x.chunks_exact(group))
+            .zip(row_scales)
+        {
+            let mut part = 0.0f32;
+            for (&b, pair) in qs.iter().zip(xs.chunks_exact(2)) {
+                part += i4_low(b) as f32 * pair[0] + i4_high(b) as f32 * pair[1];
+            }
+            acc += s * part;
+        }
+        *yi = acc;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nibbles_decode_signed() {
+        assert_eq!(i4_low(0x0F), -1);
+        assert_eq!(i4_low(0x07), 7);
+        assert_eq!(i4_high(0x80), -8);
+        assert_eq!(i4_high(0x70), 7);
+    }
+
+    #[test]
+    fn quantized_kernels_match_dense() {
+        // 2 x 4, group 2: int values times scales.
+        let q: [i8; 8] = [1, -2, 3, -4, 5, 6, -7, 0];
+        let scales = [0.5f32, 2.0, 1.0, 0.25];
+        let x = [1.0f32, 2.0, 3.0, 4.0];
+        let dense: [f32; 8] = [0.5, -1.0, 6.0, -8.0, 5.0, 6.0, -1.75, 0.0];
+        let mut want = [0.0; 2];
+        matvec_f32(&dense, 4, &x, &mut want);
+        let mut got = [0.0; 2];
+        matvec_i8(&q, &scales, 4, 2, &x, &mut got);
+        assert_eq!(got, want);
+        let packed: [u8; 4] = [
+            (q[0] as u8 & 0xF) | ((q[1] as u8) << 4),
+            (q[2] as u8 & 0xF) | ((q[3] as u8) << 4),
+            (q[4] as u8 & 0xF) | ((q[5] as u8) << 4),
+            (q[6] as u8 & 0xF) | ((q[7] as u8) << 4),
+        ];
+        matvec_i4(&packed, &scales, 4, 2, &x, &mut got);
+        assert_eq!(got, want);
+    }
+}

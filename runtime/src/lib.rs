@@ -1,0 +1,101 @@
+//! # ferrite
+//!
+//! A `no_std`, allocation-free runtime for small recurrent ("fixed-state")
+//! language models on microcontrollers. A model's memory is fixed when it is
+//! built and never grows, however long it generates.
+//!
+//! ```text
+//! image (&'static [u8], flash) ──Model::load──▶ Model (validated, zero-copy)
+//! caller's static [f32; session_len] ──Session::new──▶ feed(token) -> logits
+//! ```
+//!
+//! Four token-mixer families, freely mixed in one stack: [`mixers::GdnConfig`]
+//! (Gated DeltaNet), [`mixers::GsaConfig`] (Gated Slot Attention),
+//! [`mixers::SwaConfig`] (sliding-window attention with sinks) and
+//! [`mixers::BlaConfig`] (Blurry Window Attention). `SPEC.md` (shared with the
+//! Python reference) defines the maths; `docs/image-format.md` the image.
+//!
+//! The exact buffer a model needs is a `const fn` of its image, so a board can
+//! size a `static` at compile time:
+//! ```ignore
+//! static IMAGE: ferrite::Aligned<[u8; N]> = ferrite::Aligned(*include_bytes!("model.fer"));
+//! const LEN: usize = match ferrite::session_len(&IMAGE.0, 0) { Ok(n) => n, Err(_) => panic!() };
+//! static mut BUF: [f32; LEN] = [0.0; LEN];
+//! ```
+#![no_std]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+#[cfg(target_endian = "big")]
+compile_error!(
+    "ferrite images are little-endian and used in place: big-endian targets are not supported"
+);
+
+pub mod config;
+pub mod error;
+pub mod image;
+pub mod kernels;
+pub mod math;
+pub mod mixers;
+pub mod model;
+pub mod sampler;
+pub mod session;
+pub mod tensor;
+pub mod tokenizer;
+
+pub use config::{LayerConfig, ModelConfig};
+pub use error::{Error, Result};
+pub use model::Model;
+pub use sampler::{Sampler, SamplerConfig};
+pub use session::Session;
+pub use tokenizer::ByteTokenizer;
+
+use config::{LayerConfig as Layer, ModelConfig as Cfg};
+use image::Header;
+
+/// Wrapper that gives embedded image bytes the 16-byte alignment that
+/// [`Model::load`] requires: `static IMG: Aligned<[u8; N]> = Aligned(*include_bytes!(..))`.
+#[repr(C, align(16))]
+pub struct Aligned<T: ?Sized>(pub T);
+
+/// f32 words of the session buffer (state + scratch) for `image`, for a
+/// session that may pin up to `pinned_max` tokens. `const`, so boards size
+/// their `static` buffers at compile time; validates header and config but
+/// not the CRC or tensors ([`Model::load`] does).
+pub const fn session_len(image: &[u8], pinned_max: usize) -> Result<usize> {
+    let header = match Header::parse(image) {
+        Ok(h) => h,
+        Err(e) => return Err(e),
+    };
+    let start = header.config_off as usize;
+    let section = image
+        .split_at(start)
+        .1
+        .split_at(header.config_len as usize)
+        .0;
+    let cfg = match Cfg::parse(section) {
+        Ok(c) => c,
+        Err(e) => return Err(e),
+    };
+    let (d, i, vocab) = (
+        cfg.hidden_size as usize,
+        cfg.intermediate_size as usize,
+        cfg.vocab_size as usize,
+    );
+    let mut state = 0;
+    let mut mixer_scratch = 0;
+    let mut layer = 0;
+    while layer < cfg.num_layers {
+        let lc = match Layer::parse(section, layer as u16) {
+            Ok(l) => l,
+            Err(e) => return Err(e),
+        };
+        state += lc.state_len(pinned_max);
+        let s = lc.scratch_len();
+        if s > mixer_scratch {
+            mixer_scratch = s;
+        }
+        layer += 1;
+    }
+    Ok(state + 3 * d + 2 * i + vocab + mixer_scratch)
+}

@@ -1,0 +1,316 @@
+//! `bla` — Blurry Window Attention (SPEC.md §3.4; the project's definition,
+//! built from what arXiv 2606.09862 states in its introduction).
+//!
+//! BLA is an ABC method (attention with bounded-memory control) whose memory is
+//! a *frequency window*: the last period of `P` tokens is represented by `M + 1`
+//! Fourier modes, and a blurry key/value history is reconstructed from them at
+//! `N` slot phases `u_n = n P / N` by Dirichlet (or Fejér) kernel
+//! interpolation. Written in slot form, slot `n` takes token `t` with weight
+//! `phi_n(t) = kernel(2 pi (u_n - t) / P) / P`:
+//! ```text
+//! gated : Ks_n = (1 - phi_n) Ks_n + phi_n k_t      (GSA with alpha = 1 - phi)
+//! scalar: Ks_n = gamma Ks_n + phi_n k_t             (damped oscillators)
+//! none  : Ks_n = Ks_n + phi_n k_t                   (ABC)
+//! o_t   = sum_n softmax_n(q_t . Ks_n / sqrt(K)) Vs_n
+//! ```
+//! At full resolution (`2M + 1 = N = P`) phi is one-hot and gated BLA is exactly
+//! sliding-window attention with window `P`; with fewer modes each slot is a
+//! kernel-weighted (blurred) average of the tokens near its phase.
+//!
+//! The `[P, N]` table of phi depends only on `r = t mod P`; the tools compute it
+//! on the host ([`BlaConfig::phi`]) and store it in the image, so the device
+//! does no trigonometry. During the first period only slots whose phase the
+//! stream has reached (`u_n <= t`) take part in the softmax.
+//!
+//! State layout: `Ks [H][N][K]`, `Vs [H][N][V]`, then the short-convolution
+//! caches when `use_short_conv` is set. The phase and warm-up count derive from
+//! the session's 64-bit token position.
+
+use super::{conv, push, push_conv_specs, Mixer, Specs, StepCtx};
+use crate::config::{dim_ok, ensure, LayerWords};
+use crate::error::{Error, Result};
+use crate::image::Role;
+use crate::math::{dot, softmax_in_place};
+use crate::model::LayerWeights;
+
+/// Interpolation kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlaKernel {
+    /// `D_M(x) = 1 + 2 sum_{m=1..M} cos(m x)` (the m = P/2 term weighs 1).
+    Dirichlet = 0,
+    /// `F_M(x) = (1/(M+1)) sum_{j=0..M} D_j(x)`, non-negative.
+    Fejer = 1,
+}
+
+/// How slots forget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlaDecay {
+    /// `Ks_n = (1 - phi_n) Ks_n + phi_n k`.
+    Gated = 0,
+    /// `Ks_n = gamma Ks_n + phi_n k`.
+    Scalar = 1,
+    /// `Ks_n = Ks_n + phi_n k`.
+    None = 2,
+}
+
+/// Blurry Window Attention layer configuration.
+///
+/// Record words: `H | K | V | P | M | N | kernel | decay | gamma (f32 bits) |
+/// flags (bit 0 short conv) | conv_size`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlaConfig {
+    /// Heads H.
+    pub num_heads: u32,
+    /// q/k head size K.
+    pub head_k_dim: u32,
+    /// Value head size V.
+    pub head_v_dim: u32,
+    /// Period P in tokens.
+    pub period: u32,
+    /// Highest Fourier mode M (`2M <= P`).
+    pub modes: u32,
+    /// Slots N.
+    pub slots: u32,
+    /// Interpolation kernel.
+    pub kernel: BlaKernel,
+    /// Forgetting rule.
+    pub decay: BlaDecay,
+    /// Decay factor of [`BlaDecay::Scalar`].
+    pub gamma: f32,
+    /// Short convolution width on q, k, v (0 = none).
+    pub conv_size: u32,
+}
+
+impl BlaConfig {
+    /// Parses and validates a layer record.
+    pub const fn from_words(w: &LayerWords, layer: Option<u16>) -> Result<BlaConfig> {
+        let kernel = match w[6] {
+            0 => BlaKernel::Dirichlet,
+            1 => BlaKernel::Fejer,
+            _ => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "unknown bla kernel",
+                })
+            }
+        };
+        let decay = match w[7] {
+            0 => BlaDecay::Gated,
+            1 => BlaDecay::Scalar,
+            2 => BlaDecay::None,
+            _ => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "unknown bla decay",
+                })
+            }
+        };
+        let c = BlaConfig {
+            num_heads: w[0],
+            head_k_dim: w[1],
+            head_v_dim: w[2],
+            period: w[3],
+            modes: w[4],
+            slots: w[5],
+            kernel,
+            decay,
+            gamma: f32::from_bits(w[8]),
+            conv_size: if w[9] & 1 != 0 { w[10] } else { 0 },
+        };
+        ensure!(w[9] & !1 == 0, layer, "unknown bla flags");
+        ensure!(dim_ok(c.num_heads), layer, "bla num_heads out of range");
+        ensure!(
+            dim_ok(c.head_k_dim) && dim_ok(c.head_v_dim),
+            layer,
+            "bla head dims out of range"
+        );
+        ensure!(
+            dim_ok(c.period) && dim_ok(c.slots),
+            layer,
+            "bla period and slots must be >= 1"
+        );
+        ensure!(
+            2 * c.modes <= c.period,
+            layer,
+            "bla modes must satisfy 2 * modes <= period"
+        );
+        ensure!(
+            c.gamma.is_finite() && c.gamma > 0.0 && c.gamma <= 1.0,
+            layer,
+            "bla gamma must be in (0, 1]"
+        );
+        ensure!(
+            w[9] & 1 == 0 || (w[10] >= 1 && w[10] <= 64),
+            layer,
+            "bla conv_size must be 1..=64"
+        );
+        Ok(c)
+    }
+
+    /// Encodes the layer record words.
+    pub fn to_words(&self) -> LayerWords {
+        let mut w = [0; 15];
+        w[..11].copy_from_slice(&[
+            self.num_heads,
+            self.head_k_dim,
+            self.head_v_dim,
+            self.period,
+            self.modes,
+            self.slots,
+            self.kernel as u32,
+            self.decay as u32,
+            self.gamma.to_bits(),
+            (self.conv_size > 0) as u32,
+            self.conv_size,
+        ]);
+        w
+    }
+
+    const fn dims(&self) -> (usize, usize, usize, usize) {
+        (
+            self.num_heads as usize,
+            self.head_k_dim as usize,
+            self.head_v_dim as usize,
+            self.slots as usize,
+        )
+    }
+
+    /// State words: `H * N * (K + V)` plus the convolution caches.
+    pub const fn state_len(&self) -> usize {
+        let (h, k, v, n) = self.dims();
+        h * n * (k + v) + conv::state_len(2 * h * k + h * v, self.conv_size as usize)
+    }
+
+    /// Scratch words: q, k (`H*K` each), v, o (`H*V` each), scores `[N]`.
+    pub const fn scratch_len(&self) -> usize {
+        let (h, k, v, n) = self.dims();
+        2 * h * k + 2 * h * v + n
+    }
+
+    /// Cosine coefficient of mode `m` in the kernel (mode 0 weighs 1).
+    pub fn mode_weight(&self, m: u32) -> f64 {
+        if m > self.modes {
+            return 0.0;
+        }
+        let nyquist = if m == 0 || 2 * m == self.period {
+            1.0
+        } else {
+            2.0
+        };
+        match self.kernel {
+            BlaKernel::Dirichlet => nyquist,
+            BlaKernel::Fejer => nyquist * (1.0 - m as f64 / (self.modes as f64 + 1.0)),
+        }
+    }
+
+    /// Write weight of slot `n` for a token at phase `r = t mod P`:
+    /// `kernel(2 pi (u_n - r) / P) / P` with `u_n = n P / N` (computed in f64).
+    pub fn phi(&self, r: u32, n: u32) -> f64 {
+        let x = 2.0
+            * core::f64::consts::PI
+            * (n as f64 / self.slots as f64 - r as f64 / self.period as f64);
+        let sum: f64 = (0..=self.modes)
+            .map(|m| self.mode_weight(m) * libm::cos(m as f64 * x))
+            .sum();
+        sum / self.period as f64
+    }
+
+    /// Slots that take part in the softmax at position `t`: those with
+    /// `u_n <= t` during the first period, all of them afterwards.
+    pub fn live_slots(&self, t: u64) -> usize {
+        let (p, n) = (self.period as u64, self.slots as u64);
+        if t >= p {
+            n as usize
+        } else {
+            ((t * n) / p + 1).min(n) as usize
+        }
+    }
+}
+
+impl Mixer for BlaConfig {
+    fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+        let (h, k, v) = (self.num_heads, self.head_k_dim, self.head_v_dim);
+        push(s, layer, Role::QProj, [h * k, d, 0], true);
+        push(s, layer, Role::KProj, [h * k, d, 0], true);
+        push(s, layer, Role::VProj, [h * v, d, 0], true);
+        if self.conv_size > 0 {
+            push_conv_specs(s, layer, [h * k, h * k, h * v], self.conv_size);
+        }
+        push(s, layer, Role::BlaPhi, [self.period, self.slots, 0], false);
+        push(s, layer, Role::OProj, [d, h * v, 0], true);
+    }
+
+    fn step(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_, '_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        x: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let (h, k, v, n) = self.dims();
+        let (q, rest) = scratch.split_at_mut(h * k);
+        let (kk, rest) = rest.split_at_mut(h * k);
+        let (vv, rest) = rest.split_at_mut(h * v);
+        let (o, rest) = rest.split_at_mut(h * v);
+        let scores = rest
+            .get_mut(..n)
+            .ok_or(Error::BadHeader("bla scratch too small"))?;
+
+        w.get(Role::QProj)?.matvec(x, q);
+        w.get(Role::KProj)?.matvec(x, kk);
+        w.get(Role::VProj)?.matvec(x, vv);
+        let (ks_all, rest) = state.split_at_mut(h * n * k);
+        let (vs_all, conv_state) = rest.split_at_mut(h * n * v);
+        if self.conv_size > 0 {
+            let width = self.conv_size as usize;
+            let (qc, rest) = conv_state.split_at_mut(conv::state_len(h * k, width));
+            let (kc, vc) = rest.split_at_mut(conv::state_len(h * k, width));
+            conv::step(&w.get(Role::QConv)?, width, qc, q);
+            conv::step(&w.get(Role::KConv)?, width, kc, kk);
+            conv::step(&w.get(Role::VConv)?, width, vc, vv);
+        }
+
+        let phi = w.get(Role::BlaPhi)?;
+        let r = (ctx.pos % self.period as u64) as usize;
+        let live = self.live_slots(ctx.pos);
+        let scale = 1.0 / libm::sqrtf(k as f32);
+        for head in 0..h {
+            let ks = &mut ks_all[head * n * k..(head + 1) * n * k];
+            let vs = &mut vs_all[head * n * v..(head + 1) * n * v];
+            let (kh, vh) = (&kk[head * k..(head + 1) * k], &vv[head * v..(head + 1) * v]);
+            for (slot, (krow, vrow)) in ks
+                .chunks_exact_mut(k)
+                .zip(vs.chunks_exact_mut(v))
+                .enumerate()
+            {
+                let p = phi.at(r * n + slot);
+                let keep = match self.decay {
+                    BlaDecay::Gated => 1.0 - p,
+                    BlaDecay::Scalar => self.gamma,
+                    BlaDecay::None => 1.0,
+                };
+                krow.iter_mut()
+                    .zip(kh)
+                    .for_each(|(e, &kc)| *e = keep * *e + p * kc);
+                vrow.iter_mut()
+                    .zip(vh)
+                    .for_each(|(e, &vc)| *e = keep * *e + p * vc);
+            }
+            let qh = &q[head * k..(head + 1) * k];
+            let live_scores = &mut scores[..live];
+            for (s, krow) in live_scores.iter_mut().zip(ks.chunks_exact(k)) {
+                *s = dot(qh, krow) * scale;
+            }
+            softmax_in_place(live_scores);
+            let oh = &mut o[head * v..(head + 1) * v];
+            oh.fill(0.0);
+            for (&p, vrow) in live_scores.iter().zip(vs.chunks_exact(v)) {
+                oh.iter_mut().zip(vrow).for_each(|(e, &vc)| *e += p * vc);
+            }
+        }
+        w.get(Role::OProj)?.matvec(o, out);
+        Ok(())
+    }
+}

@@ -1,0 +1,33 @@
+//! The depthwise causal short convolution of GDN (also used by SWA and BLA).
+//!
+//! Per channel `c` with kernel width `W`: `y_c = silu(sum_j w[c, j] * window_c[j])`
+//! where `window_c` holds the last `W` raw inputs, newest at `W - 1`. The
+//! state keeps the `W - 1` previous inputs of every channel (oldest first).
+
+use crate::math::silu;
+use crate::tensor::Tensor;
+
+/// State words of a convolution over `channels` channels of width `width`.
+pub const fn state_len(channels: usize, width: usize) -> usize {
+    channels * width.saturating_sub(1)
+}
+
+/// Convolves `x` in place (raw projection in, activated output out) and
+/// pushes the raw input into `cache` (`channels * (width - 1)` words).
+pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32]) {
+    let hist = width - 1;
+    for (c, xc) in x.iter_mut().enumerate() {
+        let raw = *xc;
+        let row = c * width;
+        let mut acc = weight.at(row + hist) * raw;
+        if hist > 0 {
+            let past = &mut cache[c * hist..(c + 1) * hist];
+            for (j, p) in past.iter().enumerate() {
+                acc += weight.at(row + j) * p;
+            }
+            past.copy_within(1.., 0);
+            past[hist - 1] = raw;
+        }
+        *xc = silu(acc);
+    }
+}

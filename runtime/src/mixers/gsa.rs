@@ -1,0 +1,235 @@
+//! `gsa` — Gated Slot Attention (fla `GatedSlotAttention` semantics, SPEC.md §3.2).
+//!
+//! `M` memory slots per head, written with data-dependent forget gates
+//! `alpha = exp(logsigmoid(f_proj x) / normalizer)`, read with a softmax over slots.
+//!
+//! The slot updates depend only on the kv head, so this runtime stores the
+//! state once per kv head (`Hkv*M*(K+V)` words) instead of once per query head
+//! as fla does: identical outputs, `H/Hkv` times less memory.
+//! State layout: `Hk [Hkv][K][M]`, then `Hv [Hkv][M][V]`.
+
+use super::{push, Mixer, Specs, StepCtx};
+use crate::config::{dim_ok, ensure, LayerWords};
+use crate::error::{Error, Result};
+use crate::image::Role;
+use crate::math::{logsigmoid, rms_scale, silu, softmax_in_place};
+use crate::model::LayerWeights;
+
+/// Feature map applied to q and k.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeatureMap {
+    /// `x * sigmoid(x)` (fla's default).
+    Swish = 0,
+    /// `max(x, 0)`.
+    Relu = 1,
+}
+
+impl FeatureMap {
+    fn apply(self, x: &mut [f32]) {
+        match self {
+            FeatureMap::Swish => x.iter_mut().for_each(|e| *e = silu(*e)),
+            FeatureMap::Relu => x.iter_mut().for_each(|e| *e = e.max(0.0)),
+        }
+    }
+}
+
+/// Epsilon of GSA's output norm (fixed by fla).
+pub const G_NORM_EPS: f32 = 1e-5;
+
+/// Gated Slot Attention layer configuration.
+///
+/// Record words: `H | Hkv | K | V | M | feature_map | gate_logit_normalizer (f32 bits)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GsaConfig {
+    /// Query heads H.
+    pub num_heads: u32,
+    /// Key/value heads Hkv (divides H).
+    pub num_kv_heads: u32,
+    /// Key head size K.
+    pub head_k_dim: u32,
+    /// Value head size V.
+    pub head_v_dim: u32,
+    /// Memory slots M.
+    pub num_slots: u32,
+    /// Feature map on q and k.
+    pub feature_map: FeatureMap,
+    /// Divisor of the log forget gate.
+    pub gate_logit_normalizer: f32,
+}
+
+impl GsaConfig {
+    /// Parses and validates a layer record.
+    pub const fn from_words(w: &LayerWords, layer: Option<u16>) -> Result<GsaConfig> {
+        let feature_map = match w[5] {
+            0 => FeatureMap::Swish,
+            1 => FeatureMap::Relu,
+            _ => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "unknown gsa feature_map",
+                })
+            }
+        };
+        let c = GsaConfig {
+            num_heads: w[0],
+            num_kv_heads: w[1],
+            head_k_dim: w[2],
+            head_v_dim: w[3],
+            num_slots: w[4],
+            feature_map,
+            gate_logit_normalizer: f32::from_bits(w[6]),
+        };
+        ensure!(
+            dim_ok(c.num_heads) && dim_ok(c.num_kv_heads),
+            layer,
+            "gsa head counts out of range"
+        );
+        ensure!(
+            c.num_heads % c.num_kv_heads == 0,
+            layer,
+            "num_heads must be a multiple of num_kv_heads"
+        );
+        ensure!(
+            dim_ok(c.head_k_dim) && dim_ok(c.head_v_dim),
+            layer,
+            "gsa head dims out of range"
+        );
+        ensure!(dim_ok(c.num_slots), layer, "gsa num_slots out of range");
+        let n = c.gate_logit_normalizer;
+        ensure!(
+            n.is_finite() && n > 0.0,
+            layer,
+            "gate_logit_normalizer must be finite and > 0"
+        );
+        Ok(c)
+    }
+
+    /// Encodes the layer record words.
+    pub fn to_words(&self) -> LayerWords {
+        let mut w = [0; 15];
+        w[..7].copy_from_slice(&[
+            self.num_heads,
+            self.num_kv_heads,
+            self.head_k_dim,
+            self.head_v_dim,
+            self.num_slots,
+            self.feature_map as u32,
+            self.gate_logit_normalizer.to_bits(),
+        ]);
+        w
+    }
+
+    const fn dims(&self) -> (usize, usize, usize, usize, usize) {
+        (
+            self.num_heads as usize,
+            self.num_kv_heads as usize,
+            self.head_k_dim as usize,
+            self.head_v_dim as usize,
+            self.num_slots as usize,
+        )
+    }
+
+    /// State words: `Hkv * M * (K + V)`.
+    pub const fn state_len(&self) -> usize {
+        let (_, hkv, k, v, m) = self.dims();
+        hkv * m * (k + v)
+    }
+
+    /// Scratch words: q `[H*K]`, k `[Hkv*K]`, v `[Hkv*V]`, f `[Hkv*M]`, p `[M]`, o `[H*V]`.
+    pub const fn scratch_len(&self) -> usize {
+        let (h, hkv, k, v, m) = self.dims();
+        h * k + hkv * (k + v + m) + m + h * v
+    }
+}
+
+impl Mixer for GsaConfig {
+    fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+        let (h, hkv, k, v, m) = (
+            self.num_heads,
+            self.num_kv_heads,
+            self.head_k_dim,
+            self.head_v_dim,
+            self.num_slots,
+        );
+        push(s, layer, Role::QProj, [h * k, d, 0], true);
+        push(s, layer, Role::KProj, [hkv * k, d, 0], true);
+        push(s, layer, Role::VProj, [hkv * v, d, 0], true);
+        push(s, layer, Role::FProj, [hkv * m, d, 0], true);
+        push(s, layer, Role::GNorm, [h * v, 0, 0], false);
+        push(s, layer, Role::OProj, [d, h * v, 0], true);
+    }
+
+    fn step(
+        &self,
+        _ctx: &StepCtx,
+        w: &LayerWeights<'_, '_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        x: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let (h, hkv, k, v, m) = self.dims();
+        let (q, rest) = scratch.split_at_mut(h * k);
+        let (kk, rest) = rest.split_at_mut(hkv * k);
+        let (vv, rest) = rest.split_at_mut(hkv * v);
+        let (f, rest) = rest.split_at_mut(hkv * m);
+        let (p, rest) = rest.split_at_mut(m);
+        let o = rest
+            .get_mut(..h * v)
+            .ok_or(Error::BadHeader("gsa scratch too small"))?;
+
+        w.get(Role::QProj)?.matvec(x, q);
+        w.get(Role::KProj)?.matvec(x, kk);
+        w.get(Role::VProj)?.matvec(x, vv);
+        w.get(Role::FProj)?.matvec(x, f);
+        self.feature_map.apply(q);
+        self.feature_map.apply(kk);
+        vv.iter_mut().for_each(|e| *e = silu(*e));
+        // f becomes alpha = exp(logsigmoid(f) / normalizer).
+        let inv_norm = 1.0 / self.gate_logit_normalizer;
+        f.iter_mut()
+            .for_each(|e| *e = libm::expf(logsigmoid(*e) * inv_norm));
+
+        let (hk_all, hv_all) = state.split_at_mut(hkv * k * m);
+        for g in 0..hkv {
+            let alpha = &f[g * m..(g + 1) * m];
+            let hk = &mut hk_all[g * k * m..(g + 1) * k * m];
+            for (row, &kc) in hk.chunks_exact_mut(m).zip(&kk[g * k..(g + 1) * k]) {
+                for (e, &a) in row.iter_mut().zip(alpha) {
+                    *e = a * *e + kc * (1.0 - a);
+                }
+            }
+            let hv = &mut hv_all[g * m * v..(g + 1) * m * v];
+            for (row, &a) in hv.chunks_exact_mut(v).zip(alpha) {
+                for (e, &vc) in row.iter_mut().zip(&vv[g * v..(g + 1) * v]) {
+                    *e = a * *e + (1.0 - a) * vc;
+                }
+            }
+        }
+
+        let group = h / hkv;
+        for (i, (qi, oi)) in q.chunks_exact(k).zip(o.chunks_exact_mut(v)).enumerate() {
+            let g = i / group;
+            let hk = &hk_all[g * k * m..(g + 1) * k * m];
+            p.fill(0.0);
+            for (row, &qc) in hk.chunks_exact(m).zip(qi) {
+                p.iter_mut().zip(row).for_each(|(pm, &e)| *pm += qc * e);
+            }
+            softmax_in_place(p);
+            oi.fill(0.0);
+            let hv = &hv_all[g * m * v..(g + 1) * m * v];
+            for (row, &pm) in hv.chunks_exact(v).zip(p.iter()) {
+                oi.iter_mut().zip(row).for_each(|(e, &r)| *e += pm * r);
+            }
+        }
+
+        o.iter_mut().for_each(|e| *e = silu(*e));
+        let inv = rms_scale(o, G_NORM_EPS);
+        let g_norm = w.get(Role::GNorm)?;
+        o.iter_mut()
+            .enumerate()
+            .for_each(|(c, e)| *e *= inv * g_norm.at(c));
+        w.get(Role::OProj)?.matvec(o, out);
+        Ok(())
+    }
+}

@@ -1,0 +1,317 @@
+//! A validated, immutable model borrowed from an image (flash).
+
+use crate::config::{LayerConfig, ModelConfig, TokenizerKind, MAX_LAYERS};
+use crate::error::{Error, Result};
+use crate::image::{
+    DType, Header, Role, TensorEntry, TensorSpec, CRC, CRC_START, IMAGE_ALIGN, TENSOR_ALIGN,
+};
+use crate::mixers::{block_specs, global_specs, Specs};
+use crate::tensor::Tensor;
+
+/// A model whose image has been fully validated: every tensor the config
+/// needs is present, in bounds, aligned, of the right shape and dtype, and the
+/// CRC matches. Cheap to copy; borrows the image.
+#[derive(Clone, Copy, Debug)]
+pub struct Model<'a> {
+    image: &'a [u8],
+    header: Header,
+    config: ModelConfig,
+    /// Table index of each layer's first tensor.
+    layer_first: [u16; MAX_LAYERS + 1],
+}
+
+/// The tensors of one layer.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerWeights<'m, 'a> {
+    model: &'m Model<'a>,
+    first: u16,
+    end: u16,
+}
+
+impl<'a> LayerWeights<'_, 'a> {
+    /// The layer's tensor with `role`.
+    pub fn get(&self, role: Role) -> Result<Tensor<'a>> {
+        for index in self.first..self.end {
+            let e = self.model.entry(index as u32)?;
+            if e.role == role {
+                return Tensor::from_entry(self.model.image, &e, index as u32);
+            }
+        }
+        Err(Error::MissingTensor { layer: None, role })
+    }
+
+    /// The layer's tensor with `role`, or `None` when the layer has none.
+    pub fn optional(&self, role: Role) -> Result<Option<Tensor<'a>>> {
+        match self.get(role) {
+            Ok(t) => Ok(Some(t)),
+            Err(Error::MissingTensor { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Calls `f` with every tensor the configuration expects, in canonical table order.
+pub fn for_each_spec(
+    section: &[u8],
+    config: &ModelConfig,
+    mut f: impl FnMut(TensorSpec) -> Result<()>,
+) -> Result<()> {
+    for spec in global_specs(config) {
+        f(spec)?;
+    }
+    for layer in 0..config.num_layers as u16 {
+        let lc = LayerConfig::parse(section, layer)?;
+        let specs: Specs = block_specs(config, &lc, layer);
+        for spec in specs {
+            f(spec)?;
+        }
+    }
+    Ok(())
+}
+
+impl<'a> Model<'a> {
+    /// Validates `image` once and returns the model. The image must start on a
+    /// 16-byte boundary (see `docs/image-format.md`).
+    pub fn load(image: &'a [u8]) -> Result<Model<'a>> {
+        if image.as_ptr() as usize % IMAGE_ALIGN != 0 {
+            return Err(Error::ImageMisaligned);
+        }
+        let header = Header::parse(image)?;
+        let image = &image[..header.file_len as usize];
+        let computed = CRC.checksum(&image[CRC_START..]);
+        if computed != header.crc32 {
+            return Err(Error::CrcMismatch {
+                stored: header.crc32,
+                computed,
+            });
+        }
+        let section = section(image, header.config_off, header.config_len);
+        let config = ModelConfig::parse(section)?;
+        match config.tokenizer {
+            TokenizerKind::Bytes => {
+                if config.vocab_size < 256 {
+                    return Err(Error::BadConfig {
+                        layer: None,
+                        reason: "the byte tokenizer needs vocab_size >= 256",
+                    });
+                }
+                if header.tokenizer_len != 0 {
+                    return Err(Error::BadHeader("byte tokenizer with a tokenizer section"));
+                }
+            }
+        }
+        let mut model = Model {
+            image,
+            header,
+            config,
+            layer_first: [0; MAX_LAYERS + 1],
+        };
+        model.validate_tensors(section)?;
+        Ok(model)
+    }
+
+    fn validate_tensors(&mut self, section: &[u8]) -> Result<()> {
+        let data_start = self.header.data_off as usize;
+        let data_end = data_start + self.header.data_len as usize;
+        let mut index = 0u32;
+        let mut cursor = data_start;
+        let mut current_layer = None;
+        let (image, count) = (self.image, self.header.tensor_count);
+        let mut layer_first = self.layer_first;
+        for_each_spec(section, &self.config, |spec| {
+            if index >= count {
+                return Err(Error::MissingTensor {
+                    layer: spec.layer,
+                    role: spec.role,
+                });
+            }
+            let e = self.entry(index)?;
+            if e.layer_index() != spec.layer || e.role != spec.role {
+                return Err(Error::MissingTensor {
+                    layer: spec.layer,
+                    role: spec.role,
+                });
+            }
+            if e.dims != spec.dims {
+                return Err(Error::ShapeMismatch {
+                    layer: spec.layer,
+                    role: spec.role,
+                });
+            }
+            if e.dtype.is_quantized() && !spec.matrix {
+                return Err(Error::BadTensor {
+                    index,
+                    reason: "only weight matrices may be quantized",
+                });
+            }
+            if !e.dtype.is_quantized() && (e.group_size != 0 || e.scale_len != 0) {
+                return Err(Error::BadTensor {
+                    index,
+                    reason: "scales on an unquantized tensor",
+                });
+            }
+            let mut regions = [(e.data_off, e.data_len), (e.scale_off, e.scale_len)];
+            if e.dtype == DType::F32 || e.dtype == DType::F16 {
+                regions[1] = (0, 0);
+            }
+            for (off, len) in regions {
+                if len == 0 {
+                    continue;
+                }
+                let (off, end) = (off as usize, off as usize + len as usize);
+                if off % TENSOR_ALIGN != 0 {
+                    return Err(Error::BadTensor {
+                        index,
+                        reason: "payload not 32-byte aligned",
+                    });
+                }
+                if off < cursor {
+                    return Err(Error::BadTensor {
+                        index,
+                        reason: "payload overlaps another",
+                    });
+                }
+                if end > data_end {
+                    return Err(Error::BadTensor {
+                        index,
+                        reason: "payload outside the data section",
+                    });
+                }
+                cursor = end;
+            }
+            Tensor::from_entry(image, &e, index)?;
+            if let Some(l) = spec.layer {
+                if current_layer != Some(l) {
+                    current_layer = Some(l);
+                    layer_first[l as usize] = index as u16;
+                }
+            }
+            index += 1;
+            Ok(())
+        })?;
+        if index != count {
+            return Err(Error::BadHeader(
+                "tensor table has entries the config does not use",
+            ));
+        }
+        layer_first[self.config.num_layers as usize] = index as u16;
+        self.layer_first = layer_first;
+        Ok(())
+    }
+
+    /// The image this model reads from.
+    pub fn image(&self) -> &'a [u8] {
+        self.image
+    }
+
+    /// The parsed header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Model-wide configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Configuration of layer `i`.
+    pub fn layer(&self, i: usize) -> Result<LayerConfig> {
+        if i >= self.config.num_layers as usize {
+            return Err(Error::BadConfig {
+                layer: None,
+                reason: "layer index out of range",
+            });
+        }
+        LayerConfig::parse(self.config_section(), i as u16)
+    }
+
+    fn config_section(&self) -> &'a [u8] {
+        section(self.image, self.header.config_off, self.header.config_len)
+    }
+
+    /// Tensor table entry `index`.
+    pub fn entry(&self, index: u32) -> Result<TensorEntry> {
+        let table = section(
+            self.image,
+            self.header.table_off,
+            self.header.tensor_count * crate::image::TENSOR_ENTRY_LEN as u32,
+        );
+        TensorEntry::parse(table, index)
+    }
+
+    /// Number of tensors in the image.
+    pub fn tensor_count(&self) -> u32 {
+        self.header.tensor_count
+    }
+
+    /// Tensor `index` of the table.
+    pub fn tensor(&self, index: u32) -> Result<Tensor<'a>> {
+        Tensor::from_entry(self.image, &self.entry(index)?, index)
+    }
+
+    /// A model-wide tensor (embeddings, final norm, head; the head falls back
+    /// to the embeddings when tied).
+    pub fn global(&self, role: Role) -> Result<Tensor<'a>> {
+        let role = if role == Role::LmHead && self.config.tie_word_embeddings {
+            Role::Embeddings
+        } else {
+            role
+        };
+        let first = self.layer_first[0] as u32;
+        let first = if self.config.num_layers == 0 {
+            self.header.tensor_count
+        } else {
+            first
+        };
+        for index in 0..first {
+            let e = self.entry(index)?;
+            if e.role == role {
+                return Tensor::from_entry(self.image, &e, index);
+            }
+        }
+        Err(Error::MissingTensor { layer: None, role })
+    }
+
+    /// The tensors of layer `i`.
+    pub fn layer_weights(&self, i: usize) -> LayerWeights<'_, 'a> {
+        let i = i.min(self.config.num_layers as usize);
+        LayerWeights {
+            model: self,
+            first: self.layer_first[i],
+            end: self.layer_first[(i + 1).min(MAX_LAYERS)],
+        }
+    }
+
+    /// f32 words of recurrent state (all layers) for a session that may pin up
+    /// to `pinned_max` tokens.
+    pub fn state_len(&self, pinned_max: usize) -> usize {
+        (0..self.config.num_layers as usize)
+            .filter_map(|i| self.layer(i).ok())
+            .map(|l| l.state_len(pinned_max))
+            .sum()
+    }
+
+    /// f32 words of the whole session buffer (state + per-token scratch).
+    pub fn session_len(&self, pinned_max: usize) -> usize {
+        match crate::session_len(self.image, pinned_max) {
+            Ok(n) => n,
+            Err(_) => 0,
+        }
+    }
+
+    /// Bytes of the session buffer, as reported to users (`4 * session_len`).
+    pub fn session_bytes(&self, pinned_max: usize) -> usize {
+        4 * self.session_len(pinned_max)
+    }
+
+    /// Bytes of recurrent state, the part that a transformer's KV cache would grow.
+    pub fn state_bytes(&self, pinned_max: usize) -> usize {
+        4 * self.state_len(pinned_max)
+    }
+}
+
+fn section(image: &[u8], off: u32, len: u32) -> &[u8] {
+    image
+        .get(off as usize..off as usize + len as usize)
+        .unwrap_or(&[])
+}

@@ -1,0 +1,284 @@
+//! Token sampling: greedy, temperature, top-k and top-p, with a seeded PCG32
+//! so that host and board draw the same tokens for the same seed.
+//!
+//! No allocation: top-k keeps its candidates in a `heapless::Vec`; top-p alone
+//! finds the nucleus threshold by bisection over the logits (exact up to
+//! logits closer than one f32 ulp), so it works for any vocabulary size.
+
+use heapless::Vec;
+use rand_core::{RngCore, SeedableRng};
+use rand_pcg::Pcg32;
+
+use crate::error::{Error, Result};
+
+/// Largest `top_k` supported.
+pub const MAX_TOP_K: usize = 64;
+
+/// Sampling options.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplerConfig {
+    /// Softmax temperature; 0 means greedy.
+    pub temperature: f32,
+    /// Keep only the k most likely tokens (0 = off, at most [`MAX_TOP_K`]).
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches `top_p` (1 = off).
+    pub top_p: f32,
+    /// PRNG seed.
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+/// A configured sampler with its random state.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    config: SamplerConfig,
+    rng: Pcg32,
+}
+
+impl Sampler {
+    /// Greedy decoding (argmax).
+    pub fn greedy() -> Sampler {
+        Sampler {
+            config: SamplerConfig::default(),
+            rng: Pcg32::seed_from_u64(0),
+        }
+    }
+
+    /// A sampler with checked options.
+    pub fn new(config: SamplerConfig) -> Result<Sampler> {
+        let t = config.temperature;
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(Error::BadSampler("temperature must be finite and >= 0"));
+        }
+        if config.top_k > MAX_TOP_K {
+            return Err(Error::BadSampler("top_k is larger than MAX_TOP_K (64)"));
+        }
+        if !(config.top_p > 0.0 && config.top_p <= 1.0) {
+            return Err(Error::BadSampler("top_p must be in (0, 1]"));
+        }
+        Ok(Sampler {
+            config,
+            rng: Pcg32::seed_from_u64(config.seed),
+        })
+    }
+
+    /// A uniform draw in [0, 1).
+    fn uniform(&mut self) -> f32 {
+        (self.rng.next_u32() >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
+    }
+
+    /// Picks the next token from `logits` (NaN logits are never picked).
+    pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let c = self.config;
+        if c.temperature == 0.0 || c.top_k == 1 {
+            return argmax(logits);
+        }
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let inv_t = 1.0 / c.temperature;
+        let weight = |l: f32| {
+            if l.is_nan() {
+                0.0
+            } else {
+                libm::expf((l - max) * inv_t)
+            }
+        };
+        if c.top_k > 0 {
+            let mut cands = top_k(logits, c.top_k);
+            let total: f32 = cands.iter().map(|&(l, _)| weight(l)).sum();
+            // Nucleus within the (descending) candidates.
+            let mut kept = 0.0;
+            let mut n = 0;
+            for &(l, _) in cands.iter() {
+                kept += weight(l);
+                n += 1;
+                if kept >= c.top_p * total {
+                    break;
+                }
+            }
+            cands.truncate(n);
+            let mut u = self.uniform() * kept;
+            for &(l, id) in cands.iter() {
+                u -= weight(l);
+                if u < 0.0 {
+                    return id;
+                }
+            }
+            return cands.last().map_or(0, |&(_, id)| id);
+        }
+        let threshold = if c.top_p < 1.0 {
+            nucleus_threshold(logits, c.top_p, &weight)
+        } else {
+            f32::NEG_INFINITY
+        };
+        let kept: f32 = logits
+            .iter()
+            .filter(|&&l| l >= threshold)
+            .map(|&l| weight(l))
+            .sum();
+        let mut u = self.uniform() * kept;
+        let mut last = argmax(logits);
+        for (id, &l) in logits.iter().enumerate() {
+            if l >= threshold && !l.is_nan() {
+                last = id as u32;
+                u -= weight(l);
+                if u < 0.0 {
+                    return id as u32;
+                }
+            }
+        }
+        last
+    }
+}
+
+/// Index of the largest logit (the first on ties; 0 for an empty slice).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    let mut best_val = f32::NEG_INFINITY;
+    for (i, &l) in logits.iter().enumerate() {
+        if l > best_val {
+            best = i;
+            best_val = l;
+        }
+    }
+    best as u32
+}
+
+/// The `k` largest logits with their ids, in descending order.
+fn top_k(logits: &[f32], k: usize) -> Vec<(f32, u32), MAX_TOP_K> {
+    let mut v: Vec<(f32, u32), MAX_TOP_K> = Vec::new();
+    for (id, &l) in logits.iter().enumerate() {
+        if l.is_nan() || (v.len() == k && v.last().is_some_and(|&(m, _)| l <= m)) {
+            continue;
+        }
+        if v.len() == k {
+            v.pop();
+        }
+        let at = v.iter().position(|&(m, _)| l > m).unwrap_or(v.len());
+        // Cannot fail: one slot was freed above or len < k <= capacity.
+        let _ = v.insert(at, (l, id as u32));
+    }
+    v
+}
+
+/// Largest logit threshold whose tokens (logit >= threshold) hold at least
+/// `p` of the probability mass.
+fn nucleus_threshold(logits: &[f32], p: f32, weight: &impl Fn(f32) -> f32) -> f32 {
+    let mass = |t: f32| -> f32 { logits.iter().filter(|&&l| l >= t).map(|&l| weight(l)).sum() };
+    let total = mass(f32::NEG_INFINITY);
+    let (mut lo, mut hi) = logits
+        .iter()
+        .filter(|l| !l.is_nan())
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &l| {
+            (a.min(l), b.max(l))
+        });
+    if !(lo <= hi) {
+        return f32::NEG_INFINITY;
+    }
+    if mass(hi) >= p * total {
+        return hi;
+    }
+    // Invariant: mass(lo) >= p * total > mass(hi).
+    loop {
+        let mid = lo + (hi - lo) * 0.5;
+        if mid <= lo || mid >= hi {
+            return lo;
+        }
+        if mass(mid) >= p * total {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampler(temperature: f32, top_k: usize, top_p: f32, seed: u64) -> Sampler {
+        Sampler::new(SamplerConfig {
+            temperature,
+            top_k,
+            top_p,
+            seed,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn greedy_picks_the_argmax() {
+        assert_eq!(Sampler::greedy().sample(&[0.1, 3.0, -1.0, 2.9]), 1);
+    }
+
+    #[test]
+    fn top_k_never_leaves_the_k_best() {
+        let logits = [0.0, 5.0, 1.0, 4.0, 3.0];
+        let mut s = sampler(10.0, 2, 1.0, 7);
+        for _ in 0..500 {
+            let t = s.sample(&logits);
+            assert!(t == 1 || t == 3, "sampled {t}");
+        }
+    }
+
+    #[test]
+    fn top_p_keeps_the_nucleus_only() {
+        // Probabilities ~ [0.64, 0.24, 0.09, 0.03]: top_p 0.8 keeps ids 0 and 1.
+        let logits = [3.0f32, 2.0, 1.0, 0.0];
+        let mut s = sampler(1.0, 0, 0.8, 3);
+        let mut seen = [0usize; 4];
+        for _ in 0..2000 {
+            seen[s.sample(&logits) as usize] += 1;
+        }
+        assert!(
+            seen[0] > 0 && seen[1] > 0 && seen[2] == 0 && seen[3] == 0,
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn temperature_sampling_follows_the_distribution() {
+        let logits = [0.0f32, (3.0f32).ln()]; // p = [0.25, 0.75]
+        let mut s = sampler(1.0, 0, 1.0, 11);
+        let ones = (0..4000).filter(|_| s.sample(&logits) == 1).count();
+        assert!((2800..3200).contains(&ones), "{ones}");
+    }
+
+    #[test]
+    fn same_seed_same_tokens() {
+        let logits = [0.3f32, 0.1, 0.2, 0.4];
+        let mut a = sampler(1.0, 3, 0.9, 42);
+        let mut b = sampler(1.0, 3, 0.9, 42);
+        for _ in 0..100 {
+            assert_eq!(a.sample(&logits), b.sample(&logits));
+        }
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        for (t, k, p) in [
+            (-1.0, 0, 1.0),
+            (f32::NAN, 0, 1.0),
+            (1.0, 65, 1.0),
+            (1.0, 0, 0.0),
+            (1.0, 0, 1.5),
+        ] {
+            assert!(Sampler::new(SamplerConfig {
+                temperature: t,
+                top_k: k,
+                top_p: p,
+                seed: 0
+            })
+            .is_err());
+        }
+    }
+}

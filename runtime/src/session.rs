@@ -1,0 +1,196 @@
+//! A running stream: the model plus its state, in a buffer the caller owns.
+//!
+//! Buffer layout (f32 words):
+//! ```text
+//! [ state of layer 0 | ... | state of layer L-1 ]                       (reset to 0)
+//! [ h: D | x: D | out: D | gate: I | up: I | logits: vocab | mixer scratch ]
+//! ```
+//! Its size is known before the first token ([`crate::session_len`]) and never changes.
+
+use crate::config::LayerConfig;
+use crate::error::{Error, Result};
+use crate::image::Role;
+use crate::math::{rms_scale, silu};
+use crate::mixers::StepCtx;
+use crate::model::Model;
+use crate::sampler::Sampler;
+use crate::tensor::Tensor;
+
+/// One token stream over a model. Owns no memory: state and scratch live in
+/// the caller's buffer.
+pub struct Session<'a, 'b> {
+    model: Model<'a>,
+    buf: &'b mut [f32],
+    state_len: usize,
+    pos: u64,
+    pinned: usize,
+    pinned_max: usize,
+}
+
+/// Splits `n` words off the front of `buf`.
+fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
+    let all = core::mem::take(buf);
+    let (head, tail) = all.split_at_mut(n.min(all.len()));
+    *buf = tail;
+    head
+}
+
+/// `out = rmsnorm(x) * w`.
+fn rmsnorm(x: &[f32], w: &Tensor<'_>, eps: f32, out: &mut [f32]) {
+    let inv = rms_scale(x, eps);
+    for (i, (o, &xi)) in out.iter_mut().zip(x).enumerate() {
+        *o = xi * inv * w.at(i);
+    }
+}
+
+impl<'a, 'b> Session<'a, 'b> {
+    /// A session with no pinned prefix. `buf` needs
+    /// [`Model::session_len`]`(0)` words; a larger one is fine.
+    pub fn new(model: Model<'a>, buf: &'b mut [f32]) -> Result<Session<'a, 'b>> {
+        Self::with_pinned_capacity(model, buf, 0)
+    }
+
+    /// A session that can pin up to `pinned_max` tokens after the sinks of
+    /// its SWA layers (see [`Session::reset_pinned`]).
+    pub fn with_pinned_capacity(
+        model: Model<'a>,
+        buf: &'b mut [f32],
+        pinned_max: usize,
+    ) -> Result<Session<'a, 'b>> {
+        let needed = crate::session_len(model.image(), pinned_max)?;
+        if buf.len() < needed {
+            return Err(Error::BufferTooSmall {
+                needed: 4 * needed,
+                got: 4 * buf.len(),
+            });
+        }
+        let state_len = model.state_len(pinned_max);
+        let mut s = Session {
+            model,
+            buf,
+            state_len,
+            pos: 0,
+            pinned: 0,
+            pinned_max,
+        };
+        s.reset();
+        Ok(s)
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model<'a> {
+        &self.model
+    }
+
+    /// Tokens fed so far.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Returns to the initial state: zero state, position 0, no pinned prefix kept.
+    pub fn reset(&mut self) {
+        self.buf[..self.state_len].fill(0.0);
+        self.pos = 0;
+    }
+
+    /// Resets and pins the first `pinned` tokens of the next stream (after
+    /// the model's sinks) in every SWA layer.
+    pub fn reset_pinned(&mut self, pinned: usize) -> Result<()> {
+        if pinned > self.pinned_max {
+            return Err(Error::TooManyPinned {
+                asked: pinned,
+                max: self.pinned_max,
+            });
+        }
+        self.reset();
+        self.pinned = pinned;
+        Ok(())
+    }
+
+    /// The recurrent state (what stays between tokens), for inspection.
+    pub fn state(&self) -> &[f32] {
+        &self.buf[..self.state_len]
+    }
+
+    /// Feeds one token and returns the logits for the next one.
+    pub fn feed(&mut self, token: u32) -> Result<&[f32]> {
+        let cfg = *self.model.config();
+        if token >= cfg.vocab_size {
+            return Err(Error::TokenOutOfRange {
+                token,
+                vocab: cfg.vocab_size,
+            });
+        }
+        let (d, i, vocab) = (
+            cfg.hidden_size as usize,
+            cfg.intermediate_size as usize,
+            cfg.vocab_size as usize,
+        );
+        let (mut state, mut scratch) = self.buf.split_at_mut(self.state_len);
+        let h = take(&mut scratch, d);
+        let x = take(&mut scratch, d);
+        let out = take(&mut scratch, d);
+        let gate = take(&mut scratch, i);
+        let up = take(&mut scratch, i);
+        let logits = take(&mut scratch, vocab);
+        let ctx = StepCtx {
+            pos: self.pos,
+            pinned: self.pinned,
+            pinned_max: self.pinned_max,
+            norm_eps: cfg.norm_eps,
+        };
+
+        self.model
+            .global(Role::Embeddings)?
+            .row_into(token as usize, h);
+        for layer in 0..cfg.num_layers as usize {
+            let lc: LayerConfig = self.model.layer(layer)?;
+            let w = self.model.layer_weights(layer);
+            let layer_state = take(&mut state, lc.state_len(self.pinned_max));
+
+            rmsnorm(h, &w.get(Role::AttnNorm)?, cfg.norm_eps, x);
+            lc.mixer().step(&ctx, &w, layer_state, scratch, x, out)?;
+            h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
+
+            rmsnorm(h, &w.get(Role::MlpNorm)?, cfg.norm_eps, x);
+            w.get(Role::MlpGate)?.matvec(x, gate);
+            w.get(Role::MlpUp)?.matvec(x, up);
+            gate.iter_mut()
+                .zip(up.iter())
+                .for_each(|(g, u)| *g = silu(*g) * u);
+            w.get(Role::MlpDown)?.matvec(gate, out);
+            h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
+        }
+        rmsnorm(h, &self.model.global(Role::FinalNorm)?, cfg.norm_eps, x);
+        self.model.global(Role::LmHead)?.matvec(x, logits);
+        self.pos += 1;
+        Ok(logits)
+    }
+
+    /// Feeds `prompt`, then samples `n` tokens, calling `on_token` with each
+    /// generated token as soon as it exists; `on_token` returns `false` to stop
+    /// early. Returns the number of tokens generated.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        n: usize,
+        sampler: &mut Sampler,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<usize> {
+        let (&last, head) = prompt
+            .split_last()
+            .ok_or(Error::BadPrompt("the prompt is empty"))?;
+        for &t in head {
+            self.feed(t)?;
+        }
+        let mut token = last;
+        for produced in 0..n {
+            let logits = self.feed(token)?;
+            token = sampler.sample(logits);
+            if !on_token(token) {
+                return Ok(produced + 1);
+            }
+        }
+        Ok(n)
+    }
+}

@@ -1,0 +1,303 @@
+"""Parse and validate ``config.json`` (SPEC.md §1) into fully defaulted configs.
+
+Every field is type-checked, every default of SPEC §1 is filled in, and
+unknown mixer kinds or unknown fields raise ``ValueError`` naming them: a field
+the reference does not understand may change the maths, so it is never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class GdnConfig:
+    """Gated DeltaNet (SPEC §3.1): H q/k heads of size K, HV value heads of size V."""
+
+    num_heads: int
+    head_dim: int  # K
+    num_v_heads: int  # HV
+    head_v_dim: int  # V = int(head_dim * expand_v)
+    conv_size: int
+    use_gate: bool
+    allow_neg_eigval: bool
+
+
+@dataclass(frozen=True)
+class GsaConfig:
+    """Gated Slot Attention (SPEC §3.2): H query heads, Hkv kv heads, M slots."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_k_dim: int  # K = hidden_size * expand_k / num_heads
+    head_v_dim: int  # V = hidden_size * expand_v / num_heads
+    num_slots: int  # M
+    feature_map: str  # "swish" | "relu"
+    gate_logit_normalizer: float
+
+
+@dataclass(frozen=True)
+class SwaConfig:
+    """Sliding-window softmax attention with sinks (SPEC §3.3).
+
+    ``rope_theta`` None disables RoPE; config.json cannot ask for that, it
+    exists only so tests can compare BLA with a plain sliding window.
+    """
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # d
+    window: int  # W
+    sinks: int  # S
+    rope_theta: Union[float, None]
+    rope_positions: str  # "absolute" | "cache"
+    sink_logits: bool
+    use_short_conv: bool
+    conv_size: int
+
+
+@dataclass(frozen=True)
+class BlaConfig:
+    """Blurry Window Attention (SPEC §3.4): H heads, K = V = head_dim."""
+
+    num_heads: int
+    head_dim: int  # K = V
+    period: int  # P
+    modes: int  # M
+    slots: int  # N
+    kernel: str  # "dirichlet" | "fejer"
+    decay: str  # "gated" | "scalar" | "none"
+    gamma: float
+    use_short_conv: bool
+    conv_size: int
+
+
+MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The whole model (SPEC §1)."""
+
+    vocab_size: int
+    hidden_size: int  # D
+    intermediate_size: int  # I
+    norm_eps: float
+    tie_word_embeddings: bool
+    tokenizer: str
+    layers: tuple  # of MixerConfig
+
+
+class _Fields:
+    """Takes typed fields out of one JSON object; whatever is left is unknown."""
+
+    def __init__(self, raw: Any, where: str):
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+        self._raw = dict(raw)
+        self.where = where
+
+    def error(self, message: str) -> ValueError:
+        return ValueError(f"{self.where}: {message}")
+
+    def has(self, name: str) -> bool:
+        return name in self._raw
+
+    def _take(self, name: str, default: Any) -> Any:
+        if name in self._raw:
+            return self._raw.pop(name)
+        if default is _REQUIRED:
+            raise self.error(f"missing required field '{name}'")
+        return default
+
+    def integer(self, name: str, default: Any = _REQUIRED, minimum: int = 1) -> int:
+        value = self._take(name, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"field '{name}' must be an integer, got {value!r}")
+        if value < minimum:
+            raise self.error(f"field '{name}' must be >= {minimum}, got {value}")
+        return value
+
+    def number(self, name: str, default: Any = _REQUIRED) -> float:
+        value = self._take(name, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"field '{name}' must be a number, got {value!r}")
+        if not math.isfinite(value) or value <= 0:
+            raise self.error(f"field '{name}' must be a positive finite number, got {value!r}")
+        return float(value)
+
+    def flag(self, name: str, default: Any = _REQUIRED) -> bool:
+        value = self._take(name, default)
+        if not isinstance(value, bool):
+            raise self.error(f"field '{name}' must be true or false, got {value!r}")
+        return value
+
+    def choice(self, name: str, choices: tuple, default: Any = _REQUIRED) -> str:
+        value = self._take(name, default)
+        if value not in choices:
+            raise self.error(f"field '{name}' must be one of {list(choices)}, got {value!r}")
+        return value
+
+    def string(self, name: str, default: Any = _REQUIRED) -> str:
+        value = self._take(name, default)
+        if not isinstance(value, str):
+            raise self.error(f"field '{name}' must be a string, got {value!r}")
+        return value
+
+    def nonempty_list(self, name: str) -> list:
+        value = self._take(name, _REQUIRED)
+        if not isinstance(value, list) or not value:
+            raise self.error(f"field '{name}' must be a non-empty list")
+        return value
+
+    def finish(self) -> None:
+        """Reject every field that was not taken."""
+        if self._raw:
+            raise self.error(f"unknown field(s) {sorted(self._raw)}")
+
+
+def _exact_div(f: _Fields, numerator: float, denominator: int, what: str) -> int:
+    """numerator / denominator, which must be a whole number."""
+    quotient = numerator / denominator
+    if quotient != int(quotient) or quotient < 1:
+        raise f.error(f"{what} = {numerator} / {denominator} is not a positive integer")
+    return int(quotient)
+
+
+def _head_dim(f: _Fields, hidden: int, num_heads: int) -> int:
+    """head_dim, by default hidden_size / num_heads (which must then be whole)."""
+    if f.has("head_dim"):
+        return f.integer("head_dim")
+    return _exact_div(f, hidden, num_heads, "default head_dim = hidden_size / num_heads")
+
+
+def _kv_heads(f: _Fields, num_heads: int) -> int:
+    """num_kv_heads (default num_heads), which must divide num_heads."""
+    heads = f.integer("num_kv_heads", num_heads)
+    if num_heads % heads != 0:
+        raise f.error(f"num_heads {num_heads} must be a multiple of num_kv_heads {heads}")
+    return heads
+
+
+def _parse_gdn(f: _Fields, hidden: int) -> GdnConfig:
+    num_heads = f.integer("num_heads")
+    head_dim = _head_dim(f, hidden, num_heads)
+    num_v_heads = f.integer("num_v_heads", num_heads)
+    if num_v_heads % num_heads != 0:
+        raise f.error(f"num_v_heads {num_v_heads} must be a multiple of num_heads {num_heads}")
+    expand_v = f.number("expand_v", 2.0)
+    head_v_dim = _exact_div(f, head_dim * expand_v, 1, "head_dim * expand_v")
+    return GdnConfig(
+        num_heads=num_heads,
+        head_dim=head_dim,
+        num_v_heads=num_v_heads,
+        head_v_dim=head_v_dim,
+        conv_size=f.integer("conv_size", 4),
+        use_gate=f.flag("use_gate", True),
+        allow_neg_eigval=f.flag("allow_neg_eigval", False),
+    )
+
+
+def _parse_gsa(f: _Fields, hidden: int) -> GsaConfig:
+    num_heads = f.integer("num_heads")
+    num_kv_heads = _kv_heads(f, num_heads)
+    expand_k = f.number("expand_k", 1.0)
+    expand_v = f.number("expand_v", 1.0)
+    return GsaConfig(
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_k_dim=_exact_div(f, hidden * expand_k, num_heads, "hidden_size * expand_k / num_heads"),
+        head_v_dim=_exact_div(f, hidden * expand_v, num_heads, "hidden_size * expand_v / num_heads"),
+        num_slots=f.integer("num_slots", 64),
+        feature_map=f.choice("feature_map", ("swish", "relu"), "swish"),
+        gate_logit_normalizer=f.number("gate_logit_normalizer", 8.0),
+    )
+
+
+def _parse_swa(f: _Fields, hidden: int) -> SwaConfig:
+    num_heads = f.integer("num_heads")
+    num_kv_heads = _kv_heads(f, num_heads)
+    head_dim = _head_dim(f, hidden, num_heads)
+    if head_dim % 2 != 0:
+        raise f.error(f"head_dim {head_dim} must be even for RoPE")
+    return SwaConfig(
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        window=f.integer("window"),
+        sinks=f.integer("sinks", 0, minimum=0),
+        rope_theta=f.number("rope_theta", 10000.0),
+        rope_positions=f.choice("rope_positions", ("absolute", "cache"), "absolute"),
+        sink_logits=f.flag("sink_logits", False),
+        use_short_conv=f.flag("use_short_conv", False),
+        conv_size=f.integer("conv_size", 4),
+    )
+
+
+def _parse_bla(f: _Fields, hidden: int) -> BlaConfig:
+    num_heads = f.integer("num_heads")
+    period = f.integer("period")
+    modes = f.integer("modes", minimum=0)
+    if 2 * modes > period:
+        raise f.error(f"modes {modes} above the Nyquist limit period/2 = {period / 2}")
+    decay = f.choice("decay", ("gated", "scalar", "none"), "gated")
+    gamma = f.number("gamma", 1.0)
+    if gamma > 1.0:
+        raise f.error(f"field 'gamma' must be in (0, 1], got {gamma}")
+    return BlaConfig(
+        num_heads=num_heads,
+        head_dim=_head_dim(f, hidden, num_heads),
+        period=period,
+        modes=modes,
+        slots=f.integer("slots", 2 * modes + 1),
+        kernel=f.choice("kernel", ("dirichlet", "fejer"), "dirichlet"),
+        decay=decay,
+        gamma=gamma,
+        use_short_conv=f.flag("use_short_conv", False),
+        conv_size=f.integer("conv_size", 4),
+    )
+
+
+_MIXER_PARSERS = {"gdn": _parse_gdn, "gsa": _parse_gsa, "swa": _parse_swa, "bla": _parse_bla}
+
+
+def _parse_layer(raw: Any, index: int, hidden: int) -> MixerConfig:
+    f = _Fields(raw, f"layers[{index}]")
+    kind = f.string("mixer")
+    if kind not in _MIXER_PARSERS:
+        raise f.error(f"unknown mixer kind {kind!r} (known: {sorted(_MIXER_PARSERS)})")
+    layer = _MIXER_PARSERS[kind](f, hidden)
+    f.finish()
+    return layer
+
+
+def parse_config(raw: Any) -> ModelConfig:
+    """Validate a config.json object and fill in SPEC §1 defaults."""
+    f = _Fields(raw, "config")
+    f.choice("model_type", ("ferrite",), "ferrite")
+    hidden = f.integer("hidden_size")
+    layers = f.nonempty_list("layers")
+    config = ModelConfig(
+        vocab_size=f.integer("vocab_size"),
+        hidden_size=hidden,
+        intermediate_size=f.integer("intermediate_size"),
+        norm_eps=f.number("norm_eps", 1e-6),
+        tie_word_embeddings=f.flag("tie_word_embeddings", False),
+        tokenizer=f.string("tokenizer", "bytes"),
+        layers=tuple(_parse_layer(raw_layer, i, hidden) for i, raw_layer in enumerate(layers)),
+    )
+    f.finish()
+    return config
+
+
+def load_config(path: Union[str, Path]) -> ModelConfig:
+    """Read and parse a config.json file."""
+    with open(path, encoding="utf-8") as file:
+        return parse_config(json.load(file))
+

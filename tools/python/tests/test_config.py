@@ -1,0 +1,123 @@
+"""config.json parsing: SPEC §1 defaults and rejections."""
+
+import copy
+
+import pytest
+
+from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, SwaConfig, parse_config
+
+SPEC_EXAMPLE = {
+    "model_type": "ferrite", "vocab_size": 256, "hidden_size": 128,
+    "intermediate_size": 384, "norm_eps": 1e-6, "tie_word_embeddings": True,
+    "tokenizer": "bytes",
+    "layers": [
+        {"mixer": "gdn", "num_heads": 2, "head_dim": 32, "num_v_heads": 2, "expand_v": 2.0,
+         "conv_size": 4, "use_gate": True, "allow_neg_eigval": False},
+        {"mixer": "gsa", "num_heads": 4, "num_kv_heads": 2, "num_slots": 16,
+         "expand_k": 1.0, "expand_v": 1.0, "feature_map": "swish", "gate_logit_normalizer": 8},
+        {"mixer": "swa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "window": 64,
+         "sinks": 4, "rope_theta": 10000.0, "rope_positions": "cache", "sink_logits": False},
+        {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": 64, "modes": 8,
+         "slots": 17, "kernel": "dirichlet", "decay": "gated", "gamma": 1.0,
+         "use_short_conv": True, "conv_size": 4},
+    ],
+}
+
+
+def minimal(*layers, **top):
+    return {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "layers": list(layers), **top}
+
+
+def test_spec_example_parses():
+    cfg = parse_config(SPEC_EXAMPLE)
+    gdn, gsa, swa, bla = cfg.layers
+    assert gdn == GdnConfig(2, 32, 2, 64, 4, True, False)
+    assert gsa == GsaConfig(4, 2, 32, 32, 16, "swish", 8.0)
+    assert swa == SwaConfig(4, 2, 32, 64, 4, 10000.0, "cache", False, False, 4)
+    assert bla == BlaConfig(2, 32, 64, 8, 17, "dirichlet", "gated", 1.0, True, 4)
+    assert cfg.tie_word_embeddings and cfg.norm_eps == 1e-6 and cfg.hidden_size == 128
+
+
+def test_defaults():
+    cfg = parse_config(minimal(
+        {"mixer": "gdn", "num_heads": 2},
+        {"mixer": "gsa", "num_heads": 4},
+        {"mixer": "swa", "num_heads": 4, "window": 8},
+        {"mixer": "bla", "num_heads": 2, "period": 16, "modes": 3},
+    ))
+    assert cfg.norm_eps == 1e-6 and cfg.tie_word_embeddings is False and cfg.tokenizer == "bytes"
+    gdn, gsa, swa, bla = cfg.layers
+    assert gdn == GdnConfig(num_heads=2, head_dim=32, num_v_heads=2, head_v_dim=64, conv_size=4,
+                            use_gate=True, allow_neg_eigval=False)
+    assert gsa == GsaConfig(num_heads=4, num_kv_heads=4, head_k_dim=16, head_v_dim=16, num_slots=64,
+                            feature_map="swish", gate_logit_normalizer=8.0)
+    assert swa == SwaConfig(num_heads=4, num_kv_heads=4, head_dim=16, window=8, sinks=0, rope_theta=10000.0,
+                            rope_positions="absolute", sink_logits=False, use_short_conv=False, conv_size=4)
+    assert bla == BlaConfig(num_heads=2, head_dim=32, period=16, modes=3, slots=7, kernel="dirichlet",
+                            decay="gated", gamma=1.0, use_short_conv=False, conv_size=4)
+
+
+def test_gsa_expand_and_gdn_expand_v():
+    cfg = parse_config(minimal(
+        {"mixer": "gsa", "num_heads": 4, "num_kv_heads": 1, "expand_k": 0.5, "expand_v": 2},
+        {"mixer": "gdn", "num_heads": 2, "head_dim": 24, "num_v_heads": 4, "expand_v": 1.5},
+    ))
+    gsa, gdn = cfg.layers
+    assert (gsa.head_k_dim, gsa.head_v_dim, gsa.num_kv_heads) == (8, 32, 1)
+    assert (gdn.head_dim, gdn.head_v_dim, gdn.num_v_heads) == (24, 36, 4)
+
+
+def test_explicit_head_dim_needs_no_divisible_hidden():
+    cfg = parse_config(minimal({"mixer": "swa", "num_heads": 3, "head_dim": 8, "window": 4}))
+    assert cfg.layers[0].head_dim == 8
+
+
+@pytest.mark.parametrize("layer, message", [
+    ({"mixer": "mamba", "num_heads": 2}, "mamba"),
+    ({"mixer": "swa", "num_heads": 4, "window": 8, "window_size": 8}, "window_size"),
+    ({"mixer": "gdn", "num_heads": 2, "use_short_conv": True}, "use_short_conv"),
+    ({"mixer": "gsa", "num_heads": 2, "use_short_conv": True}, "use_short_conv"),
+    ({"mixer": "swa", "num_heads": 4}, "window"),
+    ({"mixer": "bla", "num_heads": 2, "modes": 3}, "period"),
+    ({"mixer": "bla", "num_heads": 2, "period": 8}, "modes"),
+    ({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 5}, "Nyquist"),
+    ({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 2, "kernel": "gauss"}, "kernel"),
+    ({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 2, "decay": "exp"}, "decay"),
+    ({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 2, "gamma": 1.5}, "gamma"),
+    ({"mixer": "swa", "num_heads": 4, "window": 8, "rope_positions": "relative"}, "rope_positions"),
+    ({"mixer": "swa", "num_heads": 4, "num_kv_heads": 3, "window": 8}, "num_kv_heads"),
+    ({"mixer": "swa", "num_heads": 2, "head_dim": 7, "window": 8}, "even"),
+    ({"mixer": "swa", "num_heads": 4, "window": 8, "sinks": -1}, "sinks"),
+    ({"mixer": "swa", "num_heads": 4, "window": True}, "window"),
+    ({"mixer": "swa", "num_heads": 4, "window": 8, "sink_logits": 1}, "sink_logits"),
+    ({"mixer": "swa", "num_heads": 5, "window": 8}, "head_dim"),
+    ({"mixer": "gdn", "num_heads": 2, "num_v_heads": 3}, "num_v_heads"),
+    ({"mixer": "gdn", "num_heads": 2, "head_dim": 5, "expand_v": 1.5}, "expand_v"),
+    ({"mixer": "gsa", "num_heads": 2, "feature_map": "elu"}, "feature_map"),
+    ({"mixer": "gsa", "num_heads": 3}, "expand_k"),
+])
+def test_layer_rejections(layer, message):
+    with pytest.raises(ValueError, match=message):
+        parse_config(minimal(layer))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model_type": "llama"}, "model_type"),
+    ({"rope_scaling": None}, "rope_scaling"),
+    ({"layers": []}, "layers"),
+    ({"vocab_size": 0}, "vocab_size"),
+    ({"norm_eps": -1.0}, "norm_eps"),
+    ({"tie_word_embeddings": "yes"}, "tie_word_embeddings"),
+])
+def test_model_rejections(change, message):
+    raw = copy.deepcopy(SPEC_EXAMPLE)
+    raw.update(change)
+    with pytest.raises(ValueError, match=message):
+        parse_config(raw)
+
+
+def test_missing_required_top_level_field():
+    raw = copy.deepcopy(SPEC_EXAMPLE)
+    del raw["hidden_size"]
+    with pytest.raises(ValueError, match="hidden_size"):
+        parse_config(raw)

@@ -1,0 +1,355 @@
+//! `config.json` (SPEC.md §1) to the image's binary configuration.
+//!
+//! Strict: every field is type-checked, every SPEC default is filled in, and an
+//! unknown mixer kind or field is an error naming it (a field ferrite does not
+//! understand may change the maths, so it is never ignored). The defaults match
+//! the Python reference (`tools/python/ferrite_ref/config.py`).
+
+use anyhow::{bail, Context, Result};
+use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
+use ferrite::mixers::{
+    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GsaConfig, SwaConfig,
+};
+use serde_json::{Map, Value};
+
+/// Takes typed fields out of one JSON object; whatever is left is unknown.
+struct Fields {
+    map: Map<String, Value>,
+    at: String,
+}
+
+impl Fields {
+    fn new(value: &Value, at: impl Into<String>) -> Result<Fields> {
+        let at = at.into();
+        match value {
+            Value::Object(map) => Ok(Fields {
+                map: map.clone(),
+                at,
+            }),
+            _ => bail!("{at}: expected a JSON object"),
+        }
+    }
+
+    fn take(&mut self, name: &str) -> Option<Value> {
+        self.map.remove(name)
+    }
+
+    fn int(&mut self, name: &str, default: Option<u64>, min: u64) -> Result<u32> {
+        let v = match (self.take(name), default) {
+            (Some(v), _) => v.as_u64().with_context(|| {
+                format!("{}: field '{name}' must be a non-negative integer", self.at)
+            })?,
+            (None, Some(d)) => d,
+            (None, None) => bail!("{}: missing required field '{name}'", self.at),
+        };
+        if v < min || v > u32::MAX as u64 {
+            bail!("{}: field '{name}' must be >= {min}, got {v}", self.at);
+        }
+        Ok(v as u32)
+    }
+
+    fn positive(&mut self, name: &str, default: f64) -> Result<f64> {
+        let v = match self.take(name) {
+            Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+            Some(other) => bail!("{}: field '{name}' must be a number, got {other}", self.at),
+            None => default,
+        };
+        if !(v.is_finite() && v > 0.0) {
+            bail!(
+                "{}: field '{name}' must be a positive finite number, got {v}",
+                self.at
+            );
+        }
+        Ok(v)
+    }
+
+    fn flag(&mut self, name: &str, default: bool) -> Result<bool> {
+        match self.take(name) {
+            Some(Value::Bool(b)) => Ok(b),
+            Some(other) => bail!(
+                "{}: field '{name}' must be true or false, got {other}",
+                self.at
+            ),
+            None => Ok(default),
+        }
+    }
+
+    fn choice(&mut self, name: &str, choices: &[&str], default: Option<&str>) -> Result<String> {
+        let v = match (self.take(name), default) {
+            (Some(Value::String(s)), _) => s,
+            (Some(other), _) => bail!("{}: field '{name}' must be a string, got {other}", self.at),
+            (None, Some(d)) => d.to_string(),
+            (None, None) => bail!("{}: missing required field '{name}'", self.at),
+        };
+        if !choices.contains(&v.as_str()) {
+            bail!(
+                "{}: field '{name}' must be one of {choices:?}, got {v:?}",
+                self.at
+            );
+        }
+        Ok(v)
+    }
+
+    fn finish(self) -> Result<()> {
+        if !self.map.is_empty() {
+            let names: Vec<_> = self.map.keys().cloned().collect();
+            bail!("{}: unknown field(s) {names:?}", self.at);
+        }
+        Ok(())
+    }
+
+    /// `numerator / denominator`, which must be a positive whole number.
+    fn exact_div(&self, numerator: f64, denominator: u32, what: &str) -> Result<u32> {
+        let q = numerator / denominator as f64;
+        if q < 1.0 || q.fract() != 0.0 || q > u32::MAX as f64 {
+            bail!(
+                "{}: {what} = {numerator} / {denominator} is not a positive integer",
+                self.at
+            );
+        }
+        Ok(q as u32)
+    }
+
+    /// `head_dim`, by default `hidden_size / num_heads`.
+    fn head_dim(&mut self, hidden: u32, heads: u32) -> Result<u32> {
+        if self.map.contains_key("head_dim") {
+            return self.int("head_dim", None, 1);
+        }
+        self.exact_div(
+            hidden as f64,
+            heads,
+            "default head_dim = hidden_size / num_heads",
+        )
+    }
+
+    /// `name` (default `heads`), which must divide `heads`.
+    fn divisor_heads(&mut self, name: &str, heads: u32) -> Result<u32> {
+        let n = self.int(name, Some(heads as u64), 1)?;
+        if heads % n != 0 {
+            bail!(
+                "{}: num_heads {heads} must be a multiple of {name} {n}",
+                self.at
+            );
+        }
+        Ok(n)
+    }
+
+    /// The short-convolution width when `use_short_conv` is set, else 0.
+    fn short_conv(&mut self) -> Result<u32> {
+        let on = self.flag("use_short_conv", false)?;
+        let size = self.int("conv_size", Some(4), 1)?;
+        Ok(if on { size } else { 0 })
+    }
+}
+
+fn parse_gdn(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let head_k_dim = f.head_dim(hidden, num_heads)?;
+    let num_v_heads = f.int("num_v_heads", Some(num_heads as u64), 1)?;
+    if num_v_heads % num_heads != 0 {
+        bail!(
+            "{}: num_v_heads {num_v_heads} must be a multiple of num_heads {num_heads}",
+            f.at
+        );
+    }
+    let expand_v = f.positive("expand_v", 2.0)?;
+    let head_v_dim = f.exact_div(head_k_dim as f64 * expand_v, 1, "head_dim * expand_v")?;
+    Ok(LayerConfig::Gdn(GdnConfig {
+        num_heads,
+        num_v_heads,
+        head_k_dim,
+        head_v_dim,
+        conv_size: f.int("conv_size", Some(4), 1)?,
+        use_gate: f.flag("use_gate", true)?,
+        allow_neg_eigval: f.flag("allow_neg_eigval", false)?,
+    }))
+}
+
+fn parse_gsa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
+    let expand_k = f.positive("expand_k", 1.0)?;
+    let expand_v = f.positive("expand_v", 1.0)?;
+    let feature_map = match f
+        .choice("feature_map", &["swish", "relu"], Some("swish"))?
+        .as_str()
+    {
+        "relu" => FeatureMap::Relu,
+        _ => FeatureMap::Swish,
+    };
+    Ok(LayerConfig::Gsa(GsaConfig {
+        num_heads,
+        num_kv_heads,
+        head_k_dim: f.exact_div(
+            hidden as f64 * expand_k,
+            num_heads,
+            "hidden_size * expand_k / num_heads",
+        )?,
+        head_v_dim: f.exact_div(
+            hidden as f64 * expand_v,
+            num_heads,
+            "hidden_size * expand_v / num_heads",
+        )?,
+        num_slots: f.int("num_slots", Some(64), 1)?,
+        feature_map,
+        gate_logit_normalizer: f.positive("gate_logit_normalizer", 8.0)? as f32,
+    }))
+}
+
+fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
+    let head_dim = f.head_dim(hidden, num_heads)?;
+    if head_dim % 2 != 0 {
+        bail!("{}: head_dim {head_dim} must be even for RoPE", f.at);
+    }
+    Ok(LayerConfig::Swa(SwaConfig {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        window: f.int("window", None, 1)?,
+        sinks: f.int("sinks", Some(0), 0)?,
+        rope_theta: f.positive("rope_theta", 10000.0)? as f32,
+        use_rope: true,
+        cache_positions: f.choice("rope_positions", &["absolute", "cache"], Some("absolute"))?
+            == "cache",
+        sink_logits: f.flag("sink_logits", false)?,
+        conv_size: f.short_conv()?,
+    }))
+}
+
+fn parse_bla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let head_dim = f.head_dim(hidden, num_heads)?;
+    let period = f.int("period", None, 1)?;
+    let modes = f.int("modes", None, 0)?;
+    if 2 * modes as u64 > period as u64 {
+        bail!(
+            "{}: modes {modes} above the Nyquist limit period/2 = {}",
+            f.at,
+            period as f64 / 2.0
+        );
+    }
+    let gamma = f.positive("gamma", 1.0)?;
+    if gamma > 1.0 {
+        bail!("{}: field 'gamma' must be in (0, 1], got {gamma}", f.at);
+    }
+    let kernel = match f
+        .choice("kernel", &["dirichlet", "fejer"], Some("dirichlet"))?
+        .as_str()
+    {
+        "fejer" => BlaKernel::Fejer,
+        _ => BlaKernel::Dirichlet,
+    };
+    let decay = match f
+        .choice("decay", &["gated", "scalar", "none"], Some("gated"))?
+        .as_str()
+    {
+        "scalar" => BlaDecay::Scalar,
+        "none" => BlaDecay::None,
+        _ => BlaDecay::Gated,
+    };
+    Ok(LayerConfig::Bla(BlaConfig {
+        num_heads,
+        head_k_dim: head_dim,
+        head_v_dim: head_dim,
+        period,
+        modes,
+        slots: f.int("slots", Some(2 * modes as u64 + 1), 1)?,
+        kernel,
+        decay,
+        gamma: gamma as f32,
+        conv_size: f.short_conv()?,
+    }))
+}
+
+/// A parsed `config.json`: the model record and one record per layer.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Model-wide configuration.
+    pub model: ModelConfig,
+    /// One mixer configuration per layer.
+    pub layers: Vec<LayerConfig>,
+}
+
+/// Parses a `config.json` value (SPEC.md §1).
+pub fn parse(value: &Value) -> Result<Config> {
+    let mut f = Fields::new(value, "config")?;
+    f.choice("model_type", &["ferrite"], Some("ferrite"))?;
+    let hidden = f.int("hidden_size", None, 1)?;
+    let raw_layers = match f.take("layers") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        _ => bail!("config: field 'layers' must be a non-empty list"),
+    };
+    let mut layers = Vec::with_capacity(raw_layers.len());
+    for (i, raw) in raw_layers.iter().enumerate() {
+        let mut lf = Fields::new(raw, format!("layers[{i}]"))?;
+        let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla"], None)?;
+        let layer = match kind.as_str() {
+            "gdn" => parse_gdn(&mut lf, hidden)?,
+            "gsa" => parse_gsa(&mut lf, hidden)?,
+            "swa" => parse_swa(&mut lf, hidden)?,
+            _ => parse_bla(&mut lf, hidden)?,
+        };
+        lf.finish()?;
+        layers.push(layer);
+    }
+    let model = ModelConfig {
+        vocab_size: f.int("vocab_size", None, 1)?,
+        hidden_size: hidden,
+        intermediate_size: f.int("intermediate_size", None, 1)?,
+        norm_eps: f.positive("norm_eps", 1e-6)? as f32,
+        tie_word_embeddings: f.flag("tie_word_embeddings", false)?,
+        num_layers: layers.len() as u32,
+        tokenizer: match f.choice("tokenizer", &["bytes"], Some("bytes"))?.as_str() {
+            _ => TokenizerKind::Bytes,
+        },
+    };
+    f.finish()?;
+    Ok(Config { model, layers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spec_example_parses_with_defaults() {
+        let c = parse(&json!({"vocab_size": 256, "hidden_size": 128, "intermediate_size": 384,
+            "layers": [{"mixer": "gdn", "num_heads": 2}, {"mixer": "bla", "num_heads": 2, "period": 64, "modes": 8}]}))
+        .unwrap();
+        assert!(!c.model.tie_word_embeddings);
+        match c.layers[0] {
+            LayerConfig::Gdn(g) => {
+                assert_eq!((g.head_k_dim, g.head_v_dim, g.conv_size), (64, 128, 4))
+            }
+            _ => panic!(),
+        }
+        match c.layers[1] {
+            LayerConfig::Bla(b) => assert_eq!((b.slots, b.head_k_dim, b.conv_size), (17, 64, 0)),
+            _ => panic!(),
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_kinds_are_refused() {
+        let base = |layer: Value| json!({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "layers": [layer]});
+        let err = parse(&base(json!({"mixer": "mamba", "num_heads": 2})))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("mixer"), "{err}");
+        let err = parse(&base(
+            json!({"mixer": "swa", "num_heads": 2, "window": 8, "alibi": true}),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("alibi"), "{err}");
+        let err = parse(&base(
+            json!({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 5}),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("Nyquist"), "{err}");
+    }
+}

@@ -1,0 +1,8 @@
+//! Host side of ferrite: `config.json` parsing, model directories, quantization
+//! and the image writer, plus helpers to run images with the runtime.
+
+pub mod config_json;
+pub mod model_dir;
+pub mod quant;
+pub mod run;
+pub mod writer;

@@ -1,0 +1,325 @@
+//! `ferrite`: quantize model directories into flash images, inspect and run them.
+//!
+//! Every command runs the `ferrite` runtime crate itself (the code the boards
+//! run) and exits non-zero with a one-line reason on bad input.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use ferrite::{ByteTokenizer, Sampler, SamplerConfig, Session};
+use ferrite_tools::model_dir::ModelDir;
+use ferrite_tools::run::{self, AlignedImage};
+use ferrite_tools::writer::{self, WriteOptions};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser)]
+#[command(
+    name = "ferrite",
+    version,
+    about = "Fixed-state language models for microcontrollers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Turn a model directory (config.json + model.safetensors) into a flash image.
+    Quantize {
+        /// Directory with config.json and model.safetensors.
+        model_dir: PathBuf,
+        /// Output image.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// dtype of weight matrices and embeddings: f32, f16, int8, int4.
+        #[arg(long, default_value = "f32")]
+        dtype: String,
+        /// Group size along the input dim for int8/int4.
+        #[arg(long, default_value_t = 64)]
+        group_size: usize,
+        /// Per-tensor override GLOB=DTYPE (repeatable; first match wins), e.g. lm_head.weight=int8.
+        #[arg(long = "rule")]
+        rules: Vec<String>,
+    },
+    /// Show an image's config, tensors, sizes and the RAM it needs.
+    Inspect {
+        /// The image.
+        image: PathBuf,
+    },
+    /// Print the logits of every position as JSON (one array per input token).
+    Logits {
+        /// The image.
+        image: PathBuf,
+        /// Comma-separated token ids.
+        #[arg(long)]
+        tokens: String,
+        /// Pin the first N tokens (after the sinks) in SWA layers.
+        #[arg(long, default_value_t = 0)]
+        pin: usize,
+    },
+    /// Generate text from a prompt.
+    Generate {
+        /// The image.
+        image: PathBuf,
+        /// Prompt text.
+        #[arg(long)]
+        prompt: String,
+        /// Tokens to generate.
+        #[arg(short = 'n', long = "tokens", default_value_t = 64)]
+        n: usize,
+        /// Sampling temperature (0 = greedy).
+        #[arg(long, default_value_t = 0.0)]
+        temperature: f32,
+        /// Keep the k most likely tokens (0 = off).
+        #[arg(long, default_value_t = 0)]
+        top_k: usize,
+        /// Nucleus sampling mass (1 = off).
+        #[arg(long, default_value_t = 1.0)]
+        top_p: f32,
+        /// PRNG seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print the generated token ids (comma-separated) instead of text.
+        #[arg(long)]
+        ids: bool,
+        /// Pin the first N prompt tokens (after the sinks) in SWA layers.
+        #[arg(long, default_value_t = 0)]
+        pin: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("{first} (see ferrite --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Quantize {
+            model_dir,
+            output,
+            dtype,
+            group_size,
+            rules,
+        } => {
+            let opts = WriteOptions {
+                dtype: writer::parse_dtype(&dtype)?,
+                group_size,
+                rules: rules
+                    .iter()
+                    .map(|r| writer::parse_rule(r))
+                    .collect::<Result<_>>()?,
+            };
+            quantize(&model_dir, &output, &opts)
+        }
+        Command::Inspect { image } => inspect(&AlignedImage::read(&image)?),
+        Command::Logits { image, tokens, pin } => {
+            let image = AlignedImage::read(&image)?;
+            let tokens = parse_tokens(&tokens)?;
+            let logits = run::logits(image.model()?, &tokens, pin)?;
+            println!("{}", serde_json::to_string(&logits)?);
+            Ok(())
+        }
+        Command::Generate {
+            image,
+            prompt,
+            n,
+            temperature,
+            top_k,
+            top_p,
+            seed,
+            ids,
+            pin,
+        } => {
+            let image = AlignedImage::read(&image)?;
+            let sampler = Sampler::new(SamplerConfig {
+                temperature,
+                top_k,
+                top_p,
+                seed,
+            })
+            .map_err(anyhow::Error::msg)?;
+            generate(&image, prompt.as_bytes(), n, sampler, ids, pin)
+        }
+    }
+}
+
+fn parse_tokens(s: &str) -> Result<Vec<u32>> {
+    let tokens: Vec<u32> = s
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<u32>()
+                .with_context(|| format!("bad token id {t:?}"))
+        })
+        .collect::<Result<_>>()?;
+    if tokens.is_empty() {
+        bail!("no tokens given");
+    }
+    Ok(tokens)
+}
+
+fn quantize(
+    model_dir: &std::path::Path,
+    output: &std::path::Path,
+    opts: &WriteOptions,
+) -> Result<()> {
+    let dir = ModelDir::open(model_dir)?;
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} tensors")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    bar.set_message("quantizing");
+    let image = writer::build_image(&dir, opts, |i, n| {
+        bar.set_length(n as u64);
+        bar.set_position(i as u64);
+    })?;
+    bar.finish_and_clear();
+    // Validate with the runtime before writing anything.
+    let aligned = AlignedImage::new(&image.bytes);
+    let model = aligned
+        .model()
+        .context("the written image does not load (bug)")?;
+    std::fs::write(output, &image.bytes)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    let worst = image
+        .tensors
+        .iter()
+        .map(|t| t.rel_rms_error)
+        .fold(0.0f32, f32::max);
+    eprintln!(
+        "wrote {}: {} tensors, {} params, {} bytes flash, {} bytes RAM ({} state), dtype {}, worst rel. RMS error {:.2e}",
+        output.display(),
+        image.tensors.len(),
+        image.params,
+        image.bytes.len(),
+        model.session_bytes(0),
+        model.state_bytes(0),
+        opts.dtype.name(),
+        worst
+    );
+    Ok(())
+}
+
+fn inspect(image: &AlignedImage) -> Result<()> {
+    let model = image.model()?;
+    let c = model.config();
+    println!(
+        "ferrite image v{}: vocab {} hidden {} intermediate {} layers {} norm_eps {:e} tied_head {} tokenizer bytes",
+        model.header().version,
+        c.vocab_size,
+        c.hidden_size,
+        c.intermediate_size,
+        c.num_layers,
+        c.norm_eps,
+        c.tie_word_embeddings
+    );
+    for i in 0..c.num_layers as usize {
+        let layer = model.layer(i).map_err(anyhow::Error::msg)?;
+        println!(
+            "layer {i}: {} state {} bytes  {:?}",
+            layer.kind_name(),
+            4 * layer.state_len(0),
+            layer
+        );
+    }
+    println!(
+        "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10}",
+        "tensor", "dtype", "group", "shape", "bytes", "rel_err"
+    );
+    for index in 0..model.tensor_count() {
+        let e = model.entry(index).map_err(anyhow::Error::msg)?;
+        let dims: Vec<String> = e
+            .dims
+            .iter()
+            .filter(|&&d| d != 0)
+            .map(u32::to_string)
+            .collect();
+        println!(
+            "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10.3e}",
+            writer::tensor_name(e.layer_index(), e.role),
+            e.dtype.name(),
+            e.group_size,
+            dims.join("x"),
+            e.data_len + e.scale_len,
+            e.quant_error
+        );
+    }
+    println!(
+        "flash_bytes={} ram_bytes={} state_bytes={}",
+        image.bytes().len(),
+        model.session_bytes(0),
+        model.state_bytes(0)
+    );
+    Ok(())
+}
+
+fn generate(
+    image: &AlignedImage,
+    prompt: &[u8],
+    n: usize,
+    mut sampler: Sampler,
+    ids: bool,
+    pin: usize,
+) -> Result<()> {
+    let model = image.model()?;
+    let mut prompt_ids = vec![0u32; prompt.len()];
+    ByteTokenizer
+        .encode(prompt, &mut prompt_ids)
+        .map_err(anyhow::Error::msg)?;
+    let mut buf = run::session_buffer(&model, pin);
+    let mut session =
+        Session::with_pinned_capacity(model, &mut buf, pin).map_err(anyhow::Error::msg)?;
+    session.reset_pinned(pin).map_err(anyhow::Error::msg)?;
+    let mut out = std::io::stdout().lock();
+    let mut generated = Vec::with_capacity(n);
+    let mut io_error = None;
+    session
+        .generate(&prompt_ids, n, &mut sampler, |token| {
+            generated.push(token);
+            if !ids {
+                if let Err(e) = out
+                    .write_all(ByteTokenizer.decode(token))
+                    .and_then(|_| out.flush())
+                {
+                    io_error = Some(e);
+                    return false;
+                }
+            }
+            true
+        })
+        .map_err(anyhow::Error::msg)?;
+    if let Some(e) = io_error {
+        return Err(e.into());
+    }
+    if ids {
+        let list: Vec<String> = generated.iter().map(u32::to_string).collect();
+        writeln!(out, "{}", list.join(","))?;
+    } else {
+        writeln!(out)?;
+    }
+    Ok(())
+}

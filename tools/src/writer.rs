@@ -1,0 +1,326 @@
+//! Writing flash images (format in `ferrite::image`, prose in `docs/image-format.md`).
+
+use anyhow::{bail, Context, Result};
+use ferrite::config::LayerConfig;
+use ferrite::image::{
+    DType, Header, Role, TensorEntry, TensorSpec, CRC, CRC_FIELD, CRC_START, FORMAT_VERSION,
+    GLOBAL_LAYER, HEADER_LEN, TENSOR_ALIGN, TENSOR_ENTRY_LEN,
+};
+use ferrite::mixers::{block_specs, global_specs};
+
+use crate::config_json::Config;
+use crate::model_dir::ModelDir;
+use crate::quant::{encode, Encoded};
+
+/// How to store tensors.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// dtype of weight matrices and the embedding table.
+    pub dtype: DType,
+    /// Group size of quantized dtypes.
+    pub group_size: usize,
+    /// `(glob, dtype)` overrides; the first matching rule wins.
+    pub rules: Vec<(String, DType)>,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            dtype: DType::F32,
+            group_size: 64,
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// Parses a dtype name as used on the command line.
+pub fn parse_dtype(s: &str) -> Result<DType> {
+    Ok(match s {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        "int8" | "i8" => DType::I8,
+        "int4" | "i4" => DType::I4,
+        other => bail!("unknown dtype {other:?} (use f32, f16, int8 or int4)"),
+    })
+}
+
+/// Parses a rule `GLOB=DTYPE`, e.g. `lm_head.weight=f16` or `model.layers.*.mlp.*=int4`.
+pub fn parse_rule(s: &str) -> Result<(String, DType)> {
+    let (glob, dtype) = s
+        .rsplit_once('=')
+        .with_context(|| format!("rule {s:?} is not of the form GLOB=DTYPE"))?;
+    Ok((glob.to_string(), parse_dtype(dtype)?))
+}
+
+/// Whether `name` matches `glob` (`*` matches any run of characters).
+pub fn glob_match(glob: &str, name: &str) -> bool {
+    match glob.split_once('*') {
+        None => glob == name,
+        Some((prefix, rest)) => {
+            name.starts_with(prefix)
+                && (0..=name.len() - prefix.len())
+                    .any(|i| glob_match(rest, &name[prefix.len() + i..]))
+        }
+    }
+}
+
+/// The full tensor name of a spec (fla naming).
+pub fn tensor_name(layer: Option<u16>, role: Role) -> String {
+    match layer {
+        Some(l) => format!("model.layers.{l}.{}", role.name()),
+        None => role.name().to_string(),
+    }
+}
+
+/// Every tensor a configuration needs, in canonical image order.
+pub fn expected_specs(config: &Config) -> Vec<TensorSpec> {
+    let mut specs: Vec<TensorSpec> = global_specs(&config.model).into_iter().collect();
+    for (i, layer) in config.layers.iter().enumerate() {
+        specs.extend(block_specs(&config.model, layer, i as u16));
+    }
+    specs
+}
+
+/// One tensor as written, for reports.
+#[derive(Clone, Debug)]
+pub struct WrittenTensor {
+    /// Full name.
+    pub name: String,
+    /// Storage dtype.
+    pub dtype: DType,
+    /// Group size (quantized dtypes).
+    pub group_size: usize,
+    /// Shape.
+    pub dims: Vec<u32>,
+    /// Payload + scales bytes.
+    pub bytes: usize,
+    /// Relative RMS quantization error.
+    pub rel_rms_error: f32,
+}
+
+/// A finished image and what went into it.
+#[derive(Clone, Debug)]
+pub struct Image {
+    /// The image bytes.
+    pub bytes: Vec<u8>,
+    /// The tensors, in table order.
+    pub tensors: Vec<WrittenTensor>,
+    /// Number of parameters.
+    pub params: usize,
+}
+
+fn align_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+/// Values of a spec: from the model directory, or computed (BLA's phi table).
+fn source_values(dir: &ModelDir, spec: &TensorSpec, name: &str) -> Result<Vec<f32>> {
+    if spec.role == Role::BlaPhi {
+        let layer = spec.layer.map(usize::from).unwrap_or(0);
+        let Some(LayerConfig::Bla(c)) = dir.config.layers.get(layer) else {
+            bail!("internal: phi table for a non-BLA layer {layer}");
+        };
+        let mut v = Vec::with_capacity((c.period * c.slots) as usize);
+        for r in 0..c.period {
+            for n in 0..c.slots {
+                v.push(c.phi(r, n) as f32);
+            }
+        }
+        return Ok(v);
+    }
+    let t = dir
+        .tensors
+        .get(name)
+        .with_context(|| format!("model.safetensors has no tensor {name} (the config needs it)"))?;
+    let want: Vec<usize> = spec.dims[..spec.ndim()]
+        .iter()
+        .map(|&d| d as usize)
+        .collect();
+    if t.shape != want {
+        bail!(
+            "tensor {name} has shape {:?}, the config needs {want:?}",
+            t.shape
+        );
+    }
+    Ok(t.values.clone())
+}
+
+/// Chooses the dtype of one tensor.
+fn dtype_for(opts: &WriteOptions, spec: &TensorSpec, name: &str) -> Result<DType> {
+    let ruled = opts
+        .rules
+        .iter()
+        .find(|(g, _)| glob_match(g, name))
+        .map(|&(_, d)| d);
+    let dtype = match (ruled, spec.matrix) {
+        (Some(d), _) => d,
+        (None, true) => opts.dtype,
+        (None, false) => DType::F32,
+    };
+    if dtype.is_quantized() && !spec.matrix {
+        bail!(
+            "tensor {name} is not a weight matrix and cannot be stored as {}",
+            dtype.name()
+        );
+    }
+    if spec.role == Role::BlaPhi && dtype != DType::F32 {
+        bail!("tensor {name} (BLA phi table) must stay f32");
+    }
+    Ok(dtype)
+}
+
+/// Builds an image from a model directory.
+pub fn build_image(
+    dir: &ModelDir,
+    opts: &WriteOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Image> {
+    let specs = expected_specs(&dir.config);
+    let names: Vec<String> = specs.iter().map(|s| tensor_name(s.layer, s.role)).collect();
+    let tied = dir.config.model.tie_word_embeddings;
+    for name in dir.tensors.keys() {
+        // A tied checkpoint may still carry its (identical) head: it is not stored.
+        if !names.contains(name) && !(tied && name == "lm_head.weight") {
+            bail!("model.safetensors has tensor {name}, which the config does not use");
+        }
+    }
+
+    let config_words: Vec<u32> = dir
+        .config
+        .model
+        .encode()
+        .into_iter()
+        .chain(dir.config.layers.iter().flat_map(|l| l.encode()))
+        .collect();
+    let config_off = HEADER_LEN;
+    let config_len = 4 * config_words.len();
+    let table_off = config_off + config_len;
+    let tokenizer_off = table_off + TENSOR_ENTRY_LEN * specs.len();
+    let data_off = align_up(tokenizer_off, TENSOR_ALIGN);
+
+    let mut data = Vec::new();
+    let mut entries = Vec::new();
+    let mut written = Vec::new();
+    let mut params = 0;
+    for (i, (spec, name)) in specs.iter().zip(&names).enumerate() {
+        progress(i, specs.len());
+        let values = source_values(dir, spec, name)?;
+        let dtype = dtype_for(opts, spec, name)?;
+        let cols = spec.numel() / spec.dims[0] as usize;
+        let group = if dtype.is_quantized() {
+            opts.group_size
+        } else {
+            0
+        };
+        if dtype.is_quantized() {
+            if group == 0 || cols % group != 0 {
+                bail!("group size {group} does not divide the input dimension {cols} of tensor {name}");
+            }
+            if dtype == DType::I4 && group % 2 != 0 {
+                bail!("int4 needs an even group size, got {group} for tensor {name}");
+            }
+        }
+        let Encoded {
+            payload,
+            scales,
+            rel_rms_error,
+        } = encode(&values, cols, dtype, group);
+        let place = |data: &mut Vec<u8>, bytes: &[u8]| -> (u32, u32) {
+            if bytes.is_empty() {
+                return (0, 0);
+            }
+            data.resize(align_up(data.len(), TENSOR_ALIGN), 0);
+            let off = data_off + data.len();
+            data.extend_from_slice(bytes);
+            (off as u32, bytes.len() as u32)
+        };
+        let (data_o, data_l) = place(&mut data, &payload);
+        let (scale_off, scale_len) = place(&mut data, &scales);
+        entries.push(TensorEntry {
+            layer: spec.layer.unwrap_or(GLOBAL_LAYER),
+            role: spec.role,
+            dtype,
+            group_size: group as u16,
+            dims: spec.dims,
+            data_off: data_o,
+            data_len: data_l,
+            scale_off,
+            scale_len,
+            quant_error: rel_rms_error,
+        });
+        if spec.role != Role::BlaPhi {
+            params += values.len();
+        }
+        written.push(WrittenTensor {
+            name: name.clone(),
+            dtype,
+            group_size: group,
+            dims: spec.dims[..spec.ndim()].to_vec(),
+            bytes: payload.len() + scales.len(),
+            rel_rms_error,
+        });
+    }
+    progress(specs.len(), specs.len());
+    data.resize(align_up(data.len(), TENSOR_ALIGN), 0);
+
+    let file_len = data_off + data.len();
+    let mut bytes = vec![0u8; file_len];
+    let header = Header {
+        version: FORMAT_VERSION,
+        file_len: u32::try_from(file_len).context("image larger than 4 GiB")?,
+        crc32: 0,
+        config_off: config_off as u32,
+        config_len: config_len as u32,
+        table_off: table_off as u32,
+        tensor_count: specs.len() as u32,
+        tokenizer_off: tokenizer_off as u32,
+        tokenizer_len: 0,
+        data_off: data_off as u32,
+        data_len: data.len() as u32,
+    };
+    let mut head = [0u8; HEADER_LEN];
+    header.encode(&mut head);
+    bytes[..HEADER_LEN].copy_from_slice(&head);
+    for (i, w) in config_words.iter().enumerate() {
+        bytes[config_off + 4 * i..config_off + 4 * i + 4].copy_from_slice(&w.to_le_bytes());
+    }
+    for (i, e) in entries.iter().enumerate() {
+        let at = table_off + i * TENSOR_ENTRY_LEN;
+        bytes[at..at + TENSOR_ENTRY_LEN].copy_from_slice(&e.encode());
+    }
+    bytes[data_off..].copy_from_slice(&data);
+    seal(&mut bytes);
+    Ok(Image {
+        bytes,
+        tensors: written,
+        params,
+    })
+}
+
+/// Recomputes and stores the CRC of an image (also used by tests that craft images).
+pub fn seal(bytes: &mut [u8]) {
+    let crc = CRC.checksum(&bytes[CRC_START..]);
+    bytes[CRC_FIELD..CRC_FIELD + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("lm_head.weight", "lm_head.weight"));
+        assert!(glob_match(
+            "model.layers.*.mlp.*",
+            "model.layers.3.mlp.up_proj.weight"
+        ));
+        assert!(!glob_match(
+            "model.layers.*.mlp.*",
+            "model.layers.3.attn.q_proj.weight"
+        ));
+        assert!(glob_match("*", "x"));
+        assert!(
+            parse_rule("a=int4").is_ok() && parse_rule("a").is_err() && parse_rule("a=i3").is_err()
+        );
+    }
+}
