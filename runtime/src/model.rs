@@ -293,10 +293,7 @@ impl<'a> Model<'a> {
 
     /// f32 words of the whole session buffer (state + per-token scratch).
     pub fn session_len(&self, pinned_max: usize) -> usize {
-        match crate::session_len(self.image, pinned_max) {
-            Ok(n) => n,
-            Err(_) => 0,
-        }
+        crate::session_len(self.image, pinned_max).unwrap_or_default()
     }
 
     /// Bytes of the session buffer, as reported to users (`4 * session_len`).

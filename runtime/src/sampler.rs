@@ -181,7 +181,7 @@ fn nucleus_threshold(logits: &[f32], p: f32, weight: &impl Fn(f32) -> f32) -> f3
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &l| {
             (a.min(l), b.max(l))
         });
-    if !(lo <= hi) {
+    if lo > hi {
         return f32::NEG_INFINITY;
     }
     if mass(hi) >= p * total {

@@ -44,7 +44,7 @@ pub struct Tensor<'a> {
     pub data: TensorData<'a>,
 }
 
-fn cast<'a, T: bytemuck::AnyBitPattern>(bytes: &'a [u8], index: u32) -> Result<&'a [T]> {
+fn cast<T: bytemuck::AnyBitPattern>(bytes: &[u8], index: u32) -> Result<&[T]> {
     bytemuck::try_cast_slice(bytes).map_err(|_| Error::BadTensor {
         index,
         reason: "payload misaligned or of the wrong length",

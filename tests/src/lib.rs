@@ -79,3 +79,77 @@ pub fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         .flat_map(|(x, y)| x.iter().zip(y).map(|(p, q)| (p - q).abs()))
         .fold(0.0, f32::max)
 }
+
+/// Deterministic splitmix64 stream for test data (weights, tokens).
+pub struct TestRng(u64);
+
+impl TestRng {
+    /// A stream from `seed`.
+    pub fn new(seed: u64) -> TestRng {
+        TestRng(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn symmetric(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// Uniform integer in `0..n`.
+    pub fn below(&mut self, n: u32) -> u32 {
+        (self.next_u64() % n as u64) as u32
+    }
+}
+
+/// A model directory with random weights for `config` (uniform, scaled by
+/// 1/sqrt(fan_in) for matrices; norms near 1).
+pub fn random_model(config: ferrite_tools::config_json::Config, seed: u64) -> ModelDir {
+    use ferrite::image::Role;
+    use ferrite_tools::model_dir::SourceTensor;
+    use ferrite_tools::writer::{expected_specs, tensor_name};
+    let mut rng = TestRng::new(seed);
+    let mut tensors = std::collections::BTreeMap::new();
+    for spec in expected_specs(&config) {
+        if spec.role == Role::BlaPhi {
+            continue;
+        }
+        let shape: Vec<usize> = spec.dims[..spec.ndim()]
+            .iter()
+            .map(|&d| d as usize)
+            .collect();
+        let n = spec.numel();
+        let fan_in = if shape.len() > 1 { n / shape[0] } else { 1 };
+        let values = (0..n)
+            .map(|_| match spec.role {
+                Role::AttnNorm | Role::MlpNorm | Role::FinalNorm | Role::ONorm | Role::GNorm => {
+                    1.0 + 0.1 * rng.symmetric()
+                }
+                Role::Embeddings => rng.symmetric() * 1.7,
+                _ => rng.symmetric() * 1.7 / (fan_in as f32).sqrt(),
+            })
+            .collect();
+        tensors.insert(
+            tensor_name(spec.layer, spec.role),
+            SourceTensor { shape, values },
+        );
+    }
+    ModelDir {
+        config,
+        tensors,
+        source_dtype: "f32".into(),
+    }
+}
+
+/// An aligned image of an in-memory model directory (f32 weights).
+pub fn image_of_model(dir: &ModelDir) -> AlignedImage {
+    let image = build_image(dir, &WriteOptions::default(), |_, _| {}).expect("image builds");
+    AlignedImage::new(&image.bytes)
+}

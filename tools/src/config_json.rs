@@ -301,8 +301,10 @@ pub fn parse(value: &Value) -> Result<Config> {
         norm_eps: f.positive("norm_eps", 1e-6)? as f32,
         tie_word_embeddings: f.flag("tie_word_embeddings", false)?,
         num_layers: layers.len() as u32,
-        tokenizer: match f.choice("tokenizer", &["bytes"], Some("bytes"))?.as_str() {
-            _ => TokenizerKind::Bytes,
+        tokenizer: {
+            // Format v1 knows one tokenizer; the choice still rejects others by name.
+            f.choice("tokenizer", &["bytes"], Some("bytes"))?;
+            TokenizerKind::Bytes
         },
     };
     f.finish()?;

@@ -180,7 +180,8 @@ pub fn build_image(
     let tied = dir.config.model.tie_word_embeddings;
     for name in dir.tensors.keys() {
         // A tied checkpoint may still carry its (identical) head: it is not stored.
-        if !names.contains(name) && !(tied && name == "lm_head.weight") {
+        let used = names.contains(name) || (tied && name == "lm_head.weight");
+        if !used {
             bail!("model.safetensors has tensor {name}, which the config does not use");
         }
     }

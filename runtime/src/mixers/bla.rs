@@ -215,6 +215,22 @@ impl BlaConfig {
         sum / self.period as f64
     }
 
+    /// Writes one token `x` into the slot rows of one head:
+    /// `row_n = keep_n * row_n + phi(n) * x` with `keep_n` set by the decay.
+    fn write_slots(&self, phi: impl Fn(usize) -> f32, rows: &mut [f32], x: &[f32]) {
+        for (slot, row) in rows.chunks_exact_mut(x.len()).enumerate() {
+            let p = phi(slot);
+            let keep = match self.decay {
+                BlaDecay::Gated => 1.0 - p,
+                BlaDecay::Scalar => self.gamma,
+                BlaDecay::None => 1.0,
+            };
+            row.iter_mut()
+                .zip(x)
+                .for_each(|(e, &xc)| *e = keep * *e + p * xc);
+        }
+    }
+
     /// Slots that take part in the softmax at position `t`: those with
     /// `u_n <= t` during the first period, all of them afterwards.
     pub fn live_slots(&self, t: u64) -> usize {
@@ -280,24 +296,9 @@ impl Mixer for BlaConfig {
             let ks = &mut ks_all[head * n * k..(head + 1) * n * k];
             let vs = &mut vs_all[head * n * v..(head + 1) * n * v];
             let (kh, vh) = (&kk[head * k..(head + 1) * k], &vv[head * v..(head + 1) * v]);
-            for (slot, (krow, vrow)) in ks
-                .chunks_exact_mut(k)
-                .zip(vs.chunks_exact_mut(v))
-                .enumerate()
-            {
-                let p = phi.at(r * n + slot);
-                let keep = match self.decay {
-                    BlaDecay::Gated => 1.0 - p,
-                    BlaDecay::Scalar => self.gamma,
-                    BlaDecay::None => 1.0,
-                };
-                krow.iter_mut()
-                    .zip(kh)
-                    .for_each(|(e, &kc)| *e = keep * *e + p * kc);
-                vrow.iter_mut()
-                    .zip(vh)
-                    .for_each(|(e, &vc)| *e = keep * *e + p * vc);
-            }
+            let phi_r = |slot: usize| phi.at(r * n + slot);
+            self.write_slots(phi_r, ks, kh);
+            self.write_slots(phi_r, vs, vh);
             let qh = &q[head * k..(head + 1) * k];
             let live_scores = &mut scores[..live];
             for (s, krow) in live_scores.iter_mut().zip(ks.chunks_exact(k)) {
@@ -312,5 +313,129 @@ impl Mixer for BlaConfig {
         }
         w.get(Role::OProj)?.matvec(o, out);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::f64::consts::PI;
+
+    fn config(
+        period: u32,
+        modes: u32,
+        slots: u32,
+        kernel: BlaKernel,
+        decay: BlaDecay,
+        gamma: f32,
+    ) -> BlaConfig {
+        BlaConfig {
+            num_heads: 1,
+            head_k_dim: 3,
+            head_v_dim: 3,
+            period,
+            modes,
+            slots,
+            kernel,
+            decay,
+            gamma,
+            conv_size: 0,
+        }
+    }
+
+    /// Deterministic pseudo-random key for token `t`, channel `c`.
+    fn key(t: usize, c: usize) -> f64 {
+        libm::sin(1.7 * t as f64 + 0.9 * c as f64 + 0.3 * (t * t % 7) as f64)
+    }
+
+    /// The slot form (the runtime's f32 update) equals the Fourier mode form:
+    /// `C_m, S_m` rotated and damped each token, slots reconstructed from them.
+    #[test]
+    fn slot_form_equals_mode_form_for_none_and_scalar_decay() {
+        const K: usize = 3;
+        const T: usize = 50;
+        for (p, m, n) in [(12u32, 3u32, 7u32), (8, 4, 8), (9, 4, 9), (10, 2, 5)] {
+            for kernel in [BlaKernel::Dirichlet, BlaKernel::Fejer] {
+                for (decay, gamma) in [(BlaDecay::None, 1.0f32), (BlaDecay::Scalar, 0.9)] {
+                    let c = config(p, m, n, kernel, decay, gamma);
+                    let mut slots = [0.0f32; 16 * K];
+                    let rows = &mut slots[..n as usize * K];
+                    let mut cos_m = [[0.0f64; K]; 8];
+                    let mut sin_m = [[0.0f64; K]; 8];
+                    for t in 0..T {
+                        let x: [f32; K] = core::array::from_fn(|ch| key(t, ch) as f32);
+                        let r = (t % p as usize) as u32;
+                        c.write_slots(|slot| c.phi(r, slot as u32) as f32, rows, &x);
+                        let g = gamma as f64;
+                        for mode in 0..=m as usize {
+                            let w = 2.0 * PI * mode as f64 / p as f64;
+                            for ch in 0..K {
+                                let (cm, sm) = (cos_m[mode][ch], sin_m[mode][ch]);
+                                cos_m[mode][ch] =
+                                    g * (libm::cos(w) * cm - libm::sin(w) * sm) + key(t, ch);
+                                sin_m[mode][ch] = g * (libm::sin(w) * cm + libm::cos(w) * sm);
+                            }
+                        }
+                        for slot in 0..n as usize {
+                            let u = slot as f64 * p as f64 / n as f64;
+                            for ch in 0..K {
+                                let mut want = 0.0;
+                                for mode in 0..=m as usize {
+                                    let a = 2.0 * PI * mode as f64 / p as f64 * (u - t as f64);
+                                    want += c.mode_weight(mode as u32)
+                                        * (libm::cos(a) * cos_m[mode][ch]
+                                            - libm::sin(a) * sin_m[mode][ch]);
+                                }
+                                want /= p as f64;
+                                let got = rows[slot * K + ch] as f64;
+                                assert!(
+                                    (got - want).abs() < 2e-5 * (1.0 + want.abs()),
+                                    "P={p} M={m} N={n} {kernel:?} {decay:?} t={t} slot={slot}: {got} vs {want}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn full_resolution_phi_is_one_hot() {
+        let c = config(7, 3, 7, BlaKernel::Dirichlet, BlaDecay::Gated, 1.0);
+        for r in 0..7 {
+            for n in 0..7 {
+                let want = if r == n { 1.0 } else { 0.0 };
+                assert!((c.phi(r, n) - want).abs() < 1e-12, "r={r} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn fewer_modes_blur_the_window() {
+        // Each slot's weights over one period sum to 1 and peak at its own phase;
+        // Fejér weights (2M < P) are non-negative.
+        let c = config(16, 3, 7, BlaKernel::Fejer, BlaDecay::Gated, 1.0);
+        for n in 0..7 {
+            let weights: [f64; 16] = core::array::from_fn(|r| c.phi(r as u32, n));
+            let sum: f64 = weights.iter().sum();
+            assert!((sum - 1.0).abs() < 1e-12);
+            let u = n as f64 * 16.0 / 7.0;
+            let peak = (0..16)
+                .max_by(|&a, &b| weights[a].total_cmp(&weights[b]))
+                .unwrap();
+            let dist = (peak as f64 - u).abs().min(16.0 - (peak as f64 - u).abs());
+            assert!(dist <= 0.5 + 1e-9, "slot {n}: peak at {peak}, phase {u}");
+            assert!(weights.iter().all(|&w| w >= -1e-12));
+        }
+    }
+
+    #[test]
+    fn live_slots_follow_the_phases_in_the_first_period() {
+        let c = config(10, 2, 4, BlaKernel::Dirichlet, BlaDecay::Gated, 1.0);
+        // Phases u_n = 0, 2.5, 5, 7.5.
+        let live: [usize; 12] = core::array::from_fn(|t| c.live_slots(t as u64));
+        assert_eq!(live, [1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 4]);
+        assert_eq!(c.live_slots(u64::MAX), 4);
     }
 }

@@ -114,10 +114,11 @@ impl SwaConfig {
 
     /// Encodes the layer record words.
     pub fn to_words(&self) -> LayerWords {
-        let flags = (self.cache_positions as u32) * flag::CACHE_POSITIONS
-            | (self.sink_logits as u32) * flag::SINK_LOGITS
-            | ((self.conv_size > 0) as u32) * flag::SHORT_CONV
-            | (!self.use_rope as u32) * flag::NO_ROPE;
+        let bit = |on: bool, flag: u32| if on { flag } else { 0 };
+        let flags = bit(self.cache_positions, flag::CACHE_POSITIONS)
+            | bit(self.sink_logits, flag::SINK_LOGITS)
+            | bit(self.conv_size > 0, flag::SHORT_CONV)
+            | bit(!self.use_rope, flag::NO_ROPE);
         let mut w = [0; 15];
         w[..8].copy_from_slice(&[
             self.num_heads,

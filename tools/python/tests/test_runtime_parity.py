@@ -1,0 +1,110 @@
+"""The Rust runtime (through the `ferrite` CLI) against this reference on
+random configurations that are not committed anywhere: any SPEC.md model dir
+must match to 1e-4 (SPEC.md §5).
+
+Needs the CLI: set FERRITE_BIN to the built binary (`.ci/run` and the README's
+test command do). Without it these tests are skipped, never silently passed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ferrite_ref.modeldir import write_model_dir
+from ferrite_ref.reference import Reference
+
+FERRITE_BIN = os.environ.get("FERRITE_BIN")
+pytestmark = pytest.mark.skipif(not FERRITE_BIN, reason="FERRITE_BIN is not set")
+
+TOLERANCE = 1e-4
+
+
+def _random_layer(rng: random.Random, hidden: int) -> dict:
+    """One mixer with randomly drawn options (all valid per SPEC.md)."""
+    heads = rng.choice([1, 2, 4])
+    kind = rng.choice(["gdn", "gsa", "swa", "bla"])
+    if kind == "gdn":
+        return {"mixer": "gdn", "num_heads": heads, "head_dim": rng.choice([4, 8]),
+                "num_v_heads": heads * rng.choice([1, 2]), "expand_v": rng.choice([1.0, 2.0]),
+                "conv_size": rng.choice([2, 3, 4]), "use_gate": rng.random() < 0.5,
+                "allow_neg_eigval": rng.random() < 0.5}
+    if kind == "gsa":
+        return {"mixer": "gsa", "num_heads": heads, "num_kv_heads": rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
+                "num_slots": rng.choice([3, 8, 16]), "feature_map": rng.choice(["swish", "relu"]),
+                "gate_logit_normalizer": rng.choice([4, 8, 16])}
+    if kind == "swa":
+        layer = {"mixer": "swa", "num_heads": heads, "num_kv_heads": rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
+                 "window": rng.choice([1, 3, 8, 16]), "sinks": rng.choice([0, 1, 3]),
+                 "rope_positions": rng.choice(["absolute", "cache"]), "sink_logits": rng.random() < 0.5,
+                 "rope_theta": rng.choice([100.0, 10000.0])}
+        if rng.random() < 0.5:
+            layer.update(use_short_conv=True, conv_size=rng.choice([2, 4]))
+        return layer
+    period = rng.choice([4, 7, 10, 16])
+    modes = rng.randint(0, period // 2)
+    layer = {"mixer": "bla", "num_heads": heads, "period": period, "modes": modes,
+             "slots": rng.choice([2 * modes + 1, max(1, modes), period]),
+             "kernel": rng.choice(["dirichlet", "fejer"]), "decay": rng.choice(["gated", "scalar", "none"]),
+             "gamma": rng.choice([0.8, 0.95, 1.0])}
+    if rng.random() < 0.5:
+        layer.update(use_short_conv=True, conv_size=rng.choice([2, 4]))
+    return layer
+
+
+def _random_config(seed: int) -> dict:
+    rng = random.Random(seed)
+    hidden = rng.choice([16, 32])
+    return {"model_type": "ferrite", "vocab_size": 256, "hidden_size": hidden,
+            "intermediate_size": rng.choice([24, 48]), "norm_eps": rng.choice([1e-6, 1e-5]),
+            "tie_word_embeddings": rng.random() < 0.5,
+            "layers": [_random_layer(rng, hidden) for _ in range(rng.randint(1, 3))]}
+
+
+def _ferrite(*args: str) -> str:
+    done = subprocess.run([FERRITE_BIN, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"ferrite {' '.join(args)} failed: {done.stderr.strip()}"
+    return done.stdout
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_config_matches_reference(tmp_path: Path, seed: int) -> None:
+    config = _random_config(1000 + seed)
+    model_dir = write_model_dir(tmp_path / "model", config, seed=seed)
+    image = tmp_path / "model.fer"
+    _ferrite("quantize", str(model_dir), "-o", str(image))
+    tokens = np.random.default_rng(seed).integers(0, 256, size=64).tolist()
+    got = np.array(json.loads(_ferrite("logits", str(image), "--tokens", ",".join(map(str, tokens)))))
+    want = Reference(model_dir).logits(tokens)
+    diff = float(np.max(np.abs(got - want)))
+    assert got.shape == want.shape
+    assert diff <= TOLERANCE, f"config {json.dumps(config)}: max|diff| = {diff:.3e}"
+
+
+def test_bad_inputs_exit_nonzero_with_one_line(tmp_path: Path) -> None:
+    model_dir = write_model_dir(tmp_path / "model", _random_config(7), seed=7)
+    image = tmp_path / "m.fer"
+    _ferrite("quantize", str(model_dir), "-o", str(image))
+    (tmp_path / "garbage.fer").write_bytes(b"not an image at all" * 10)
+    cases = [
+        ["logits", str(image), "--tokens", "1,2,999"],
+        ["logits", str(image), "--tokens", "1,x"],
+        ["logits", str(tmp_path / "garbage.fer"), "--tokens", "1"],
+        ["logits", str(tmp_path / "missing.fer"), "--tokens", "1"],
+        ["generate", str(image), "--prompt", ""],
+        ["generate", str(image), "--prompt", "hi", "--top-p", "0"],
+        ["quantize", str(tmp_path), "-o", str(tmp_path / "x.fer")],
+        ["quantize", str(model_dir), "-o", str(tmp_path / "x.fer"), "--dtype", "int3"],
+        ["inspect", str(tmp_path / "garbage.fer")],
+    ]
+    for args in cases:
+        done = subprocess.run([FERRITE_BIN, *args], capture_output=True, text=True, timeout=60)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode != 0, f"{args} exited 0"
+        assert len(lines) == 1 and "panicked" not in done.stderr, f"{args}: {done.stderr!r}"
