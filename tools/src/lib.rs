@@ -2,7 +2,9 @@
 //! and the image writer, plus helpers to run images with the runtime.
 
 pub mod config_json;
+pub mod eval;
 pub mod model_dir;
+pub mod mqar;
 pub mod quant;
 pub mod run;
 pub mod writer;

@@ -13,6 +13,7 @@ use ferrite::{ByteTokenizer, Sampler, SamplerConfig, Session};
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::run::{self, AlignedImage};
 use ferrite_tools::writer::{self, WriteOptions};
+use ferrite_tools::{eval, mqar};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
@@ -38,9 +39,11 @@ enum Command {
         /// dtype of weight matrices and embeddings: f32, f16, int8, int4.
         #[arg(long, default_value = "f32")]
         dtype: String,
-        /// Group size along the input dim for int8/int4.
-        #[arg(long, default_value_t = 64)]
-        group_size: usize,
+        /// Group size along the input dim for int8/int4 (e.g. 32, 64, 128); it
+        /// must divide every quantized tensor's input dim. Default: per tensor,
+        /// the largest of 64, 32, 16, 8 that divides it.
+        #[arg(long)]
+        group_size: Option<usize>,
         /// Per-tensor override GLOB=DTYPE (repeatable; first match wins), e.g. lm_head.weight=int8.
         #[arg(long = "rule")]
         rules: Vec<String>,
@@ -89,6 +92,48 @@ enum Command {
         /// Pin the first N prompt tokens (after the sinks) in SWA layers.
         #[arg(long, default_value_t = 0)]
         pin: usize,
+    },
+    /// Evaluate: bits per byte on a text file, or MQAR accuracy (docs/mqar.md).
+    /// Progress goes to stderr; the last stdout line is `bits_per_byte=..` or `accuracy=..`.
+    Eval {
+        /// The image.
+        image: PathBuf,
+        /// Text file to score (byte tokenizer).
+        #[arg(long, conflicts_with = "mqar", required_unless_present = "mqar")]
+        text: Option<PathBuf>,
+        /// Reset the state every N bytes of text (each chunk predicts its bytes after the first).
+        #[arg(long, default_value_t = 512)]
+        chunk: usize,
+        /// Score MQAR recall on generated sequences.
+        #[arg(long)]
+        mqar: bool,
+        /// MQAR seed (0 = the held-out evaluation set).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// MQAR sequences.
+        #[arg(short = 'n', long = "n", default_value_t = 1000)]
+        n: usize,
+        /// MQAR key-value pairs per sequence.
+        #[arg(long, default_value_t = 8)]
+        pairs: usize,
+        /// MQAR sequence length.
+        #[arg(long, default_value_t = 64)]
+        seq_len: usize,
+    },
+    /// Print MQAR sequences (one per line, comma-separated ids), for cross-checks.
+    MqarSample {
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Sequences.
+        #[arg(short = 'n', long = "n", default_value_t = 1)]
+        n: usize,
+        /// Key-value pairs per sequence.
+        #[arg(long, default_value_t = 8)]
+        pairs: usize,
+        /// Sequence length.
+        #[arg(long, default_value_t = 64)]
+        seq_len: usize,
     },
 }
 
@@ -142,6 +187,55 @@ fn run(command: Command) -> Result<()> {
             println!("{}", serde_json::to_string(&logits)?);
             Ok(())
         }
+        Command::Eval {
+            image,
+            text,
+            chunk,
+            mqar,
+            seed,
+            n,
+            pairs,
+            seq_len,
+        } => {
+            let image = AlignedImage::read(&image)?;
+            let model = image.model()?;
+            match text {
+                Some(path) => {
+                    let text = std::fs::read(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    let bar = progress_bar(text.len(), "bytes");
+                    let bpb = eval::bits_per_byte(model, &text, chunk, |done| {
+                        bar.set_position(done as u64)
+                    })?;
+                    bar.finish_and_clear();
+                    println!("bytes={} chunk={chunk}", text.len());
+                    println!("bits_per_byte={bpb:.4}");
+                }
+                None => {
+                    debug_assert!(mqar);
+                    let seqs = mqar::generate(seed, n, mqar::MqarParams { pairs, seq_len })?;
+                    let bar = progress_bar(n, "sequences");
+                    let acc =
+                        eval::mqar_accuracy(model, &seqs, |done| bar.set_position(done as u64))?;
+                    bar.finish_and_clear();
+                    println!("sequences={n} pairs={pairs} seq_len={seq_len} seed={seed}");
+                    println!("accuracy={acc:.4}");
+                }
+            }
+            Ok(())
+        }
+        Command::MqarSample {
+            seed,
+            n,
+            pairs,
+            seq_len,
+        } => {
+            for seq in mqar::generate(seed, n, mqar::MqarParams { pairs, seq_len })? {
+                let ids: Vec<String> = seq.tokens.iter().map(u32::to_string).collect();
+                println!("{}", ids.join(","));
+            }
+            Ok(())
+        }
         Command::Generate {
             image,
             prompt,
@@ -164,6 +258,14 @@ fn run(command: Command) -> Result<()> {
             generate(&image, prompt.as_bytes(), n, sampler, ids, pin)
         }
     }
+}
+
+fn progress_bar(len: usize, unit: &str) -> ProgressBar {
+    ProgressBar::new(len as u64).with_style(
+        ProgressStyle::with_template(&format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}"))
+            .expect("static template")
+            .progress_chars("=> "),
+    )
 }
 
 fn parse_tokens(s: &str) -> Result<Vec<u32>> {
@@ -211,14 +313,14 @@ fn quantize(
         .map(|t| t.rel_rms_error)
         .fold(0.0f32, f32::max);
     eprintln!(
-        "wrote {}: {} tensors, {} params, {} bytes flash, {} bytes RAM ({} state), dtype {}, worst rel. RMS error {:.2e}",
+        "wrote {}: {} tensors ({}), {} params, {} bytes flash, {} bytes RAM ({} state), worst rel. RMS error {:.2e}",
         output.display(),
         image.tensors.len(),
+        image.dtype_summary(),
         image.params,
         image.bytes.len(),
         model.session_bytes(0),
         model.state_bytes(0),
-        opts.dtype.name(),
         worst
     );
     Ok(())

@@ -17,8 +17,9 @@ use crate::quant::{encode, Encoded};
 pub struct WriteOptions {
     /// dtype of weight matrices and the embedding table.
     pub dtype: DType,
-    /// Group size of quantized dtypes.
-    pub group_size: usize,
+    /// Group size of quantized dtypes; `None` picks, per tensor, the largest
+    /// of [`AUTO_GROUP_SIZES`] that divides its input dimension.
+    pub group_size: Option<usize>,
     /// `(glob, dtype)` overrides; the first matching rule wins.
     pub rules: Vec<(String, DType)>,
 }
@@ -27,10 +28,45 @@ impl Default for WriteOptions {
     fn default() -> Self {
         WriteOptions {
             dtype: DType::F32,
-            group_size: 64,
+            group_size: None,
             rules: Vec::new(),
         }
     }
+}
+
+/// Group sizes tried, largest first, when none is given.
+pub const AUTO_GROUP_SIZES: [usize; 4] = [64, 32, 16, 8];
+
+/// The group size of a quantized tensor with `cols` inputs: `requested`
+/// (which must divide `cols`, be even for int4 and fit the 16-bit table
+/// field), or the largest of [`AUTO_GROUP_SIZES`] dividing `cols`.
+pub fn group_size_for(
+    requested: Option<usize>,
+    dtype: DType,
+    cols: usize,
+    name: &str,
+) -> Result<usize> {
+    let Some(group) = requested else {
+        return AUTO_GROUP_SIZES
+            .into_iter()
+            .find(|g| cols % g == 0)
+            .with_context(|| {
+                format!(
+                    "no group size of {AUTO_GROUP_SIZES:?} divides the input dimension {cols} of tensor {name}; \
+                     pass --group-size or keep it unquantized with --rule {name}=f16"
+                )
+            });
+    };
+    if group == 0 || group > u16::MAX as usize {
+        bail!("group size {group} is out of range (1..=65535) for tensor {name}");
+    }
+    if cols % group != 0 {
+        bail!("group size {group} does not divide the input dimension {cols} of tensor {name}");
+    }
+    if dtype == DType::I4 && group % 2 != 0 {
+        bail!("int4 needs an even group size, got {group} for tensor {name}");
+    }
+    Ok(group)
 }
 
 /// Parses a dtype name as used on the command line.
@@ -107,6 +143,30 @@ pub struct Image {
     pub tensors: Vec<WrittenTensor>,
     /// Number of parameters.
     pub params: usize,
+}
+
+impl Image {
+    /// Tensors per dtype with the group sizes used, e.g. `int8 x32 group 16/32, f32 x22`.
+    pub fn dtype_summary(&self) -> String {
+        let mut parts = Vec::new();
+        for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
+            let of: Vec<&WrittenTensor> =
+                self.tensors.iter().filter(|t| t.dtype == dtype).collect();
+            if of.is_empty() {
+                continue;
+            }
+            let mut groups: Vec<usize> = of.iter().map(|t| t.group_size).collect();
+            groups.sort_unstable();
+            groups.dedup();
+            let mut part = format!("{} x{}", dtype.name(), of.len());
+            if dtype.is_quantized() {
+                let g: Vec<String> = groups.iter().map(usize::to_string).collect();
+                part += &format!(" group {}", g.join("/"));
+            }
+            parts.push(part);
+        }
+        parts.join(", ")
+    }
 }
 
 fn align_up(v: usize, a: usize) -> usize {
@@ -209,18 +269,10 @@ pub fn build_image(
         let dtype = dtype_for(opts, spec, name)?;
         let cols = spec.numel() / spec.dims[0] as usize;
         let group = if dtype.is_quantized() {
-            opts.group_size
+            group_size_for(opts.group_size, dtype, cols, name)?
         } else {
             0
         };
-        if dtype.is_quantized() {
-            if group == 0 || cols % group != 0 {
-                bail!("group size {group} does not divide the input dimension {cols} of tensor {name}");
-            }
-            if dtype == DType::I4 && group % 2 != 0 {
-                bail!("int4 needs an even group size, got {group} for tensor {name}");
-            }
-        }
         let Encoded {
             payload,
             scales,

@@ -1,0 +1,85 @@
+//! Model evaluation with the runtime: MQAR accuracy and bits per byte.
+
+use anyhow::{bail, Result};
+use ferrite::sampler::argmax;
+use ferrite::{Model, Session};
+
+use crate::mqar::MqarSequence;
+use crate::run::session_buffer;
+
+fn err(e: ferrite::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+/// Fraction of MQAR queries whose value is the argmax after the query key;
+/// each sequence starts from a reset state. `progress(done)` after each sequence.
+pub fn mqar_accuracy(
+    model: Model<'_>,
+    seqs: &[MqarSequence],
+    mut progress: impl FnMut(usize),
+) -> Result<f64> {
+    let mut buf = session_buffer(&model, 0);
+    let mut session = Session::new(model, &mut buf).map_err(err)?;
+    let (mut correct, mut total) = (0usize, 0usize);
+    for (i, seq) in seqs.iter().enumerate() {
+        session.reset();
+        let mut targets = seq.targets.iter().peekable();
+        for (pos, &token) in seq.tokens.iter().enumerate() {
+            let logits = session.feed(token).map_err(err)?;
+            if let Some(&&(at, value)) = targets.peek() {
+                if at == pos {
+                    correct += usize::from(argmax(logits) == value);
+                    total += 1;
+                    targets.next();
+                }
+            }
+        }
+        progress(i + 1);
+    }
+    if total == 0 {
+        bail!("no MQAR queries to score");
+    }
+    Ok(correct as f64 / total as f64)
+}
+
+/// Bits per byte of `text` under the model: the mean of `-log2 p(next byte)`,
+/// with the state reset every `chunk` bytes (each chunk predicts its bytes
+/// after the first). `progress(bytes_done)` after each chunk.
+pub fn bits_per_byte(
+    model: Model<'_>,
+    text: &[u8],
+    chunk: usize,
+    mut progress: impl FnMut(usize),
+) -> Result<f64> {
+    if chunk < 2 {
+        bail!("--chunk must be at least 2");
+    }
+    if text.len() < 2 {
+        bail!("the text needs at least 2 bytes");
+    }
+    let mut buf = session_buffer(&model, 0);
+    let mut session = Session::new(model, &mut buf).map_err(err)?;
+    let (mut nats, mut count) = (0.0f64, 0usize);
+    let mut done = 0;
+    for piece in text.chunks(chunk) {
+        session.reset();
+        for pair in piece.windows(2) {
+            let logits = session.feed(u32::from(pair[0])).map_err(err)?;
+            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            let log_z = max
+                + logits
+                    .iter()
+                    .map(|&l| (l as f64 - max).exp())
+                    .sum::<f64>()
+                    .ln();
+            nats += log_z - logits[pair[1] as usize] as f64;
+            count += 1;
+        }
+        done += piece.len();
+        progress(done);
+    }
+    if count == 0 {
+        bail!("no byte to predict (is --chunk larger than 1?)");
+    }
+    Ok(nats / count as f64 / std::f64::consts::LN_2)
+}
