@@ -1,0 +1,71 @@
+//! Fuzz `Model::load` and a few `Session::feed` steps (docs/fuzzing.md).
+//!
+//! Each input is tried twice: as is (almost always refused by the CRC check,
+//! which is the point: that path must never panic) and re-sealed with a fresh
+//! CRC, so that mutations reach the header, config, tensor-table and session
+//! code behind it. Nothing may panic; every refusal must be an `Error`.
+#![no_main]
+
+use ferrite::image::{CRC, CRC_FIELD, CRC_START, HEADER_LEN};
+use ferrite::{Model, Session};
+use libfuzzer_sys::fuzz_target;
+
+/// Largest session buffer the target allocates (f32 words): 16 MiB.
+const MAX_SESSION_WORDS: usize = 4 << 20;
+/// Tokens fed per loaded model.
+const STEPS: u32 = 3;
+
+/// Copies `bytes` into a 16-byte aligned buffer, as `Model::load` requires.
+fn aligned(bytes: &[u8]) -> Vec<u128> {
+    let mut words = vec![0u128; bytes.len().div_ceil(16)];
+    bytemuck::cast_slice_mut::<u128, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+    words
+}
+
+fn view(words: &[u128], len: usize) -> &[u8] {
+    &bytemuck::cast_slice::<u128, u8>(words)[..len]
+}
+
+fn exercise(image: &[u8]) {
+    let Ok(model) = Model::load(image) else {
+        return;
+    };
+    // Everything the tools print must be computable without panicking.
+    let _ = model.state_len(0);
+    for i in 0..model.tensor_count() {
+        let _ = model.tensor(i);
+    }
+    let Ok(words) = ferrite::session_len(image, 0) else {
+        return;
+    };
+    if words > MAX_SESSION_WORDS {
+        return;
+    }
+    let mut buf = vec![0.0f32; words];
+    // A buffer one word short must be refused, not overrun.
+    if words > 0 {
+        assert!(Session::new(model, &mut buf[..words - 1]).is_err());
+    }
+    let Ok(mut session) = Session::new(model, &mut buf) else {
+        return;
+    };
+    let vocab = model.config().vocab_size;
+    for t in 0..STEPS {
+        let _ = session.feed(t.wrapping_mul(97) % vocab.max(1));
+    }
+    let _ = session.feed(vocab);
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut words = aligned(data);
+    exercise(view(&words, data.len()));
+    if data.len() >= HEADER_LEN {
+        // Re-seal over the bytes the header claims (or all there are).
+        let claimed = u32::from_le_bytes([data[16], data[17], data[18], data[19]]) as usize;
+        let end = claimed.clamp(CRC_START, data.len());
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        let crc = CRC.checksum(&bytes[CRC_START..end]);
+        bytes[CRC_FIELD..CRC_FIELD + 4].copy_from_slice(&crc.to_le_bytes());
+        exercise(view(&words, data.len()));
+    }
+});
