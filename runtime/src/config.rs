@@ -238,8 +238,9 @@ impl LayerConfig {
         }
     }
 
-    /// f32 words of recurrent state this layer keeps (`pinned_max`: SWA pinned-prefix capacity).
-    pub const fn state_len(&self, pinned_max: usize) -> usize {
+    /// f32 words of recurrent state this layer keeps (`pinned_max`: SWA
+    /// pinned-prefix capacity). u64 so that no configuration overflows it.
+    pub const fn state_len(&self, pinned_max: usize) -> u64 {
         match self {
             LayerConfig::Gdn(c) => c.state_len(),
             LayerConfig::Gsa(c) => c.state_len(),
@@ -249,7 +250,7 @@ impl LayerConfig {
     }
 
     /// f32 words of per-token scratch this layer's mixer needs.
-    pub const fn scratch_len(&self) -> usize {
+    pub const fn scratch_len(&self) -> u64 {
         match self {
             LayerConfig::Gdn(c) => c.scratch_len(),
             LayerConfig::Gsa(c) => c.scratch_len(),

@@ -78,24 +78,32 @@ pub const fn session_len(image: &[u8], pinned_max: usize) -> Result<usize> {
         Err(e) => return Err(e),
     };
     let (d, i, vocab) = (
-        cfg.hidden_size as usize,
-        cfg.intermediate_size as usize,
-        cfg.vocab_size as usize,
+        cfg.hidden_size as u64,
+        cfg.intermediate_size as u64,
+        cfg.vocab_size as u64,
     );
-    let mut state = 0;
-    let mut mixer_scratch = 0;
+    let mut state = 0u64;
+    let mut mixer_scratch = 0u64;
     let mut layer = 0;
     while layer < cfg.num_layers {
         let lc = match Layer::parse(section, layer as u16) {
             Ok(l) => l,
             Err(e) => return Err(e),
         };
-        state += lc.state_len(pinned_max);
+        state = state.saturating_add(lc.state_len(pinned_max));
         let s = lc.scratch_len();
         if s > mixer_scratch {
             mixer_scratch = s;
         }
         layer += 1;
     }
-    Ok(state + 3 * d + 2 * i + vocab + mixer_scratch)
+    let total = state.saturating_add(3 * d + 2 * i + vocab + mixer_scratch);
+    // Keep the byte size addressable on this target (4 bytes per word).
+    if total > (isize::MAX as u64) / 4 {
+        return Err(Error::BadConfig {
+            layer: None,
+            reason: "the model needs more memory than this target can address",
+        });
+    }
+    Ok(total as usize)
 }

@@ -285,10 +285,10 @@ impl<'a> Model<'a> {
     /// f32 words of recurrent state (all layers) for a session that may pin up
     /// to `pinned_max` tokens.
     pub fn state_len(&self, pinned_max: usize) -> usize {
-        (0..self.config.num_layers as usize)
+        let words = (0..self.config.num_layers as usize)
             .filter_map(|i| self.layer(i).ok())
-            .map(|l| l.state_len(pinned_max))
-            .sum()
+            .fold(0u64, |acc, l| acc.saturating_add(l.state_len(pinned_max)));
+        usize::try_from(words).unwrap_or(usize::MAX)
     }
 
     /// f32 words of the whole session buffer (state + per-token scratch).

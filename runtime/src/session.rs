@@ -146,7 +146,7 @@ impl<'a, 'b> Session<'a, 'b> {
         for layer in 0..cfg.num_layers as usize {
             let lc: LayerConfig = self.model.layer(layer)?;
             let w = self.model.layer_weights(layer);
-            let layer_state = take(&mut state, lc.state_len(self.pinned_max));
+            let layer_state = take(&mut state, lc.state_len(self.pinned_max) as usize);
 
             rmsnorm(h, &w.get(Role::AttnNorm)?, cfg.norm_eps, x);
             lc.mixer().step(&ctx, &w, layer_state, scratch, x, out)?;

@@ -175,15 +175,20 @@ impl BlaConfig {
         )
     }
 
+    const fn dims64(&self) -> (u64, u64, u64, u64) {
+        let (h, k, v, n) = (self.num_heads, self.head_k_dim, self.head_v_dim, self.slots);
+        (h as u64, k as u64, v as u64, n as u64)
+    }
+
     /// State words: `H * N * (K + V)` plus the convolution caches.
-    pub const fn state_len(&self) -> usize {
-        let (h, k, v, n) = self.dims();
-        h * n * (k + v) + conv::state_len(2 * h * k + h * v, self.conv_size as usize)
+    pub const fn state_len(&self) -> u64 {
+        let (h, k, v, n) = self.dims64();
+        h * n * (k + v) + conv::state_words(2 * h * k + h * v, self.conv_size)
     }
 
     /// Scratch words: q, k (`H*K` each), v, o (`H*V` each), scores `[N]`.
-    pub const fn scratch_len(&self) -> usize {
-        let (h, k, v, n) = self.dims();
+    pub const fn scratch_len(&self) -> u64 {
+        let (h, k, v, n) = self.dims64();
         2 * h * k + 2 * h * v + n
     }
 

@@ -12,6 +12,11 @@ pub const fn state_len(channels: usize, width: usize) -> usize {
     channels * width.saturating_sub(1)
 }
 
+/// [`state_len`] in u64, for overflow-free sizing on any target.
+pub const fn state_words(channels: u64, width: u32) -> u64 {
+    channels * width.saturating_sub(1) as u64
+}
+
 /// Convolves `x` in place (raw projection in, activated output out) and
 /// pushes the raw input into `cache` (`channels * (width - 1)` words).
 pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32]) {

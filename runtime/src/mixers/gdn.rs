@@ -93,15 +93,25 @@ impl GdnConfig {
         )
     }
 
+    const fn dims64(&self) -> (u64, u64, u64, u64) {
+        let (h, hv, k, v) = (
+            self.num_heads,
+            self.num_v_heads,
+            self.head_k_dim,
+            self.head_v_dim,
+        );
+        (h as u64, hv as u64, k as u64, v as u64)
+    }
+
     /// State words: `HV*V*K` for S plus `(2*H*K + HV*V) * (W - 1)` for the convolutions.
-    pub const fn state_len(&self) -> usize {
-        let (h, hv, k, v) = self.dims();
-        hv * v * k + conv::state_len(2 * h * k + hv * v, self.conv_size as usize)
+    pub const fn state_len(&self) -> u64 {
+        let (h, hv, k, v) = self.dims64();
+        hv * v * k + conv::state_words(2 * h * k + hv * v, self.conv_size)
     }
 
     /// Scratch words: q, k (`H*K` each), v, g, o (`HV*V` each), a, b (`HV` each).
-    pub const fn scratch_len(&self) -> usize {
-        let (h, hv, k, v) = self.dims();
+    pub const fn scratch_len(&self) -> u64 {
+        let (h, hv, k, v) = self.dims64();
         2 * h * k + 3 * hv * v + 2 * hv
     }
 }

@@ -129,15 +129,25 @@ impl GsaConfig {
         )
     }
 
+    const fn dims64(&self) -> (u64, u64, u64, u64, u64) {
+        let (h, hkv) = (self.num_heads as u64, self.num_kv_heads as u64);
+        let (k, v, m) = (
+            self.head_k_dim as u64,
+            self.head_v_dim as u64,
+            self.num_slots as u64,
+        );
+        (h, hkv, k, v, m)
+    }
+
     /// State words: `Hkv * M * (K + V)`.
-    pub const fn state_len(&self) -> usize {
-        let (_, hkv, k, v, m) = self.dims();
+    pub const fn state_len(&self) -> u64 {
+        let (_, hkv, k, v, m) = self.dims64();
         hkv * m * (k + v)
     }
 
     /// Scratch words: q `[H*K]`, k `[Hkv*K]`, v `[Hkv*V]`, f `[Hkv*M]`, p `[M]`, o `[H*V]`.
-    pub const fn scratch_len(&self) -> usize {
-        let (h, hkv, k, v, m) = self.dims();
+    pub const fn scratch_len(&self) -> u64 {
+        let (h, hkv, k, v, m) = self.dims64();
         h * k + hkv * (k + v + m) + m + h * v
     }
 }

@@ -141,22 +141,27 @@ impl SwaConfig {
         )
     }
 
-    const fn conv_channels(&self) -> usize {
-        let (h, hkv, d) = self.dims();
-        h * d + 2 * hkv * d
+    const fn dims64(&self) -> (u64, u64, u64) {
+        (
+            self.num_heads as u64,
+            self.num_kv_heads as u64,
+            self.head_dim as u64,
+        )
     }
 
-    /// State words: `(S + pinned_max + W) * Hkv * 2d` plus the convolution caches.
-    pub const fn state_len(&self, pinned_max: usize) -> usize {
-        let (_, hkv, d) = self.dims();
-        let slots = self.sinks as usize + pinned_max + self.window as usize;
-        slots * hkv * 2 * d + conv::state_len(self.conv_channels(), self.conv_size as usize)
+    /// State words: `(S + pinned_max + W) * Hkv * 2d` plus the convolution caches
+    /// (saturating: an absurd `pinned_max` yields a size no buffer has).
+    pub const fn state_len(&self, pinned_max: usize) -> u64 {
+        let (h, hkv, d) = self.dims64();
+        let slots = (self.sinks as u64 + self.window as u64).saturating_add(pinned_max as u64);
+        let conv = conv::state_words(h * d + 2 * hkv * d, self.conv_size);
+        slots.saturating_mul(hkv * 2 * d).saturating_add(conv)
     }
 
     /// Scratch words: q, o (`H*d` each), k, v (`Hkv*d` each), RoPE tables and
     /// the sink-rotated query (`3d`).
-    pub const fn scratch_len(&self) -> usize {
-        let (h, hkv, d) = self.dims();
+    pub const fn scratch_len(&self) -> u64 {
+        let (h, hkv, d) = self.dims64();
         2 * h * d + 2 * hkv * d + 3 * d
     }
 
