@@ -1,0 +1,162 @@
+"""MQAR — multi-query associative recall, exactly as ``docs/mqar.md`` specifies.
+
+The same seeded generator exists in Rust (``tools/src/mqar.rs``); both must
+produce identical sequences for the same parameters and seed.
+
+Layout of one sequence (P pairs, L tokens)::
+
+    k1 v1 k2 v2 ... kP vP | n1 ... n_{L-4P} | q1 a1 q2 a2 ... qP aP
+
+keys in 0..64 (distinct), values in 64..128, noise in 128..192; the model is
+scored at each query position (the argmax after reading ``q_i`` must be ``a_i``).
+
+Two implementations of the one stream:
+
+* :func:`generate` — a direct transcription of the spec, one draw at a time;
+* :func:`generate_batch` — numpy-vectorised for training. splitmix64's state
+  after ``i`` draws is ``seed + i * GAMMA``, and every sequence takes exactly
+  ``L - P`` draws, so every draw of every sequence can be computed at once.
+
+Both are checked against each other (and against ``ferrite mqar-sample``) in
+``tools/python/tests/test_mqar.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+KEYS = 0
+VALUES = 64
+NOISE = 128
+RANGE = 64
+MASK64 = (1 << 64) - 1
+GAMMA = 0x9E3779B97F4A7C15
+MUL1 = 0xBF58476D1CE4E5B9
+MUL2 = 0x94D049BB133111EB
+
+EVAL_SEED = 0
+TRAIN_SEED_BASE = 1_000_000
+
+
+class SplitMix64:
+    """The splitmix64 stream of docs/mqar.md (Python integers, mod 2^64)."""
+
+    def __init__(self, seed: int):
+        self.state = seed & MASK64
+
+    def next(self) -> int:
+        self.state = (self.state + GAMMA) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * MUL1) & MASK64
+        z = ((z ^ (z >> 27)) * MUL2) & MASK64
+        return z ^ (z >> 31)
+
+    def below(self, n: int) -> int:
+        return self.next() % n
+
+
+@dataclass(frozen=True)
+class MqarSequence:
+    tokens: list  # L token ids
+    targets: list  # [(position of the query key, expected value)]
+
+
+def _check(pairs: int, seq_len: int) -> None:
+    if not 1 <= pairs <= RANGE:
+        raise ValueError(f"pairs must be in 1..={RANGE}, got {pairs}")
+    if seq_len < 4 * pairs:
+        raise ValueError(f"seq_len {seq_len} is shorter than 4 * pairs = {4 * pairs}")
+
+
+def _shuffle_prefix(rng: SplitMix64, n: int, k: int) -> list:
+    a = list(range(n))
+    for j in range(k):
+        r = j + rng.below(n - j)
+        a[j], a[r] = a[r], a[j]
+    return a[:k]
+
+
+def generate(seed: int, n: int, pairs: int = 8, seq_len: int = 64) -> list:
+    """``n`` sequences from ``seed``, drawn one after the other from one stream."""
+    _check(pairs, seq_len)
+    rng = SplitMix64(seed)
+    out = []
+    for _ in range(n):
+        keys = [KEYS + k for k in _shuffle_prefix(rng, RANGE, pairs)]
+        values = [VALUES + rng.below(RANGE) for _ in range(pairs)]
+        tokens = []
+        for k, v in zip(keys, values):
+            tokens += [k, v]
+        tokens += [NOISE + rng.below(RANGE) for _ in range(seq_len - 4 * pairs)]
+        order = _shuffle_prefix(rng, pairs, pairs)
+        targets = []
+        for i in order:
+            targets.append((len(tokens), values[i]))
+            tokens += [keys[i], values[i]]
+        out.append(MqarSequence(tokens, targets))
+    return out
+
+
+def draws_per_sequence(pairs: int, seq_len: int) -> int:
+    """Keys (P) + values (P) + noise (L - 4P) + query order (P) = L - P draws."""
+    return seq_len - pairs
+
+
+def _splitmix_outputs(seed: int, count: int) -> np.ndarray:
+    """The first ``count`` outputs of the stream from ``seed`` (uint64)."""
+    with np.errstate(over="ignore"):
+        i = np.arange(1, count + 1, dtype=np.uint64)
+        z = np.uint64(seed & MASK64) + i * np.uint64(GAMMA)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(MUL1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(MUL2)
+        return z ^ (z >> np.uint64(31))
+
+
+def _shuffle_prefix_batch(draws: np.ndarray, n: int, k: int) -> np.ndarray:
+    """Vectorised partial Fisher-Yates over rows; draws [B, k] raw uint64."""
+    b = draws.shape[0]
+    a = np.tile(np.arange(n, dtype=np.int64), (b, 1))
+    rows = np.arange(b)
+    for j in range(k):
+        r = j + (draws[:, j] % np.uint64(n - j)).astype(np.int64)
+        aj = a[:, j].copy()
+        a[:, j] = a[rows, r]
+        a[rows, r] = aj
+    return a[:, :k]
+
+
+def generate_batch(seed: int, n: int, pairs: int = 8, seq_len: int = 64) -> tuple:
+    """(tokens [n, L] int64, query positions [P], answers [n, P] int64), identical to
+    :func:`generate`. Query positions are the same for every sequence:
+    L - 2P + 2i."""
+    _check(pairs, seq_len)
+    per = draws_per_sequence(pairs, seq_len)
+    d = _splitmix_outputs(seed, n * per).reshape(n, per)
+    noise = seq_len - 4 * pairs
+    keys = KEYS + _shuffle_prefix_batch(d[:, :pairs], RANGE, pairs)
+    values = VALUES + (d[:, pairs : 2 * pairs] % np.uint64(RANGE)).astype(np.int64)
+    filler = NOISE + (d[:, 2 * pairs : 2 * pairs + noise] % np.uint64(RANGE)).astype(np.int64)
+    order = _shuffle_prefix_batch(d[:, 2 * pairs + noise :], pairs, pairs)
+    rows = np.arange(n)[:, None]
+    qk, qv = keys[rows, order], values[rows, order]
+    tokens = np.empty((n, seq_len), dtype=np.int64)
+    tokens[:, 0 : 2 * pairs : 2] = keys
+    tokens[:, 1 : 2 * pairs : 2] = values
+    tokens[:, 2 * pairs : 2 * pairs + noise] = filler
+    tokens[:, seq_len - 2 * pairs :: 2] = qk
+    tokens[:, seq_len - 2 * pairs + 1 :: 2] = qv
+    positions = np.arange(seq_len - 2 * pairs, seq_len, 2)
+    return tokens, positions, qv
+
+
+def accuracy_from_logits(logits: np.ndarray, positions: np.ndarray, answers: np.ndarray) -> float:
+    """Fraction of query positions whose argmax is the answer; logits [n, L, vocab]."""
+    predicted = np.argmax(logits[:, positions, :], axis=-1)
+    return float(np.mean(predicted == answers))
+
+
+def format_sequence(seq: MqarSequence) -> str:
+    """One line of comma-separated ids (the format of ``ferrite mqar-sample``)."""
+    return ",".join(str(t) for t in seq.tokens)
