@@ -1,0 +1,318 @@
+//! The committed corpus of broken images, `tests/corrupt/`: every file must be
+//! refused by `Model::load` with exactly the error `tests/corrupt/MANIFEST`
+//! gives for it (`tools/tests/cli.rs` runs `ferrite inspect` on the same
+//! files: non-zero exit, that message on one line, no panic).
+//!
+//! The corpus is generated here from a small valid image (int4, one GDN
+//! layer, ~4 KB). Regenerate it (files and MANIFEST) after a format change with
+//!
+//! ```text
+//! FERRITE_OVERWRITE=1 cargo test -p ferrite-tests --test corrupt
+//! ```
+//!
+//! Images whose damage lies behind the CRC (tensor table, config, header
+//! fields) are re-sealed with a fresh CRC so that the deeper check fires; the
+//! `crc_*` cases are not.
+
+use std::path::{Path, PathBuf};
+
+use ferrite::image::{DType, CRC_FIELD, HEADER_LEN, TENSOR_ENTRY_LEN};
+use ferrite::{Error, Model};
+use ferrite_tests::random_model;
+use ferrite_tools::run::AlignedImage;
+use ferrite_tools::writer::{build_image, seal, WriteOptions};
+
+/// The valid image every case starts from.
+fn base_image() -> Vec<u8> {
+    let json = serde_json::json!({
+        "vocab_size": 256, "hidden_size": 8, "intermediate_size": 16,
+        "tie_word_embeddings": true, "tokenizer": "bytes",
+        "layers": [{"mixer": "gdn", "num_heads": 1, "head_dim": 8, "expand_v": 1.0, "conv_size": 2}]
+    });
+    let config = ferrite_tools::config_json::parse(&json).expect("valid config");
+    let dir = random_model(config, 3);
+    let opts = WriteOptions {
+        dtype: DType::I4,
+        group_size: Some(8),
+        rules: Vec::new(),
+    };
+    build_image(&dir, &opts, |_, _| {})
+        .expect("image builds")
+        .bytes
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("corrupt")
+}
+
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+}
+
+fn set_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Byte offset of field `field` of tensor table entry `i`.
+fn entry(b: &[u8], i: usize, field: usize) -> usize {
+    u32_at(b, 32) as usize + i * TENSOR_ENTRY_LEN + field
+}
+
+// Header word offsets (after the 8-byte magic) and entry field offsets.
+const VERSION: usize = 8;
+const HEADER_LEN_FIELD: usize = 12;
+const FILE_LEN: usize = 16;
+const CONFIG_OFF: usize = 24;
+const TENSOR_COUNT: usize = 36;
+const E_ROLE: usize = 2;
+const E_DTYPE: usize = 4;
+const E_GROUP: usize = 6;
+const E_DIM1: usize = 12;
+const E_DATA_OFF: usize = 24;
+const E_DATA_LEN: usize = 28;
+const E_SCALE_LEN: usize = 36;
+// Tensors of the base image: 0 embeddings [256, 8] int4, 1 final norm f32,
+// 2 attn_norm f32, 3 q_proj [8, 8] int4.
+const EMB: usize = 0;
+const NORM: usize = 1;
+const Q_PROJ: usize = 3;
+
+/// A broken image: name, what was done, and whether to re-seal the CRC.
+struct Case {
+    name: &'static str,
+    reseal: bool,
+    damage: fn(&mut Vec<u8>),
+}
+
+const fn case(name: &'static str, reseal: bool, damage: fn(&mut Vec<u8>)) -> Case {
+    Case {
+        name,
+        reseal,
+        damage,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        case("empty", false, |b| b.clear()),
+        case("bad_magic", false, |b| b[0] = b'X'),
+        case("not_an_image", false, |b| {
+            *b = b"{\"model_type\": \"ferrite\"}\n".repeat(4)
+        }),
+        case("version_0", true, |b| set_u32(b, VERSION, 0)),
+        case("version_2", true, |b| set_u32(b, VERSION, 2)),
+        case("header_len", true, |b| set_u32(b, HEADER_LEN_FIELD, 128)),
+        case("truncated_header", false, |b| b.truncate(HEADER_LEN - 4)),
+        case("truncated_body", false, |b| {
+            let n = b.len() - 100;
+            b.truncate(n)
+        }),
+        case("crc_flipped_weight", false, |b| {
+            let i = b.len() - 200;
+            b[i] ^= 0x10
+        }),
+        case("crc_flipped_crc", false, |b| b[CRC_FIELD] ^= 1),
+        case("config_section_out_of_bounds", true, |b| {
+            set_u32(b, CONFIG_OFF, u32::MAX - 8)
+        }),
+        case("config_hidden_zero", true, |b| {
+            let c = u32_at(b, CONFIG_OFF) as usize;
+            set_u32(b, c + 4, 0)
+        }),
+        case("config_unknown_mixer", true, |b| {
+            let c = u32_at(b, CONFIG_OFF) as usize;
+            set_u32(b, c + 32, 9)
+        }),
+        case("tensor_missing", true, |b| {
+            let n = u32_at(b, TENSOR_COUNT);
+            set_u32(b, TENSOR_COUNT, n - 1)
+        }),
+        case("tensor_out_of_order", true, |b| {
+            let (a, c) = (entry(b, NORM, 0), entry(b, 2, 0));
+            let first: Vec<u8> = b[a..a + TENSOR_ENTRY_LEN].to_vec();
+            b.copy_within(c..c + TENSOR_ENTRY_LEN, a);
+            b[c..c + TENSOR_ENTRY_LEN].copy_from_slice(&first);
+        }),
+        case("tensor_unknown_role", true, |b| {
+            let e = entry(b, NORM, E_ROLE);
+            b[e..e + 2].copy_from_slice(&999u16.to_le_bytes())
+        }),
+        case("tensor_unknown_dtype", true, |b| {
+            let e = entry(b, Q_PROJ, E_DTYPE);
+            b[e] = 7
+        }),
+        case("tensor_shape_contradicts_config", true, |b| {
+            let e = entry(b, Q_PROJ, E_DIM1);
+            set_u32(b, e, 16)
+        }),
+        case("tensor_dtype_contradicts_config", true, |b| {
+            // A norm vector may not be quantized.
+            let e = entry(b, NORM, E_DTYPE);
+            b[e] = DType::I8 as u8
+        }),
+        case("tensor_group_size_not_dividing", true, |b| {
+            let e = entry(b, Q_PROJ, E_GROUP);
+            b[e..e + 2].copy_from_slice(&6u16.to_le_bytes())
+        }),
+        case("tensor_group_size_scale_count", true, |b| {
+            // Group 4 divides 8, but the stored scales are for group 8.
+            let e = entry(b, Q_PROJ, E_GROUP);
+            b[e..e + 2].copy_from_slice(&4u16.to_le_bytes())
+        }),
+        case("tensor_payload_length", true, |b| {
+            let e = entry(b, Q_PROJ, E_DATA_LEN);
+            let v = u32_at(b, e);
+            set_u32(b, e, v - 4)
+        }),
+        case("tensor_scales_on_f32", true, |b| {
+            let e = entry(b, NORM, E_SCALE_LEN);
+            set_u32(b, e, 32)
+        }),
+        case("tensor_misaligned", true, |b| {
+            let e = entry(b, Q_PROJ, E_DATA_OFF);
+            let v = u32_at(b, e);
+            set_u32(b, e, v + 16)
+        }),
+        case("tensor_overlap", true, |b| {
+            let prev = u32_at(b, entry(b, EMB, E_DATA_OFF));
+            let e = entry(b, NORM, E_DATA_OFF);
+            set_u32(b, e, prev)
+        }),
+        case("tensor_out_of_bounds", true, |b| {
+            let end = u32_at(b, FILE_LEN);
+            let e = entry(b, Q_PROJ, E_DATA_OFF);
+            set_u32(b, e, end + 64)
+        }),
+        case("tensor_offset_overflow", true, |b| {
+            let e = entry(b, Q_PROJ, E_DATA_OFF);
+            set_u32(b, e, 0xFFFF_FFE0)
+        }),
+    ]
+}
+
+/// `Variant` and the Display message of an error, as the MANIFEST stores them.
+fn describe(e: &Error) -> (String, String) {
+    let debug = format!("{e:?}");
+    let variant = debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    (variant, e.to_string())
+}
+
+fn generate() -> Vec<(&'static str, Vec<u8>)> {
+    let base = base_image();
+    assert!(
+        Model::load(AlignedImage::new(&base).bytes()).is_ok(),
+        "the base image must load"
+    );
+    cases()
+        .into_iter()
+        .map(|c| {
+            let mut b = base.clone();
+            (c.damage)(&mut b);
+            if c.reseal {
+                seal(&mut b);
+            }
+            (c.name, b)
+        })
+        .collect()
+}
+
+fn read_manifest() -> Vec<(String, String, String)> {
+    let text =
+        std::fs::read_to_string(corpus_dir().join("MANIFEST")).expect("tests/corrupt/MANIFEST");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let mut parts = l.splitn(3, '\t');
+            let mut next = || {
+                parts
+                    .next()
+                    .expect("file<TAB>Variant<TAB>message")
+                    .to_string()
+            };
+            (next(), next(), next())
+        })
+        .collect()
+}
+
+#[test]
+fn corpus_is_refused_with_the_manifest_errors() {
+    let cases = generate();
+    if std::env::var_os("FERRITE_OVERWRITE").is_some() {
+        let dir = corpus_dir();
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut manifest = String::from(
+            "# file\tError variant\tmessage (Display) — generated by tests/tests/corrupt.rs, FERRITE_OVERWRITE=1 to regenerate\n",
+        );
+        for (name, bytes) in &cases {
+            let file = format!("{name}.fer");
+            std::fs::write(dir.join(&file), bytes).unwrap();
+            let err = Model::load(AlignedImage::new(bytes).bytes())
+                .map(|_| ())
+                .expect_err(name);
+            let (variant, message) = describe(&err);
+            manifest += &format!("{file}\t{variant}\t{message}\n");
+        }
+        std::fs::write(dir.join("MANIFEST"), manifest).unwrap();
+    }
+    let manifest = read_manifest();
+    let names: Vec<String> = cases.iter().map(|(n, _)| format!("{n}.fer")).collect();
+    let listed: Vec<String> = manifest.iter().map(|(f, _, _)| f.clone()).collect();
+    assert_eq!(
+        listed, names,
+        "MANIFEST is out of date: FERRITE_OVERWRITE=1 cargo test -p ferrite-tests --test corrupt"
+    );
+    let mut failures = Vec::new();
+    for (file, variant, message) in &manifest {
+        let bytes = std::fs::read(corpus_dir().join(file)).expect(file);
+        let image = AlignedImage::new(&bytes);
+        let got = match Model::load(image.bytes()) {
+            Ok(_) => ("loads".to_string(), String::new()),
+            Err(e) => describe(&e),
+        };
+        if (&got.0, &got.1) != (variant, message) {
+            failures.push(format!("{file}: want {variant} {message:?}, got {got:?}"));
+        }
+        // The const fn that sizes static buffers must refuse or answer, never panic.
+        let _ = ferrite::session_len(image.bytes(), 0);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn corpus_covers_every_load_error_the_issue_names() {
+    let variants: Vec<String> = read_manifest().into_iter().map(|(_, v, _)| v).collect();
+    for want in [
+        "BadMagic",
+        "UnsupportedVersion",
+        "CrcMismatch",
+        "Truncated",
+        "BadHeader",
+        "BadConfig",
+        "BadTensor",
+        "UnknownDType",
+        "MissingTensor",
+        "ShapeMismatch",
+    ] {
+        assert!(
+            variants.iter().any(|v| v == want),
+            "no corrupt image gives {want}"
+        );
+    }
+    let manifest = std::fs::read_to_string(corpus_dir().join("MANIFEST")).unwrap();
+    for reason in [
+        "payload overlaps another",
+        "payload not 32-byte aligned",
+        "payload outside the data section",
+        "group size does not divide",
+        "versions 1..=1",
+    ] {
+        assert!(
+            manifest.contains(reason),
+            "no corrupt image says {reason:?}"
+        );
+    }
+}
