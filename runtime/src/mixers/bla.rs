@@ -130,7 +130,8 @@ impl BlaConfig {
             "bla period and slots must be >= 1"
         );
         ensure!(
-            2 * c.modes <= c.period,
+            // `modes <= period / 2` is `2 * modes <= period` without overflow.
+            c.modes <= c.period / 2,
             layer,
             "bla modes must satisfy 2 * modes <= period"
         );
