@@ -113,9 +113,7 @@ fn image_size_is_within_3_percent_on_a_real_sized_model() {
     for (dtype, group) in [
         (DType::I8, Some(64)),
         (DType::I4, Some(64)),
-        (DType::I8, Some(32)),
         (DType::I4, Some(32)),
-        (DType::I4, Some(128)),
     ] {
         let o = WriteOptions {
             dtype,

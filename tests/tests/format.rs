@@ -1,0 +1,78 @@
+//! Format versioning (docs/image-format.md): the committed v1 image keeps
+//! loading and computing the same logits (the back-compat test every later
+//! runtime must pass), and an image of a version this runtime does not read is
+//! refused with a message naming the versions it does read.
+
+use std::path::Path;
+
+use ferrite::image::{FORMAT_VERSION, MIN_FORMAT_VERSION};
+use ferrite::{Error, Model};
+use ferrite_tools::run::{logits, AlignedImage};
+use ferrite_tools::writer::seal;
+
+fn v1_image() -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("images/tiny_int8.fer");
+    std::fs::read(path).expect("tests/images/tiny_int8.fer")
+}
+
+#[test]
+fn the_committed_v1_image_loads_and_computes_the_same_logits() {
+    let bytes = v1_image();
+    let image = AlignedImage::new(&bytes);
+    let model = Model::load(image.bytes()).expect("a v1 image must keep loading");
+    assert_eq!(model.header().version, 1);
+    assert_eq!(model.config().num_layers, 4);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("images");
+    let want: Vec<Vec<f32>> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("tiny_int8.logits.json")).unwrap())
+            .unwrap();
+    let got = logits(model, &[72, 105, 33, 0, 255, 10, 32, 101], 0).unwrap();
+    assert_eq!(got.len(), want.len());
+    for (t, (g, w)) in got.iter().zip(&want).enumerate() {
+        for (a, b) in g.iter().zip(w) {
+            // Summation order may change with new kernels; the decoding may not.
+            assert!(
+                (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+                "token {t}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn other_versions_are_refused_naming_the_supported_ones() {
+    assert!(MIN_FORMAT_VERSION <= FORMAT_VERSION);
+    for version in [
+        0,
+        MIN_FORMAT_VERSION.wrapping_sub(1),
+        FORMAT_VERSION + 1,
+        0xFFFF_FFFF,
+    ] {
+        if (MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
+            continue;
+        }
+        let mut bytes = v1_image();
+        bytes[8..12].copy_from_slice(&version.to_le_bytes());
+        seal(&mut bytes);
+        let err = Model::load(AlignedImage::new(&bytes).bytes()).unwrap_err();
+        assert_eq!(
+            err,
+            Error::UnsupportedVersion {
+                found: version,
+                min: MIN_FORMAT_VERSION,
+                max: FORMAT_VERSION
+            }
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("version {version} "))
+                && msg.contains(&format!("versions {MIN_FORMAT_VERSION}..={FORMAT_VERSION}")),
+            "{msg}"
+        );
+        // The const fn that sizes static buffers refuses it the same way.
+        assert_eq!(
+            ferrite::session_len(AlignedImage::new(&bytes).bytes(), 0),
+            Err(err)
+        );
+    }
+}
