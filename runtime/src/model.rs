@@ -158,7 +158,7 @@ impl<'a> Model<'a> {
                 if len == 0 {
                     continue;
                 }
-                let (off, end) = (off as usize, off as usize + len as usize);
+                let (off, end) = (off as usize, (off as usize).saturating_add(len as usize));
                 if off % TENSOR_ALIGN != 0 {
                     return Err(Error::BadTensor {
                         index,

@@ -68,9 +68,14 @@ impl<'a> Tensor<'a> {
             }
         }
         let numel = rows.checked_mul(cols).ok_or(bad("shape overflows"))?;
+        // A payload length is a u32: larger shapes cannot be stored, and
+        // refusing them keeps `payload_bytes` from overflowing a 32-bit usize.
+        if numel > (u32::MAX / 4) as usize {
+            return Err(bad("shape overflows"));
+        }
         let slice = |off: u32, len: u32| {
             image
-                .get(off as usize..off as usize + len as usize)
+                .get(off as usize..(off as usize).saturating_add(len as usize))
                 .ok_or(bad("payload out of bounds"))
         };
         let payload = slice(e.data_off, e.data_len)?;
