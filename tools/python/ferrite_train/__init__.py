@@ -1,0 +1,5 @@
+"""ferrite_train — PyTorch modules of SPEC.md, training and export (needs torch; CI does not)."""
+
+from .st_shim import install as _install_safetensors_shim
+
+_install_safetensors_shim()

@@ -1,0 +1,80 @@
+"""Every trained model of models/: name -> task, config and training settings.
+
+MQAR models: 2 layers of one mixer family, d_model 64, vocab 256, tied
+embeddings, at state sizes chosen so the recurrent state per layer lines up
+across families (about 2, 4, 8 and 16 KB; exact bytes in each metrics.json).
+LM models: byte-level hybrids cycling gdn / swa / gsa / bla.
+"""
+
+from __future__ import annotations
+
+D_MQAR = 64
+
+
+def _model(layers: list, hidden: int, intermediate: int) -> dict:
+    return {"model_type": "ferrite", "vocab_size": 256, "hidden_size": hidden,
+            "intermediate_size": intermediate, "norm_eps": 1e-6, "tie_word_embeddings": True,
+            "tokenizer": "bytes", "layers": layers}
+
+
+def _mqar(name: str, family: str, layer: dict) -> tuple:
+    return name, {"task": "mqar", "family": family, "config": _model([layer, dict(layer)], D_MQAR, 2 * D_MQAR)}
+
+
+def mqar_runs() -> dict:
+    runs = []
+    # swa: 2 query heads sharing 1 kv head of 32: (S + W) * 1 * 64 floats per layer.
+    for w in (8, 16, 32, 64):
+        runs.append(_mqar(f"swa-w{w}", "swa", {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32,
+                                               "window": w, "rope_theta": 10000.0, "use_short_conv": True}))
+    # swa with 4 sink tokens (StreamingLLM cache positions).
+    for w in (4, 12, 28):
+        runs.append(_mqar(f"swa-s4-w{w}", "swa-sinks", {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1,
+                                                        "head_dim": 32, "window": w, "sinks": 4, "rope_theta": 10000.0,
+                                                        "rope_positions": "cache", "use_short_conv": True}))
+    # bla: 2 heads of 32, period 64 = the sequence, N = 2M + 1 slots: N * 2 * 64 floats.
+    for m in (1, 3, 7, 15):
+        runs.append(_mqar(f"bla-m{m}", "bla", {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": 64,
+                                               "modes": m, "kernel": "dirichlet", "decay": "gated",
+                                               "use_short_conv": True}))
+    # gsa: 2 query heads, 1 kv head, K = V = 32: M * 64 floats.
+    for m in (8, 16, 32, 64):
+        runs.append(_mqar(f"gsa-m{m}", "gsa", {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1,
+                                               "num_slots": m, "feature_map": "swish"}))
+    # gdn: HV * V * K floats.
+    for name, h, k, ev in (("gdn-2k", 2, 16, 1.0), ("gdn-4k", 1, 32, 1.0), ("gdn-8k", 2, 32, 1.0), ("gdn-16k", 2, 32, 2.0)):
+        runs.append(_mqar(name, "gdn", {"mixer": "gdn", "num_heads": h, "head_dim": k, "expand_v": ev,
+                                        "use_gate": True}))
+    out = {}
+    for name, spec in runs:
+        spec.update({"steps": 4000, "batch": 256, "lr": 1e-3, "wd": 0.1, "seed": 1})
+        out[name] = spec
+    return out
+
+
+def lm_runs() -> dict:
+    small = _model([
+        {"mixer": "gdn", "num_heads": 2, "head_dim": 16, "expand_v": 2.0, "use_gate": True},
+        {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": 32, "sinks": 4,
+         "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
+        {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 16, "feature_map": "swish"},
+        {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": 64, "modes": 4, "use_short_conv": True},
+    ], 64, 96)
+    large_layers = [
+        {"mixer": "gdn", "num_heads": 2, "head_dim": 40, "expand_v": 2.0, "use_gate": True},
+        {"mixer": "swa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 40, "window": 64, "sinks": 4,
+         "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
+        {"mixer": "gsa", "num_heads": 4, "num_kv_heads": 2, "num_slots": 32, "feature_map": "swish"},
+        {"mixer": "bla", "num_heads": 4, "head_dim": 40, "period": 128, "modes": 8, "use_short_conv": True},
+    ]
+    large = _model(large_layers + [dict(x) for x in large_layers], 160, 320)
+    return {
+        "lm-small": {"task": "lm", "family": "hybrid", "config": small, "steps": 30000, "batch": 32, "seq_len": 512,
+                     "lr": 3e-3, "wd": 0.1, "seed": 1},
+        "lm-large": {"task": "lm", "family": "hybrid", "config": large, "steps": 30000, "batch": 32, "seq_len": 512,
+                     "lr": 1.5e-3, "wd": 0.1, "seed": 1},
+    }
+
+
+def all_runs() -> dict:
+    return {**mqar_runs(), **lm_runs()}
