@@ -41,7 +41,7 @@ fn the_committed_v1_image_loads_and_computes_the_same_logits() {
 
 #[test]
 fn other_versions_are_refused_naming_the_supported_ones() {
-    assert!(MIN_FORMAT_VERSION <= FORMAT_VERSION);
+    const { assert!(MIN_FORMAT_VERSION <= FORMAT_VERSION) };
     for version in [
         0,
         MIN_FORMAT_VERSION.wrapping_sub(1),
