@@ -45,7 +45,10 @@ fn only_matrices_are_quantized_and_vectors_stay_f32() {
                 if dtype.is_quantized() && spec.matrix {
                     let cols = spec.numel() / spec.dims[0] as usize;
                     let g = e.group_size as usize;
-                    assert!(g >= 8 && cols % g == 0 && g <= 64, "group {g} for {cols}");
+                    assert!(
+                        g >= 8 && cols.is_multiple_of(g) && g <= 64,
+                        "group {g} for {cols}"
+                    );
                     assert!(e.quant_error > 0.0);
                 }
             }
