@@ -153,9 +153,9 @@ def gated_delta_rule(q, k, v, beta, g, chunk: int = 64):
 
 
 class GatedSlotAttention(nn.Module):
-    def __init__(self, cfg: GsaConfig, d: int):
+    def __init__(self, cfg: GsaConfig, d: int, chunk: int = 64):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.chunk = cfg, chunk
         h, hkv, k, v, m = cfg.num_heads, cfg.num_kv_heads, cfg.head_k_dim, cfg.head_v_dim, cfg.num_slots
         self.q_proj, self.k_proj, self.v_proj = _linear(d, h * k), _linear(d, hkv * k), _linear(d, hkv * v)
         self.f_proj = _linear(d, hkv * m)
@@ -174,18 +174,46 @@ class GatedSlotAttention(nn.Module):
         k = self._fm(self.k_proj(x)).view(b, t, hkv, kd).transpose(1, 2)  # [B, J, T, K]
         v = F.silu(self.v_proj(x)).view(b, t, hkv, vd).transpose(1, 2)  # [B, J, T, V]
         f = F.logsigmoid(self.f_proj(x)).view(b, t, hkv, m).transpose(1, 2) / cfg.gate_logit_normalizer
-        s = -torch.expm1(f)  # 1 - alpha, [B, J, T, M]
-        Fc = torch.cumsum(f, dim=2)
-        diff = Fc[:, :, :, None, :] - Fc[:, :, None, :, :]  # [B, J, T, S, M]
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()[:, :, None]
-        ds = torch.exp(diff.masked_fill(~mask, float("-inf"))) * s[:, :, None, :, :]  # [B, J, T, S, M]
-        qk = q @ k[:, :, None].transpose(-1, -2)  # [B, J, G, T, S]
-        scores = torch.einsum("bjtsm,bjgts->bjgtm", ds, qk)
-        p = torch.softmax(scores, dim=-1)
-        w = torch.einsum("bjgtm,bjtsm->bjgts", p, ds)
-        o = w @ v[:, :, None]  # [B, J, G, T, V]
+        o = gated_slot_attention(q, k, v, f, self.chunk)  # [B, J, G, T, V]
         o = o.permute(0, 3, 1, 2, 4).reshape(b, t, h * vd)
         return self.o_proj(self.g_norm(F.silu(o)))
+
+
+def gated_slot_attention(q, k, v, f, chunk: int = 64):
+    """GSA's two slot recurrences and softmax read-out, chunked over time.
+
+    q [B, J, G, T, K] (feature-mapped), k [B, J, T, K], v [B, J, T, V] (silu), f [B, J, T, M]
+    = log alpha. Inside a chunk with start memories Hk0 [K, M], Hv0 [M, V] and Fl the
+    running sum of f from the chunk start:
+    Hk_t[:, m] = e^{Fl_t[m]} Hk0[:, m] + sum_{s<=t} e^{Fl_t[m]-Fl_s[m]} (1-alpha_s[m]) k_s (Hv alike),
+    so scores and outputs contract over s without materialising Hk_t.
+    """
+    b, j, g, t, kd = q.shape
+    m, vd = f.shape[-1], v.shape[-1]
+    hk = q.new_zeros(b, j, kd, m)
+    hv = q.new_zeros(b, j, m, vd)
+    outs = []
+    for start in range(0, t, chunk):
+        sl = slice(start, min(start + chunk, t))
+        qc, kc, vc, fc = q[:, :, :, sl], k[:, :, sl], v[:, :, sl], f[:, :, sl]
+        c = kc.shape[2]
+        s = -torch.expm1(fc)  # 1 - alpha, [B, J, C, M]
+        fl = torch.cumsum(fc, dim=2)
+        diff = fl[:, :, :, None, :] - fl[:, :, None, :, :]  # [B, J, C(t), C(s), M]
+        mask = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()[:, :, None]
+        ds = torch.exp(diff.masked_fill(~mask, float("-inf"))) * s[:, :, None, :, :]
+        efl = torch.exp(fl)  # [B, J, C, M]
+        qk = qc @ kc[:, :, None].transpose(-1, -2)  # [B, J, G, C, C]
+        scores = torch.einsum("bjtsm,bjgts->bjgtm", ds, qk) + efl[:, :, None] * (qc @ hk[:, :, None])
+        p = torch.softmax(scores, dim=-1)  # [B, J, G, C, M]
+        w = torch.einsum("bjgtm,bjtsm->bjgts", p, ds)
+        o = w @ vc[:, :, None] + (p * efl[:, :, None]) @ hv[:, :, None]  # [B, J, G, C, V]
+        outs.append(o)
+        last = fl[:, :, -1]  # [B, J, M]
+        wl = torch.exp(last[:, :, None, :] - fl) * s  # [B, J, C, M]
+        hk = torch.exp(last)[:, :, None, :] * hk + kc.transpose(-1, -2) @ wl
+        hv = torch.exp(last)[..., None] * hv + wl.transpose(-1, -2) @ vc
+    return torch.cat(outs, dim=3)
 
 
 # ---------------------------------------------------------------------------- swa

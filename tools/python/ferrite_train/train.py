@@ -118,10 +118,12 @@ def _precise(flag: bool) -> None:
     torch.backends.cudnn.allow_tf32 = not flag
 
 
-def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_dir=None, log_every=25) -> dict:
+def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_dir=None, log_every=25,
+          overrides=None) -> dict:
     spec = dict(all_runs()[name])
     if steps:
         spec["steps"] = steps
+    spec.update({k: v for k, v in (overrides or {}).items() if v is not None})
     torch.manual_seed(spec["seed"])
     model = FerriteLM(spec["config"]).to(device)
     cfg = model.cfg
@@ -252,9 +254,12 @@ def main(argv=None):
     ap.add_argument("--steps", type=int)
     ap.add_argument("--time-budget", type=float, default=None)
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / "data"))
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--batch", type=int)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    train(args.run, Path(args.out), args.device, args.steps, args.time_budget, args.data)
+    train(args.run, Path(args.out), args.device, args.steps, args.time_budget, args.data,
+          overrides={"lr": args.lr, "batch": args.batch})
 
 
 if __name__ == "__main__":
