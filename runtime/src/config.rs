@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! model record (8 words): vocab | hidden | intermediate | norm_eps (f32 bits)
-//!                         | flags (bit 0: tied head) | num_layers | tokenizer | reserved
+//!                         | flags (bit 0: tied head) | num_layers | tokenizer | provenance
 //! layer record (16 words): kind | 15 kind-specific words (see each mixer's config)
 //! ```
 //! Parsing is `const` so that the RAM a model needs can be computed from an
@@ -50,6 +50,11 @@ pub struct ModelConfig {
     pub num_layers: u32,
     /// Tokenizer.
     pub tokenizer: TokenizerKind,
+    /// Where the weights came from, for reports only (never used in the maths):
+    /// bits 0-7 source format (0 ferrite, 1 fla `gated_deltanet`, 2 fla `gsa`),
+    /// bits 8-15 source dtype (0 f32, 1 f16, 2 bf16). Zero in images that
+    /// predate the field.
+    pub provenance: u32,
 }
 
 /// One layer's mixer configuration.
@@ -122,6 +127,7 @@ impl ModelConfig {
             intermediate_size: w[2],
             norm_eps: f32::from_bits(w[3]),
             tie_word_embeddings: w[4] & 1 != 0,
+            provenance: w[7],
             num_layers: w[5],
             tokenizer,
         };
@@ -167,7 +173,7 @@ impl ModelConfig {
             self.tie_word_embeddings as u32,
             self.num_layers,
             self.tokenizer as u32,
-            0,
+            self.provenance,
         ]
     }
 }

@@ -145,6 +145,7 @@ pub fn random_model(config: ferrite_tools::config_json::Config, seed: u64) -> Mo
         config,
         tensors,
         source_dtype: "f32".into(),
+        warnings: Vec::new(),
     }
 }
 

@@ -22,6 +22,7 @@ fn one_layer(layer: LayerConfig) -> Config {
             tie_word_embeddings: true,
             num_layers: 1,
             tokenizer: TokenizerKind::Bytes,
+            provenance: 0,
         },
         layers: vec![layer],
     }

@@ -13,13 +13,13 @@ use ferrite::mixers::{
 use serde_json::{Map, Value};
 
 /// Takes typed fields out of one JSON object; whatever is left is unknown.
-struct Fields {
+pub(crate) struct Fields {
     map: Map<String, Value>,
-    at: String,
+    pub(crate) at: String,
 }
 
 impl Fields {
-    fn new(value: &Value, at: impl Into<String>) -> Result<Fields> {
+    pub(crate) fn new(value: &Value, at: impl Into<String>) -> Result<Fields> {
         let at = at.into();
         match value {
             Value::Object(map) => Ok(Fields {
@@ -30,11 +30,11 @@ impl Fields {
         }
     }
 
-    fn take(&mut self, name: &str) -> Option<Value> {
+    pub(crate) fn take(&mut self, name: &str) -> Option<Value> {
         self.map.remove(name)
     }
 
-    fn int(&mut self, name: &str, default: Option<u64>, min: u64) -> Result<u32> {
+    pub(crate) fn int(&mut self, name: &str, default: Option<u64>, min: u64) -> Result<u32> {
         let v = match (self.take(name), default) {
             (Some(v), _) => v.as_u64().with_context(|| {
                 format!("{}: field '{name}' must be a non-negative integer", self.at)
@@ -48,7 +48,7 @@ impl Fields {
         Ok(v as u32)
     }
 
-    fn positive(&mut self, name: &str, default: f64) -> Result<f64> {
+    pub(crate) fn positive(&mut self, name: &str, default: f64) -> Result<f64> {
         let v = match self.take(name) {
             Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
             Some(other) => bail!("{}: field '{name}' must be a number, got {other}", self.at),
@@ -63,7 +63,7 @@ impl Fields {
         Ok(v)
     }
 
-    fn flag(&mut self, name: &str, default: bool) -> Result<bool> {
+    pub(crate) fn flag(&mut self, name: &str, default: bool) -> Result<bool> {
         match self.take(name) {
             Some(Value::Bool(b)) => Ok(b),
             Some(other) => bail!(
@@ -74,7 +74,12 @@ impl Fields {
         }
     }
 
-    fn choice(&mut self, name: &str, choices: &[&str], default: Option<&str>) -> Result<String> {
+    pub(crate) fn choice(
+        &mut self,
+        name: &str,
+        choices: &[&str],
+        default: Option<&str>,
+    ) -> Result<String> {
         let v = match (self.take(name), default) {
             (Some(Value::String(s)), _) => s,
             (Some(other), _) => bail!("{}: field '{name}' must be a string, got {other}", self.at),
@@ -90,7 +95,7 @@ impl Fields {
         Ok(v)
     }
 
-    fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         if !self.map.is_empty() {
             let names: Vec<_> = self.map.keys().cloned().collect();
             bail!("{}: unknown field(s) {names:?}", self.at);
@@ -99,7 +104,7 @@ impl Fields {
     }
 
     /// `numerator / denominator`, which must be a positive whole number.
-    fn exact_div(&self, numerator: f64, denominator: u32, what: &str) -> Result<u32> {
+    pub(crate) fn exact_div(&self, numerator: f64, denominator: u32, what: &str) -> Result<u32> {
         let q = numerator / denominator as f64;
         if q < 1.0 || q.fract() != 0.0 || q > u32::MAX as f64 {
             bail!(
@@ -111,7 +116,7 @@ impl Fields {
     }
 
     /// `head_dim`, by default `hidden_size / num_heads`.
-    fn head_dim(&mut self, hidden: u32, heads: u32) -> Result<u32> {
+    pub(crate) fn head_dim(&mut self, hidden: u32, heads: u32) -> Result<u32> {
         if self.map.contains_key("head_dim") {
             return self.int("head_dim", None, 1);
         }
@@ -123,7 +128,7 @@ impl Fields {
     }
 
     /// `name` (default `heads`), which must divide `heads`.
-    fn divisor_heads(&mut self, name: &str, heads: u32) -> Result<u32> {
+    pub(crate) fn divisor_heads(&mut self, name: &str, heads: u32) -> Result<u32> {
         let n = self.int(name, Some(heads as u64), 1)?;
         if heads % n != 0 {
             bail!(
@@ -135,7 +140,7 @@ impl Fields {
     }
 
     /// The short-convolution width when `use_short_conv` is set, else 0.
-    fn short_conv(&mut self) -> Result<u32> {
+    pub(crate) fn short_conv(&mut self) -> Result<u32> {
         let on = self.flag("use_short_conv", false)?;
         let size = self.int("conv_size", Some(4), 1)?;
         Ok(if on { size } else { 0 })
@@ -306,6 +311,7 @@ pub fn parse(value: &Value) -> Result<Config> {
             f.choice("tokenizer", &["bytes"], Some("bytes"))?;
             TokenizerKind::Bytes
         },
+        provenance: 0,
     };
     f.finish()?;
     Ok(Config { model, layers })

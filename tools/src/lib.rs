@@ -3,6 +3,7 @@
 
 pub mod config_json;
 pub mod eval;
+pub mod fla;
 pub mod model_dir;
 pub mod mqar;
 pub mod quant;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use ferrite::{ByteTokenizer, Sampler, SamplerConfig, Session};
+use ferrite_tools::fla::{self, FlaOptions};
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::run::{self, AlignedImage};
 use ferrite_tools::writer::{self, WriteOptions};
@@ -47,6 +48,10 @@ enum Command {
         /// Per-tensor override GLOB=DTYPE (repeatable; first match wins), e.g. lm_head.weight=int8.
         #[arg(long = "rule")]
         rules: Vec<String>,
+        /// fla checkpoints: run attention layers that have no window_size as
+        /// sliding-window attention with this window (changes their outputs).
+        #[arg(long)]
+        window: Option<u32>,
     },
     /// Show an image's config, tensors, sizes and the RAM it needs.
     Inspect {
@@ -153,6 +158,7 @@ fn main() -> ExitCode {
     };
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", format!("{e:#}").replace('\n', " "));
             ExitCode::FAILURE
@@ -160,7 +166,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether an error is the reader of stdout going away (`ferrite inspect x | head`).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
 fn run(command: Command) -> Result<()> {
+    let mut out = std::io::stdout().lock();
     match command {
         Command::Quantize {
             model_dir,
@@ -168,6 +182,7 @@ fn run(command: Command) -> Result<()> {
             dtype,
             group_size,
             rules,
+            window,
         } => {
             let opts = WriteOptions {
                 dtype: writer::parse_dtype(&dtype)?,
@@ -177,14 +192,14 @@ fn run(command: Command) -> Result<()> {
                     .map(|r| writer::parse_rule(r))
                     .collect::<Result<_>>()?,
             };
-            quantize(&model_dir, &output, &opts)
+            quantize(&model_dir, &output, &opts, &FlaOptions { window })
         }
         Command::Inspect { image } => inspect(&AlignedImage::read(&image)?),
         Command::Logits { image, tokens, pin } => {
             let image = AlignedImage::read(&image)?;
             let tokens = parse_tokens(&tokens)?;
             let logits = run::logits(image.model()?, &tokens, pin)?;
-            println!("{}", serde_json::to_string(&logits)?);
+            writeln!(out, "{}", serde_json::to_string(&logits)?)?;
             Ok(())
         }
         Command::Eval {
@@ -208,8 +223,8 @@ fn run(command: Command) -> Result<()> {
                         bar.set_position(done as u64)
                     })?;
                     bar.finish_and_clear();
-                    println!("bytes={} chunk={chunk}", text.len());
-                    println!("bits_per_byte={bpb:.4}");
+                    writeln!(out, "bytes={} chunk={chunk}", text.len())?;
+                    writeln!(out, "bits_per_byte={bpb:.4}")?;
                 }
                 None => {
                     debug_assert!(mqar);
@@ -218,8 +233,11 @@ fn run(command: Command) -> Result<()> {
                     let acc =
                         eval::mqar_accuracy(model, &seqs, |done| bar.set_position(done as u64))?;
                     bar.finish_and_clear();
-                    println!("sequences={n} pairs={pairs} seq_len={seq_len} seed={seed}");
-                    println!("accuracy={acc:.4}");
+                    writeln!(
+                        out,
+                        "sequences={n} pairs={pairs} seq_len={seq_len} seed={seed}"
+                    )?;
+                    writeln!(out, "accuracy={acc:.4}")?;
                 }
             }
             Ok(())
@@ -232,7 +250,7 @@ fn run(command: Command) -> Result<()> {
         } => {
             for seq in mqar::generate(seed, n, mqar::MqarParams { pairs, seq_len })? {
                 let ids: Vec<String> = seq.tokens.iter().map(u32::to_string).collect();
-                println!("{}", ids.join(","));
+                writeln!(out, "{}", ids.join(","))?;
             }
             Ok(())
         }
@@ -258,6 +276,23 @@ fn run(command: Command) -> Result<()> {
             generate(&image, prompt.as_bytes(), n, sampler, ids, pin)
         }
     }
+}
+
+/// Human-readable `ModelConfig::provenance`.
+fn provenance_text(p: u32) -> String {
+    let format = match p & 0xFF {
+        fla::source::FERRITE => "ferrite model dir".to_string(),
+        fla::source::FLA_GATED_DELTANET => "fla checkpoint, model_type gated_deltanet".to_string(),
+        fla::source::FLA_GSA => "fla checkpoint, model_type gsa".to_string(),
+        other => format!("unknown source format {other}"),
+    };
+    let dtype = match (p >> 8) & 0xFF {
+        0 => "f32",
+        1 => "f16",
+        2 => "bf16",
+        _ => "unknown",
+    };
+    format!("{format}, weights {dtype}")
 }
 
 fn progress_bar(len: usize, unit: &str) -> ProgressBar {
@@ -287,8 +322,12 @@ fn quantize(
     model_dir: &std::path::Path,
     output: &std::path::Path,
     opts: &WriteOptions,
+    fla_options: &FlaOptions,
 ) -> Result<()> {
-    let dir = ModelDir::open(model_dir)?;
+    let dir = ModelDir::open_with(model_dir, fla_options)?;
+    for warning in &dir.warnings {
+        eprintln!("warning: {warning}");
+    }
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} tensors")
             .expect("static template")
@@ -327,31 +366,36 @@ fn quantize(
 }
 
 fn inspect(image: &AlignedImage) -> Result<()> {
+    let mut out = std::io::stdout().lock();
     let model = image.model()?;
     let c = model.config();
-    println!(
-        "ferrite image v{}: vocab {} hidden {} intermediate {} layers {} norm_eps {:e} tied_head {} tokenizer bytes",
+    writeln!(out, 
+        "ferrite image v{}: vocab {} hidden {} intermediate {} layers {} norm_eps {:e} tied_head {} tokenizer bytes (vocab {})",
         model.header().version,
         c.vocab_size,
         c.hidden_size,
         c.intermediate_size,
         c.num_layers,
         c.norm_eps,
-        c.tie_word_embeddings
-    );
+        c.tie_word_embeddings,
+        c.vocab_size
+    )?;
+    writeln!(out, "source: {}", provenance_text(c.provenance))?;
     for i in 0..c.num_layers as usize {
         let layer = model.layer(i).map_err(anyhow::Error::msg)?;
-        println!(
+        writeln!(
+            out,
             "layer {i}: {} state {} bytes  {:?}",
             layer.kind_name(),
             4 * layer.state_len(0),
             layer
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10}",
         "tensor", "dtype", "group", "shape", "bytes", "rel_err"
-    );
+    )?;
     for index in 0..model.tensor_count() {
         let e = model.entry(index).map_err(anyhow::Error::msg)?;
         let dims: Vec<String> = e
@@ -360,7 +404,8 @@ fn inspect(image: &AlignedImage) -> Result<()> {
             .filter(|&&d| d != 0)
             .map(u32::to_string)
             .collect();
-        println!(
+        writeln!(
+            out,
             "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10.3e}",
             writer::tensor_name(e.layer_index(), e.role),
             e.dtype.name(),
@@ -368,14 +413,15 @@ fn inspect(image: &AlignedImage) -> Result<()> {
             dims.join("x"),
             e.data_len + e.scale_len,
             e.quant_error
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "flash_bytes={} ram_bytes={} state_bytes={}",
         image.bytes().len(),
         model.session_bytes(0),
         model.state_bytes(0)
-    );
+    )?;
     Ok(())
 }
 

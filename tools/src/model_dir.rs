@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use safetensors::{Dtype, SafeTensors};
 
 use crate::config_json::{self, Config};
+use crate::fla::{self, FlaOptions};
 
 /// One source tensor, converted to f32.
 #[derive(Clone, Debug)]
@@ -24,8 +25,10 @@ pub struct ModelDir {
     pub config: Config,
     /// Every tensor of `model.safetensors`, by name.
     pub tensors: BTreeMap<String, SourceTensor>,
-    /// dtype of the source tensors (the widest seen), for reports.
+    /// dtype of the source tensors (the least precise seen), for reports.
     pub source_dtype: String,
+    /// Import warnings for the user (e.g. a window the model was not trained with).
+    pub warnings: Vec<String>,
 }
 
 fn to_f32(dtype: Dtype, bytes: &[u8], name: &str) -> Result<Vec<f32>> {
@@ -46,40 +49,110 @@ fn to_f32(dtype: Dtype, bytes: &[u8], name: &str) -> Result<Vec<f32>> {
     })
 }
 
+/// Provenance code (bits 8-15 of `ModelConfig::provenance`) of a source dtype.
+fn dtype_code(dtype: Dtype) -> u32 {
+    match dtype {
+        Dtype::F16 => 1,
+        Dtype::BF16 => 2,
+        _ => 0,
+    }
+}
+
+/// Reads every tensor of one safetensors file into `tensors`; returns the
+/// widest-loss source dtype code seen.
+fn read_safetensors(path: &Path, tensors: &mut BTreeMap<String, SourceTensor>) -> Result<u32> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| anyhow::anyhow!("{} is not a valid safetensors file: {e}", path.display()))?;
+    let mut code = 0;
+    for (name, view) in st.tensors() {
+        let values = to_f32(view.dtype(), view.data(), &name)?;
+        code = code.max(dtype_code(view.dtype()));
+        if tensors
+            .insert(
+                name.clone(),
+                SourceTensor {
+                    shape: view.shape().to_vec(),
+                    values,
+                },
+            )
+            .is_some()
+        {
+            bail!("tensor {name} appears in more than one shard");
+        }
+    }
+    Ok(code)
+}
+
+/// Reads `model.safetensors`, or the shards named by `model.safetensors.index.json`.
+fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)> {
+    let mut tensors = BTreeMap::new();
+    let single = dir.join("model.safetensors");
+    let index_path = dir.join("model.safetensors.index.json");
+    if single.exists() || !index_path.exists() {
+        let code = read_safetensors(&single, &mut tensors)?;
+        return Ok((tensors, code));
+    }
+    let text = std::fs::read_to_string(&index_path)
+        .with_context(|| format!("cannot read {}", index_path.display()))?;
+    let index: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", index_path.display()))?;
+    let map = index
+        .get("weight_map")
+        .and_then(serde_json::Value::as_object)
+        .with_context(|| format!("{} has no weight_map object", index_path.display()))?;
+    let mut shards: Vec<&str> = Vec::new();
+    for (name, file) in map {
+        let file = file
+            .as_str()
+            .with_context(|| format!("weight_map entry {name} is not a file name"))?;
+        if file.contains('/') || file.contains("..") {
+            bail!("weight_map entry {name} points outside the model directory: {file}");
+        }
+        if !shards.contains(&file) {
+            shards.push(file);
+        }
+    }
+    let mut code = 0;
+    for shard in &shards {
+        code = code.max(read_safetensors(&dir.join(shard), &mut tensors)?);
+    }
+    for (name, file) in map {
+        if !tensors.contains_key(name) {
+            bail!("weight_map names tensor {name} in {file}, which does not contain it");
+        }
+    }
+    Ok((tensors, code))
+}
+
 impl ModelDir {
-    /// Reads `dir/config.json` and `dir/model.safetensors`.
+    /// Reads a model directory with default import options.
     pub fn open(dir: &Path) -> Result<ModelDir> {
+        Self::open_with(dir, &FlaOptions::default())
+    }
+
+    /// Reads `dir/config.json` (ferrite's SPEC.md format, or an fla checkpoint's)
+    /// and `dir/model.safetensors` (or its shards).
+    pub fn open_with(dir: &Path, fla_options: &FlaOptions) -> Result<ModelDir> {
         let config_path = dir.join("config.json");
         let text = std::fs::read_to_string(&config_path)
             .with_context(|| format!("cannot read {}", config_path.display()))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
-        let config = config_json::parse(&value)?;
-        let st_path = dir.join("model.safetensors");
-        let bytes = std::fs::read(&st_path)
-            .with_context(|| format!("cannot read {}", st_path.display()))?;
-        let st = SafeTensors::deserialize(&bytes).map_err(|e| {
-            anyhow::anyhow!("{} is not a valid safetensors file: {e}", st_path.display())
-        })?;
-        let mut tensors = BTreeMap::new();
-        let mut source_dtype = String::from("f32");
-        for (name, view) in st.tensors() {
-            let values = to_f32(view.dtype(), view.data(), &name)?;
-            if view.dtype() != Dtype::F32 {
-                source_dtype = format!("{:?}", view.dtype()).to_lowercase();
-            }
-            tensors.insert(
-                name,
-                SourceTensor {
-                    shape: view.shape().to_vec(),
-                    values,
-                },
-            );
-        }
+        let (mut config, warnings) = if fla::is_fla(&value) {
+            let import = fla::parse(&value, fla_options)?;
+            (import.config, import.warnings)
+        } else {
+            (config_json::parse(&value)?, Vec::new())
+        };
+        let (tensors, dtype) = read_weights(dir)?;
+        config.model.provenance |= dtype << 8;
+        let source_dtype = ["f32", "f16", "bf16"][dtype as usize].to_string();
         Ok(ModelDir {
             config,
             tensors,
             source_dtype,
+            warnings,
         })
     }
 }

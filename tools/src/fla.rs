@@ -1,0 +1,426 @@
+//! Importing flash-linear-attention (fla) checkpoints: `config.json` written by
+//! `save_pretrained` for `model_type` `gated_deltanet` or `gsa`, with fla's
+//! hybrid `attn` entry mapped to ferrite `swa` layers.
+//!
+//! Every fla field is either mapped, known to leave inference maths unchanged
+//! (kernel choice, fused training ops, token ids, cache flags), or refused with
+//! a one-line reason naming it. Absent fields take fla's class defaults, except
+//! `tie_word_embeddings`, which `save_pretrained` omits when it equals the
+//! transformers base default (true).
+
+use anyhow::{bail, Result};
+use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
+use ferrite::mixers::{FeatureMap, GdnConfig, GsaConfig, SwaConfig};
+use serde_json::Value;
+
+use crate::config_json::{Config, Fields};
+
+/// Source-format codes of [`ModelConfig::provenance`] (bits 0-7).
+pub mod source {
+    /// A ferrite model directory.
+    pub const FERRITE: u32 = 0;
+    /// fla `gated_deltanet`.
+    pub const FLA_GATED_DELTANET: u32 = 1;
+    /// fla `gsa`.
+    pub const FLA_GSA: u32 = 2;
+}
+
+/// Fields that change nothing in single-stream f32 inference.
+const NO_MATHS: &[&str] = &[
+    "attn_mode",
+    "max_position_embeddings",
+    "use_cache",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "initializer_range",
+    "fuse_norm",
+    "fuse_swiglu",
+    "fuse_cross_entropy",
+    "fuse_linear_cross_entropy",
+    "use_l2warp",
+    "architectures",
+    "transformers_version",
+    "torch_dtype",
+    "dtype",
+    "_name_or_path",
+    "auto_map",
+];
+
+/// Options of an fla import.
+#[derive(Clone, Debug, Default)]
+pub struct FlaOptions {
+    /// Window for attention layers that have none (fla full attention).
+    pub window: Option<u32>,
+}
+
+/// Whether `config.json` comes from fla.
+pub fn is_fla(value: &Value) -> bool {
+    matches!(
+        value.get("model_type").and_then(Value::as_str),
+        Some("gated_deltanet" | "gsa")
+    )
+}
+
+/// Drops `name` when it is JSON `null`, so that its default applies.
+fn nullable(f: &mut Fields, value: &Value, name: &str) {
+    if value.get(name).is_some_and(Value::is_null) {
+        f.take(name);
+    }
+}
+
+/// Refuses `name` unless it is absent or equal to `ok` (a value ferrite implements).
+fn require(f: &mut Fields, name: &str, ok: &Value, why: &str) -> Result<()> {
+    match f.take(name) {
+        Some(v) if &v != ok => bail!("{}: field '{name}' = {v} is not supported: {why}", f.at),
+        _ => Ok(()),
+    }
+}
+
+/// A parsed fla checkpoint config, plus warnings for the user.
+#[derive(Clone, Debug)]
+pub struct FlaImport {
+    /// The ferrite configuration.
+    pub config: Config,
+    /// Things the user should know (e.g. a window that training did not use).
+    pub warnings: Vec<String>,
+}
+
+/// Maps an fla `config.json` to a ferrite configuration.
+pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
+    let mut f = Fields::new(value, "config")?;
+    for name in [
+        "num_v_heads",
+        "num_kv_heads",
+        "intermediate_size",
+        "hidden_ratio",
+        "attn",
+    ] {
+        nullable(&mut f, value, name);
+    }
+    let model_type = f.choice("model_type", &["gated_deltanet", "gsa"], None)?;
+    let hidden = f.int("hidden_size", Some(2048), 1)?;
+    let num_layers = f.int(
+        "num_hidden_layers",
+        Some(if model_type == "gsa" { 24 } else { 21 }),
+        1,
+    )?;
+    let vocab_size = f.int("vocab_size", Some(32000), 1)?;
+    let norm_eps = f.positive("norm_eps", 1e-6)? as f32;
+    let tie_word_embeddings = f.flag("tie_word_embeddings", true)?;
+    let hidden_ratio = f.int("hidden_ratio", Some(4), 1)?;
+    let intermediate_size = match f.take("intermediate_size") {
+        Some(v) => v
+            .as_u64()
+            .filter(|&n| n >= 1 && n <= u32::MAX as u64)
+            .map(|n| n as u32)
+            .ok_or_else(|| {
+                anyhow::anyhow!("config: field 'intermediate_size' must be a positive integer")
+            })?,
+        // fla's GatedMLP: int(hidden * ratio * 2/3), rounded up to a multiple of 256.
+        None => {
+            let raw = (hidden as u64 * hidden_ratio as u64 * 2 / 3) as u32;
+            raw.div_ceil(256) * 256
+        }
+    };
+    f.choice("hidden_act", &["swish", "silu"], Some("swish"))?;
+
+    let mixer = if model_type == "gsa" {
+        gsa_layer(&mut f, hidden)?
+    } else {
+        gdn_layer(&mut f)?
+    };
+    let mut layers = vec![mixer; num_layers as usize];
+    let mut warnings = Vec::new();
+    if let Some(attn) = f.take("attn") {
+        let (indices, swa, warning) = attn_layers(&attn, hidden, opts)?;
+        warnings.extend(warning);
+        for i in indices {
+            let slot = layers.get_mut(i).ok_or_else(|| {
+                anyhow::anyhow!("config: attn.layers names layer {i}, the model has {num_layers}")
+            })?;
+            *slot = swa;
+        }
+    }
+    for name in NO_MATHS {
+        f.take(name);
+    }
+    f.finish()?;
+    let source_format = if model_type == "gsa" {
+        source::FLA_GSA
+    } else {
+        source::FLA_GATED_DELTANET
+    };
+    let model = ModelConfig {
+        vocab_size,
+        hidden_size: hidden,
+        intermediate_size,
+        norm_eps,
+        tie_word_embeddings,
+        num_layers,
+        tokenizer: TokenizerKind::Bytes,
+        provenance: source_format,
+    };
+    Ok(FlaImport {
+        config: Config { model, layers },
+        warnings,
+    })
+}
+
+fn gdn_layer(f: &mut Fields) -> Result<LayerConfig> {
+    require(
+        f,
+        "use_short_conv",
+        &Value::Bool(true),
+        "ferrite's GDN always has the short convolution",
+    )?;
+    let num_heads = f.int("num_heads", Some(6), 1)?;
+    let head_k_dim = f.int("head_dim", Some(256), 1)?;
+    let num_v_heads = f.int("num_v_heads", Some(num_heads as u64), 1)?;
+    if num_v_heads % num_heads != 0 {
+        bail!("config: num_v_heads {num_v_heads} must be a multiple of num_heads {num_heads}");
+    }
+    let expand_v = f.positive("expand_v", 2.0)?;
+    let head_v_dim = f.exact_div(head_k_dim as f64 * expand_v, 1, "head_dim * expand_v")?;
+    Ok(LayerConfig::Gdn(GdnConfig {
+        num_heads,
+        num_v_heads,
+        head_k_dim,
+        head_v_dim,
+        conv_size: f.int("conv_size", Some(4), 1)?,
+        use_gate: f.flag("use_gate", true)?,
+        allow_neg_eigval: f.flag("allow_neg_eigval", false)?,
+    }))
+}
+
+fn gsa_layer(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    require(
+        f,
+        "use_short_conv",
+        &Value::Bool(false),
+        "ferrite's GSA has no short convolution",
+    )?;
+    f.int("conv_size", Some(4), 1)?; // only used with use_short_conv
+    require(
+        f,
+        "use_output_gate",
+        &Value::Bool(false),
+        "the output gate is not implemented",
+    )?;
+    require(
+        f,
+        "use_norm",
+        &Value::Bool(true),
+        "GSA without g_norm is not implemented",
+    )?;
+    require(
+        f,
+        "elementwise_affine",
+        &Value::Bool(true),
+        "g_norm without weight is not implemented",
+    )?;
+    require(
+        f,
+        "clamp_min",
+        &Value::Null,
+        "clamped forget gates are not implemented",
+    )?;
+    require(
+        f,
+        "clamp_max",
+        &Value::Null,
+        "clamped forget gates are not implemented",
+    )?;
+    let num_heads = f.int("num_heads", Some(4), 1)?;
+    let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
+    // fla's constructor spells the arguments `exapnd_*`, but save_pretrained writes
+    // the attributes, `expand_*`.
+    let expand_k = f.positive("expand_k", 1.0)?;
+    let expand_v = f.positive("expand_v", 1.0)?;
+    let feature_map = match f
+        .choice("feature_map", &["swish", "relu"], Some("swish"))?
+        .as_str()
+    {
+        "relu" => FeatureMap::Relu,
+        _ => FeatureMap::Swish,
+    };
+    Ok(LayerConfig::Gsa(GsaConfig {
+        num_heads,
+        num_kv_heads,
+        head_k_dim: f.exact_div(
+            hidden as f64 * expand_k,
+            num_heads,
+            "hidden_size * expand_k / num_heads",
+        )?,
+        head_v_dim: f.exact_div(
+            hidden as f64 * expand_v,
+            num_heads,
+            "hidden_size * expand_v / num_heads",
+        )?,
+        num_slots: f.int("num_slots", Some(64), 1)?,
+        feature_map,
+        gate_logit_normalizer: f.positive("gate_logit_normalizer", 8.0)? as f32,
+    }))
+}
+
+/// fla's hybrid attention entry: the layer indices and the `swa` layer they become.
+fn attn_layers(
+    attn: &Value,
+    hidden: u32,
+    opts: &FlaOptions,
+) -> Result<(Vec<usize>, LayerConfig, Option<String>)> {
+    let mut f = Fields::new(attn, "config.attn")?;
+    for name in ["num_kv_heads", "window_size", "rope_theta"] {
+        nullable(&mut f, attn, name);
+    }
+    let indices: Vec<usize> = match f.take("layers") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_u64().map(|i| i as usize))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                anyhow::anyhow!("config.attn: field 'layers' must be a list of layer indices")
+            })?,
+        _ => bail!("config.attn: field 'layers' must be a list of layer indices"),
+    };
+    let num_heads = f.int("num_heads", None, 1)?;
+    let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
+    require(
+        &mut f,
+        "qkv_bias",
+        &Value::Bool(false),
+        "attention biases are not implemented",
+    )?;
+    require(
+        &mut f,
+        "qk_norm",
+        &Value::Bool(false),
+        "q/k norms are not implemented",
+    )?;
+    let head_dim = f.exact_div(hidden as f64, num_heads, "hidden_size / num_heads")?;
+    if head_dim % 2 != 0 {
+        bail!("config.attn: head_dim {head_dim} must be even for RoPE");
+    }
+    let rope_theta = f.positive("rope_theta", 10000.0)? as f32;
+    let (window, warning) = match (f.take("window_size"), opts.window) {
+        (Some(v), _) => {
+            let w = v.as_u64().filter(|&w| w >= 1 && w <= u32::MAX as u64).ok_or_else(|| {
+                anyhow::anyhow!("config.attn: field 'window_size' must be a positive integer")
+            })?;
+            (w as u32, None)
+        }
+        (None, Some(w)) => (
+            w,
+            Some(format!(
+                "attention layers {indices:?} were trained without a window; ferrite runs them with --window {w}, which changes their outputs beyond {w} tokens"
+            )),
+        ),
+        (None, None) => bail!(
+            "config.attn: attention layers {indices:?} have no window_size: unbounded memory cannot run in fixed state; pass --window N to run them as sliding-window attention"
+        ),
+    };
+    f.finish()?;
+    let swa = LayerConfig::Swa(SwaConfig {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        window,
+        sinks: 0,
+        rope_theta,
+        use_rope: true,
+        cache_positions: false,
+        sink_logits: false,
+        conv_size: 0,
+    });
+    Ok((indices, swa, warning))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gdn_config() -> Value {
+        json!({"model_type": "gated_deltanet", "hidden_size": 64, "num_hidden_layers": 3,
+               "num_heads": 2, "head_dim": 16, "num_v_heads": 4, "expand_v": 1.0,
+               "intermediate_size": null, "hidden_ratio": 4, "vocab_size": 300,
+               "use_short_conv": true, "tie_word_embeddings": false, "fuse_norm": true,
+               "attn": {"layers": [1], "num_heads": 4, "num_kv_heads": 2, "qkv_bias": false,
+                        "window_size": 32, "rope_theta": 10000.0},
+               "transformers_version": "4.50.0", "architectures": ["GatedDeltaNetForCausalLM"]})
+    }
+
+    #[test]
+    fn gated_deltanet_hybrid_maps_to_gdn_and_swa() {
+        let import = parse(&gdn_config(), &FlaOptions::default()).unwrap();
+        let c = import.config;
+        // int(64 * 4 * 2/3) = 170, rounded up to 256.
+        assert_eq!(c.model.intermediate_size, 256);
+        assert_eq!(c.model.provenance, source::FLA_GATED_DELTANET);
+        assert!(
+            matches!(c.layers[0], LayerConfig::Gdn(g) if g.num_v_heads == 4 && g.head_v_dim == 16)
+        );
+        assert!(
+            matches!(c.layers[1], LayerConfig::Swa(s) if s.window == 32 && s.head_dim == 16 && s.num_kv_heads == 2)
+        );
+        assert!(matches!(c.layers[2], LayerConfig::Gdn(_)));
+        assert!(import.warnings.is_empty());
+    }
+
+    #[test]
+    fn unsupported_fields_are_refused_by_name() {
+        let cases = [
+            ("use_short_conv", json!(false)),
+            ("attnres_block_size", json!(4)),
+            ("hidden_act", json!("gelu")),
+        ];
+        for (field, v) in cases {
+            let mut c = gdn_config();
+            c[field] = v;
+            let err = parse(&c, &FlaOptions::default()).unwrap_err().to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        let mut c = gdn_config();
+        c["attn"]["qkv_bias"] = json!(true);
+        assert!(parse(&c, &FlaOptions::default())
+            .unwrap_err()
+            .to_string()
+            .contains("qkv_bias"));
+        let mut c = gdn_config();
+        c["model_type"] = json!("mamba2");
+        assert!(!is_fla(&c));
+    }
+
+    #[test]
+    fn attention_without_window_needs_an_explicit_one() {
+        let mut c = gdn_config();
+        c["attn"]["window_size"] = Value::Null;
+        let err = parse(&c, &FlaOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("--window"), "{err}");
+        let import = parse(&c, &FlaOptions { window: Some(64) }).unwrap();
+        assert!(matches!(import.config.layers[1], LayerConfig::Swa(s) if s.window == 64));
+        assert_eq!(import.warnings.len(), 1);
+    }
+
+    #[test]
+    fn gsa_maps_with_fla_defaults() {
+        let c = json!({"model_type": "gsa", "hidden_size": 64, "num_hidden_layers": 2, "num_heads": 4,
+                       "num_kv_heads": 2, "num_slots": 16, "expand_k": 1, "expand_v": 1,
+                       "feature_map": "relu", "use_short_conv": false, "use_output_gate": false,
+                       "use_norm": true, "clamp_min": null, "clamp_max": null, "vocab_size": 256,
+                       "intermediate_size": 128});
+        let import = parse(&c, &FlaOptions::default()).unwrap();
+        assert!(
+            import.config.model.tie_word_embeddings,
+            "absent means the transformers default"
+        );
+        assert!(matches!(import.config.layers[0], LayerConfig::Gsa(g)
+            if g.head_k_dim == 16 && g.num_slots == 16 && g.feature_map == FeatureMap::Relu));
+        let mut bad = c.clone();
+        bad["clamp_min"] = json!(-1.0);
+        assert!(parse(&bad, &FlaOptions::default())
+            .unwrap_err()
+            .to_string()
+            .contains("clamp_min"));
+    }
+}
