@@ -369,7 +369,8 @@ fn inspect(image: &AlignedImage) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let model = image.model()?;
     let c = model.config();
-    writeln!(out, 
+    writeln!(
+        out,
         "ferrite image v{}: vocab {} hidden {} intermediate {} layers {} norm_eps {:e} tied_head {} tokenizer bytes (vocab {})",
         model.header().version,
         c.vocab_size,
