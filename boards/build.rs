@@ -9,17 +9,18 @@
 
 use std::{env, fs, path::PathBuf};
 
-/// (name, memory file, SysTick/instret instructions per tick as num/den).
+/// (name, memory file, SysTick/instret instructions per tick as num/den,
+/// heap of the OTA example in bytes).
 /// Cortex-M SysTick on the core clock under `-icount shift=0` ticks once per
 /// `1e9 / cpu_hz` instructions: mps2 25 MHz -> 40, mps3-an547 32 MHz -> 31.25,
-/// lm3s6965evb 12 MHz (reset clock) -> 250/3. RISC-V reads `instret` directly.
-const BOARDS: &[(&str, &str, u64, u64)] = &[
-    ("m4f", "m4f.x", 40, 1),
-    ("m7", "m7.x", 40, 1),
-    ("m55", "m55.x", 125, 4),
-    ("m3", "m3.x", 250, 3),
-    ("rv32imac", "rv32.x", 1, 1),
-    ("rv32imafc", "rv32.x", 1, 1),
+/// lm3s6965evb 12.5 MHz (reset clock) -> 80 (measured with the `calibrate` binary). RISC-V reads `instret` directly.
+const BOARDS: &[(&str, &str, u64, u64, usize)] = &[
+    ("m4f", "m4f.x", 40, 1, 1 << 20),
+    ("m7", "m7.x", 40, 1, 1 << 20),
+    ("m55", "m55.x", 125, 4, 384 << 10),
+    ("m3", "m3.x", 80, 1, 40 << 10),
+    ("rv32imac", "rv32.x", 1, 1, 1 << 20),
+    ("rv32imafc", "rv32.x", 1, 1, 1 << 20),
 ];
 
 fn main() {
@@ -28,11 +29,15 @@ fn main() {
 
     let chosen: Vec<_> = BOARDS
         .iter()
-        .filter(|(name, ..)| env::var_os(format!("CARGO_FEATURE_BOARD_{}", name.to_uppercase())).is_some())
+        .filter(|(name, ..)| {
+            env::var_os(format!("CARGO_FEATURE_BOARD_{}", name.to_uppercase())).is_some()
+        })
         .collect();
-    let &&(board, memory, num, den) = match chosen.as_slice() {
+    let &&(board, memory, num, den, heap) = match chosen.as_slice() {
         [one] => one,
-        _ => panic!("enable exactly one board-<name> feature (m4f, m7, m55, m3, rv32imac, rv32imafc)"),
+        _ => panic!(
+            "enable exactly one board-<name> feature (m4f, m7, m55, m3, rv32imac, rv32imafc)"
+        ),
     };
 
     // Linker scripts: memory.x from the board, link.x from cortex-m-rt / riscv-rt.
@@ -77,7 +82,9 @@ fn main() {
          /// Tokens to generate (FERRITE_N).\n\
          pub const N: usize = {n};\n\
          /// Instructions per counter tick, as a fraction.\n\
-         pub const INSTR_PER_TICK: (u64, u64) = ({num}, {den});\n",
+         pub const INSTR_PER_TICK: (u64, u64) = ({num}, {den});\n\
+         /// Heap of the OTA example, bytes.\n\
+         pub const HEAP_BYTES: usize = {heap};\n",
         prompt.as_bytes()
     );
     fs::write(out.join("build_config.rs"), config).unwrap();

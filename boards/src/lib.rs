@@ -68,6 +68,100 @@ impl Default for Fnv1a {
     }
 }
 
+/// What one generation produced, beyond the streamed text.
+pub struct Outcome {
+    /// Prompt length in tokens.
+    pub prompt_tokens: usize,
+    /// Tokens fed to the model (prompt + generated - 1).
+    pub fed: usize,
+    /// Instructions from the first feed to the last sample.
+    pub instructions: u64,
+    /// FNV-1a of all generated ids.
+    pub ids: Fnv1a,
+    /// FNV-1a of the final step's logits (f32 bit patterns) and their f32 sum.
+    pub logits_fnv: Fnv1a,
+    pub logits_sum: f32,
+}
+
+/// Feeds `prompt` and samples `n` tokens greedily, streaming their text and
+/// keeping the first `log.len()` ids in `log`. The same steps as
+/// `Session::generate`, unrolled to see the last step's logits.
+pub fn generate(
+    session: &mut ferrite::Session<'_, '_>,
+    prompt: &[u8],
+    n: usize,
+    log: &mut [u32],
+) -> ferrite::Result<Outcome> {
+    use ferrite::ByteTokenizer;
+    let mut ids = [0u32; config::PROMPT.len()];
+    let k = ByteTokenizer.encode(prompt, &mut ids)?;
+    let (&last, head) = ids[..k]
+        .split_last()
+        .ok_or(ferrite::Error::BadPrompt("the prompt is empty"))?;
+    let mut sampler = ferrite::Sampler::greedy();
+    console::text(prompt);
+
+    let start = instructions();
+    for &t in head {
+        session.feed(t)?;
+    }
+    let mut token = last;
+    let mut out = Outcome {
+        prompt_tokens: k,
+        fed: head.len() + n,
+        instructions: 0,
+        ids: Fnv1a::new(),
+        logits_fnv: Fnv1a::new(),
+        logits_sum: 0.0,
+    };
+    for i in 0..n {
+        let logits = session.feed(token)?;
+        if i + 1 == n {
+            for &l in logits {
+                out.logits_fnv.word(l.to_bits());
+                out.logits_sum += l;
+            }
+        }
+        token = sampler.sample(logits);
+        out.ids.word(token);
+        if let Some(slot) = log.get_mut(i) {
+            *slot = token;
+        }
+        console::text(ferrite::ByteTokenizer.decode(token));
+    }
+    out.instructions = instructions() - start;
+    console::text(b"\n");
+    Ok(out)
+}
+
+/// Prints the `tokens:`, `tokens_hash:` and `checksum:` lines of a run of
+/// `n` tokens whose first ids are in `log`.
+pub fn print_outcome(out: &Outcome, log: &[u32], n: usize) {
+    struct Ids<'a>(&'a [u32], bool);
+    impl core::fmt::Display for Ids<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            for (i, id) in self.0.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{}", id)?;
+            }
+            if self.1 {
+                f.write_str(",...")?;
+            }
+            Ok(())
+        }
+    }
+    let shown = &log[..n.min(log.len())];
+    say!("tokens: {}", Ids(shown, n > shown.len()));
+    say!("tokens_hash: fnv1a={:#010x} count={}", out.ids.0, n);
+    say!(
+        "checksum: fnv1a={:#010x} sum_bits={:#010x}",
+        out.logits_fnv.0,
+        out.logits_sum.to_bits()
+    );
+}
+
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     console::panic_message(info);

@@ -1,0 +1,673 @@
+//! Boards: build the firmware for one, run it under QEMU, read its output.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+pub const DEFAULT_PROMPT: &str = "Once upon a time";
+pub const DEFAULT_N: usize = 32;
+/// Seconds a QEMU run may take before it counts as hung.
+pub const DEFAULT_TIMEOUT_S: u64 = 120;
+
+/// One QEMU board: how to build for it and how to run it.
+pub struct Board {
+    pub name: &'static str,
+    pub target: &'static str,
+    pub qemu: &'static str,
+    pub machine: &'static str,
+    /// Extra QEMU arguments (e.g. the CPU's ISA extensions).
+    pub qemu_args: &'static [&'static str],
+    /// `boards/memory/<file>`: also the budget xtask checks against.
+    pub memory: &'static str,
+    /// Default model: fixture directory under tests/fixtures and dtype.
+    pub model: (&'static str, &'static str),
+    /// One line for docs.
+    pub about: &'static str,
+}
+
+/// The model every board runs unless told otherwise (`--image`).
+pub const DEFAULT_MODEL: &str = "hybrid_all4_untied";
+
+pub const BOARDS: &[Board] = &[
+    Board {
+        name: "m4f",
+        target: "thumbv7em-none-eabihf",
+        qemu: "qemu-system-arm",
+        machine: "mps2-an386",
+        qemu_args: &[],
+        memory: "m4f.x",
+        model: (DEFAULT_MODEL, "f32"),
+        about: "Cortex-M4F, QEMU mps2-an386",
+    },
+    Board {
+        name: "m7",
+        target: "thumbv7em-none-eabihf",
+        qemu: "qemu-system-arm",
+        machine: "mps2-an500",
+        qemu_args: &[],
+        memory: "m7.x",
+        model: (DEFAULT_MODEL, "f32"),
+        about: "Cortex-M7, QEMU mps2-an500",
+    },
+    Board {
+        name: "m55",
+        target: "thumbv8m.main-none-eabihf",
+        qemu: "qemu-system-arm",
+        machine: "mps3-an547",
+        qemu_args: &[],
+        memory: "m55.x",
+        model: (DEFAULT_MODEL, "f32"),
+        about: "Cortex-M55 (Helium), QEMU mps3-an547",
+    },
+    Board {
+        name: "m3",
+        target: "thumbv7m-none-eabi",
+        qemu: "qemu-system-arm",
+        machine: "lm3s6965evb",
+        qemu_args: &[],
+        memory: "m3.x",
+        model: (DEFAULT_MODEL, "int8"),
+        about: "Cortex-M3 (no FPU), QEMU lm3s6965evb, real budget 256 KB flash / 64 KB RAM",
+    },
+    Board {
+        name: "rv32imac",
+        target: "riscv32imac-unknown-none-elf",
+        qemu: "qemu-system-riscv32",
+        machine: "virt",
+        qemu_args: &["-bios", "none", "-cpu", "rv32,f=false,d=false"],
+        memory: "rv32.x",
+        model: (DEFAULT_MODEL, "f32"),
+        about: "RISC-V rv32imac (no FPU), QEMU virt",
+    },
+    Board {
+        name: "rv32imafc",
+        target: "riscv32imafc-unknown-none-elf",
+        qemu: "qemu-system-riscv32",
+        machine: "virt",
+        qemu_args: &["-bios", "none", "-cpu", "rv32,d=false"],
+        memory: "rv32.x",
+        model: (DEFAULT_MODEL, "f32"),
+        about: "RISC-V rv32imafc, QEMU virt",
+    },
+];
+
+impl Board {
+    pub fn named(name: &str) -> Result<&'static Board> {
+        BOARDS.iter().find(|b| b.name == name).with_context(|| {
+            let names: Vec<_> = BOARDS.iter().map(|b| b.name).collect();
+            format!("unknown board {name:?}; boards: {}", names.join(", "))
+        })
+    }
+
+    /// (flash, RAM) budget in bytes, read from the board's memory.x.
+    pub fn budget(&self) -> Result<(u64, u64)> {
+        let path = boards_dir().join("memory").join(self.memory);
+        let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+        let length = |region: &str| -> Result<u64> {
+            let line = text
+                .lines()
+                .find(|l| l.trim_start().starts_with(region) && l.contains("LENGTH"))
+                .with_context(|| format!("{}: no {region} region", path.display()))?;
+            let v = line
+                .split("LENGTH")
+                .nth(1)
+                .unwrap()
+                .trim_start_matches([' ', '='])
+                .trim();
+            parse_size(v).with_context(|| format!("{}: bad LENGTH {v:?}", path.display()))
+        };
+        Ok((length("FLASH")?, length("RAM")?))
+    }
+}
+
+fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, mul) = match v.chars().last()? {
+        'K' => (&v[..v.len() - 1], 1024),
+        'M' => (&v[..v.len() - 1], 1024 * 1024),
+        _ => (v, 1),
+    };
+    let n = if let Some(h) = num.strip_prefix("0x") {
+        u64::from_str_radix(h, 16).ok()?
+    } else {
+        num.parse().ok()?
+    };
+    Some(n * mul)
+}
+
+pub fn root_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn boards_dir() -> PathBuf {
+    root_dir().join("boards")
+}
+
+/// Where xtask keeps ELF copies and run directories.
+pub fn work_dir() -> PathBuf {
+    boards_dir().join("target").join("xtask")
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Firmware {
+    /// `src/bin/generate.rs`: image in flash, static state.
+    Generate,
+    /// `src/bin/ota.rs`: image read at run time into a heap buffer.
+    Ota,
+    /// `src/bin/calibrate.rs`: counts a loop of exactly 2,000,000 instructions.
+    Calibrate,
+}
+
+impl Firmware {
+    fn bin(self) -> &'static str {
+        match self {
+            Firmware::Generate => "generate",
+            Firmware::Ota => "ota",
+            Firmware::Calibrate => "calibrate",
+        }
+    }
+}
+
+/// Makes sure both QEMU system emulators exist, installing them with apt-get
+/// (as root) when they do not.
+pub fn ensure_qemu() -> Result<()> {
+    let have = |bin: &str| {
+        Command::new(bin)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    };
+    if have("qemu-system-arm") && have("qemu-system-riscv32") {
+        return Ok(());
+    }
+    eprintln!("QEMU not found: installing qemu-system-arm and qemu-system-misc with apt-get ...");
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false);
+    let sudo: &[&str] = if root { &[] } else { &["sudo", "-n"] };
+    let apt = |args: &[&str]| -> Result<()> {
+        let mut argv: Vec<&str> = sudo.to_vec();
+        argv.push("apt-get");
+        argv.extend_from_slice(args);
+        let status = Command::new(argv[0])
+            .args(&argv[1..])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .with_context(|| format!("running {}", argv.join(" ")))?;
+        if !status.success() {
+            bail!("`{}` failed ({status}); install QEMU by hand: apt-get install qemu-system-arm qemu-system-misc", argv.join(" "));
+        }
+        Ok(())
+    };
+    apt(&["update", "-q"])?;
+    apt(&[
+        "install",
+        "-y",
+        "-q",
+        "--no-install-recommends",
+        "qemu-system-arm",
+        "qemu-system-misc",
+    ])?;
+    if !(have("qemu-system-arm") && have("qemu-system-riscv32")) {
+        bail!("QEMU still missing after apt-get install");
+    }
+    Ok(())
+}
+
+/// What to build and run.
+pub struct RunRequest<'a> {
+    pub board: &'static Board,
+    pub firmware: Firmware,
+    pub image: &'a Path,
+    pub prompt: &'a str,
+    pub n: usize,
+    pub defmt: bool,
+    /// Stream the firmware's output to our stdout as it runs.
+    pub echo: bool,
+}
+
+/// Builds a firmware; returns a copy of its ELF under [`work_dir`].
+pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
+    let board = req.board;
+    let (flash, ram) = board.budget()?;
+    if req.firmware == Firmware::Generate {
+        let len = std::fs::metadata(req.image)
+            .with_context(|| req.image.display().to_string())?
+            .len();
+        if len > flash {
+            bail!(
+                "image {} ({len} bytes) does not fit board {}: its flash budget is {} KiB (boards/memory/{}); \
+                 use a smaller model or --dtype f16",
+                req.image.display(),
+                board.name,
+                flash / 1024,
+                board.memory
+            );
+        }
+    }
+    let mut features = format!("board-{}", board.name);
+    if req.defmt {
+        features.push_str(",defmt");
+    }
+    let bin = req.firmware.bin();
+    eprintln!("building {bin} for {} ({}) ...", board.name, board.target);
+    let mut cmd = Command::new(cargo());
+    cmd.current_dir(boards_dir())
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--target",
+            board.target,
+            "--features",
+            &features,
+            "--bin",
+            bin,
+        ])
+        .env("FERRITE_PROMPT", req.prompt)
+        .env("FERRITE_N", req.n.to_string())
+        .env("DEFMT_LOG", "info")
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped());
+    // Every firmware of a board gets the same variables, so that switching
+    // between them does not rebuild; only `generate` embeds the image.
+    if req.image.as_os_str().is_empty() {
+        cmd.env_remove("FERRITE_IMAGE");
+    } else {
+        cmd.env("FERRITE_IMAGE", req.image);
+    }
+    let out = cmd.output().context("running cargo build in boards/")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        if let Some(line) = stderr
+            .lines()
+            .find(|l| l.contains("will not fit in region") || l.contains("overflowed by"))
+        {
+            bail!(
+                "image {} does not fit board {} (flash {} KiB, RAM {} KiB in boards/memory/{}): {}",
+                req.image.display(),
+                board.name,
+                flash / 1024,
+                ram / 1024,
+                board.memory,
+                line.split_once("error: ").map_or(line, |(_, e)| e).trim()
+            );
+        }
+        eprint!("{stderr}");
+        bail!("building {bin} for {} failed", board.name);
+    }
+    eprint!("{stderr}");
+    let built = boards_dir()
+        .join("target")
+        .join(board.target)
+        .join("release")
+        .join(bin);
+    let dir = work_dir().join(board.name);
+    std::fs::create_dir_all(&dir)?;
+    let elf = dir.join(if req.defmt {
+        format!("{bin}-defmt.elf")
+    } else {
+        format!("{bin}.elf")
+    });
+    std::fs::copy(&built, &elf).with_context(|| format!("copying {}", built.display()))?;
+    Ok(elf)
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// Flash and RAM of an ELF, from `llvm-size -A`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// .vector_table + .text + .rodata + .data (the initial values live in flash).
+    pub flash: u64,
+    /// .data + .bss + .uninit (+ .heap): static RAM, without the stack.
+    pub ram: u64,
+}
+
+pub fn sizes(elf: &Path) -> Result<Sizes> {
+    let out = Command::new(llvm_size()?)
+        .arg("-A")
+        .arg(elf)
+        .output()
+        .context("running llvm-size")?;
+    if !out.status.success() {
+        bail!(
+            "llvm-size -A {}: {}",
+            elf.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (mut flash, mut ram) = (0, 0);
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut f = line.split_whitespace();
+        let (Some(name), Some(size)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let Ok(size) = size.parse::<u64>() else {
+            continue;
+        };
+        let base = name.trim_start_matches(".s"); // .sdata/.sbss on RISC-V
+        match name {
+            ".vector_table" | ".text" | ".rodata" | ".init" | ".trap" | ".srodata"
+            | ".eh_frame" => flash += size,
+            ".data" | ".sdata" => {
+                flash += size;
+                ram += size;
+            }
+            ".bss" | ".sbss" | ".uninit" | ".heap" => ram += size,
+            _ if base == name => {}
+            _ => {}
+        }
+    }
+    Ok(Sizes { flash, ram })
+}
+
+fn llvm_size() -> Result<PathBuf> {
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .context("rustc --print sysroot")?;
+    let sysroot = PathBuf::from(String::from_utf8(sysroot.stdout)?.trim());
+    let vv = Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .context("rustc -vV")?;
+    let vv = String::from_utf8(vv.stdout)?;
+    let host = vv
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .context("rustc -vV: no host")?;
+    let p = sysroot.join("lib/rustlib").join(host).join("bin/llvm-size");
+    if !p.exists() {
+        bail!(
+            "{} missing: run `rustup component add llvm-tools`",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// One finished QEMU run.
+pub struct Run {
+    pub board: &'static Board,
+    pub status: i32,
+    /// Everything the firmware wrote (decoded, for defmt).
+    pub output: Vec<u8>,
+    pub sizes: Sizes,
+}
+
+/// Runs an ELF under QEMU with `-icount shift=0,sleep=off`, inside `timeout`,
+/// with `cwd` as the semihosting working directory.
+pub fn run_qemu(
+    board: &'static Board,
+    elf: &Path,
+    cwd: &Path,
+    echo: bool,
+    defmt: bool,
+    timeout_s: u64,
+) -> Result<Run> {
+    let sizes = sizes(elf)?;
+    let mut cmd = Command::new("timeout");
+    cmd.arg(timeout_s.to_string())
+        .arg(board.qemu)
+        .args(["-machine", board.machine])
+        .args(board.qemu_args)
+        .args(["-nographic", "-monitor", "none", "-serial", "none"])
+        .args(["-semihosting-config", "enable=on,target=native"])
+        .args(["-icount", "shift=0,sleep=off"])
+        .arg("-kernel")
+        .arg(elf)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut qemu = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", board.qemu))?;
+    let mut source: Box<dyn Read + Send> = Box::new(qemu.stdout.take().unwrap());
+    let mut decoder = None;
+    if defmt {
+        let mut d = Command::new("defmt-print")
+            .arg("-e")
+            .arg(elf)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting defmt-print (install it with `cargo install defmt-print`)")?;
+        let mut to_decoder = d.stdin.take().unwrap();
+        let mut raw = source;
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut raw, &mut to_decoder);
+        });
+        source = Box::new(d.stdout.take().unwrap());
+        decoder = Some(d);
+    }
+    let mut output = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let stdout = std::io::stdout();
+    loop {
+        let n = source.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        output.extend_from_slice(&chunk[..n]);
+        if echo {
+            let mut o = stdout.lock();
+            o.write_all(&chunk[..n])?;
+            o.flush()?;
+        }
+    }
+    let status = qemu.wait()?.code().unwrap_or(-1);
+    if let Some(mut d) = decoder {
+        let _ = d.wait();
+    }
+    Ok(Run {
+        board,
+        status,
+        output,
+        sizes,
+    })
+}
+
+pub fn build_and_run(req: &RunRequest<'_>) -> Result<Run> {
+    let elf = build(req)?;
+    let cwd = work_dir().join(req.board.name);
+    run_qemu(
+        req.board,
+        &elf,
+        &cwd,
+        req.echo,
+        req.defmt,
+        timeout_for(req.n),
+    )
+}
+
+/// A generous timeout: ~100M instructions take 0.15 s, the slowest board
+/// (soft float) needs a few M instructions per token.
+pub fn timeout_for(n: usize) -> u64 {
+    DEFAULT_TIMEOUT_S + (n as u64) / 20
+}
+
+/// How the OTA example's download reaches the board.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Download {
+    Intact,
+    /// One byte in the middle of the image flipped (a corrupted transfer).
+    FlipByte,
+    /// Only the first half arrives.
+    Truncated,
+}
+
+/// Builds the OTA example, puts the image (possibly damaged) where the
+/// board reads it (`ota.fer` in the semihosting working directory), runs it.
+pub fn run_ota(
+    board: &'static Board,
+    image: &Path,
+    download: Download,
+    prompt: &str,
+    n: usize,
+    echo: bool,
+) -> Result<Run> {
+    let req = RunRequest {
+        board,
+        firmware: Firmware::Ota,
+        image,
+        prompt,
+        n,
+        defmt: false,
+        echo,
+    };
+    let elf = build(&req)?;
+    let cwd = work_dir().join(board.name).join("ota");
+    std::fs::create_dir_all(&cwd)?;
+    let mut bytes = std::fs::read(image).with_context(|| image.display().to_string())?;
+    match download {
+        Download::Intact => {}
+        Download::FlipByte => {
+            let i = bytes.len() / 2;
+            bytes[i] ^= 0x40;
+        }
+        Download::Truncated => bytes.truncate(bytes.len() / 2),
+    }
+    std::fs::write(cwd.join("ota.fer"), &bytes)?;
+    run_qemu(board, &elf, &cwd, echo, false, timeout_for(n))
+}
+
+/// The `generate` firmware's report, parsed from its output.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub board: &'static str,
+    /// Ids on the `tokens:` line (the first 256 for longer runs).
+    pub tokens: Vec<u32>,
+    pub tokens_truncated: bool,
+    pub tokens_fnv: u32,
+    pub count: usize,
+    pub logits_fnv: u32,
+    pub logits_sum: f32,
+    /// key=value pairs of the `run:` line.
+    pub run: BTreeMap<String, String>,
+    pub sizes: Sizes,
+}
+
+impl Run {
+    /// The firmware's last lines, for error messages.
+    pub fn tail(&self) -> String {
+        let text = String::from_utf8_lossy(&self.output);
+        let lines: Vec<_> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
+
+    /// Parses a successful run; a non-zero exit is an error with the reason.
+    pub fn report(&self) -> Result<Report> {
+        if self.status != 0 {
+            let why = match self.status {
+                124 => "timed out (hung?)".to_string(),
+                2 => "runtime error".to_string(),
+                3 => "CPU fault".to_string(),
+                101 => "panic".to_string(),
+                s => format!("exit status {s}"),
+            };
+            bail!(
+                "{} firmware failed: {why}\n{}",
+                self.board.name,
+                self.tail()
+            );
+        }
+        let text = String::from_utf8_lossy(&self.output);
+        let line = |prefix: &str| -> Result<&str> {
+            text.lines()
+                .rev()
+                .find_map(|l| l.split_once(prefix).map(|(_, rest)| rest.trim()))
+                .with_context(|| {
+                    format!(
+                        "{}: no `{prefix}` line in the output:\n{}",
+                        self.board.name,
+                        self.tail()
+                    )
+                })
+        };
+        let tokens_line = line("tokens: ")?;
+        let tokens_truncated = tokens_line.ends_with(",...");
+        let tokens = tokens_line
+            .trim_end_matches(",...")
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<u32>()
+                    .with_context(|| format!("bad token id {s:?}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let kv = |l: &str| -> BTreeMap<String, String> {
+            l.split_whitespace()
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect()
+        };
+        let hex = |m: &BTreeMap<String, String>, k: &str| -> Result<u32> {
+            let v = m.get(k).with_context(|| format!("missing {k}"))?;
+            u32::from_str_radix(v.trim_start_matches("0x"), 16)
+                .with_context(|| format!("bad {k}={v}"))
+        };
+        let th = kv(line("tokens_hash: ")?);
+        let ck = kv(line("checksum: ")?);
+        let run = kv(line("run: ")?);
+        Ok(Report {
+            board: self.board.name,
+            tokens,
+            tokens_truncated,
+            tokens_fnv: hex(&th, "fnv1a")?,
+            count: th
+                .get("count")
+                .and_then(|c| c.parse().ok())
+                .context("tokens_hash: bad count")?,
+            logits_fnv: hex(&ck, "fnv1a")?,
+            logits_sum: f32::from_bits(hex(&ck, "sum_bits")?),
+            run,
+            sizes: self.sizes,
+        })
+    }
+}
+
+impl Report {
+    pub fn get(&self, key: &str) -> &str {
+        self.run.get(key).map(String::as_str).unwrap_or("?")
+    }
+
+    /// The `stats:` line of `cargo xtask board`.
+    pub fn stats_line(&self) -> String {
+        format!(
+            "stats: board={} tokens={} instructions_per_token={} flash_bytes={} ram_bytes={} stack_bytes={} state_bytes={}",
+            self.board,
+            self.get("tokens"),
+            self.get("instructions_per_token"),
+            self.sizes.flash,
+            self.sizes.ram,
+            self.get("stack_bytes"),
+            self.get("state_bytes"),
+        )
+    }
+}
+
+/// FNV-1a over the little-endian bytes of 32-bit words (as the firmware does).
+pub fn fnv1a(words: impl IntoIterator<Item = u32>) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
