@@ -15,12 +15,13 @@
 //! [`mixers::BlaConfig`] (Blurry Window Attention). `SPEC.md` (shared with the
 //! Python reference) defines the maths; `docs/image-format.md` the image.
 //!
-//! The exact buffer a model needs is a `const fn` of its image, so a board can
-//! size a `static` at compile time:
-//! ```ignore
+//! The exact buffer a model needs is a `const fn` of its image, so a board
+//! sizes a `static` at compile time (the whole program:
+//! `runtime/examples/static_buffer.rs`, run by the tests):
+//! ```text
 //! static IMAGE: ferrite::Aligned<[u8; N]> = ferrite::Aligned(*include_bytes!("model.fer"));
 //! const LEN: usize = match ferrite::session_len(&IMAGE.0, 0) { Ok(n) => n, Err(_) => panic!() };
-//! static mut BUF: [f32; LEN] = [0.0; LEN];
+//! static BUF: Mutex<[f32; LEN]> = ...;   // or a `static mut` / StaticCell on a board
 //! ```
 #![no_std]
 #![deny(missing_docs)]

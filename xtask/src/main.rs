@@ -6,6 +6,7 @@
 //! cargo xtask ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
 //! cargo xtask test-boards [--overwrite]             # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
+//! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
 //! ```
 //! Boards: m4f (default), m7, m55, m3, rv32imac, rv32imafc. See boards/README.md.
 
@@ -13,6 +14,7 @@ mod boards;
 mod host;
 mod suite;
 mod table;
+mod test;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,8 @@ usage: cargo xtask <command>
                                           run the OTA example: the image arrives at run time over semihosting
   test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
+  test                                    every check (the README's test command and CI): fmt, clippy,
+                                          rustdoc, cargo test, embedded builds, Python tests, test-boards
 boards: m4f m7 m55 m3 rv32imac rv32imafc";
 
 fn main() -> ExitCode {
@@ -113,6 +117,7 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             boards::ensure_qemu()?;
             suite::run(opts.overwrite)
         }
+        "test" => test::run(),
         "board-table" => {
             boards::ensure_qemu()?;
             table::run().map(|()| ExitCode::SUCCESS)

@@ -1,0 +1,211 @@
+//! `cargo xtask test`: every check the project has, in one command (the
+//! README's test command and CI's). Each step runs even when an earlier one
+//! failed; the summary lists the failures and the exit status is non-zero if
+//! there is any.
+
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::boards::{ensure_qemu, root_dir};
+use crate::{host, suite};
+
+/// One step: a name and how to run it.
+struct Step {
+    name: &'static str,
+    run: Box<dyn Fn() -> Result<bool>>,
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root_dir());
+    c
+}
+
+/// Runs a command, streaming its output; `Ok(true)` when it succeeds.
+fn status(mut cmd: Command) -> Result<bool> {
+    let shown = format!("{cmd:?}");
+    Ok(cmd
+        .status()
+        .with_context(|| format!("cannot run {shown}"))?
+        .success())
+}
+
+/// The Python interpreter of a virtual environment under target/ with the
+/// test requirements (numpy, safetensors, pytest) installed.
+fn python_env() -> Result<std::path::PathBuf> {
+    let root = root_dir();
+    let venv = root.join("target").join("pyenv");
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        let ok = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()?
+            .success();
+        anyhow::ensure!(ok, "python3 -m venv failed");
+    }
+    let requirements = root.join("tools/python/requirements.txt");
+    let ok = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(&requirements)
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "pip install -r tools/python/requirements.txt failed");
+    Ok(python)
+}
+
+fn steps() -> Vec<Step> {
+    vec![
+        Step {
+            name: "cargo fmt --check",
+            run: Box::new(|| {
+                status({
+                    let mut c = cargo();
+                    c.args(["fmt", "--all", "--", "--check"]);
+                    c
+                })
+            }),
+        },
+        Step {
+            name: "cargo clippy -D warnings",
+            run: Box::new(|| {
+                status({
+                    let mut c = cargo();
+                    c.args([
+                        "clippy",
+                        "--workspace",
+                        "--all-targets",
+                        "--",
+                        "-D",
+                        "warnings",
+                    ]);
+                    c
+                })
+            }),
+        },
+        Step {
+            name: "rustdoc -D warnings",
+            run: Box::new(|| {
+                status({
+                    let mut c = cargo();
+                    c.args(["doc", "--no-deps", "-p", "ferrite", "-p", "ferrite-tools"])
+                        .env("RUSTDOCFLAGS", "-D warnings");
+                    c
+                })
+            }),
+        },
+        Step {
+            name: "cargo test (host workspace, release)",
+            run: Box::new(|| {
+                status({
+                    let mut c = cargo();
+                    c.args(["test", "--workspace", "--release"]);
+                    c
+                })
+            }),
+        },
+        Step {
+            name: "runtime builds for every embedded target",
+            run: Box::new(|| {
+                let mut ok = true;
+                for target in [
+                    "thumbv6m-none-eabi",
+                    "thumbv7m-none-eabi",
+                    "thumbv7em-none-eabihf",
+                    "thumbv8m.main-none-eabihf",
+                    "riscv32imac-unknown-none-elf",
+                    "riscv32imafc-unknown-none-elf",
+                ] {
+                    let mut c = cargo();
+                    c.args([
+                        "build",
+                        "--quiet",
+                        "--release",
+                        "-p",
+                        "ferrite",
+                        "--features",
+                        "defmt",
+                        "--target",
+                        target,
+                    ]);
+                    ok &= status(c)?;
+                }
+                Ok(ok)
+            }),
+        },
+        Step {
+            name: "python tests (reference, fixtures, CLI parity)",
+            run: Box::new(|| {
+                let python = python_env()?;
+                let ferrite = host::ferrite()?;
+                let mut c = Command::new(python);
+                c.current_dir(root_dir().join("tools/python"))
+                    .args(["-m", "pytest", "-q", "tests"])
+                    .env("FERRITE_BIN", ferrite);
+                status(c)
+            }),
+        },
+        Step {
+            name: "boards under QEMU (cargo xtask test-boards)",
+            run: Box::new(|| {
+                ensure_qemu()?;
+                Ok(suite::run(false)? == ExitCode::SUCCESS)
+            }),
+        },
+    ]
+}
+
+/// Runs every step and prints `N passed, N failed` (steps) last.
+pub fn run() -> Result<ExitCode> {
+    let root = root_dir();
+    anyhow::ensure!(
+        Path::new(&root).join("Cargo.toml").exists(),
+        "not in the ferrite repository"
+    );
+    let mut failed = Vec::new();
+    let steps = steps();
+    for step in &steps {
+        eprintln!("\n==> {}", step.name);
+        let start = Instant::now();
+        let ok = match (step.run)() {
+            Ok(ok) => ok,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                false
+            }
+        };
+        eprintln!(
+            "<== {}: {} in {:.0?}",
+            step.name,
+            if ok { "ok" } else { "FAILED" },
+            start.elapsed()
+        );
+        if !ok {
+            failed.push(step.name);
+        }
+    }
+    println!();
+    for name in &failed {
+        println!("FAILED: {name}");
+    }
+    println!(
+        "{} passed, {} failed",
+        steps.len() - failed.len(),
+        failed.len()
+    );
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
