@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from .runs import all_runs
+from .runs import LM_STAGE2_LR, all_runs
 
 
 def main(argv=None):
@@ -27,6 +27,7 @@ def main(argv=None):
     ap.add_argument("--runs", help="comma-separated names (default: all)")
     ap.add_argument("--time-budget", type=float, required=True)
     ap.add_argument("--steps", type=int)
+    ap.add_argument("--lm-stage2", help="LM runs resume from DIR/<run> at LM_STAGE2_LR")
     ap.add_argument("--deadline", type=float, help="seconds after which survivors are killed")
     args = ap.parse_args(argv)
     names = args.runs.split(",") if args.runs else list(all_runs())
@@ -41,6 +42,8 @@ def main(argv=None):
                "--time-budget", str(args.time_budget)]
         if args.steps:
             cmd += ["--steps", str(args.steps)]
+        if args.lm_stage2 and task == "lm":
+            cmd += ["--init-from", str(Path(args.lm_stage2).resolve() / name), "--lr", str(LM_STAGE2_LR[name])]
         log = open(out / "logs" / f"{name}.log", "w")
         procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                        cwd=str(Path(__file__).resolve().parents[1]))

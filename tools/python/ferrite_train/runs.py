@@ -42,7 +42,8 @@ def mqar_runs() -> dict:
         runs.append(_mqar(f"gsa-m{m}", "gsa", {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1,
                                                "num_slots": m, "feature_map": "swish"}))
     # gdn: HV * V * K floats.
-    for name, h, k, ev in (("gdn-2k", 2, 16, 1.0), ("gdn-4k", 1, 32, 1.0), ("gdn-8k", 2, 32, 1.0), ("gdn-16k", 2, 32, 2.0)):
+    for name, h, k, ev in (("gdn-2k", 2, 16, 1.0), ("gdn-4k", 1, 32, 1.0), ("gdn-8k", 2, 32, 1.0), ("gdn-16k", 2, 32, 2.0),
+                           ("gdn-4k-h2", 2, 16, 2.0)):
         runs.append(_mqar(name, "gdn", {"mixer": "gdn", "num_heads": h, "head_dim": k, "expand_v": ev,
                                         "use_gate": True}))
     out = {}
@@ -53,6 +54,11 @@ def mqar_runs() -> dict:
     # the lr kept per size is the one with the lower final training loss (fresh batches, not the eval set).
     for name in [n for n in out if n.startswith("gdn-")]:
         out[name + "-lr3e-3"] = dict(out[name], lr=3e-3)
+    # Second round (after the first showed GSA flat at ~0.36 for every size at lr 1e-3 and the
+    # single-head gdn-4k at chance): GSA at lr 3e-3, and a two-head 4 KB GDN.
+    for name in [n for n in out if n.startswith("gsa-")]:
+        out[name + "-lr3e-3"] = dict(out[name], lr=3e-3)
+    out["gdn-16k-seed2-lr3e-3"] = dict(out["gdn-16k"], lr=3e-3, seed=2)
     return out
 
 
@@ -80,6 +86,10 @@ def lm_runs() -> dict:
         "lm-large": {"task": "lm", "family": "hybrid", "config": large, "steps": 30000, "batch": 32, "seq_len": 512,
                      "lr": 1.5e-3, "wd": 0.1, "seed": 1},
     }
+
+
+# Round 3: the LMs resume from round 2's weights for another 450 s (fresh AdamW, new warm-up).
+LM_STAGE2_LR = {"lm-small": 1.5e-3, "lm-large": 1e-3}
 
 
 def all_runs() -> dict:

@@ -119,13 +119,21 @@ def _precise(flag: bool) -> None:
 
 
 def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_dir=None, log_every=25,
-          overrides=None) -> dict:
+          overrides=None, init_from=None) -> dict:
     spec = dict(all_runs()[name])
     if steps:
         spec["steps"] = steps
     spec.update({k: v for k, v in (overrides or {}).items() if v is not None})
     torch.manual_seed(spec["seed"])
     model = FerriteLM(spec["config"]).to(device)
+    stage1 = None
+    if init_from:
+        # Resume from an earlier run's exported weights (fresh optimizer and schedule).
+        from .export import load_model_dir
+        init_from = Path(init_from)
+        model.load_state_dict(load_model_dir(init_from).state_dict())
+        stage1 = json.loads((init_from / "metrics.json").read_text())
+        stage1 = {"pytorch": stage1["pytorch"], "training": stage1["training"]}
     cfg = model.cfg
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
@@ -135,6 +143,8 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
                             lr=spec["lr"], betas=betas)
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
+    if init_from:
+        (run_dir / "loss-stage1.csv").write_bytes((init_from / "loss.csv").read_bytes())
 
     if spec["task"] == "lm":
         data_dir = Path(data_dir)
@@ -233,6 +243,8 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
             "torch": torch.__version__, "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor(),
         },
     }
+    if stage1:
+        metrics["training"]["resumed_from"] = stage1
     if spec["task"] == "mqar":
         metrics["training"]["data"] = ("docs/mqar.md generator, P=8 pairs, L=64; batch i from seed 1000000 + i; "
                                        "loss at the query positions only")
@@ -256,10 +268,12 @@ def main(argv=None):
     ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / "data"))
     ap.add_argument("--lr", type=float)
     ap.add_argument("--batch", type=int)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--init-from", help="start from this model dir's weights (stage 2)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     train(args.run, Path(args.out), args.device, args.steps, args.time_budget, args.data,
-          overrides={"lr": args.lr, "batch": args.batch})
+          overrides={"lr": args.lr, "batch": args.batch, "seed": args.seed}, init_from=args.init_from)
 
 
 if __name__ == "__main__":
