@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! model record (8 words): vocab | hidden | intermediate | norm_eps (f32 bits)
-//!                         | flags (bit 0: tied head) | num_layers | tokenizer | provenance
+//!                         | flags (bit 0: tied head) | num_layers | tokenizer (0 bytes, 1 BPE) | provenance
 //! layer record (16 words): kind | 15 kind-specific words (see each mixer's config)
 //! ```
 //! Parsing is `const` so that the RAM a model needs can be computed from an
@@ -31,6 +31,8 @@ pub type LayerWords = [u32; LAYER_RECORD_WORDS - 1];
 pub enum TokenizerKind {
     /// One token per byte (vocab 256).
     Bytes = 0,
+    /// Byte-level BPE with a tokenizer section (format v2).
+    Bpe = 1,
 }
 
 /// Model-wide configuration.
@@ -114,6 +116,7 @@ impl ModelConfig {
         }
         let tokenizer = match w[6] {
             0 => TokenizerKind::Bytes,
+            1 => TokenizerKind::Bpe,
             _ => {
                 return Err(Error::BadConfig {
                     layer: None,

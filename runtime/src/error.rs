@@ -104,6 +104,8 @@ pub enum Error {
     BadSampler(&'static str),
     /// The prompt is empty or does not fit the output buffer.
     BadPrompt(&'static str),
+    /// The image's tokenizer section is malformed (see the reason).
+    BadTokenizer(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -155,6 +157,7 @@ impl fmt::Display for Error {
             ),
             Error::BadSampler(reason) => write!(f, "bad sampler option: {reason}"),
             Error::BadPrompt(reason) => write!(f, "bad prompt: {reason}"),
+            Error::BadTokenizer(reason) => write!(f, "bad tokenizer section: {reason}"),
         }
     }
 }

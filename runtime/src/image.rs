@@ -1,4 +1,7 @@
-//! The flash image format, version 1 (`docs/image-format.md` is the prose spec).
+//! The flash image format, versions 1 and 2 (`docs/image-format.md` is the
+//! prose spec). Version 2 adds the byte-level BPE tokenizer section
+//! ([`crate::tokenizer::BpeTokenizer`]); the tools write the lowest version
+//! that can represent an image, so byte-tokenizer images stay version 1.
 //!
 //! ```text
 //! offset 0   header (64 bytes, little-endian)
@@ -8,7 +11,7 @@
 //!            flags u32 | reserved u32
 //! config     model record (8 words) + one record of 16 words per layer
 //! table      one 48-byte entry per tensor, in canonical order
-//! tokenizer  (empty for the byte tokenizer)
+//! tokenizer  (empty for the byte tokenizer; v2: BPE section, 4-byte aligned)
 //! data       tensor payloads, each aligned to TENSOR_ALIGN bytes
 //! ```
 //! The CRC-32 (ISO-HDLC) covers every byte after the `crc32` field up to `file_len`.
@@ -21,8 +24,11 @@ use crate::error::{Error, Result};
 
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
-/// Format version written by this crate's tools.
-pub const FORMAT_VERSION: u32 = 1;
+/// Newest format version: written by the tools for images that carry a BPE
+/// tokenizer (those without one are written as [`MIN_FORMAT_VERSION`]).
+pub const FORMAT_VERSION: u32 = 2;
+/// Version that first carries a tokenizer section (byte-level BPE).
+pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.

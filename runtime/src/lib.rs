@@ -49,7 +49,7 @@ pub use error::{Error, Result};
 pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig};
 pub use session::Session;
-pub use tokenizer::ByteTokenizer;
+pub use tokenizer::{BpeTokenizer, ByteTokenizer, Tokenizer};
 
 use config::{LayerConfig as Layer, ModelConfig as Cfg};
 use image::Header;

@@ -7,6 +7,7 @@ use crate::image::{
 };
 use crate::mixers::{block_specs, global_specs, Specs};
 use crate::tensor::Tensor;
+use crate::tokenizer::{BpeTokenizer, ByteTokenizer, Tokenizer};
 
 /// A model whose image has been fully validated: every tensor the config
 /// needs is present, in bounds, aligned, of the right shape and dtype, and the
@@ -16,6 +17,7 @@ pub struct Model<'a> {
     image: &'a [u8],
     header: Header,
     config: ModelConfig,
+    tokenizer: Tokenizer<'a>,
     /// Table index of each layer's first tensor.
     layer_first: [u16; MAX_LAYERS + 1],
 }
@@ -87,7 +89,7 @@ impl<'a> Model<'a> {
         }
         let section = section(image, header.config_off, header.config_len);
         let config = ModelConfig::parse(section)?;
-        match config.tokenizer {
+        let tokenizer = match config.tokenizer {
             TokenizerKind::Bytes => {
                 if config.vocab_size < 256 {
                     return Err(Error::BadConfig {
@@ -98,12 +100,24 @@ impl<'a> Model<'a> {
                 if header.tokenizer_len != 0 {
                     return Err(Error::BadHeader("byte tokenizer with a tokenizer section"));
                 }
+                Tokenizer::Bytes(ByteTokenizer)
             }
-        }
+            TokenizerKind::Bpe => {
+                if header.version < crate::image::BPE_FORMAT_VERSION {
+                    return Err(Error::BadConfig {
+                        layer: None,
+                        reason: "a BPE tokenizer needs image format version 2",
+                    });
+                }
+                let s = self::section(image, header.tokenizer_off, header.tokenizer_len);
+                Tokenizer::Bpe(BpeTokenizer::parse(s, config.vocab_size)?)
+            }
+        };
         let mut model = Model {
             image,
             header,
             config,
+            tokenizer,
             layer_first: [0; MAX_LAYERS + 1],
         };
         model.validate_tensors(section)?;
@@ -212,6 +226,11 @@ impl<'a> Model<'a> {
     /// Model-wide configuration.
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// The tokenizer the image carries (the byte tokenizer unless it has a BPE section).
+    pub fn tokenizer(&self) -> Tokenizer<'a> {
+        self.tokenizer
     }
 
     /// Configuration of layer `i`.

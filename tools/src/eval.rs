@@ -42,9 +42,15 @@ pub fn mqar_accuracy(
     Ok(correct as f64 / total as f64)
 }
 
-/// Bits per byte of `text` under the model: the mean of `-log2 p(next byte)`,
-/// with the state reset every `chunk` bytes (each chunk predicts its bytes
-/// after the first). `progress(bytes_done)` after each chunk.
+/// Bits per byte of `text` under the model, with the image's tokenizer.
+///
+/// The text is encoded whole, then scored in chunks of `chunk` tokens with
+/// the state reset before each chunk; each chunk predicts its tokens after
+/// the first. Bits per byte = (sum over predicted tokens of `-ln p(token)`)
+/// / (bytes those tokens decode to) / ln 2. With the byte tokenizer a token
+/// is a byte, so this is the mean of `-log2 p(next byte)`; with BPE it is the
+/// same quantity per byte of text, comparable across tokenizers.
+/// `progress(tokens_done)` after each chunk.
 pub fn bits_per_byte(
     model: Model<'_>,
     text: &[u8],
@@ -54,17 +60,19 @@ pub fn bits_per_byte(
     if chunk < 2 {
         bail!("--chunk must be at least 2");
     }
-    if text.len() < 2 {
-        bail!("the text needs at least 2 bytes");
+    let tokens = encode(&model, text)?;
+    if tokens.len() < 2 {
+        bail!("the text needs at least 2 tokens");
     }
+    let tokenizer = model.tokenizer();
     let mut buf = session_buffer(&model, 0);
     let mut session = Session::new(model, &mut buf).map_err(err)?;
-    let (mut nats, mut count) = (0.0f64, 0usize);
+    let (mut nats, mut bytes) = (0.0f64, 0usize);
     let mut done = 0;
-    for piece in text.chunks(chunk) {
+    for piece in tokens.chunks(chunk) {
         session.reset();
         for pair in piece.windows(2) {
-            let logits = session.feed(u32::from(pair[0])).map_err(err)?;
+            let logits = session.feed(pair[0]).map_err(err)?;
             let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
             let log_z = max
                 + logits
@@ -73,13 +81,22 @@ pub fn bits_per_byte(
                     .sum::<f64>()
                     .ln();
             nats += log_z - logits[pair[1] as usize] as f64;
-            count += 1;
+            bytes += tokenizer.decode(pair[1]).len();
         }
         done += piece.len();
         progress(done);
     }
-    if count == 0 {
+    if bytes == 0 {
         bail!("no byte to predict (is --chunk larger than 1?)");
     }
-    Ok(nats / count as f64 / std::f64::consts::LN_2)
+    Ok(nats / bytes as f64 / std::f64::consts::LN_2)
+}
+
+/// `text` in the ids of the model's tokenizer.
+pub fn encode(model: &Model<'_>, text: &[u8]) -> Result<Vec<u32>> {
+    // Neither tokenizer makes more ids than bytes.
+    let mut ids = vec![0u32; text.len()];
+    let n = model.tokenizer().encode(text, &mut ids).map_err(err)?;
+    ids.truncate(n);
+    Ok(ids)
 }

@@ -8,4 +8,5 @@ pub mod model_dir;
 pub mod mqar;
 pub mod quant;
 pub mod run;
+pub mod tokenizer_json;
 pub mod writer;

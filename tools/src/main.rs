@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use ferrite::{ByteTokenizer, Sampler, SamplerConfig, Session};
+use ferrite::{Sampler, SamplerConfig, Session, Tokenizer};
 use ferrite_tools::fla::{self, FlaOptions};
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::run::{self, AlignedImage};
@@ -69,6 +69,14 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         pin: usize,
     },
+    /// Print the token ids of a text in the image's tokenizer (comma-separated).
+    Tokenize {
+        /// The image.
+        image: PathBuf,
+        /// The text.
+        #[arg(long)]
+        text: String,
+    },
     /// Generate text from a prompt.
     Generate {
         /// The image.
@@ -103,10 +111,10 @@ enum Command {
     Eval {
         /// The image.
         image: PathBuf,
-        /// Text file to score (byte tokenizer).
+        /// Text file to score, in the image's tokenizer (bits per byte of the text).
         #[arg(long, conflicts_with = "mqar", required_unless_present = "mqar")]
         text: Option<PathBuf>,
-        /// Reset the state every N bytes of text (each chunk predicts its bytes after the first).
+        /// Reset the state every N tokens (each chunk predicts its tokens after the first).
         #[arg(long, default_value_t = 512)]
         chunk: usize,
         /// Score MQAR recall on generated sequences.
@@ -195,6 +203,13 @@ fn run(command: Command) -> Result<()> {
             quantize(&model_dir, &output, &opts, &FlaOptions { window })
         }
         Command::Inspect { image } => inspect(&AlignedImage::read(&image)?),
+        Command::Tokenize { image, text } => {
+            let image = AlignedImage::read(&image)?;
+            let ids = eval::encode(&image.model()?, text.as_bytes())?;
+            let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+            writeln!(out, "{}", list.join(","))?;
+            Ok(())
+        }
         Command::Logits { image, tokens, pin } => {
             let image = AlignedImage::read(&image)?;
             let tokens = parse_tokens(&tokens)?;
@@ -218,12 +233,18 @@ fn run(command: Command) -> Result<()> {
                 Some(path) => {
                     let text = std::fs::read(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    let bar = progress_bar(text.len(), "bytes");
+                    let tokens = eval::encode(&model, &text)?.len();
+                    let bar = progress_bar(tokens, "tokens");
                     let bpb = eval::bits_per_byte(model, &text, chunk, |done| {
                         bar.set_position(done as u64)
                     })?;
                     bar.finish_and_clear();
-                    writeln!(out, "bytes={} chunk={chunk}", text.len())?;
+                    writeln!(
+                        out,
+                        "bytes={} tokens={tokens} tokenizer={} chunk={chunk}",
+                        text.len(),
+                        model.tokenizer().kind_name()
+                    )?;
                     writeln!(out, "bits_per_byte={bpb:.4}")?;
                 }
                 None => {
@@ -293,6 +314,18 @@ fn provenance_text(p: u32) -> String {
         _ => "unknown",
     };
     format!("{format}, weights {dtype}")
+}
+
+/// `bytes (vocab 256)` or `bpe (vocab N, M merges)`.
+fn tokenizer_text(t: &Tokenizer<'_>) -> String {
+    match t {
+        Tokenizer::Bytes(_) => "bytes (vocab 256)".to_string(),
+        Tokenizer::Bpe(b) => format!(
+            "bpe (vocab {}, {} merges, GPT-2 pre-tokenizer)",
+            b.vocab_len(),
+            b.merge_count()
+        ),
+    }
 }
 
 fn progress_bar(len: usize, unit: &str) -> ProgressBar {
@@ -371,7 +404,7 @@ fn inspect(image: &AlignedImage) -> Result<()> {
     let c = model.config();
     writeln!(
         out,
-        "ferrite image v{}: vocab {} hidden {} intermediate {} layers {} norm_eps {:e} tied_head {} tokenizer bytes (vocab {})",
+        "ferrite image v{}: vocab {} hidden {} intermediate {} layers {} norm_eps {:e} tied_head {} tokenizer {}",
         model.header().version,
         c.vocab_size,
         c.hidden_size,
@@ -379,7 +412,7 @@ fn inspect(image: &AlignedImage) -> Result<()> {
         c.num_layers,
         c.norm_eps,
         c.tie_word_embeddings,
-        c.vocab_size
+        tokenizer_text(&model.tokenizer())
     )?;
     writeln!(out, "source: {}", provenance_text(c.provenance))?;
     for i in 0..c.num_layers as usize {
@@ -435,10 +468,8 @@ fn generate(
     pin: usize,
 ) -> Result<()> {
     let model = image.model()?;
-    let mut prompt_ids = vec![0u32; prompt.len()];
-    ByteTokenizer
-        .encode(prompt, &mut prompt_ids)
-        .map_err(anyhow::Error::msg)?;
+    let tokenizer = model.tokenizer();
+    let prompt_ids = eval::encode(&model, prompt)?;
     let mut buf = run::session_buffer(&model, pin);
     let mut session =
         Session::with_pinned_capacity(model, &mut buf, pin).map_err(anyhow::Error::msg)?;
@@ -451,7 +482,7 @@ fn generate(
             generated.push(token);
             if !ids {
                 if let Err(e) = out
-                    .write_all(ByteTokenizer.decode(token))
+                    .write_all(tokenizer.decode(token))
                     .and_then(|_| out.flush())
                 {
                     io_error = Some(e);

@@ -1,4 +1,5 @@
-//! Reading a model directory: `config.json` + `model.safetensors` (f32, f16 or bf16).
+//! Reading a model directory: `config.json` + `model.safetensors` (f32, f16 or
+//! bf16), and `tokenizer.json` (byte-level BPE) when there is one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,6 +9,7 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::config_json::{self, Config};
 use crate::fla::{self, FlaOptions};
+use crate::tokenizer_json::{self, BpeSpec};
 
 /// One source tensor, converted to f32.
 #[derive(Clone, Debug)]
@@ -29,6 +31,9 @@ pub struct ModelDir {
     pub source_dtype: String,
     /// Import warnings for the user (e.g. a window the model was not trained with).
     pub warnings: Vec<String>,
+    /// The byte-level BPE of `tokenizer.json`, if the directory has one
+    /// (`config.model.tokenizer` is then `Bpe`); `None`: the byte tokenizer.
+    pub tokenizer: Option<BpeSpec>,
 }
 
 fn to_f32(dtype: Dtype, bytes: &[u8], name: &str) -> Result<Vec<f32>> {
@@ -148,11 +153,34 @@ impl ModelDir {
         let (tensors, dtype) = read_weights(dir)?;
         config.model.provenance |= dtype << 8;
         let source_dtype = ["f32", "f16", "bf16"][dtype as usize].to_string();
-        Ok(ModelDir {
+        let tokenizer_path = dir.join("tokenizer.json");
+        let tokenizer = if tokenizer_path.exists() {
+            let spec = tokenizer_json::read(&tokenizer_path)?;
+            config.model.tokenizer = ferrite::config::TokenizerKind::Bpe;
+            Some(spec)
+        } else {
+            None
+        };
+        let dir = ModelDir {
             config,
             tensors,
             source_dtype,
             warnings,
-        })
+            tokenizer,
+        };
+        dir.check_tokenizer()?;
+        Ok(dir)
+    }
+
+    /// The model's vocabulary must cover the tokenizer's.
+    pub fn check_tokenizer(&self) -> Result<()> {
+        let vocab = self.config.model.vocab_size as usize;
+        match &self.tokenizer {
+            Some(t) if t.tokens.len() > vocab => bail!(
+                "tokenizer.json has {} tokens but the model's vocab_size is {vocab}",
+                t.tokens.len()
+            ),
+            _ => Ok(()),
+        }
     }
 }

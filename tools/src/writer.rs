@@ -1,10 +1,10 @@
 //! Writing flash images (format in `ferrite::image`, prose in `docs/image-format.md`).
 
 use anyhow::{bail, Context, Result};
-use ferrite::config::LayerConfig;
+use ferrite::config::{LayerConfig, TokenizerKind};
 use ferrite::image::{
-    DType, Header, Role, TensorEntry, TensorSpec, CRC, CRC_FIELD, CRC_START, FORMAT_VERSION,
-    GLOBAL_LAYER, HEADER_LEN, TENSOR_ALIGN, TENSOR_ENTRY_LEN,
+    DType, Header, Role, TensorEntry, TensorSpec, BPE_FORMAT_VERSION, CRC, CRC_FIELD, CRC_START,
+    GLOBAL_LAYER, HEADER_LEN, MIN_FORMAT_VERSION, TENSOR_ALIGN, TENSOR_ENTRY_LEN,
 };
 use ferrite::mixers::{block_specs, global_specs};
 
@@ -257,7 +257,19 @@ pub fn build_image(
     let config_len = 4 * config_words.len();
     let table_off = config_off + config_len;
     let tokenizer_off = table_off + TENSOR_ENTRY_LEN * specs.len();
-    let data_off = align_up(tokenizer_off, TENSOR_ALIGN);
+    // The tokenizer section; the image is written in the lowest format
+    // version that can represent it (v1 without one, v2 with BPE).
+    let (tokenizer, version) = match &dir.tokenizer {
+        Some(t) => {
+            dir.check_tokenizer()?;
+            (t.section(), BPE_FORMAT_VERSION)
+        }
+        None => (Vec::new(), MIN_FORMAT_VERSION),
+    };
+    if dir.tokenizer.is_some() != (dir.config.model.tokenizer == TokenizerKind::Bpe) {
+        bail!("internal: the config's tokenizer kind and the directory's tokenizer disagree");
+    }
+    let data_off = align_up(tokenizer_off + tokenizer.len(), TENSOR_ALIGN);
 
     let mut data = Vec::new();
     let mut entries = Vec::new();
@@ -319,7 +331,7 @@ pub fn build_image(
     let file_len = data_off + data.len();
     let mut bytes = vec![0u8; file_len];
     let header = Header {
-        version: FORMAT_VERSION,
+        version,
         file_len: u32::try_from(file_len).context("image larger than 4 GiB")?,
         crc32: 0,
         config_off: config_off as u32,
@@ -327,7 +339,7 @@ pub fn build_image(
         table_off: table_off as u32,
         tensor_count: specs.len() as u32,
         tokenizer_off: tokenizer_off as u32,
-        tokenizer_len: 0,
+        tokenizer_len: tokenizer.len() as u32,
         data_off: data_off as u32,
         data_len: data.len() as u32,
     };
@@ -341,6 +353,7 @@ pub fn build_image(
         let at = table_off + i * TENSOR_ENTRY_LEN;
         bytes[at..at + TENSOR_ENTRY_LEN].copy_from_slice(&e.encode());
     }
+    bytes[tokenizer_off..tokenizer_off + tokenizer.len()].copy_from_slice(&tokenizer);
     bytes[data_off..].copy_from_slice(&data);
     seal(&mut bytes);
     Ok(Image {

@@ -1,0 +1,202 @@
+//! Byte-level BPE (GPT-2 style) read in place from an image's tokenizer
+//! section (format v2, tokenizer kind 1; `docs/image-format.md`).
+//!
+//! ```text
+//! word 0            V      tokens (256..=vocab_size)
+//! word 1            M      merges
+//! word 2            flags  bit 0: GPT-2 regex pre-tokenization (required); others 0
+//! word 3            B      bytes of all token strings
+//! words 4..260             byte_ids[256]: the token of each single byte
+//! V + 1 words              offsets: token t is bytes[offsets[t]..offsets[t+1]]
+//! 4 * M words              merges (left, right, merged, rank), sorted by (left, right)
+//! B bytes, 0-padded to 4   token strings (raw bytes, GPT-2's unicode mapping undone)
+//! ```
+//!
+//! Everything is checked once at load ([`BpeTokenizer::parse`]); encode and
+//! decode then index without further checks failing.
+
+use super::pretokenize::Pieces;
+use crate::error::{Error, Result};
+
+/// Words before the byte table.
+pub const BPE_HEADER_WORDS: usize = 4;
+/// Words per merge: left, right, merged, rank.
+pub const BPE_MERGE_WORDS: usize = 4;
+/// Flag bit: split the text with GPT-2's pre-tokenizer regex first.
+pub const BPE_FLAG_GPT2_SPLIT: u32 = 1;
+/// Longest pre-tokenized piece (bytes) merged as a whole. A longer piece
+/// (e.g. a run of 100 spaces or dashes) is cut into pieces of this many bytes,
+/// each merged on its own; only then can the ids differ from HF tokenizers'.
+/// This bounds the stack (`4 * BPE_MAX_PIECE` bytes) and the work per piece
+/// (at most `BPE_MAX_PIECE` merge rounds of `BPE_MAX_PIECE` binary searches).
+pub const BPE_MAX_PIECE: usize = 64;
+
+/// Bytes of a tokenizer section with `vocab` tokens, `merges` merges and
+/// `bytes` bytes of token strings.
+pub const fn section_len(vocab: usize, merges: usize, bytes: usize) -> usize {
+    4 * (BPE_HEADER_WORDS + 256 + vocab + 1 + BPE_MERGE_WORDS * merges) + bytes.div_ceil(4) * 4
+}
+
+/// A validated byte-level BPE tokenizer borrowed from an image.
+#[derive(Clone, Copy, Debug)]
+pub struct BpeTokenizer<'a> {
+    byte_ids: &'a [u32],
+    offsets: &'a [u32],
+    merges: &'a [u32],
+    bytes: &'a [u8],
+}
+
+fn bad(reason: &'static str) -> Error {
+    Error::BadTokenizer(reason)
+}
+
+impl<'a> BpeTokenizer<'a> {
+    /// Parses and validates a tokenizer section. `section` must start on a
+    /// 4-byte boundary; `vocab_size` is the model's vocabulary.
+    pub fn parse(section: &'a [u8], vocab_size: u32) -> Result<Self> {
+        let words: &'a [u32] =
+            bytemuck::try_cast_slice(section.get(..section.len() & !3).unwrap_or(&[]))
+                .map_err(|_| bad("section is not 4-byte aligned"))?;
+        let head = words
+            .get(..BPE_HEADER_WORDS)
+            .ok_or(bad("section shorter than its header"))?;
+        let (vocab, merges, flags, nbytes) = (head[0], head[1], head[2], head[3]);
+        if vocab < 256 || vocab > vocab_size {
+            return Err(bad("token count outside 256..=vocab_size"));
+        }
+        if merges >= vocab {
+            return Err(bad("more merges than tokens"));
+        }
+        if flags & !BPE_FLAG_GPT2_SPLIT != 0 {
+            return Err(bad("unknown flags"));
+        }
+        if flags & BPE_FLAG_GPT2_SPLIT == 0 {
+            return Err(bad("only GPT-2 regex pre-tokenization is supported"));
+        }
+        // vocab < 2^20 and merges < vocab: no overflow in section_len.
+        if nbytes as u64 > section.len() as u64
+            || section_len(vocab as usize, merges as usize, nbytes as usize) != section.len()
+        {
+            return Err(bad("section length does not match its counts"));
+        }
+        let (v, m) = (vocab as usize, merges as usize);
+        let rest = &words[BPE_HEADER_WORDS..];
+        let (byte_ids, rest) = rest.split_at(256);
+        let (offsets, rest) = rest.split_at(v + 1);
+        let (merges_w, _) = rest.split_at(BPE_MERGE_WORDS * m);
+        let bytes_at = 4 * (BPE_HEADER_WORDS + 256 + v + 1 + BPE_MERGE_WORDS * m);
+        let bytes = &section[bytes_at..bytes_at + nbytes as usize];
+        if offsets[0] != 0 || offsets[v] != nbytes {
+            return Err(bad("token offsets do not span the token bytes"));
+        }
+        if offsets.windows(2).any(|w| w[0] > w[1]) {
+            return Err(bad("token offsets decrease"));
+        }
+        let tok = BpeTokenizer {
+            byte_ids,
+            offsets,
+            merges: merges_w,
+            bytes,
+        };
+        for (b, &id) in byte_ids.iter().enumerate() {
+            if id >= vocab || tok.decode(id) != [b as u8] {
+                return Err(bad("byte table entry is not that byte's token"));
+            }
+        }
+        let mut prev: Option<(u32, u32)> = None;
+        for mg in merges_w.chunks_exact(BPE_MERGE_WORDS) {
+            let (l, r, out, rank) = (mg[0], mg[1], mg[2], mg[3]);
+            if l >= vocab || r >= vocab || out >= vocab {
+                return Err(bad("merge names a token outside the vocabulary"));
+            }
+            if rank >= merges {
+                return Err(bad("merge rank out of range"));
+            }
+            if prev.is_some_and(|p| p >= (l, r)) {
+                return Err(bad("merges not sorted by (left, right)"));
+            }
+            prev = Some((l, r));
+            let (lb, rb, ob) = (tok.decode(l), tok.decode(r), tok.decode(out));
+            if ob.len() != lb.len() + rb.len() || &ob[..lb.len()] != lb || &ob[lb.len()..] != rb {
+                return Err(bad("merged token is not its pair's bytes"));
+            }
+        }
+        Ok(tok)
+    }
+
+    /// Tokens in the tokenizer (the model's vocabulary may be larger).
+    pub fn vocab_len(&self) -> u32 {
+        (self.offsets.len() - 1) as u32
+    }
+
+    /// Number of merges.
+    pub fn merge_count(&self) -> u32 {
+        (self.merges.len() / BPE_MERGE_WORDS) as u32
+    }
+
+    /// The bytes of `token` (empty for ids outside the tokenizer). A UTF-8
+    /// character may be split across tokens: stream the bytes.
+    pub fn decode(&self, token: u32) -> &'a [u8] {
+        let t = token as usize;
+        match (self.offsets.get(t), self.offsets.get(t + 1)) {
+            (Some(&a), Some(&b)) => self.bytes.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+
+    /// (rank, merged token) of the pair `(left, right)`, by binary search.
+    fn merge(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        let (mut lo, mut hi) = (0, self.merges.len() / BPE_MERGE_WORDS);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let m = &self.merges[BPE_MERGE_WORDS * mid..BPE_MERGE_WORDS * (mid + 1)];
+            match (m[0], m[1]).cmp(&(left, right)) {
+                core::cmp::Ordering::Less => lo = mid + 1,
+                core::cmp::Ordering::Greater => hi = mid,
+                core::cmp::Ordering::Equal => return Some((m[3], m[2])),
+            }
+        }
+        None
+    }
+
+    /// Writes the token ids of `text` into `out`; returns how many. Never
+    /// more ids than bytes, so `out.len() >= text.len()` always suffices.
+    pub fn encode(&self, text: &[u8], out: &mut [u32]) -> Result<usize> {
+        let mut n = 0;
+        for piece in Pieces::new(text) {
+            for chunk in piece.chunks(BPE_MAX_PIECE) {
+                n = self.encode_piece(chunk, out, n)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Merges one piece (at most [`BPE_MAX_PIECE`] bytes) by lowest rank,
+    /// leftmost first, as HF tokenizers does; appends its ids at `out[n..]`.
+    fn encode_piece(&self, piece: &[u8], out: &mut [u32], n: usize) -> Result<usize> {
+        let mut work = [0u32; BPE_MAX_PIECE];
+        let mut len = piece.len().min(BPE_MAX_PIECE);
+        for (w, &b) in work.iter_mut().zip(piece) {
+            *w = self.byte_ids[b as usize];
+        }
+        loop {
+            let mut best: Option<(u32, usize, u32)> = None;
+            for i in 0..len.saturating_sub(1) {
+                if let Some((rank, merged)) = self.merge(work[i], work[i + 1]) {
+                    if best.is_none_or(|(r, _, _)| rank < r) {
+                        best = Some((rank, i, merged));
+                    }
+                }
+            }
+            let Some((_, i, merged)) = best else { break };
+            work[i] = merged;
+            work.copy_within(i + 2..len, i + 1);
+            len -= 1;
+        }
+        let dst = out.get_mut(n..n + len).ok_or(Error::BadPrompt(
+            "the prompt is longer than the token buffer",
+        ))?;
+        dst.copy_from_slice(&work[..len]);
+        Ok(n + len)
+    }
+}

@@ -1,0 +1,116 @@
+//! Tokenizers: the byte tokenizer (token id = byte value, every format
+//! version) and byte-level BPE (format v2, read in place from the image).
+//! [`crate::Model::tokenizer`] gives the one an image carries.
+
+mod bpe;
+mod pretokenize;
+mod unicode;
+
+pub use bpe::{
+    section_len, BpeTokenizer, BPE_FLAG_GPT2_SPLIT, BPE_HEADER_WORDS, BPE_MAX_PIECE,
+    BPE_MERGE_WORDS,
+};
+pub use unicode::UNICODE_VERSION;
+
+use crate::error::{Error, Result};
+
+/// The tokenizer of a model: encode a prompt, decode generated tokens.
+#[derive(Clone, Copy, Debug)]
+pub enum Tokenizer<'a> {
+    /// One token per byte.
+    Bytes(ByteTokenizer),
+    /// Byte-level BPE from the image.
+    Bpe(BpeTokenizer<'a>),
+}
+
+impl<'a> Tokenizer<'a> {
+    /// Writes the token ids of `text` into `out`; returns how many. Neither
+    /// tokenizer makes more ids than bytes: `out.len() >= text.len()` suffices.
+    pub fn encode(&self, text: &[u8], out: &mut [u32]) -> Result<usize> {
+        match self {
+            Tokenizer::Bytes(t) => t.encode(text, out),
+            Tokenizer::Bpe(t) => t.encode(text, out),
+        }
+    }
+
+    /// The bytes of `token` (empty for ids the tokenizer does not know, such
+    /// as padding rows of a larger model vocabulary). A UTF-8 character may be
+    /// split across tokens, so stream the bytes rather than each token's text.
+    pub fn decode(&self, token: u32) -> &'a [u8] {
+        match self {
+            Tokenizer::Bytes(t) => t.decode(token),
+            Tokenizer::Bpe(t) => t.decode(token),
+        }
+    }
+
+    /// `"bytes"` or `"bpe"`.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Tokenizer::Bytes(_) => "bytes",
+            Tokenizer::Bpe(_) => "bpe",
+        }
+    }
+
+    /// Tokens the tokenizer knows (256 for bytes).
+    pub fn vocab_len(&self) -> u32 {
+        match self {
+            Tokenizer::Bytes(_) => 256,
+            Tokenizer::Bpe(t) => t.vocab_len(),
+        }
+    }
+}
+
+/// One token per byte (vocab 256): lossless for any text, UTF-8 included.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ByteTokenizer;
+
+impl ByteTokenizer {
+    /// Writes the token ids of `text` into `out`; returns how many.
+    pub fn encode(&self, text: &[u8], out: &mut [u32]) -> Result<usize> {
+        if text.len() > out.len() {
+            return Err(Error::BadPrompt(
+                "the prompt is longer than the token buffer",
+            ));
+        }
+        for (o, &b) in out.iter_mut().zip(text) {
+            *o = b as u32;
+        }
+        Ok(text.len())
+    }
+
+    /// The bytes of `token` (empty for ids outside 0..256, such as padding).
+    pub fn decode(&self, token: u32) -> &'static [u8] {
+        static BYTES: [u8; 256] = {
+            let mut b = [0u8; 256];
+            let mut i = 0;
+            while i < 256 {
+                b[i] = i as u8;
+                i += 1;
+            }
+            b
+        };
+        match BYTES.get(token as usize) {
+            Some(b) => core::slice::from_ref(b),
+            None => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_utf8() {
+        let text = "héllo, wörld".as_bytes();
+        let mut ids = [0u32; 32];
+        let n = ByteTokenizer.encode(text, &mut ids).unwrap();
+        let back: heapless::Vec<u8, 32> = ids[..n]
+            .iter()
+            .flat_map(|&t| ByteTokenizer.decode(t).iter().copied())
+            .collect();
+        assert_eq!(&back[..], text);
+        assert!(ByteTokenizer.encode(text, &mut ids[..3]).is_err());
+        assert!(ByteTokenizer.decode(300).is_empty());
+    }
+}
