@@ -146,6 +146,7 @@ pub fn random_model(config: ferrite_tools::config_json::Config, seed: u64) -> Mo
         tensors,
         source_dtype: "f32".into(),
         warnings: Vec::new(),
+        tokenizer: None,
     }
 }
 
