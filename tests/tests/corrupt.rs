@@ -4,7 +4,8 @@
 //! files: non-zero exit, that message on one line, no panic).
 //!
 //! The corpus is generated here from a small valid image (int4, one GDN
-//! layer, ~4 KB). Regenerate it (files and MANIFEST) after a format change with
+//! layer, ~4 KB), and the `bpe_*` cases from the same model with a small
+//! byte-level BPE tokenizer (format v2). Regenerate it (files and MANIFEST) after a format change with
 //!
 //! ```text
 //! FERRITE_OVERWRITE=1 cargo test -p ferrite-tests --test corrupt
@@ -16,21 +17,52 @@
 
 use std::path::{Path, PathBuf};
 
+use ferrite::config::TokenizerKind;
 use ferrite::image::{DType, CRC_FIELD, HEADER_LEN, TENSOR_ENTRY_LEN};
 use ferrite::{Error, Model};
 use ferrite_tests::random_model;
 use ferrite_tools::run::AlignedImage;
+use ferrite_tools::tokenizer_json::BpeSpec;
 use ferrite_tools::writer::{build_image, seal, WriteOptions};
 
 /// The valid image every case starts from.
 fn base_image() -> Vec<u8> {
+    image_with(256, None)
+}
+
+/// A byte-level BPE of 260 tokens: the 256 bytes, then `ab`, `abc`, ` a`,
+/// `cd` (merge ranks in that order).
+fn small_bpe() -> BpeSpec {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    tokens.extend([
+        b"ab".to_vec(),
+        b"abc".to_vec(),
+        b" a".to_vec(),
+        b"cd".to_vec(),
+    ]);
+    BpeSpec {
+        tokens,
+        merges: vec![(97, 98, 256), (256, 99, 257), (32, 97, 258), (99, 100, 259)],
+    }
+}
+
+/// The valid image every `bpe_*` case starts from (vocab 260, format v2).
+fn bpe_base_image() -> Vec<u8> {
+    image_with(260, Some(small_bpe()))
+}
+
+fn image_with(vocab: u32, tokenizer: Option<BpeSpec>) -> Vec<u8> {
     let json = serde_json::json!({
-        "vocab_size": 256, "hidden_size": 8, "intermediate_size": 16,
+        "vocab_size": vocab, "hidden_size": 8, "intermediate_size": 16,
         "tie_word_embeddings": true, "tokenizer": "bytes",
         "layers": [{"mixer": "gdn", "num_heads": 1, "head_dim": 8, "expand_v": 1.0, "conv_size": 2}]
     });
-    let config = ferrite_tools::config_json::parse(&json).expect("valid config");
-    let dir = random_model(config, 3);
+    let mut config = ferrite_tools::config_json::parse(&json).expect("valid config");
+    if tokenizer.is_some() {
+        config.model.tokenizer = TokenizerKind::Bpe;
+    }
+    let mut dir = random_model(config, 3);
+    dir.tokenizer = tokenizer;
     let opts = WriteOptions {
         dtype: DType::I4,
         group_size: Some(8),
@@ -64,6 +96,8 @@ const HEADER_LEN_FIELD: usize = 12;
 const FILE_LEN: usize = 16;
 const CONFIG_OFF: usize = 24;
 const TENSOR_COUNT: usize = 36;
+const TOKENIZER_OFF: usize = 40;
+const TOKENIZER_LEN: usize = 44;
 const E_ROLE: usize = 2;
 const E_DTYPE: usize = 4;
 const E_GROUP: usize = 6;
@@ -100,7 +134,7 @@ fn cases() -> Vec<Case> {
             *b = b"{\"model_type\": \"ferrite\"}\n".repeat(4)
         }),
         case("version_0", true, |b| set_u32(b, VERSION, 0)),
-        case("version_2", true, |b| set_u32(b, VERSION, 2)),
+        case("version_3", true, |b| set_u32(b, VERSION, 3)),
         case("header_len", true, |b| set_u32(b, HEADER_LEN_FIELD, 128)),
         case("truncated_header", false, |b| b.truncate(HEADER_LEN - 4)),
         case("truncated_body", false, |b| {
@@ -187,6 +221,86 @@ fn cases() -> Vec<Case> {
             let e = entry(b, Q_PROJ, E_DATA_OFF);
             set_u32(b, e, 0xFFFF_FFE0)
         }),
+        case("bytes_with_tokenizer_section", true, |b| {
+            set_u32(b, TOKENIZER_LEN, 4)
+        }),
+    ]
+}
+
+/// Byte offset of word `i` of the BPE section.
+fn tok_word(b: &[u8], i: usize) -> usize {
+    u32_at(b, TOKENIZER_OFF) as usize + 4 * i
+}
+
+// Word indices in the BPE section of `bpe_base_image` (V = 260, M = 4).
+const T_VOCAB: usize = 0;
+const T_MERGES: usize = 1;
+const T_FLAGS: usize = 2;
+const T_BYTES: usize = 3;
+const T_BYTE_IDS: usize = 4;
+const T_OFFSETS: usize = T_BYTE_IDS + 256;
+const T_MERGE0: usize = T_OFFSETS + 261;
+
+/// Damage to the BPE base image (all re-sealed: the section is behind the CRC).
+fn bpe_cases() -> Vec<Case> {
+    vec![
+        case("bpe_in_a_v1_image", true, |b| set_u32(b, VERSION, 1)),
+        case("bpe_section_misaligned", true, |b| {
+            let off = u32_at(b, TOKENIZER_OFF);
+            set_u32(b, TOKENIZER_OFF, off + 2)
+        }),
+        case("bpe_section_short", true, |b| set_u32(b, TOKENIZER_LEN, 12)),
+        case("bpe_token_count_over_vocab", true, |b| {
+            let at = tok_word(b, T_VOCAB);
+            set_u32(b, at, 261)
+        }),
+        case("bpe_merge_count", true, |b| {
+            let at = tok_word(b, T_MERGES);
+            set_u32(b, at, 260)
+        }),
+        case("bpe_unknown_flags", true, |b| {
+            let at = tok_word(b, T_FLAGS);
+            set_u32(b, at, 3)
+        }),
+        case("bpe_no_pretokenizer", true, |b| {
+            let at = tok_word(b, T_FLAGS);
+            set_u32(b, at, 0)
+        }),
+        case("bpe_length_mismatch", true, |b| {
+            let at = tok_word(b, T_BYTES);
+            let v = u32_at(b, at);
+            set_u32(b, at, v + 4)
+        }),
+        case("bpe_offsets_span", true, |b| {
+            let at = tok_word(b, T_OFFSETS);
+            set_u32(b, at, 1)
+        }),
+        case("bpe_offsets_decrease", true, |b| {
+            let at = tok_word(b, T_OFFSETS + 100);
+            set_u32(b, at, 200)
+        }),
+        case("bpe_byte_table", true, |b| {
+            let at = tok_word(b, T_BYTE_IDS + 65);
+            set_u32(b, at, 66)
+        }),
+        case("bpe_merge_outside_vocab", true, |b| {
+            let at = tok_word(b, T_MERGE0);
+            set_u32(b, at, 5000)
+        }),
+        case("bpe_merge_rank", true, |b| {
+            let at = tok_word(b, T_MERGE0 + 3);
+            set_u32(b, at, 4)
+        }),
+        case("bpe_merges_unsorted", true, |b| {
+            let (a, c) = (tok_word(b, T_MERGE0), tok_word(b, T_MERGE0 + 4));
+            let first: Vec<u8> = b[a..a + 16].to_vec();
+            b.copy_within(c..c + 16, a);
+            b[c..c + 16].copy_from_slice(&first);
+        }),
+        case("bpe_merge_bytes", true, |b| {
+            let at = tok_word(b, T_MERGE0 + 2);
+            set_u32(b, at, 259)
+        }),
     ]
 }
 
@@ -202,22 +316,22 @@ fn describe(e: &Error) -> (String, String) {
 }
 
 fn generate() -> Vec<(&'static str, Vec<u8>)> {
-    let base = base_image();
-    assert!(
-        Model::load(AlignedImage::new(&base).bytes()).is_ok(),
-        "the base image must load"
-    );
-    cases()
-        .into_iter()
-        .map(|c| {
+    let mut out = Vec::new();
+    for (base, cases) in [(base_image(), cases()), (bpe_base_image(), bpe_cases())] {
+        assert!(
+            Model::load(AlignedImage::new(&base).bytes()).is_ok(),
+            "the base image must load"
+        );
+        out.extend(cases.into_iter().map(|c| {
             let mut b = base.clone();
             (c.damage)(&mut b);
             if c.reseal {
                 seal(&mut b);
             }
             (c.name, b)
-        })
-        .collect()
+        }));
+    }
+    out
 }
 
 fn read_manifest() -> Vec<(String, String, String)> {
@@ -296,6 +410,7 @@ fn corpus_covers_every_load_error_the_issue_names() {
         "UnknownDType",
         "MissingTensor",
         "ShapeMismatch",
+        "BadTokenizer",
     ] {
         assert!(
             variants.iter().any(|v| v == want),
@@ -308,7 +423,9 @@ fn corpus_covers_every_load_error_the_issue_names() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=1",
+        "versions 1..=2",
+        "merged token is not its pair's bytes",
+        "merges not sorted",
     ] {
         assert!(
             manifest.contains(reason),

@@ -1,7 +1,8 @@
 //! Format versioning (docs/image-format.md): the committed v1 image keeps
 //! loading and computing the same logits (the back-compat test every later
 //! runtime must pass), and an image of a version this runtime does not read is
-//! refused with a message naming the versions it does read.
+//! refused with a message naming the versions it does read (1..=2: v2 adds
+//! the byte-level BPE tokenizer section, `tests/tests/tokenizer.rs`).
 
 use std::path::Path;
 
@@ -75,4 +76,30 @@ fn other_versions_are_refused_naming_the_supported_ones() {
             Err(err)
         );
     }
+}
+
+#[test]
+fn this_runtime_reads_versions_1_to_2_and_refuses_0_3_and_max() {
+    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 2));
+    for version in [0, 3, u32::MAX] {
+        let mut bytes = v1_image();
+        bytes[8..12].copy_from_slice(&version.to_le_bytes());
+        seal(&mut bytes);
+        let msg = Model::load(AlignedImage::new(&bytes).bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("versions 1..=2"), "{msg}");
+    }
+    // v2 only adds the BPE tokenizer section: a byte-tokenizer image labelled
+    // v2 reads exactly as its v1 self (the tools still write it as v1).
+    let mut bytes = v1_image();
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    seal(&mut bytes);
+    let v2 = AlignedImage::new(&bytes);
+    let v1 = AlignedImage::new(&v1_image());
+    let tokens = [72, 105, 33, 0, 255];
+    assert_eq!(
+        logits(Model::load(v2.bytes()).unwrap(), &tokens, 0).unwrap(),
+        logits(Model::load(v1.bytes()).unwrap(), &tokens, 0).unwrap()
+    );
 }
