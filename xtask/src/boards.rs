@@ -274,6 +274,16 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             "--bin",
             bin,
         ])
+        // Panic locations embed source paths: map the checkout to a fixed name
+        // so that flash sizes do not depend on where the repository lies (CI
+        // clones it elsewhere). Cargo appends this to boards/.cargo/config.toml's
+        // per-target flags (arrays from several config sources concatenate).
+        .arg("--config")
+        .arg(format!(
+            "target.{}.rustflags=[\"--remap-path-prefix={}=/ferrite\"]",
+            board.target,
+            root_dir().display()
+        ))
         .env("FERRITE_PROMPT", req.prompt)
         .env("FERRITE_N", req.n.to_string())
         .env("DEFMT_LOG", "info")
