@@ -85,16 +85,20 @@ pub struct Outcome {
 
 /// Feeds `prompt` and samples `n` tokens greedily, streaming their text and
 /// keeping the first `log.len()` ids in `log`. The same steps as
-/// `Session::generate`, unrolled to see the last step's logits.
+/// `Session::generate`, unrolled to see the last step's logits. The prompt is
+/// encoded and the tokens decoded with the model's own tokenizer (bytes or
+/// the image's BPE); decoded bytes are streamed as they come, so a UTF-8
+/// character split across tokens is printed whole once its last byte is out.
 pub fn generate(
     session: &mut ferrite::Session<'_, '_>,
     prompt: &[u8],
     n: usize,
     log: &mut [u32],
 ) -> ferrite::Result<Outcome> {
-    use ferrite::ByteTokenizer;
+    let tokenizer = session.model().tokenizer();
+    // No tokenizer makes more ids than bytes.
     let mut ids = [0u32; config::PROMPT.len()];
-    let k = ByteTokenizer.encode(prompt, &mut ids)?;
+    let k = tokenizer.encode(prompt, &mut ids)?;
     let (&last, head) = ids[..k]
         .split_last()
         .ok_or(ferrite::Error::BadPrompt("the prompt is empty"))?;
@@ -127,7 +131,7 @@ pub fn generate(
         if let Some(slot) = log.get_mut(i) {
             *slot = token;
         }
-        console::text(ferrite::ByteTokenizer.decode(token));
+        console::text(tokenizer.decode(token));
     }
     out.instructions = instructions() - start;
     console::text(b"\n");

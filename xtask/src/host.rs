@@ -45,6 +45,18 @@ pub fn images_dir() -> PathBuf {
 /// `ferrite quantize tests/fixtures/<model> --dtype <dtype>` into the xtask work dir.
 pub fn fixture_image(model: &str, dtype: &str) -> Result<PathBuf> {
     let dir = root_dir().join("tests").join("fixtures").join(model);
+    model_image(&dir, model, dtype)
+}
+
+/// The random-weight model with the committed byte-level BPE tokenizer
+/// (`tests/tokenizer/model`, vocab 800), quantized to `dtype`.
+pub fn bpe_image(dtype: &str) -> Result<PathBuf> {
+    let dir = root_dir().join("tests").join("tokenizer").join("model");
+    model_image(&dir, "bpe_model", dtype)
+}
+
+/// `ferrite quantize <dir> --dtype <dtype>` into the xtask work dir as `<name>.<dtype>.fer`.
+fn model_image(dir: &Path, model: &str, dtype: &str) -> Result<PathBuf> {
     if !dir.is_dir() {
         bail!("model directory {} not found", dir.display());
     }
@@ -52,7 +64,7 @@ pub fn fixture_image(model: &str, dtype: &str) -> Result<PathBuf> {
     let out = images_dir().join(format!("{model}.{dtype}.fer"));
     let o = Command::new(ferrite()?)
         .arg("quantize")
-        .arg(&dir)
+        .arg(dir)
         .arg("-o")
         .arg(&out)
         .args(["--dtype", dtype])
@@ -73,6 +85,35 @@ pub fn default_image(board: &Board) -> Result<PathBuf> {
     fixture_image(board.model.0, board.model.1)
 }
 
+/// `ferrite tokenize <image> --text T`: the prompt's ids in the image's tokenizer.
+pub fn tokenize(image: &Path, text: &str) -> Result<Vec<u32>> {
+    let o = Command::new(ferrite()?)
+        .arg("tokenize")
+        .arg(image)
+        .args(["--text", text])
+        .output()
+        .context("running ferrite tokenize")?;
+    if !o.status.success() {
+        bail!(
+            "ferrite tokenize: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    parse_ids(&String::from_utf8(o.stdout)?, "ferrite tokenize")
+}
+
+fn parse_ids(text: &str, what: &str) -> Result<Vec<u32>> {
+    text.trim()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.trim()
+                .parse::<u32>()
+                .with_context(|| format!("{what}: bad id {s:?}"))
+        })
+        .collect()
+}
+
 /// `ferrite generate <image> --prompt P -n N --ids`.
 pub fn generate_ids(image: &Path, prompt: &str, n: usize) -> Result<Vec<u32>> {
     let o = Command::new(ferrite()?)
@@ -87,16 +128,7 @@ pub fn generate_ids(image: &Path, prompt: &str, n: usize) -> Result<Vec<u32>> {
             String::from_utf8_lossy(&o.stderr).trim()
         );
     }
-    String::from_utf8(o.stdout)?
-        .trim()
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.trim()
-                .parse::<u32>()
-                .with_context(|| format!("ferrite generate --ids: bad id {s:?}"))
-        })
-        .collect()
+    parse_ids(&String::from_utf8(o.stdout)?, "ferrite generate --ids")
 }
 
 /// The last position's logits of `ferrite logits <image> --tokens ...`,

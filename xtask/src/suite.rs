@@ -6,6 +6,9 @@
 //!   f32 bits; if the bits differ, the f32 sum must agree within
 //!   LOGITS_REL_TOL); the transcript and the stats line equal
 //!   boards/expected/<board>.out / .stats;
+//! - BPE: a model with the committed byte-level BPE tokenizer
+//!   (tests/tokenizer/model) encodes the prompt and generates the host's
+//!   tokens, and its transcript equals boards/expected/bpe-<board>.out;
 //! - constant memory: 10,000 tokens use the same stack and RAM as 100;
 //! - OTA: an intact download generates the host's tokens, a corrupted or
 //!   truncated one is refused with a message (exit status 2, no fault);
@@ -33,6 +36,8 @@ pub const LOGITS_REL_TOL: f32 = 1e-4;
 const LONG_RUN_BOARDS: &[&str] = &["m4f", "rv32imafc"];
 const LONG_N: usize = 10_000;
 const SHORT_N: usize = 100;
+/// Boards that run a model with a byte-level BPE tokenizer.
+const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run the OTA example.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
 
@@ -119,6 +124,12 @@ pub fn run(overwrite: bool) -> Result<ExitCode> {
         );
         s.check(&format!("{}: generate matches host", board.name), |s| {
             board_matches_host(s, board)
+        });
+    }
+    for name in BPE_BOARDS {
+        let board = Board::named(name)?;
+        s.check(&format!("{name}: BPE model generates like the host"), |s| {
+            bpe_matches_host(s, board)
         });
     }
     for name in LONG_RUN_BOARDS {
@@ -237,7 +248,13 @@ fn compare_with_host(image: &Path, report: &Report) -> Result<String> {
         "hash of all {n} ids differs from the host's"
     );
 
-    let mut fed: Vec<u32> = DEFAULT_PROMPT.bytes().map(u32::from).collect();
+    let mut fed = host::tokenize(image, DEFAULT_PROMPT)?;
+    ensure!(
+        fed.len() == report.get("prompt_tokens").parse::<usize>().unwrap_or(0),
+        "the board encoded the prompt as {} tokens, the host as {}",
+        report.get("prompt_tokens"),
+        fed.len()
+    );
     fed.extend_from_slice(&host_ids[..n - 1]);
     let logits = host::last_logits(image, &fed)?;
     let host_fnv = boards::fnv1a(logits.iter().map(|l| l.to_bits()));
@@ -269,6 +286,18 @@ fn board_matches_host(s: &mut Suite, board: &'static Board) -> Result<String> {
     )?;
     Ok(format!(
         "{note}; {}",
+        report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+fn bpe_matches_host(s: &mut Suite, board: &'static Board) -> Result<String> {
+    let image = host::bpe_image("f32")?;
+    let (run, report) = run_generate(board, &image, DEFAULT_N)?;
+    let note = compare_with_host(&image, &report)?;
+    s.expect(&format!("bpe-{}.out", board.name), &run.output)?;
+    Ok(format!(
+        "{note}; prompt {} tokens; {}",
+        report.get("prompt_tokens"),
         report.stats_line().trim_start_matches("stats: ")
     ))
 }

@@ -1,9 +1,10 @@
 //! Generates text from the image embedded in flash.
 //!
 //! Feeds the build-time prompt, then samples `N` tokens greedily, streaming
-//! their text; prints the token ids, a checksum of the final-step logits and
-//! a `run:` line of measurements that `cargo xtask board` turns into the
-//! `stats:` line. All memory is static and sized at compile time from the
+//! their text (the prompt encoded and the tokens decoded with the model's own
+//! tokenizer: bytes, or the image's byte-level BPE); prints the token ids, a
+//! checksum of the final-step logits and a `run:` line of measurements that
+//! `cargo xtask board` turns into the `stats:` line. All memory is static and sized at compile time from the
 //! image: the session buffer is exactly `ferrite::session_len(image, 0)` words.
 #![no_std]
 #![no_main]
