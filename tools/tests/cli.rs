@@ -244,3 +244,81 @@ fn inspect_refuses_every_corrupt_image_on_one_line() {
     }
     assert!(n >= 20, "corpus has only {n} images");
 }
+
+#[test]
+fn a_model_dir_with_tokenizer_json_gets_its_bpe() {
+    let dir = repo().join("tests/tokenizer/model");
+    let image = tmp("bpe.fer");
+    let o = ferrite(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        "-o",
+        image.to_str().unwrap(),
+        "--dtype",
+        "int8",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let img = image.to_str().unwrap();
+    let o = ferrite(&["inspect", img]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.starts_with("ferrite image v2:")
+            && text.contains("tokenizer bpe (vocab 800, 543 merges, GPT-2 pre-tokenizer)"),
+        "{text}"
+    );
+    // The ids tests/tokenizer/expected.json gives for "Hello, world!".
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/tokenizer/expected.json")).unwrap(),
+    )
+    .unwrap();
+    let want: Vec<String> = expected["samples"][0]["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    assert_eq!(expected["samples"][0]["text"], "Hello, world!");
+    let o = ferrite(&["tokenize", img, "--text", "Hello, world!"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), want.join(","));
+    let o = ferrite(&[
+        "generate",
+        img,
+        "--prompt",
+        "Once upon a time",
+        "-n",
+        "5",
+        "--ids",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text_file = repo().join("tests/tokenizer/model/config.json");
+    let o = ferrite(&["eval", img, "--text", text_file.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("tokenizer=bpe") && out.contains("bits_per_byte="),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_tokenizer_json_the_runtime_cannot_follow_is_refused_naming_the_field() {
+    let src = repo().join("tests/tokenizer/model");
+    let dir = tmp("bpe-normalized");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let mut tok: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("tokenizer.json")).unwrap())
+            .unwrap();
+    tok["normalizer"] = serde_json::json!({"type": "NFKC"});
+    std::fs::write(dir.join("tokenizer.json"), tok.to_string()).unwrap();
+    let out = tmp("bpe-normalized.fer");
+    let o = ferrite(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = assert_one_line_failure(&o, "normalizer");
+    assert!(err.contains("normalizer"), "{err}");
+}
