@@ -1,4 +1,5 @@
-//! Fuzz `Model::load` and a few `Session::feed` steps (docs/fuzzing.md).
+//! Fuzz `Model::load`, the image's tokenizer and a few `Session::feed` steps
+//! (docs/fuzzing.md).
 //!
 //! Each input is tried twice: as is (almost always refused by the CRC check,
 //! which is the point: that path must never panic) and re-sealed with a fresh
@@ -32,6 +33,17 @@ fn exercise(image: &[u8]) {
     };
     // Everything the tools print must be computable without panicking.
     let _ = model.state_len(0);
+    // The tokenizer (bytes or the image's BPE) on the image's own bytes as
+    // text: encode must fit `len` ids and decode must give the text back.
+    let tokenizer = model.tokenizer();
+    let text = &image[..image.len().min(512)];
+    let mut ids = vec![0u32; text.len()];
+    let n = tokenizer.encode(text, &mut ids).expect("len(text) ids always suffice");
+    let back: Vec<u8> = ids[..n]
+        .iter()
+        .flat_map(|&t| tokenizer.decode(t).iter().copied())
+        .collect();
+    assert_eq!(back, text);
     for i in 0..model.tensor_count() {
         let _ = model.tensor(i);
     }
