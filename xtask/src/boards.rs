@@ -261,6 +261,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     }
     let bin = req.firmware.bin();
     eprintln!("building {bin} for {} ({}) ...", board.name, board.target);
+    let stable = stable_root()?;
     let mut cmd = Command::new(cargo());
     cmd.current_dir(boards_dir())
         .args([
@@ -274,14 +275,21 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             "--bin",
             bin,
         ])
-        // Panic locations embed source paths: map the checkout to a fixed name
-        // so that flash sizes do not depend on where the repository lies (CI
-        // clones it elsewhere). Cargo appends this to boards/.cargo/config.toml's
-        // per-target flags (arrays from several config sources concatenate).
+        // Build through a fixed path to the checkout: package ids (and with them
+        // crate hashes, symbol order, code layout and so instruction counts) and
+        // the paths in panic locations must not depend on where the repository
+        // lies, or CI's clone would not match the committed expected files.
+        // Cargo appends these flags to boards/.cargo/config.toml's per-target
+        // ones (arrays from several config sources concatenate).
+        .arg("--manifest-path")
+        .arg(stable.join("boards").join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(boards_dir().join("target"))
         .arg("--config")
         .arg(format!(
-            "target.{}.rustflags=[\"--remap-path-prefix={}=/ferrite\"]",
+            "target.{}.rustflags=[\"--remap-path-prefix={}=/ferrite\", \"--remap-path-prefix={}=/ferrite\"]",
             board.target,
+            stable.display(),
             root_dir().display()
         ))
         .env("FERRITE_PROMPT", req.prompt)
@@ -331,6 +339,25 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     });
     std::fs::copy(&built, &elf).with_context(|| format!("copying {}", built.display()))?;
     Ok(elf)
+}
+
+/// A symlink at a fixed place (`$TMPDIR/ferrite-boards-src`) to this checkout,
+/// re-pointed when another checkout used it last (so two checkouts must not
+/// build boards at the same time).
+fn stable_root() -> Result<PathBuf> {
+    let link = std::env::temp_dir().join("ferrite-boards-src");
+    let root = root_dir();
+    if std::fs::read_link(&link).is_ok_and(|target| target == root) {
+        return Ok(link);
+    }
+    match std::fs::remove_file(&link) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("removing {}", link.display())),
+    }
+    std::os::unix::fs::symlink(&root, &link)
+        .with_context(|| format!("linking {} to {}", link.display(), root.display()))?;
+    Ok(link)
 }
 
 fn cargo() -> String {
