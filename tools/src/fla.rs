@@ -132,16 +132,32 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
     };
     let mut layers = vec![mixer; num_layers as usize];
     let mut warnings = Vec::new();
-    if let Some(attn) = f.take("attn") {
-        let (indices, swa, warning) = attn_layers(&attn, hidden, opts)?;
+    // fla's `attn` is one attention spec or a list of them.
+    let specs = match f.take("attn") {
+        None => Vec::new(),
+        Some(Value::Array(list)) => list,
+        Some(spec) => vec![spec],
+    };
+    let mut assigned = vec![false; layers.len()];
+    for spec in &specs {
+        let (indices, swa, warning) = attn_layers(spec, hidden, opts)?;
         warnings.extend(warning);
         for i in indices {
-            let slot = layers.get_mut(i).ok_or_else(|| {
-                anyhow::anyhow!("config: attn.layers names layer {i}, the model has {num_layers}")
-            })?;
-            *slot = swa;
+            if i >= layers.len() {
+                bail!("config: attn.layers names layer {i}, the model has {num_layers}");
+            }
+            if std::mem::replace(&mut assigned[i], true) {
+                bail!("config: attn assigns layer {i} twice");
+            }
+            layers[i] = swa;
         }
     }
+    require(
+        &mut f,
+        "attnres_block_size",
+        &Value::Null,
+        "attention residuals are not implemented",
+    )?;
     for name in NO_MATHS {
         f.take(name);
     }
@@ -174,6 +190,7 @@ fn gdn_layer(f: &mut Fields) -> Result<LayerConfig> {
         &Value::Bool(true),
         "ferrite's GDN always has the short convolution",
     )?;
+    f.choice("output_gate_activation", &["swish", "silu"], Some("swish"))?;
     let num_heads = f.int("num_heads", Some(6), 1)?;
     let head_k_dim = f.int("head_dim", Some(256), 1)?;
     let num_v_heads = f.int("num_v_heads", Some(num_heads as u64), 1)?;
