@@ -16,8 +16,19 @@ fn err(e: ferrite::Error) -> anyhow::Error {
 pub fn mqar_accuracy(
     model: Model<'_>,
     seqs: &[MqarSequence],
-    mut progress: impl FnMut(usize),
+    progress: impl FnMut(usize),
 ) -> Result<f64> {
+    let (correct, total) = mqar_counts(model, seqs, progress)?;
+    Ok(correct as f64 / total as f64)
+}
+
+/// `(correct, total)` MQAR queries (see [`mqar_accuracy`]); the board's
+/// `eval` firmware prints the same counts.
+pub fn mqar_counts(
+    model: Model<'_>,
+    seqs: &[MqarSequence],
+    mut progress: impl FnMut(usize),
+) -> Result<(usize, usize)> {
     let mut buf = session_buffer(&model, 0);
     let mut session = Session::new(model, &mut buf).map_err(err)?;
     let (mut correct, mut total) = (0usize, 0usize);
@@ -39,7 +50,7 @@ pub fn mqar_accuracy(
     if total == 0 {
         bail!("no MQAR queries to score");
     }
-    Ok(correct as f64 / total as f64)
+    Ok((correct, total))
 }
 
 /// Bits per byte of `text` under the model, with the image's tokenizer.
@@ -55,8 +66,36 @@ pub fn bits_per_byte(
     model: Model<'_>,
     text: &[u8],
     chunk: usize,
-    mut progress: impl FnMut(usize),
+    progress: impl FnMut(usize),
 ) -> Result<f64> {
+    Ok(text_score(model, text, chunk, progress)?.bits_per_byte())
+}
+
+/// The sums behind [`bits_per_byte`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TextScore {
+    /// Sum of `-ln p(token)` over the predicted tokens.
+    pub nats: f64,
+    /// Bytes the predicted tokens decode to.
+    pub bytes: usize,
+}
+
+impl TextScore {
+    /// `nats / bytes / ln 2`.
+    pub fn bits_per_byte(&self) -> f64 {
+        self.nats / self.bytes as f64 / std::f64::consts::LN_2
+    }
+}
+
+/// Scores `text` as [`bits_per_byte`] does. The log-sum-exp uses `libm`'s
+/// `exp` and `log` (not the platform's), so a board running the same
+/// expression on the same f32 logits gets the same f64 bits of `nats`.
+pub fn text_score(
+    model: Model<'_>,
+    text: &[u8],
+    chunk: usize,
+    mut progress: impl FnMut(usize),
+) -> Result<TextScore> {
     if chunk < 2 {
         bail!("--chunk must be at least 2");
     }
@@ -75,11 +114,12 @@ pub fn bits_per_byte(
             let logits = session.feed(pair[0]).map_err(err)?;
             let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
             let log_z = max
-                + logits
-                    .iter()
-                    .map(|&l| (l as f64 - max).exp())
-                    .sum::<f64>()
-                    .ln();
+                + libm::log(
+                    logits
+                        .iter()
+                        .map(|&l| libm::exp(l as f64 - max))
+                        .sum::<f64>(),
+                );
             nats += log_z - logits[pair[1] as usize] as f64;
             bytes += tokenizer.decode(pair[1]).len();
         }
@@ -89,7 +129,7 @@ pub fn bits_per_byte(
     if bytes == 0 {
         bail!("no byte to predict (is --chunk larger than 1?)");
     }
-    Ok(nats / bytes as f64 / std::f64::consts::LN_2)
+    Ok(TextScore { nats, bytes })
 }
 
 /// `text` in the ids of the model's tokenizer.

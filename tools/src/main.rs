@@ -235,30 +235,33 @@ fn run(command: Command) -> Result<()> {
                         .with_context(|| format!("cannot read {}", path.display()))?;
                     let tokens = eval::encode(&model, &text)?.len();
                     let bar = progress_bar(tokens, "tokens");
-                    let bpb = eval::bits_per_byte(model, &text, chunk, |done| {
+                    let score = eval::text_score(model, &text, chunk, |done| {
                         bar.set_position(done as u64)
                     })?;
                     bar.finish_and_clear();
+                    // nats: shortest round-trip text, so it parses back to the exact f64.
                     writeln!(
                         out,
-                        "bytes={} tokens={tokens} tokenizer={} chunk={chunk}",
+                        "bytes={} tokens={tokens} tokenizer={} chunk={chunk} predicted_bytes={} nats={:?}",
                         text.len(),
-                        model.tokenizer().kind_name()
+                        model.tokenizer().kind_name(),
+                        score.bytes,
+                        score.nats
                     )?;
-                    writeln!(out, "bits_per_byte={bpb:.4}")?;
+                    writeln!(out, "bits_per_byte={:.4}", score.bits_per_byte())?;
                 }
                 None => {
                     debug_assert!(mqar);
                     let seqs = mqar::generate(seed, n, mqar::MqarParams { pairs, seq_len })?;
                     let bar = progress_bar(n, "sequences");
-                    let acc =
-                        eval::mqar_accuracy(model, &seqs, |done| bar.set_position(done as u64))?;
+                    let (correct, total) =
+                        eval::mqar_counts(model, &seqs, |done| bar.set_position(done as u64))?;
                     bar.finish_and_clear();
                     writeln!(
                         out,
-                        "sequences={n} pairs={pairs} seq_len={seq_len} seed={seed}"
+                        "sequences={n} pairs={pairs} seq_len={seq_len} seed={seed} correct={correct} total={total}"
                     )?;
-                    writeln!(out, "accuracy={acc:.4}")?;
+                    writeln!(out, "accuracy={:.4}", correct as f64 / total as f64)?;
                 }
             }
             Ok(())
