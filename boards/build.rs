@@ -3,9 +3,16 @@
 //! - feature `board-<name>`: exactly one; picks `memory/<name>.x` and the clock ratio;
 //! - `FERRITE_IMAGE`: path of the `.fer` image that `generate` embeds in flash;
 //! - `FERRITE_PROMPT` (default `"Once upon a time"`) and `FERRITE_N` (default 32):
-//!   the prompt and the number of tokens `generate` produces.
+//!   the prompt and the number of tokens `generate` produces (for `eval --mqar`:
+//!   the number of sequences);
+//! - `FERRITE_TEMPERATURE` (default 0 = greedy), `FERRITE_TOP_K` (0), `FERRITE_TOP_P` (1),
+//!   `FERRITE_SEED` (0): `generate`'s sampler, as `ferrite generate` takes them;
+//! - `eval`: `FERRITE_TEXT` (a file: score its bits per byte; unset: MQAR),
+//!   `FERRITE_CHUNK` (512, state reset every N tokens), `FERRITE_MQAR_SEED` (0),
+//!   `FERRITE_MQAR_PAIRS` (8), `FERRITE_MQAR_SEQ_LEN` (64).
 //!
-//! Writes `$OUT_DIR/model.fer` (the image, copied) and `$OUT_DIR/build_config.rs`.
+//! Writes `$OUT_DIR/model.fer` (the image, copied), `$OUT_DIR/text.bin` (the
+//! text to score, empty for MQAR) and `$OUT_DIR/build_config.rs`.
 
 use std::{env, fs, path::PathBuf};
 
@@ -66,26 +73,74 @@ fn main() {
     };
     fs::write(out.join("model.fer"), &image).unwrap();
 
+    // The text `eval` scores (empty: MQAR).
+    println!("cargo:rerun-if-env-changed=FERRITE_TEXT");
+    let text = match env::var_os("FERRITE_TEXT") {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            println!("cargo:rerun-if-changed={}", p.display());
+            let t = fs::read(&p).unwrap_or_else(|e| panic!("FERRITE_TEXT={}: {e}", p.display()));
+            assert!(t.len() >= 2, "FERRITE_TEXT needs at least 2 bytes");
+            t
+        }
+        None => Vec::new(),
+    };
+    fs::write(out.join("text.bin"), &text).unwrap();
+
     println!("cargo:rerun-if-env-changed=FERRITE_PROMPT");
-    println!("cargo:rerun-if-env-changed=FERRITE_N");
     let prompt = env::var("FERRITE_PROMPT").unwrap_or_else(|_| "Once upon a time".into());
-    let n: usize = env::var("FERRITE_N")
-        .map(|s| s.parse().expect("FERRITE_N must be a number"))
-        .unwrap_or(32);
     assert!(!prompt.is_empty(), "FERRITE_PROMPT must not be empty");
+    let n: usize = number("FERRITE_N", 32);
+    let temperature: f32 = number("FERRITE_TEMPERATURE", 0.0);
+    let top_k: usize = number("FERRITE_TOP_K", 0);
+    let top_p: f32 = number("FERRITE_TOP_P", 1.0);
+    let seed: u64 = number("FERRITE_SEED", 0);
+    let chunk: usize = number("FERRITE_CHUNK", 512);
+    assert!(chunk >= 2, "FERRITE_CHUNK must be at least 2");
+    let mqar_seed: u64 = number("FERRITE_MQAR_SEED", 0);
+    let pairs: usize = number("FERRITE_MQAR_PAIRS", 8);
+    let seq_len: usize = number("FERRITE_MQAR_SEQ_LEN", 64);
+    assert!(
+        (1..=64).contains(&pairs) && seq_len >= 4 * pairs,
+        "MQAR needs 1 <= pairs <= 64 and seq_len >= 4 * pairs"
+    );
 
     let config = format!(
         "/// Board name, as printed in the stats line.\n\
          pub const BOARD: &str = {board:?};\n\
          /// Prompt bytes (FERRITE_PROMPT).\n\
          pub const PROMPT: &[u8] = &{:?};\n\
-         /// Tokens to generate (FERRITE_N).\n\
+         /// Tokens to generate, or MQAR sequences to score (FERRITE_N).\n\
          pub const N: usize = {n};\n\
+         /// The sampler of `generate` (FERRITE_TEMPERATURE, _TOP_K, _TOP_P, _SEED).\n\
+         pub const SAMPLER: ferrite::SamplerConfig = ferrite::SamplerConfig {{ temperature: {temperature:?}, top_k: {top_k}, top_p: {top_p:?}, seed: {seed} }};\n\
+         /// Whether `eval` scores a text (FERRITE_TEXT) rather than MQAR.\n\
+         pub const EVAL_TEXT: bool = {eval_text};\n\
+         /// State reset every CHUNK tokens when scoring a text (FERRITE_CHUNK).\n\
+         pub const CHUNK: usize = {chunk};\n\
+         /// MQAR seed (FERRITE_MQAR_SEED).\n\
+         pub const MQAR_SEED: u64 = {mqar_seed};\n\
+         /// MQAR key-value pairs per sequence (FERRITE_MQAR_PAIRS).\n\
+         pub const MQAR_PAIRS: usize = {pairs};\n\
+         /// MQAR sequence length (FERRITE_MQAR_SEQ_LEN).\n\
+         pub const MQAR_SEQ_LEN: usize = {seq_len};\n\
          /// Instructions per counter tick, as a fraction.\n\
          pub const INSTR_PER_TICK: (u64, u64) = ({num}, {den});\n\
          /// Heap of the OTA example, bytes.\n\
          pub const HEAP_BYTES: usize = {heap};\n",
-        prompt.as_bytes()
+        prompt.as_bytes(),
+        eval_text = !text.is_empty(),
     );
     fs::write(out.join("build_config.rs"), config).unwrap();
+}
+
+/// A number from the environment variable `name` (rebuilding when it changes), or `default`.
+fn number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    println!("cargo:rerun-if-env-changed={name}");
+    match env::var(name) {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={s:?} is not a valid number")),
+        Err(_) => default,
+    }
 }

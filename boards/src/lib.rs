@@ -12,8 +12,9 @@
 pub mod platform;
 
 pub mod console;
+pub mod mqar;
 
-/// Build-time configuration: board, prompt, N (see `build.rs`).
+/// Build-time configuration: board, prompt, N, sampler, eval parameters (see `build.rs`).
 pub mod config {
     include!(concat!(env!("OUT_DIR"), "/build_config.rs"));
 }
@@ -83,7 +84,8 @@ pub struct Outcome {
     pub logits_sum: f32,
 }
 
-/// Feeds `prompt` and samples `n` tokens greedily, streaming their text and
+/// Feeds `prompt` and samples `n` tokens (greedily, or with the build-time
+/// sampler [`config::SAMPLER`], as `ferrite generate --temperature .. --seed ..`), streaming their text and
 /// keeping the first `log.len()` ids in `log`. The same steps as
 /// `Session::generate`, unrolled to see the last step's logits. The prompt is
 /// encoded and the tokens decoded with the model's own tokenizer (bytes or
@@ -102,7 +104,7 @@ pub fn generate(
     let (&last, head) = ids[..k]
         .split_last()
         .ok_or(ferrite::Error::BadPrompt("the prompt is empty"))?;
-    let mut sampler = ferrite::Sampler::greedy();
+    let mut sampler = ferrite::Sampler::new(config::SAMPLER)?;
     console::text(prompt);
 
     let start = instructions();
