@@ -276,13 +276,8 @@ impl<'a> Model<'a> {
         } else {
             role
         };
-        let first = self.layer_first[0] as u32;
-        let first = if self.config.num_layers == 0 {
-            self.header.tensor_count
-        } else {
-            first
-        };
-        for index in 0..first {
+        // Model-wide tensors come first in the table, before layer 0's.
+        for index in 0..u32::from(self.layer_first[0]) {
             let e = self.entry(index)?;
             if e.role == role {
                 return Tensor::from_entry(self.image, &e, index);

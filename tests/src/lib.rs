@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use ferrite_tools::model_dir::ModelDir;
+use ferrite_tools::mqar::SplitMix64;
 use ferrite_tools::run::AlignedImage;
 use ferrite_tools::writer::{build_image, WriteOptions};
 use safetensors::SafeTensors;
@@ -80,22 +81,19 @@ pub fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-/// Deterministic splitmix64 stream for test data (weights, tokens).
-pub struct TestRng(u64);
+/// Deterministic splitmix64 stream for test data (weights, tokens): the
+/// MQAR generator's stream (`ferrite_tools::mqar::SplitMix64`).
+pub struct TestRng(SplitMix64);
 
 impl TestRng {
     /// A stream from `seed`.
     pub fn new(seed: u64) -> TestRng {
-        TestRng(seed)
+        TestRng(SplitMix64::new(seed))
     }
 
     /// Next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [-1, 1).

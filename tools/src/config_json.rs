@@ -170,8 +170,13 @@ fn parse_gdn(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     }))
 }
 
-fn parse_gsa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
-    let num_heads = f.int("num_heads", None, 1)?;
+/// A GSA layer; `default_heads` is fla's class default (ferrite's format has none).
+pub(crate) fn parse_gsa(
+    f: &mut Fields,
+    hidden: u32,
+    default_heads: Option<u64>,
+) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", default_heads, 1)?;
     let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
     let expand_k = f.positive("expand_k", 1.0)?;
     let expand_v = f.positive("expand_v", 1.0)?;
@@ -292,7 +297,7 @@ pub fn parse(value: &Value) -> Result<Config> {
         let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla"], None)?;
         let layer = match kind.as_str() {
             "gdn" => parse_gdn(&mut lf, hidden)?,
-            "gsa" => parse_gsa(&mut lf, hidden)?,
+            "gsa" => parse_gsa(&mut lf, hidden, None)?,
             "swa" => parse_swa(&mut lf, hidden)?,
             _ => parse_bla(&mut lf, hidden)?,
         };

@@ -10,7 +10,7 @@
 
 use anyhow::{bail, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
-use ferrite::mixers::{FeatureMap, GdnConfig, GsaConfig, SwaConfig};
+use ferrite::mixers::{GdnConfig, SwaConfig};
 use serde_json::Value;
 
 use crate::config_json::{Config, Fields};
@@ -248,36 +248,9 @@ fn gsa_layer(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         &Value::Null,
         "clamped forget gates are not implemented",
     )?;
-    let num_heads = f.int("num_heads", Some(4), 1)?;
-    let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
-    // fla's constructor spells the arguments `exapnd_*`, but save_pretrained writes
-    // the attributes, `expand_*`.
-    let expand_k = f.positive("expand_k", 1.0)?;
-    let expand_v = f.positive("expand_v", 1.0)?;
-    let feature_map = match f
-        .choice("feature_map", &["swish", "relu"], Some("swish"))?
-        .as_str()
-    {
-        "relu" => FeatureMap::Relu,
-        _ => FeatureMap::Swish,
-    };
-    Ok(LayerConfig::Gsa(GsaConfig {
-        num_heads,
-        num_kv_heads,
-        head_k_dim: f.exact_div(
-            hidden as f64 * expand_k,
-            num_heads,
-            "hidden_size * expand_k / num_heads",
-        )?,
-        head_v_dim: f.exact_div(
-            hidden as f64 * expand_v,
-            num_heads,
-            "hidden_size * expand_v / num_heads",
-        )?,
-        num_slots: f.int("num_slots", Some(64), 1)?,
-        feature_map,
-        gate_logit_normalizer: f.positive("gate_logit_normalizer", 8.0)? as f32,
-    }))
+    // fla's constructor spells `exapnd_k`/`exapnd_v`, but save_pretrained writes
+    // the attributes, `expand_k`/`expand_v`, which the shared parser reads.
+    crate::config_json::parse_gsa(f, hidden, Some(4))
 }
 
 /// fla's hybrid attention entry: the layer indices and the `swa` layer they become.
@@ -355,6 +328,7 @@ fn attn_layers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrite::mixers::FeatureMap;
     use serde_json::json;
 
     fn gdn_config() -> Value {

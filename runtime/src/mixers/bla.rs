@@ -286,12 +286,7 @@ impl Mixer for BlaConfig {
         let (ks_all, rest) = state.split_at_mut(h * n * k);
         let (vs_all, conv_state) = rest.split_at_mut(h * n * v);
         if self.conv_size > 0 {
-            let width = self.conv_size as usize;
-            let (qc, rest) = conv_state.split_at_mut(conv::state_len(h * k, width));
-            let (kc, vc) = rest.split_at_mut(conv::state_len(h * k, width));
-            conv::step(&w.get(Role::QConv)?, width, qc, q);
-            conv::step(&w.get(Role::KConv)?, width, kc, kk);
-            conv::step(&w.get(Role::VConv)?, width, vc, vv);
+            conv::step_qkv(w, self.conv_size as usize, conv_state, q, kk, vv)?;
         }
 
         let phi = w.get(Role::BlaPhi)?;

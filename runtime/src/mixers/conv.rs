@@ -4,7 +4,10 @@
 //! where `window_c` holds the last `W` raw inputs, newest at `W - 1`. The
 //! state keeps the `W - 1` previous inputs of every channel (oldest first).
 
+use crate::error::Result;
+use crate::image::Role;
 use crate::math::silu;
+use crate::model::LayerWeights;
 use crate::tensor::Tensor;
 
 /// State words of a convolution over `channels` channels of width `width`.
@@ -35,4 +38,22 @@ pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32])
         }
         *xc = silu(acc);
     }
+}
+
+/// Convolves q, k and v in place with the layer's `{q,k,v}_conv1d` kernels;
+/// `cache` holds the three caches in that order.
+pub fn step_qkv(
+    w: &LayerWeights<'_, '_>,
+    width: usize,
+    cache: &mut [f32],
+    q: &mut [f32],
+    k: &mut [f32],
+    v: &mut [f32],
+) -> Result<()> {
+    let (qc, rest) = cache.split_at_mut(state_len(q.len(), width));
+    let (kc, vc) = rest.split_at_mut(state_len(k.len(), width));
+    step(&w.get(Role::QConv)?, width, qc, q);
+    step(&w.get(Role::KConv)?, width, kc, k);
+    step(&w.get(Role::VConv)?, width, vc, v);
+    Ok(())
 }

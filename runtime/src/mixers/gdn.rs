@@ -170,11 +170,7 @@ impl Mixer for GdnConfig {
         }
 
         let (s_all, caches) = state.split_at_mut(hv * v * k);
-        let (q_cache, rest) = caches.split_at_mut(conv::state_len(h * k, width));
-        let (k_cache, v_cache) = rest.split_at_mut(conv::state_len(h * k, width));
-        conv::step(&w.get(Role::QConv)?, width, q_cache, q);
-        conv::step(&w.get(Role::KConv)?, width, k_cache, kk);
-        conv::step(&w.get(Role::VConv)?, width, v_cache, vv);
+        conv::step_qkv(w, width, caches, q, kk, vv)?;
 
         let q_scale = 1.0 / libm::sqrtf(k as f32);
         for (qh, kh) in q.chunks_exact_mut(k).zip(kk.chunks_exact_mut(k)) {

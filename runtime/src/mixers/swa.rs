@@ -279,12 +279,7 @@ impl Mixer for SwaConfig {
         let (keys, rest) = state.split_at_mut(kv_len);
         let (values, conv_state) = rest.split_at_mut(kv_len);
         if self.conv_size > 0 {
-            let width = self.conv_size as usize;
-            let (qc, rest) = conv_state.split_at_mut(conv::state_len(h * d, width));
-            let (kc, vc) = rest.split_at_mut(conv::state_len(hkv * d, width));
-            conv::step(&w.get(Role::QConv)?, width, qc, q);
-            conv::step(&w.get(Role::KConv)?, width, kc, k);
-            conv::step(&w.get(Role::VConv)?, width, vc, v);
+            conv::step_qkv(w, self.conv_size as usize, conv_state, q, k, v)?;
         }
 
         self.rope_table(t as f32, cs);
