@@ -35,23 +35,41 @@ fn fla_checkpoints_match_fla_logits() {
         let exp = expected(&dir);
         let image = image_of(&dir, &WriteOptions::default());
         let got = logits(image.model().unwrap(), &exp.tokens, 0).unwrap();
-        let scale = exp.logits.iter().flatten().fold(0.0f32, |m, v| m.max(v.abs()));
+        let scale = exp
+            .logits
+            .iter()
+            .flatten()
+            .fold(0.0f32, |m, v| m.max(v.abs()));
         let rel = max_abs_diff(&got, &exp.logits) / scale;
         println!("{name:<24} max|diff| / max|logit| = {rel:.2e}");
         if rel.is_nan() || rel > RELATIVE_TOLERANCE {
             failures.push(format!("{name}: {rel:e}"));
         }
     }
-    assert!(failures.is_empty(), "over {RELATIVE_TOLERANCE:e}: {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "over {RELATIVE_TOLERANCE:e}: {failures:?}"
+    );
 }
 
 #[test]
 fn sharded_bf16_checkpoints_record_their_source() {
-    for dir in fla_dirs().into_iter().filter(|d| d.to_string_lossy().ends_with("_bf16")) {
-        assert!(dir.join("model.safetensors.index.json").exists(), "{} is sharded", dir.display());
+    for dir in fla_dirs()
+        .into_iter()
+        .filter(|d| d.to_string_lossy().ends_with("_bf16"))
+    {
+        assert!(
+            dir.join("model.safetensors.index.json").exists(),
+            "{} is sharded",
+            dir.display()
+        );
         let image = image_of(&dir, &WriteOptions::default());
         let provenance = image.model().unwrap().config().provenance;
         assert_eq!(provenance >> 8, 2, "{}: source dtype bf16", dir.display());
-        assert!(matches!(provenance & 0xFF, 1 | 2), "{}: an fla model_type", dir.display());
+        assert!(
+            matches!(provenance & 0xFF, 1 | 2),
+            "{}: an fla model_type",
+            dir.display()
+        );
     }
 }
