@@ -26,6 +26,8 @@ pub struct Board {
     pub model: (&'static str, &'static str),
     /// One line for docs.
     pub about: &'static str,
+    /// The core and machine, for the README's compact table.
+    pub core: &'static str,
 }
 
 /// The model every board runs unless told otherwise (`--image`).
@@ -41,6 +43,7 @@ pub const BOARDS: &[Board] = &[
         memory: "m4f.x",
         model: (DEFAULT_MODEL, "f32"),
         about: "Cortex-M4F, QEMU mps2-an386",
+        core: "Cortex-M4F (mps2-an386)",
     },
     Board {
         name: "m7",
@@ -51,6 +54,7 @@ pub const BOARDS: &[Board] = &[
         memory: "m7.x",
         model: (DEFAULT_MODEL, "f32"),
         about: "Cortex-M7, QEMU mps2-an500",
+        core: "Cortex-M7 (mps2-an500)",
     },
     Board {
         name: "m55",
@@ -61,6 +65,7 @@ pub const BOARDS: &[Board] = &[
         memory: "m55.x",
         model: (DEFAULT_MODEL, "f32"),
         about: "Cortex-M55 (Helium), QEMU mps3-an547",
+        core: "Cortex-M55 (mps3-an547)",
     },
     Board {
         name: "m3",
@@ -71,6 +76,7 @@ pub const BOARDS: &[Board] = &[
         memory: "m3.x",
         model: (DEFAULT_MODEL, "int8"),
         about: "Cortex-M3 (no FPU), QEMU lm3s6965evb, real budget 256 KB flash / 64 KB RAM",
+        core: "Cortex-M3, 256 KB / 64 KB (lm3s6965evb)",
     },
     Board {
         name: "rv32imac",
@@ -81,6 +87,7 @@ pub const BOARDS: &[Board] = &[
         memory: "rv32.x",
         model: (DEFAULT_MODEL, "f32"),
         about: "RISC-V rv32imac (no FPU), QEMU virt",
+        core: "RV32IMAC (virt)",
     },
     Board {
         name: "rv32imafc",
@@ -91,6 +98,7 @@ pub const BOARDS: &[Board] = &[
         memory: "rv32.x",
         model: (DEFAULT_MODEL, "f32"),
         about: "RISC-V rv32imafc, QEMU virt",
+        core: "RV32IMAFC (virt)",
     },
 ];
 
@@ -162,6 +170,8 @@ pub enum Firmware {
     Ota,
     /// `src/bin/calibrate.rs`: counts a loop of exactly 2,000,000 instructions.
     Calibrate,
+    /// `src/bin/eval.rs`: MQAR accuracy or bits per byte of an embedded text.
+    Eval,
 }
 
 impl Firmware {
@@ -170,6 +180,7 @@ impl Firmware {
             Firmware::Generate => "generate",
             Firmware::Ota => "ota",
             Firmware::Calibrate => "calibrate",
+            Firmware::Eval => "eval",
         }
     }
 }
@@ -234,13 +245,63 @@ pub struct RunRequest<'a> {
     pub defmt: bool,
     /// Stream the firmware's output to our stdout as it runs.
     pub echo: bool,
+    /// Sampler and evaluation parameters (build-time, like the prompt).
+    pub opts: BuildOpts,
+}
+
+/// The build-time parameters beyond prompt and N: `generate`'s sampler and
+/// `eval`'s task (see boards/build.rs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildOpts {
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub seed: u64,
+    /// `eval`: the text to score (its whole content); `None`: MQAR.
+    pub text: Option<PathBuf>,
+    pub chunk: usize,
+    pub mqar_seed: u64,
+    pub pairs: usize,
+    pub seq_len: usize,
+}
+
+impl Default for BuildOpts {
+    fn default() -> Self {
+        BuildOpts {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 0,
+            text: None,
+            chunk: 512,
+            mqar_seed: 0,
+            pairs: 8,
+            seq_len: 64,
+        }
+    }
+}
+
+impl BuildOpts {
+    /// `ferrite generate` arguments for the same sampler.
+    pub fn sampler_args(&self) -> Vec<String> {
+        vec![
+            "--temperature".into(),
+            self.temperature.to_string(),
+            "--top-k".into(),
+            self.top_k.to_string(),
+            "--top-p".into(),
+            self.top_p.to_string(),
+            "--seed".into(),
+            self.seed.to_string(),
+        ]
+    }
 }
 
 /// Builds a firmware; returns a copy of its ELF under [`work_dir`].
 pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     let board = req.board;
     let (flash, ram) = board.budget()?;
-    if req.firmware == Firmware::Generate {
+    if matches!(req.firmware, Firmware::Generate | Firmware::Eval) {
         let len = std::fs::metadata(req.image)
             .with_context(|| req.image.display().to_string())?
             .len();
@@ -294,9 +355,21 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         ))
         .env("FERRITE_PROMPT", req.prompt)
         .env("FERRITE_N", req.n.to_string())
+        .env("FERRITE_TEMPERATURE", req.opts.temperature.to_string())
+        .env("FERRITE_TOP_K", req.opts.top_k.to_string())
+        .env("FERRITE_TOP_P", req.opts.top_p.to_string())
+        .env("FERRITE_SEED", req.opts.seed.to_string())
+        .env("FERRITE_CHUNK", req.opts.chunk.to_string())
+        .env("FERRITE_MQAR_SEED", req.opts.mqar_seed.to_string())
+        .env("FERRITE_MQAR_PAIRS", req.opts.pairs.to_string())
+        .env("FERRITE_MQAR_SEQ_LEN", req.opts.seq_len.to_string())
         .env("DEFMT_LOG", "info")
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped());
+    match &req.opts.text {
+        Some(t) => cmd.env("FERRITE_TEXT", t),
+        None => cmd.env_remove("FERRITE_TEXT"),
+    };
     // Every firmware of a board gets the same variables, so that switching
     // between them does not rebuild; only `generate` embeds the image.
     if req.image.as_os_str().is_empty() {
@@ -522,20 +595,26 @@ pub fn run_qemu(
 pub fn build_and_run(req: &RunRequest<'_>) -> Result<Run> {
     let elf = build(req)?;
     let cwd = work_dir().join(req.board.name);
+    let tokens = match (req.firmware, &req.opts.text) {
+        (Firmware::Eval, Some(t)) => std::fs::metadata(t).map_or(0, |m| m.len() as usize),
+        (Firmware::Eval, None) => req.n * req.opts.seq_len,
+        _ => req.n,
+    };
     run_qemu(
         req.board,
         &elf,
         &cwd,
         req.echo,
         req.defmt,
-        timeout_for(req.n),
+        timeout_for(tokens),
     )
 }
 
 /// A generous timeout: ~100M instructions take 0.15 s, the slowest board
-/// (soft float) needs a few M instructions per token.
+/// (soft float) needs a few M instructions per token (27M for the small
+/// trained LM on the M3: 0.05 s).
 pub fn timeout_for(n: usize) -> u64 {
-    DEFAULT_TIMEOUT_S + (n as u64) / 20
+    DEFAULT_TIMEOUT_S + (n as u64) / 5
 }
 
 /// How the OTA example's download reaches the board.
@@ -566,6 +645,7 @@ pub fn run_ota(
         n,
         defmt: false,
         echo,
+        opts: BuildOpts::default(),
     };
     let elf = build(&req)?;
     let cwd = work_dir().join(board.name).join("ota");
@@ -607,8 +687,8 @@ impl Run {
         lines[lines.len().saturating_sub(5)..].join("\n")
     }
 
-    /// Parses a successful run; a non-zero exit is an error with the reason.
-    pub fn report(&self) -> Result<Report> {
+    /// A non-zero exit is an error with the reason.
+    fn check_status(&self) -> Result<()> {
         if self.status != 0 {
             let why = match self.status {
                 124 => "timed out (hung?)".to_string(),
@@ -623,6 +703,12 @@ impl Run {
                 self.tail()
             );
         }
+        Ok(())
+    }
+
+    /// Parses a successful run; a non-zero exit is an error with the reason.
+    pub fn report(&self) -> Result<Report> {
+        self.check_status()?;
         let text = String::from_utf8_lossy(&self.output);
         let line = |prefix: &str| -> Result<&str> {
             text.lines()
@@ -673,6 +759,95 @@ impl Run {
             logits_fnv: hex(&ck, "fnv1a")?,
             logits_sum: f32::from_bits(hex(&ck, "sum_bits")?),
             run,
+            sizes: self.sizes,
+        })
+    }
+}
+
+/// The `eval` firmware's report.
+#[derive(Debug, Clone)]
+pub struct EvalReport {
+    pub board: &'static str,
+    /// key=value pairs of the `eval:` line (mqar: correct, total, ...;
+    /// text: bytes, tokens, predicted_bytes, nats_bits, ...).
+    pub eval: BTreeMap<String, String>,
+    /// The value of the `accuracy=` or `bits_per_byte=` line, as printed.
+    pub result: String,
+    /// key=value pairs of the `run:` line.
+    pub run: BTreeMap<String, String>,
+    pub sizes: Sizes,
+}
+
+impl EvalReport {
+    pub fn get(&self, key: &str) -> &str {
+        self.eval
+            .get(key)
+            .or_else(|| self.run.get(key))
+            .map(String::as_str)
+            .unwrap_or("?")
+    }
+
+    pub fn number<T: std::str::FromStr>(&self, key: &str) -> Result<T> {
+        let v = self.get(key);
+        v.parse()
+            .ok()
+            .with_context(|| format!("{}: bad or missing {key}={v}", self.board))
+    }
+
+    /// The `stats:` line of `cargo xtask eval-board`.
+    pub fn stats_line(&self) -> String {
+        format!(
+            "stats: board={} eval={} tokens={} instructions_per_token={} flash_bytes={} ram_bytes={} stack_bytes={} state_bytes={}",
+            self.board,
+            self.run_get("eval"),
+            self.run_get("tokens"),
+            self.run_get("instructions_per_token"),
+            self.sizes.flash,
+            self.sizes.ram,
+            self.run_get("stack_bytes"),
+            self.run_get("state_bytes"),
+        )
+    }
+
+    /// A value of the `run:` line.
+    pub fn run_get(&self, key: &str) -> &str {
+        self.run.get(key).map(String::as_str).unwrap_or("?")
+    }
+}
+
+impl Run {
+    /// Parses a successful `eval` run.
+    pub fn eval_report(&self) -> Result<EvalReport> {
+        self.check_status()?;
+        let text = String::from_utf8_lossy(&self.output);
+        let kv = |l: &str| -> BTreeMap<String, String> {
+            l.split_whitespace()
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect()
+        };
+        let find = |prefix: &str| {
+            text.lines()
+                .rev()
+                .find_map(|l| l.strip_prefix(prefix))
+                .with_context(|| {
+                    format!(
+                        "{}: no `{prefix}` line in the output:\n{}",
+                        self.board.name,
+                        self.tail()
+                    )
+                })
+        };
+        let eval = kv(find("eval: ")?);
+        let result = find("accuracy=")
+            .or_else(|_| find("bits_per_byte="))?
+            .trim()
+            .to_string();
+        Ok(EvalReport {
+            board: self.board.name,
+            eval,
+            result,
+            run: kv(find("run: ")?),
             sizes: self.sizes,
         })
     }

@@ -56,7 +56,7 @@ pub fn bpe_image(dtype: &str) -> Result<PathBuf> {
 }
 
 /// `ferrite quantize <dir> --dtype <dtype>` into the xtask work dir as `<name>.<dtype>.fer`.
-fn model_image(dir: &Path, model: &str, dtype: &str) -> Result<PathBuf> {
+pub fn model_image(dir: &Path, model: &str, dtype: &str) -> Result<PathBuf> {
     if !dir.is_dir() {
         bail!("model directory {} not found", dir.display());
     }
@@ -114,12 +114,30 @@ fn parse_ids(text: &str, what: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
-/// `ferrite generate <image> --prompt P -n N --ids`.
+/// A shipped model directory (`models/...`), quantized to `dtype`, named
+/// after its path (`models/mqar/bla-m15` -> `mqar-bla-m15.<dtype>.fer`).
+pub fn shipped_image(rel: &str, dtype: &str) -> Result<PathBuf> {
+    let name = rel.trim_start_matches("models/").replace('/', "-");
+    model_image(&root_dir().join(rel), &name, dtype)
+}
+
+/// `ferrite generate <image> --prompt P -n N --ids` (greedy).
 pub fn generate_ids(image: &Path, prompt: &str, n: usize) -> Result<Vec<u32>> {
+    generate_ids_with(image, prompt, n, &crate::boards::BuildOpts::default())
+}
+
+/// `ferrite generate <image> --prompt P -n N --ids` with the sampler of `opts`.
+pub fn generate_ids_with(
+    image: &Path,
+    prompt: &str,
+    n: usize,
+    opts: &crate::boards::BuildOpts,
+) -> Result<Vec<u32>> {
     let o = Command::new(ferrite()?)
         .arg("generate")
         .arg(image)
         .args(["--prompt", prompt, "-n", &n.to_string(), "--ids"])
+        .args(opts.sampler_args())
         .output()
         .context("running ferrite generate")?;
     if !o.status.success() {
@@ -160,4 +178,104 @@ pub fn last_logits(image: &Path, tokens: &[u32]) -> Result<Vec<f32>> {
                 .with_context(|| format!("ferrite logits: bad number {s:?}"))
         })
         .collect()
+}
+
+/// The key=value pairs of the line before last and the value of the last
+/// line of `ferrite eval <image> <args>`.
+fn eval(image: &Path, args: &[String]) -> Result<(Vec<(String, String)>, String)> {
+    let o = Command::new(ferrite()?)
+        .arg("eval")
+        .arg(image)
+        .args(args)
+        .output()
+        .context("running ferrite eval")?;
+    if !o.status.success() {
+        bail!(
+            "ferrite eval: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    let text = String::from_utf8(o.stdout)?;
+    let lines: Vec<&str> = text.lines().collect();
+    let [.., info, last] = lines.as_slice() else {
+        bail!("ferrite eval: unexpected output {text:?}");
+    };
+    let kv = info
+        .split_whitespace()
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let value = last
+        .split_once('=')
+        .map(|(_, v)| v.to_string())
+        .context("ferrite eval: no value on the last line")?;
+    Ok((kv, value))
+}
+
+fn field<T: std::str::FromStr>(kv: &[(String, String)], key: &str) -> Result<T> {
+    kv.iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| v.parse().ok())
+        .with_context(|| format!("ferrite eval: no valid {key}="))
+}
+
+/// MQAR on the host: `ferrite eval <image> --mqar ...`.
+pub struct HostMqar {
+    pub correct: u64,
+    pub total: u64,
+    /// The `accuracy=` value as printed (4 decimals).
+    pub accuracy: String,
+}
+
+pub fn eval_mqar(
+    image: &Path,
+    seed: u64,
+    n: usize,
+    pairs: usize,
+    seq_len: usize,
+) -> Result<HostMqar> {
+    let args: Vec<String> = [
+        "--mqar",
+        "--seed",
+        &seed.to_string(),
+        "--n",
+        &n.to_string(),
+        "--pairs",
+        &pairs.to_string(),
+        "--seq-len",
+        &seq_len.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (kv, accuracy) = eval(image, &args)?;
+    Ok(HostMqar {
+        correct: field(&kv, "correct")?,
+        total: field(&kv, "total")?,
+        accuracy,
+    })
+}
+
+/// Bits per byte on the host: `ferrite eval <image> --text F --chunk C`.
+pub struct HostText {
+    /// Sum of -ln p over the predicted tokens (exact f64, parsed from the shortest round-trip text).
+    pub nats: f64,
+    pub predicted_bytes: u64,
+    /// The `bits_per_byte=` value as printed (4 decimals).
+    pub bits_per_byte: String,
+}
+
+pub fn eval_text(image: &Path, text: &Path, chunk: usize) -> Result<HostText> {
+    let args = vec![
+        "--text".to_string(),
+        text.display().to_string(),
+        "--chunk".to_string(),
+        chunk.to_string(),
+    ];
+    let (kv, bits_per_byte) = eval(image, &args)?;
+    Ok(HostText {
+        nats: field(&kv, "nats")?,
+        predicted_bytes: field(&kv, "predicted_bytes")?,
+        bits_per_byte,
+    })
 }

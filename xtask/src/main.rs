@@ -1,8 +1,9 @@
 //! `cargo xtask`: build and run the ferrite firmware on QEMU boards.
 //!
 //! ```text
-//! cargo xtask demo                                  # M4F board, default model; installs QEMU if missing
-//! cargo xtask board <name> [--image F] [--prompt P] [-n N] [--defmt]
+//! cargo xtask demo                                  # M4F board, the trained LM (models/lm/large); installs QEMU if missing
+//! cargo xtask board <name> [--image F|DIR] [--prompt P] [-n N] [--temperature T --seed S] [--defmt]
+//! cargo xtask eval-board <name> --image F|DIR (--mqar [-n N] [--seed S] | --text FILE [--bytes B])
 //! cargo xtask ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
 //! cargo xtask test-boards [--overwrite]             # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
@@ -11,6 +12,7 @@
 //! Boards: m4f (default), m7, m55, m3, rv32imac, rv32imafc. See boards/README.md.
 
 mod boards;
+mod evalboard;
 mod host;
 mod suite;
 mod table;
@@ -20,13 +22,30 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
-use boards::{Board, Firmware, RunRequest};
+use boards::{Board, BuildOpts, Firmware, RunRequest};
+
+/// The demo: the trained byte-level LM (0.7M params, f32: it fits the M4F's
+/// 4 MB flash and runs faster there than int8), sampled with a fixed seed so
+/// that the text is the same on every run and equals `ferrite generate`'s.
+pub const DEMO_MODEL: &str = "models/lm/large";
+pub const DEMO_DTYPE: &str = "f32";
+pub const DEMO_PROMPT: &str = "A man ";
+pub const DEMO_N: usize = 200;
+pub const DEMO_TEMPERATURE: f32 = 0.7;
+pub const DEMO_SEED: u64 = 1;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
-  demo                                    run the default model on the M4F board (installs QEMU if missing)
-  board <name> [--image F] [--prompt P] [-n N] [--defmt]
+  demo                                    the trained LM (models/lm/large, f32) writing 200 sampled tokens on
+                                          the M4F board (installs QEMU if missing)
+  board <name> [--image F|DIR] [--dtype D] [--prompt P] [-n N] [--temperature T] [--top-k K]
+        [--top-p P] [--seed S] [--defmt]
                                           build and run `generate` on a board; prints text, `tokens:`, `stats:`
+                                          (a model DIR is quantized to --dtype, default int8)
+  eval-board <name> --image F|DIR [--dtype D] (--mqar [-n N] [--seed S] [--pairs P] [--seq-len L]
+        | --text FILE [--bytes B] [--chunk C])
+                                          run the `eval` firmware: MQAR accuracy or bits per byte on the
+                                          board, checked against `ferrite eval` on the host
   ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
                                           run the OTA example: the image arrives at run time over semihosting
   test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
@@ -54,6 +73,23 @@ struct Opts {
     defmt: bool,
     corrupt: bool,
     overwrite: bool,
+    dtype: Option<String>,
+    temperature: Option<f32>,
+    top_k: Option<usize>,
+    top_p: Option<f32>,
+    seed: Option<u64>,
+    mqar: bool,
+    text: Option<String>,
+    bytes: Option<usize>,
+    chunk: Option<usize>,
+    pairs: Option<usize>,
+    seq_len: Option<usize>,
+}
+
+fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
+    v.parse()
+        .ok()
+        .with_context(|| format!("{name} {v}: not a valid number"))
 }
 
 fn parse(args: &[String]) -> Result<Opts> {
@@ -65,6 +101,17 @@ fn parse(args: &[String]) -> Result<Opts> {
         defmt: false,
         corrupt: false,
         overwrite: false,
+        dtype: None,
+        temperature: None,
+        top_k: None,
+        top_p: None,
+        seed: None,
+        mqar: false,
+        text: None,
+        bytes: None,
+        chunk: None,
+        pairs: None,
+        seq_len: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -76,10 +123,18 @@ fn parse(args: &[String]) -> Result<Opts> {
         match a.as_str() {
             "--image" => o.image = Some(value("--image")?),
             "--prompt" => o.prompt = Some(value("--prompt")?),
-            "-n" | "--tokens" => {
-                let v = value("-n")?;
-                o.n = Some(v.parse().with_context(|| format!("-n {v}: not a number"))?);
-            }
+            "-n" | "--n" | "--tokens" => o.n = Some(number("-n", &value("-n")?)?),
+            "--dtype" => o.dtype = Some(value("--dtype")?),
+            "--temperature" => o.temperature = Some(number(a, &value(a)?)?),
+            "--top-k" => o.top_k = Some(number(a, &value(a)?)?),
+            "--top-p" => o.top_p = Some(number(a, &value(a)?)?),
+            "--seed" => o.seed = Some(number(a, &value(a)?)?),
+            "--mqar" => o.mqar = true,
+            "--text" => o.text = Some(value("--text")?),
+            "--bytes" => o.bytes = Some(number(a, &value(a)?)?),
+            "--chunk" => o.chunk = Some(number(a, &value(a)?)?),
+            "--pairs" => o.pairs = Some(number(a, &value(a)?)?),
+            "--seq-len" => o.seq_len = Some(number(a, &value(a)?)?),
             "--defmt" => o.defmt = true,
             "--corrupt" => o.corrupt = true,
             "--overwrite" => o.overwrite = true,
@@ -100,10 +155,24 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
     match cmd.as_str() {
         "demo" => {
             boards::ensure_qemu()?;
+            let (image, dtype) = match opts.image {
+                Some(i) => (i, opts.dtype),
+                None => (DEMO_MODEL.into(), Some(DEMO_DTYPE.into())),
+            };
             board_cmd(&Opts {
                 board: Some("m4f".into()),
+                image: Some(image),
+                dtype,
+                prompt: Some(opts.prompt.unwrap_or_else(|| DEMO_PROMPT.into())),
+                n: Some(opts.n.unwrap_or(DEMO_N)),
+                temperature: Some(opts.temperature.unwrap_or(DEMO_TEMPERATURE)),
+                seed: Some(opts.seed.unwrap_or(DEMO_SEED)),
                 ..opts
             })
+        }
+        "eval-board" => {
+            boards::ensure_qemu()?;
+            eval_board_cmd(&opts)
         }
         "board" => {
             boards::ensure_qemu()?;
@@ -138,12 +207,38 @@ fn pick_board(opts: &Opts) -> Result<&'static Board> {
     Board::named(name)
 }
 
+/// `--image`: an image file, or a model directory quantized to `--dtype` (default int8).
+fn image_arg(opts: &Opts, board: &Board) -> Result<std::path::PathBuf> {
+    let Some(p) = &opts.image else {
+        return host::default_image(board);
+    };
+    let path = std::fs::canonicalize(p).with_context(|| format!("--image {p}"))?;
+    if !path.is_dir() {
+        return Ok(path);
+    }
+    let dtype = opts.dtype.as_deref().unwrap_or("int8");
+    let rel = path.strip_prefix(boards::root_dir()).unwrap_or(&path);
+    let name = rel
+        .to_string_lossy()
+        .trim_start_matches("models/")
+        .replace('/', "-");
+    host::model_image(&path, &name, dtype)
+}
+
+fn sampler_opts(opts: &Opts) -> BuildOpts {
+    let d = BuildOpts::default();
+    BuildOpts {
+        temperature: opts.temperature.unwrap_or(d.temperature),
+        top_k: opts.top_k.unwrap_or(d.top_k),
+        top_p: opts.top_p.unwrap_or(d.top_p),
+        seed: opts.seed.unwrap_or(d.seed),
+        ..d
+    }
+}
+
 fn board_cmd(opts: &Opts) -> Result<ExitCode> {
     let board = pick_board(opts)?;
-    let image = match &opts.image {
-        Some(p) => std::fs::canonicalize(p).with_context(|| format!("--image {p}"))?,
-        None => host::default_image(board)?,
-    };
+    let image = image_arg(opts, board)?;
     let req = RunRequest {
         board,
         firmware: Firmware::Generate,
@@ -152,6 +247,7 @@ fn board_cmd(opts: &Opts) -> Result<ExitCode> {
         n: opts.n.unwrap_or(boards::DEFAULT_N),
         defmt: opts.defmt,
         echo: true,
+        opts: sampler_opts(opts),
     };
     let run = boards::build_and_run(&req)?;
     if opts.defmt {
@@ -167,12 +263,35 @@ fn board_cmd(opts: &Opts) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn eval_board_cmd(opts: &Opts) -> Result<ExitCode> {
+    let board = pick_board(opts)?;
+    if opts.image.is_none() {
+        bail!("eval-board needs --image (an image or a model directory)\n{USAGE}");
+    }
+    let image = image_arg(opts, board)?;
+    let task = match (&opts.text, opts.mqar) {
+        (Some(file), false) => evalboard::Task::Text {
+            file: std::fs::canonicalize(file).with_context(|| format!("--text {file}"))?,
+            bytes: opts.bytes,
+            chunk: opts.chunk.unwrap_or(512),
+        },
+        (None, true) => evalboard::Task::Mqar {
+            seed: opts.seed.unwrap_or(0),
+            n: opts.n.unwrap_or(100),
+            pairs: opts.pairs.unwrap_or(8),
+            seq_len: opts.seq_len.unwrap_or(64),
+        },
+        _ => bail!("eval-board needs exactly one of --mqar and --text FILE\n{USAGE}"),
+    };
+    let out = evalboard::run(board, &image, &task, true)?;
+    println!("host: {}", out.note);
+    println!("{}", out.report.stats_line());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn ota_cmd(opts: &Opts) -> Result<ExitCode> {
     let board = pick_board(opts)?;
-    let image = match &opts.image {
-        Some(p) => std::fs::canonicalize(p).with_context(|| format!("--image {p}"))?,
-        None => host::default_image(board)?,
-    };
+    let image = image_arg(opts, board)?;
     let download = if opts.corrupt {
         boards::Download::FlipByte
     } else {

@@ -14,7 +14,14 @@
 //!   truncated one is refused with a message (exit status 2, no fault);
 //! - fit: an image too large for the M3's 256 KB flash is refused clearly;
 //! - defmt: the firmware builds with the `defmt` feature (and is decoded
-//!   with defmt-print, when that is installed).
+//!   with defmt-print, when that is installed);
+//! - trained models (models/): the demo (lm-large f32, sampled with a seed)
+//!   on m4f and lm-small int8 on m3 generate the host's tokens; the `eval`
+//!   firmware scores MQAR (100 sequences of seed 0, int8) for three MQAR
+//!   models on m4f with the host's correct count, consistent with the
+//!   recorded 1,000-sequence accuracy (metrics.json, binomial tolerance), and
+//!   the bits per byte of a held-out excerpt for lm-small int8 on m3 and
+//!   lm-large int8 on m4f bit-identical to the host's.
 //!
 //! Failures are gathered; the last line is `N passed, N failed`.
 
@@ -24,8 +31,10 @@ use std::process::ExitCode;
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{
-    self, Board, Download, Firmware, Report, RunRequest, BOARDS, DEFAULT_N, DEFAULT_PROMPT,
+    self, Board, BuildOpts, Download, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
+    DEFAULT_PROMPT,
 };
+use crate::evalboard::{self, Task};
 use crate::host;
 
 /// Relative tolerance on the final-step logits sum, used only when the
@@ -40,6 +49,21 @@ const SHORT_N: usize = 100;
 const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run the OTA example.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
+/// Shipped MQAR models evaluated on the M4F at int8: two strong, one mid.
+const MQAR_MODELS: &[&str] = &["bla-m15", "gdn-2k-lr3e-3", "bla-m7"];
+/// MQAR sequences of seed 0 on the board (the first 100 of the recorded 1,000).
+const MQAR_N: usize = 100;
+/// Held-out excerpts scored on the boards: (board, model, dtype, bytes, chunk).
+/// The M3 is soft float (~28M instructions per byte with lm-small), so its
+/// excerpt is short; both excerpts span two or more chunks (state resets).
+const TEXT_EVALS: &[(&str, &str, &str, usize, usize)] = &[
+    ("m3", "models/lm/small", "int8", 256, 128),
+    ("m4f", "models/lm/large", "int8", 1024, 512),
+];
+/// How far an excerpt's bits per byte may sit from the recorded figure of the
+/// whole held-out file: a sanity bound only (a short excerpt is noisy), the
+/// real check is equality with the host.
+const EXCERPT_BPB_SLACK: f64 = 0.5;
 
 struct Suite {
     overwrite: bool,
@@ -160,6 +184,28 @@ pub fn run(overwrite: bool) -> Result<ExitCode> {
         defmt_build()
     });
 
+    s.check(
+        "m4f: demo (models/lm/large f32, sampled) generates like the host",
+        demo_matches_host,
+    );
+    s.check("m3: models/lm/small int8 generates like the host", |s| {
+        small_lm_on_m3(s)
+    });
+    for name in MQAR_MODELS {
+        s.check(
+            &format!("m4f: MQAR {name} int8, {MQAR_N} sequences, like the host and the record"),
+            |s| mqar_on_board(s, name),
+        );
+    }
+    for &(board, model, dtype, bytes, chunk) in TEXT_EVALS {
+        s.check(
+            &format!(
+                "{board}: {model} {dtype} bits per byte of {bytes} held-out bytes like the host"
+            ),
+            |s| text_on_board(s, board, model, dtype, bytes, chunk),
+        );
+    }
+
     if overwrite {
         println!("wrote {}", expected_dir().display());
     }
@@ -186,6 +232,7 @@ fn calibrated(board: &'static Board) -> Result<String> {
         n: DEFAULT_N,
         defmt: false,
         echo: false,
+        opts: BuildOpts::default(),
     };
     let run = boards::build_and_run(&req)?;
     ensure!(
@@ -216,6 +263,7 @@ fn run_generate(board: &'static Board, image: &Path, n: usize) -> Result<(boards
         n,
         defmt: false,
         echo: false,
+        opts: BuildOpts::default(),
     };
     let run = boards::build_and_run(&req)?;
     let report = run.report()?;
@@ -224,8 +272,18 @@ fn run_generate(board: &'static Board, image: &Path, n: usize) -> Result<(boards
 
 /// Tokens and the final-step logits checksum against the host runtime.
 fn compare_with_host(image: &Path, report: &Report) -> Result<String> {
+    compare_with_host_as(image, report, DEFAULT_PROMPT, &BuildOpts::default())
+}
+
+/// [`compare_with_host`] for a run with `prompt` and the sampler of `opts`.
+fn compare_with_host_as(
+    image: &Path,
+    report: &Report,
+    prompt: &str,
+    opts: &BuildOpts,
+) -> Result<String> {
     let n = report.count;
-    let host_ids = host::generate_ids(image, DEFAULT_PROMPT, n)?;
+    let host_ids = host::generate_ids_with(image, prompt, n, opts)?;
     ensure!(
         host_ids.len() == n,
         "host generated {} ids, board {n}",
@@ -248,7 +306,7 @@ fn compare_with_host(image: &Path, report: &Report) -> Result<String> {
         "hash of all {n} ids differs from the host's"
     );
 
-    let mut fed = host::tokenize(image, DEFAULT_PROMPT)?;
+    let mut fed = host::tokenize(image, prompt)?;
     ensure!(
         fed.len() == report.get("prompt_tokens").parse::<usize>().unwrap_or(0),
         "the board encoded the prompt as {} tokens, the host as {}",
@@ -382,6 +440,7 @@ fn too_big_for_m3() -> Result<String> {
         n: 4,
         defmt: false,
         echo: false,
+        opts: BuildOpts::default(),
     };
     match boards::build(&req) {
         Ok(elf) => {
@@ -413,6 +472,7 @@ fn defmt_build() -> Result<String> {
         n: 8,
         defmt: true,
         echo: false,
+        opts: BuildOpts::default(),
     };
     let elf = boards::build(&req)?;
     let have_decoder = std::process::Command::new("defmt-print")
@@ -450,4 +510,144 @@ fn defmt_build() -> Result<String> {
         run.tail()
     );
     Ok("decoded with defmt-print; tokens match the host".into())
+}
+
+/// The demo of `cargo xtask demo`: the trained LM, f32, sampled with a seed.
+fn demo_matches_host(s: &mut Suite) -> Result<String> {
+    let board = Board::named("m4f")?;
+    let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE)?;
+    let opts = BuildOpts {
+        temperature: crate::DEMO_TEMPERATURE,
+        seed: crate::DEMO_SEED,
+        ..BuildOpts::default()
+    };
+    let req = RunRequest {
+        board,
+        firmware: Firmware::Generate,
+        image: &image,
+        prompt: crate::DEMO_PROMPT,
+        n: crate::DEMO_N,
+        defmt: false,
+        echo: false,
+        opts: opts.clone(),
+    };
+    let run = boards::build_and_run(&req)?;
+    let report = run.report()?;
+    let note = compare_with_host_as(&image, &report, crate::DEMO_PROMPT, &opts)?;
+    s.expect("demo-m4f.out", &run.output)?;
+    s.expect(
+        "demo-m4f.stats",
+        format!("{}\n", report.stats_line()).as_bytes(),
+    )?;
+    Ok(format!(
+        "{note}; {}",
+        report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+/// `cargo xtask board m3 --image <lm-small int8>`: the trained small LM in
+/// the M3's real budget, greedy, against the host.
+fn small_lm_on_m3(s: &mut Suite) -> Result<String> {
+    let board = Board::named("m3")?;
+    let image = host::shipped_image("models/lm/small", "int8")?;
+    let (run, report) = run_generate(board, &image, DEFAULT_N)?;
+    let note = compare_with_host(&image, &report)?;
+    s.expect("lm-small-m3.out", &run.output)?;
+    s.expect(
+        "lm-small-m3.stats",
+        format!("{}\n", report.stats_line()).as_bytes(),
+    )?;
+    let (flash, ram) = board.budget()?;
+    Ok(format!(
+        "{note}; flash {} of {flash} B, static RAM {} of {ram} B; {}",
+        report.sizes.flash,
+        report.sizes.ram,
+        report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+/// A number at `path` (keys) in a model's metrics.json.
+fn recorded(model_dir: &str, path: &[&str]) -> Result<f64> {
+    let file = boards::root_dir().join(model_dir).join("metrics.json");
+    let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
+    let mut v: &serde_json::Value = &serde_json::from_str(&text)?;
+    for key in path {
+        v = v
+            .get(key)
+            .with_context(|| format!("{}: no {}", file.display(), path.join(".")))?;
+    }
+    v.as_f64()
+        .with_context(|| format!("{}: {} is not a number", file.display(), path.join(".")))
+}
+
+/// MQAR on the M4F: the board's correct count equals the host's on the same
+/// int8 image and sequences, and the subset accuracy is consistent with the
+/// recorded 1,000-sequence figure: within 4 binomial standard deviations of
+/// it for the subset's queries (+ 1/total for the record's 4-decimal rounding).
+fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
+    let board = Board::named("m4f")?;
+    let dir = format!("models/mqar/{name}");
+    let image = host::shipped_image(&dir, "int8")?;
+    let task = Task::Mqar {
+        seed: 0,
+        n: MQAR_N,
+        pairs: 8,
+        seq_len: 64,
+    };
+    let out = evalboard::run(board, &image, &task, false)?;
+    let (correct, total): (u64, u64) = (out.report.number("correct")?, out.report.number("total")?);
+    let p = recorded(&dir, &["runtime", "int8", "accuracy"])?;
+    let acc = correct as f64 / total as f64;
+    let tol = 4.0 * (p * (1.0 - p) / total as f64).sqrt() + 1.0 / total as f64;
+    ensure!(
+        (acc - p).abs() <= tol,
+        "{correct}/{total} = {acc:.4} on {MQAR_N} sequences is not within {tol:.4} of the recorded {p:.4}"
+    );
+    s.expect(&format!("eval-{name}-m4f.out"), &out.run.output)?;
+    s.expect(
+        &format!("eval-{name}-m4f.stats"),
+        format!("{}\n", out.report.stats_line()).as_bytes(),
+    )?;
+    Ok(format!(
+        "{}; recorded {p:.4} on 1000, |{acc:.4} - {p:.4}| <= {tol:.4}; {}",
+        out.note,
+        out.report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+/// Bits per byte of a held-out excerpt on a board: bit-identical to the host
+/// (see [`evalboard::run`]), and near the recorded whole-file figure.
+fn text_on_board(
+    s: &mut Suite,
+    board: &str,
+    model: &str,
+    dtype: &str,
+    bytes: usize,
+    chunk: usize,
+) -> Result<String> {
+    let board = Board::named(board)?;
+    let image = host::shipped_image(model, dtype)?;
+    let task = Task::Text {
+        file: boards::root_dir().join("models/lm/heldout.txt"),
+        bytes: Some(bytes),
+        chunk,
+    };
+    let out = evalboard::run(board, &image, &task, false)?;
+    let bpb: f64 = out.report.result.parse().context("bits_per_byte")?;
+    let rec = recorded(model, &["runtime", dtype, "bits_per_byte"])?;
+    ensure!(
+        (bpb - rec).abs() <= EXCERPT_BPB_SLACK,
+        "excerpt bits per byte {bpb} is more than {EXCERPT_BPB_SLACK} from the recorded {rec}"
+    );
+    let stem = model.trim_start_matches("models/").replace('/', "-");
+    s.expect(&format!("eval-{stem}-{}.out", board.name), &out.run.output)?;
+    s.expect(
+        &format!("eval-{stem}-{}.stats", board.name),
+        format!("{}\n", out.report.stats_line()).as_bytes(),
+    )?;
+    Ok(format!(
+        "{}; recorded {rec:.4} on the whole file; {}",
+        out.note,
+        out.report.stats_line().trim_start_matches("stats: ")
+    ))
 }

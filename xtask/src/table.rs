@@ -1,11 +1,15 @@
-//! `cargo xtask board-table`: runs every board with every table model and
-//! writes docs/boards.md from the `stats:` lines (never typed by hand). If
-//! README.md holds the markers `<!-- board-table:start -->` and
-//! `<!-- board-table:end -->`, the table between them is replaced too.
+//! `cargo xtask board-table`: runs every board with every table model, and
+//! the trained LMs of models/lm on the boards they are made for, and writes
+//! docs/boards.md from the `stats:` lines (never typed by hand). If README.md
+//! holds the markers `<!-- board-table:start -->` and
+//! `<!-- board-table:end -->`, a compact table goes between them: one row per
+//! board with its default image, and one per trained LM.
 
 use anyhow::{Context, Result};
 
-use crate::boards::{self, Firmware, RunRequest, BOARDS, DEFAULT_MODEL, DEFAULT_N, DEFAULT_PROMPT};
+use crate::boards::{
+    self, BuildOpts, Firmware, RunRequest, BOARDS, DEFAULT_MODEL, DEFAULT_N, DEFAULT_PROMPT,
+};
 use crate::host;
 
 /// (model directory under tests/fixtures, dtype).
@@ -17,11 +21,34 @@ const MODELS: &[(&str, &str)] = &[
     ("swa_sink_logits", "f32"),
 ];
 
+/// Trained LMs: (board, model directory, dtype, what).
+const TRAINED: &[(&str, &str, &str, &str)] = &[
+    (
+        "m4f",
+        "models/lm/large",
+        "f32",
+        "lm-large f32 (trained, 0.7M params; the demo model)",
+    ),
+    (
+        "m4f",
+        "models/lm/large",
+        "int8",
+        "lm-large int8 (trained, 0.7M params)",
+    ),
+    (
+        "m3",
+        "models/lm/small",
+        "int8",
+        "lm-small int8 (trained, 151k params)",
+    ),
+];
+
 const START: &str = "<!-- board-table:start -->";
 const END: &str = "<!-- board-table:end -->";
 
 pub fn run() -> Result<()> {
     let mut rows = Vec::new();
+    let mut compact = Vec::new();
     for board in BOARDS {
         for &(model, dtype) in MODELS {
             let image = host::fixture_image(model, dtype)?;
@@ -34,10 +61,23 @@ pub fn run() -> Result<()> {
                 n: DEFAULT_N,
                 defmt: false,
                 echo: false,
+                opts: BuildOpts::default(),
             };
             let row = match boards::build_and_run(&req).and_then(|r| r.report()) {
                 Ok(r) => {
                     println!("{}", r.stats_line());
+                    if (model, dtype) == board.model {
+                        compact.push(format!(
+                            "| {} | {} | {dtype} | {} | {} | {} | {} | {} |",
+                            board.name,
+                            board.core,
+                            r.sizes.flash,
+                            r.sizes.ram,
+                            r.get("stack_bytes"),
+                            r.get("state_bytes"),
+                            r.get("instructions_per_token"),
+                        ));
+                    }
                     format!(
                         "| {} | {model} {dtype} | {image_bytes} | {} | {} | {} | {} | {} |",
                         board.name,
@@ -67,6 +107,48 @@ pub fn run() -> Result<()> {
          |---|---|---|---|---|---|---|---|\n{}\n",
         rows.join("\n")
     );
+    let mut trained = Vec::new();
+    for &(name, dir, dtype, what) in TRAINED {
+        let board = boards::Board::named(name)?;
+        let image = host::shipped_image(dir, dtype)?;
+        let image_bytes = std::fs::metadata(&image)?.len();
+        let req = RunRequest {
+            board,
+            firmware: Firmware::Generate,
+            image: &image,
+            prompt: DEFAULT_PROMPT,
+            n: DEFAULT_N,
+            defmt: false,
+            echo: false,
+            opts: BuildOpts::default(),
+        };
+        let r = boards::build_and_run(&req)
+            .and_then(|r| r.report())
+            .with_context(|| format!("{name} with {dir} {dtype}"))?;
+        println!("{}", r.stats_line());
+        let cells = format!(
+            "{} | {} | {} | {} | {} |",
+            r.sizes.flash,
+            r.sizes.ram,
+            r.get("stack_bytes"),
+            r.get("state_bytes"),
+            r.get("instructions_per_token"),
+        );
+        trained.push(format!(
+            "| {name} | `{dir}` {dtype} | {image_bytes} | {cells}"
+        ));
+        compact.push(format!("| {name} | {} | {what} | {cells}", board.core));
+    }
+    let trained = format!(
+        "| board | model | image bytes | flash bytes | RAM bytes | stack bytes | state bytes | instructions/token |\n\
+         |---|---|---|---|---|---|---|---|\n{}\n",
+        trained.join("\n")
+    );
+    let compact = format!(
+        "| board | core | image | flash bytes | RAM bytes | stack bytes | state bytes | instructions/token |\n\
+         |---|---|---|---|---|---|---|---|\n{}\n",
+        compact.join("\n")
+    );
     let boards: Vec<String> = BOARDS
         .iter()
         .map(|b| format!("`{}` {}", b.name, b.about))
@@ -85,7 +167,12 @@ pub fn run() -> Result<()> {
            tokens fed. These are instruction counts, not cycles: M3 and rv32imac have no FPU (soft float).\n\n\
          Boards: {boards}.\n\n\
          Models are the random-weight fixtures of tests/fixtures (vocab 256, byte tokenizer); see\n\
-         boards/README.md for the memory maps.\n\n{table}"
+         boards/README.md for the memory maps.\n\n{table}\n\
+         ## Trained language models\n\n\
+         The byte-level LMs of models/lm (docs/models.md), same run (prompt {DEFAULT_PROMPT:?},\n\
+         {DEFAULT_N} greedy tokens), on the boards they are made for: `small` fits the M3's real\n\
+         256 KB / 64 KB at int8, `large` is for the M4F (f32 is what `cargo xtask demo` runs; int8\n\
+         takes more instructions on the M4F, whose FPU makes f32 cheap).\n\n{trained}"
     );
     let path = boards::root_dir().join("docs").join("boards.md");
     std::fs::create_dir_all(path.parent().unwrap())?;
@@ -97,7 +184,7 @@ pub fn run() -> Result<()> {
         if let (Some(a), Some(b)) = (text.find(START), text.find(END)) {
             if a < b {
                 let new = format!(
-                    "{}{START}\n{table}{END}{}",
+                    "{}{START}\n{compact}{END}{}",
                     &text[..a],
                     &text[b + END.len()..]
                 );
