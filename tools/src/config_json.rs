@@ -150,6 +150,12 @@ impl Fields {
 fn parse_gdn(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     let num_heads = f.int("num_heads", None, 1)?;
     let head_k_dim = f.head_dim(hidden, num_heads)?;
+    gdn_rest(f, num_heads, head_k_dim)
+}
+
+/// The rest of a GDN layer once its head count and head size are known (their
+/// defaults differ between ferrite's config.json and fla's).
+pub(crate) fn gdn_rest(f: &mut Fields, num_heads: u32, head_k_dim: u32) -> Result<LayerConfig> {
     let num_v_heads = f.int("num_v_heads", Some(num_heads as u64), 1)?;
     if num_v_heads % num_heads != 0 {
         bail!(

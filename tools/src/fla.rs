@@ -10,7 +10,7 @@
 
 use anyhow::{bail, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
-use ferrite::mixers::{GdnConfig, SwaConfig};
+use ferrite::mixers::SwaConfig;
 use serde_json::Value;
 
 use crate::config_json::{Config, Fields};
@@ -193,21 +193,7 @@ fn gdn_layer(f: &mut Fields) -> Result<LayerConfig> {
     f.choice("output_gate_activation", &["swish", "silu"], Some("swish"))?;
     let num_heads = f.int("num_heads", Some(6), 1)?;
     let head_k_dim = f.int("head_dim", Some(256), 1)?;
-    let num_v_heads = f.int("num_v_heads", Some(num_heads as u64), 1)?;
-    if num_v_heads % num_heads != 0 {
-        bail!("config: num_v_heads {num_v_heads} must be a multiple of num_heads {num_heads}");
-    }
-    let expand_v = f.positive("expand_v", 2.0)?;
-    let head_v_dim = f.exact_div(head_k_dim as f64 * expand_v, 1, "head_dim * expand_v")?;
-    Ok(LayerConfig::Gdn(GdnConfig {
-        num_heads,
-        num_v_heads,
-        head_k_dim,
-        head_v_dim,
-        conv_size: f.int("conv_size", Some(4), 1)?,
-        use_gate: f.flag("use_gate", true)?,
-        allow_neg_eigval: f.flag("allow_neg_eigval", false)?,
-    }))
+    crate::config_json::gdn_rest(f, num_heads, head_k_dim)
 }
 
 fn gsa_layer(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {

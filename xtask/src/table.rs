@@ -53,16 +53,7 @@ pub fn run() -> Result<()> {
         for &(model, dtype) in MODELS {
             let image = host::fixture_image(model, dtype)?;
             let image_bytes = std::fs::metadata(&image)?.len();
-            let req = RunRequest {
-                board,
-                firmware: Firmware::Generate,
-                image: &image,
-                prompt: DEFAULT_PROMPT,
-                n: DEFAULT_N,
-                defmt: false,
-                echo: false,
-                opts: BuildOpts::default(),
-            };
+            let req = table_run(board, &image);
             let row = match boards::build_and_run(&req).and_then(|r| r.report()) {
                 Ok(r) => {
                     println!("{}", r.stats_line());
@@ -112,16 +103,7 @@ pub fn run() -> Result<()> {
         let board = boards::Board::named(name)?;
         let image = host::shipped_image(dir, dtype)?;
         let image_bytes = std::fs::metadata(&image)?.len();
-        let req = RunRequest {
-            board,
-            firmware: Firmware::Generate,
-            image: &image,
-            prompt: DEFAULT_PROMPT,
-            n: DEFAULT_N,
-            defmt: false,
-            echo: false,
-            opts: BuildOpts::default(),
-        };
+        let req = table_run(board, &image);
         let r = boards::build_and_run(&req)
             .and_then(|r| r.report())
             .with_context(|| format!("{name} with {dir} {dtype}"))?;
@@ -194,4 +176,18 @@ pub fn run() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The run every table row is measured with: `generate`, default prompt and N, greedy.
+fn table_run<'a>(board: &'static boards::Board, image: &'a std::path::Path) -> RunRequest<'a> {
+    RunRequest {
+        board,
+        firmware: Firmware::Generate,
+        image,
+        prompt: DEFAULT_PROMPT,
+        n: DEFAULT_N,
+        defmt: false,
+        echo: false,
+        opts: BuildOpts::default(),
+    }
 }
