@@ -185,56 +185,6 @@ impl Firmware {
     }
 }
 
-/// Makes sure both QEMU system emulators exist, installing them with apt-get
-/// (as root) when they do not.
-pub fn ensure_qemu() -> Result<()> {
-    let have = |bin: &str| {
-        Command::new(bin)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok()
-    };
-    if have("qemu-system-arm") && have("qemu-system-riscv32") {
-        return Ok(());
-    }
-    eprintln!("QEMU not found: installing qemu-system-arm and qemu-system-misc with apt-get ...");
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0"))
-        .unwrap_or(false);
-    let sudo: &[&str] = if root { &[] } else { &["sudo", "-n"] };
-    let apt = |args: &[&str]| -> Result<()> {
-        let mut argv: Vec<&str> = sudo.to_vec();
-        argv.push("apt-get");
-        argv.extend_from_slice(args);
-        let status = Command::new(argv[0])
-            .args(&argv[1..])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .with_context(|| format!("running {}", argv.join(" ")))?;
-        if !status.success() {
-            bail!("`{}` failed ({status}); install QEMU by hand: apt-get install qemu-system-arm qemu-system-misc", argv.join(" "));
-        }
-        Ok(())
-    };
-    apt(&["update", "-q"])?;
-    apt(&[
-        "install",
-        "-y",
-        "-q",
-        "--no-install-recommends",
-        "qemu-system-arm",
-        "qemu-system-misc",
-    ])?;
-    if !(have("qemu-system-arm") && have("qemu-system-riscv32")) {
-        bail!("QEMU still missing after apt-get install");
-    }
-    Ok(())
-}
-
 /// What to build and run.
 pub struct RunRequest<'a> {
     pub board: &'static Board,
@@ -447,7 +397,7 @@ pub struct Sizes {
 }
 
 pub fn sizes(elf: &Path) -> Result<Sizes> {
-    let out = Command::new(llvm_size()?)
+    let out = Command::new(crate::setup::llvm_size()?)
         .arg("-A")
         .arg(elf)
         .output()
@@ -482,31 +432,6 @@ pub fn sizes(elf: &Path) -> Result<Sizes> {
         }
     }
     Ok(Sizes { flash, ram })
-}
-
-fn llvm_size() -> Result<PathBuf> {
-    let sysroot = Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .output()
-        .context("rustc --print sysroot")?;
-    let sysroot = PathBuf::from(String::from_utf8(sysroot.stdout)?.trim());
-    let vv = Command::new("rustc")
-        .arg("-vV")
-        .output()
-        .context("rustc -vV")?;
-    let vv = String::from_utf8(vv.stdout)?;
-    let host = vv
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .context("rustc -vV: no host")?;
-    let p = sysroot.join("lib/rustlib").join(host).join("bin/llvm-size");
-    if !p.exists() {
-        bail!(
-            "{} missing: run `rustup component add llvm-tools`",
-            p.display()
-        );
-    }
-    Ok(p)
 }
 
 /// One finished QEMU run.

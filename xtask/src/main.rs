@@ -14,6 +14,7 @@
 mod boards;
 mod evalboard;
 mod host;
+mod setup;
 mod suite;
 mod table;
 mod test;
@@ -50,6 +51,8 @@ usage: cargo xtask <command>
                                           run the OTA example: the image arrives at run time over semihosting
   test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
+  setup                                   install what the other commands need and a fresh machine lacks: the
+                                          targets and components of rust-toolchain.toml (rustup), QEMU (apt-get)
   test                                    every check (the README's test command and CI): fmt, clippy,
                                           rustdoc, cargo test, embedded builds, Python tests, test-boards
 boards: m4f m7 m55 m3 rv32imac rv32imafc";
@@ -154,7 +157,7 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
     let opts = parse(rest)?;
     match cmd.as_str() {
         "demo" => {
-            boards::ensure_qemu()?;
+            setup::ensure_board_tools()?;
             let (image, dtype) = match opts.image {
                 Some(i) => (i, opts.dtype),
                 None => (DEMO_MODEL.into(), Some(DEMO_DTYPE.into())),
@@ -171,24 +174,29 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             })
         }
         "eval-board" => {
-            boards::ensure_qemu()?;
+            setup::ensure_board_tools()?;
             eval_board_cmd(&opts)
         }
         "board" => {
-            boards::ensure_qemu()?;
+            setup::ensure_board_tools()?;
             board_cmd(&opts)
         }
         "ota" => {
-            boards::ensure_qemu()?;
+            setup::ensure_board_tools()?;
             ota_cmd(&opts)
         }
         "test-boards" => {
-            boards::ensure_qemu()?;
+            setup::ensure_board_tools()?;
             suite::run(opts.overwrite)
         }
         "test" => test::run(),
+        "setup" => {
+            setup::ensure_board_tools()?;
+            eprintln!("setup: the targets, components and QEMU the commands need are installed");
+            Ok(ExitCode::SUCCESS)
+        }
         "board-table" => {
-            boards::ensure_qemu()?;
+            setup::ensure_board_tools()?;
             table::run().map(|()| ExitCode::SUCCESS)
         }
         "-h" | "--help" | "help" => {

@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::boards::{ensure_qemu, root_dir};
+use crate::boards::root_dir;
+use crate::setup::{self, Toolchain};
 use crate::{host, suite};
 
 /// One step: a name and how to run it.
@@ -118,14 +119,7 @@ fn steps() -> Vec<Step> {
             name: "runtime builds for every embedded target",
             run: Box::new(|| {
                 let mut ok = true;
-                for target in [
-                    "thumbv6m-none-eabi",
-                    "thumbv7m-none-eabi",
-                    "thumbv7em-none-eabihf",
-                    "thumbv8m.main-none-eabihf",
-                    "riscv32imac-unknown-none-elf",
-                    "riscv32imafc-unknown-none-elf",
-                ] {
+                for target in &Toolchain::of_repo()?.targets {
                     let mut c = cargo();
                     c.args([
                         "build",
@@ -136,7 +130,7 @@ fn steps() -> Vec<Step> {
                         "--features",
                         "defmt",
                         "--target",
-                        target,
+                        target.as_str(),
                     ]);
                     ok &= status(c)?;
                 }
@@ -158,7 +152,7 @@ fn steps() -> Vec<Step> {
         Step {
             name: "boards under QEMU (cargo xtask test-boards)",
             run: Box::new(|| {
-                ensure_qemu()?;
+                setup::ensure_qemu()?;
                 Ok(suite::run(false)? == ExitCode::SUCCESS)
             }),
         },
@@ -172,6 +166,9 @@ pub fn run() -> Result<ExitCode> {
         Path::new(&root).join("Cargo.toml").exists(),
         "not in the ferrite repository"
     );
+    // A fresh machine has only the host target: add what the checks build for.
+    setup::ensure_targets()?;
+    setup::ensure_components()?;
     let mut failed = Vec::new();
     let steps = steps();
     for step in &steps {
