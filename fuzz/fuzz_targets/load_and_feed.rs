@@ -38,7 +38,9 @@ fn exercise(image: &[u8]) {
     let tokenizer = model.tokenizer();
     let text = &image[..image.len().min(512)];
     let mut ids = vec![0u32; text.len()];
-    let n = tokenizer.encode(text, &mut ids).expect("len(text) ids always suffice");
+    let n = tokenizer
+        .encode(text, &mut ids)
+        .expect("len(text) ids always suffice");
     let back: Vec<u8> = ids[..n]
         .iter()
         .flat_map(|&t| tokenizer.decode(t).iter().copied())

@@ -251,28 +251,34 @@ impl BuildOpts {
 pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     let board = req.board;
     let (flash, ram) = board.budget()?;
-    if matches!(req.firmware, Firmware::Generate | Firmware::Eval) {
-        let len = std::fs::metadata(req.image)
-            .with_context(|| req.image.display().to_string())?
-            .len();
-        if len > flash {
+    // The image is checked with the runtime's own loader before a firmware
+    // embeds it (a bad one would otherwise fail inside rustc's const eval).
+    let facts = if matches!(req.firmware, Firmware::Generate | Firmware::Eval) {
+        let facts = crate::image_check::check(req.image)?;
+        if facts.bytes > flash {
             bail!(
-                "image {} ({len} bytes) does not fit board {}: its flash budget is {} KiB (boards/memory/{}); \
-                 use a smaller model or --dtype f16",
+                "image {} ({} bytes) does not fit board {}: its flash budget is {} KiB (boards/memory/{}); {}",
                 req.image.display(),
+                facts.bytes,
                 board.name,
                 flash / 1024,
-                board.memory
+                board.memory,
+                facts.fit_hint(facts.bytes - flash)
             );
         }
-    }
+        Some(facts)
+    } else {
+        None
+    };
     let mut features = format!("board-{}", board.name);
     if req.defmt {
         features.push_str(",defmt");
     }
     let bin = req.firmware.bin();
-    eprintln!("building {bin} for {} ({}) ...", board.name, board.target);
-    let stable = stable_root()?;
+    eprintln!(
+        "building the {bin} firmware for {} ({}; the first build of a target takes a minute) ...",
+        board.name, board.target
+    );
     let mut cmd = Command::new(cargo());
     cmd.current_dir(boards_dir())
         .args([
@@ -286,23 +292,9 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             "--bin",
             bin,
         ])
-        // Build through a fixed path to the checkout: package ids (and with them
-        // crate hashes, symbol order, code layout and so instruction counts) and
-        // the paths in panic locations must not depend on where the repository
-        // lies, or CI's clone would not match the committed expected files.
-        // Cargo appends these flags to boards/.cargo/config.toml's per-target
-        // ones (arrays from several config sources concatenate).
-        .arg("--manifest-path")
-        .arg(stable.join("boards").join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(boards_dir().join("target"))
-        .arg("--config")
-        .arg(format!(
-            "target.{}.rustflags=[\"--remap-path-prefix={}=/ferrite\", \"--remap-path-prefix={}=/ferrite\"]",
-            board.target,
-            stable.display(),
-            root_dir().display()
-        ))
+        // boards/ reaches the runtime through its `runtime` link, so every
+        // path is relative to boards/: the firmware does not depend on where
+        // the checkout lies (see boards/Cargo.toml).
         .env("FERRITE_PROMPT", req.prompt)
         .env("FERRITE_N", req.n.to_string())
         .env("FERRITE_TEMPERATURE", req.opts.temperature.to_string())
@@ -334,8 +326,15 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             .lines()
             .find(|l| l.contains("will not fit in region") || l.contains("overflowed by"))
         {
+            let over = overflow_bytes(&stderr);
+            let hint = match (&facts, over) {
+                (Some(f), Some(over)) if line.contains("FLASH") => {
+                    format!("; {}", f.fit_hint(over))
+                }
+                _ => String::new(),
+            };
             bail!(
-                "image {} does not fit board {} (flash {} KiB, RAM {} KiB in boards/memory/{}): {}",
+                "image {} does not fit board {} (flash {} KiB, RAM {} KiB in boards/memory/{}): {}{hint}",
                 req.image.display(),
                 board.name,
                 flash / 1024,
@@ -364,27 +363,17 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     Ok(elf)
 }
 
-/// A symlink at a fixed place (`$TMPDIR/ferrite-boards-src`) to this checkout,
-/// re-pointed when another checkout used it last (so two checkouts must not
-/// build boards at the same time).
-fn stable_root() -> Result<PathBuf> {
-    let link = std::env::temp_dir().join("ferrite-boards-src");
-    let root = root_dir();
-    if std::fs::read_link(&link).is_ok_and(|target| target == root) {
-        return Ok(link);
-    }
-    match std::fs::remove_file(&link) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("removing {}", link.display())),
-    }
-    std::os::unix::fs::symlink(&root, &link)
-        .with_context(|| format!("linking {} to {}", link.display(), root.display()))?;
-    Ok(link)
-}
-
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// The largest "overflowed by N bytes" of a linker's message.
+fn overflow_bytes(stderr: &str) -> Option<u64> {
+    stderr
+        .split("overflowed by ")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .max()
 }
 
 /// Flash and RAM of an ELF, from `llvm-size -A`.
@@ -454,6 +443,12 @@ pub fn run_qemu(
     timeout_s: u64,
 ) -> Result<Run> {
     let sizes = sizes(elf)?;
+    if echo {
+        eprintln!(
+            "running it under QEMU ({} -machine {}, instructions counted) ...",
+            board.qemu, board.machine
+        );
+    }
     let mut cmd = Command::new("timeout");
     cmd.arg(timeout_s.to_string())
         .arg(board.qemu)

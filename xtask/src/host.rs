@@ -16,6 +16,7 @@ pub fn ferrite() -> Result<&'static Path> {
         return Ok(p);
     }
     let root = root_dir();
+    eprintln!("building the host CLI (cargo build --release -p ferrite-tools) ...");
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(&root)
         .args([
@@ -62,6 +63,8 @@ pub fn model_image(dir: &Path, model: &str, dtype: &str) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(images_dir())?;
     let out = images_dir().join(format!("{model}.{dtype}.fer"));
+    let shown = dir.strip_prefix(root_dir()).unwrap_or(dir);
+    eprintln!("quantizing {} to {dtype} ...", shown.display());
     let o = Command::new(ferrite()?)
         .arg("quantize")
         .arg(dir)

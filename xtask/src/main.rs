@@ -13,7 +13,9 @@
 
 mod boards;
 mod evalboard;
+mod fuzz;
 mod host;
+mod image_check;
 mod setup;
 mod suite;
 mod table;
@@ -51,6 +53,8 @@ usage: cargo xtask <command>
                                           run the OTA example: the image arrives at run time over semihosting
   test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
+  fuzz [--seconds N]                      build the libFuzzer target (fuzz/) on stable and run it N s (60)
+                                          over the committed corpus; fails on a crash
   setup                                   install what the other commands need and a fresh machine lacks: the
                                           targets and components of rust-toolchain.toml (rustup), QEMU (apt-get)
   test                                    every check (the README's test command and CI): fmt, clippy,
@@ -87,6 +91,50 @@ struct Opts {
     chunk: Option<usize>,
     pairs: Option<usize>,
     seq_len: Option<usize>,
+    help: bool,
+    seconds: Option<u64>,
+}
+
+impl Opts {
+    /// Refuses values the firmware's build script would reject, before
+    /// anything is built (one line each, not a build-script panic).
+    fn check(&self) -> Result<()> {
+        if self.n == Some(0) {
+            bail!("-n 0: the firmware needs at least one token (or MQAR sequence)");
+        }
+        if let Some(p) = &self.prompt {
+            if p.is_empty() {
+                bail!("--prompt must not be empty");
+            }
+        }
+        if let Some(c) = self.chunk {
+            if c < 2 {
+                bail!("--chunk {c}: needs at least 2 tokens per chunk");
+            }
+        }
+        if let Some(t) = self.temperature {
+            if !(t >= 0.0 && t.is_finite()) {
+                bail!("--temperature {t}: must be a finite number >= 0");
+            }
+        }
+        if let Some(p) = self.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                bail!("--top-p {p}: must be in (0, 1]");
+            }
+        }
+        let pairs = self.pairs.unwrap_or(8);
+        let seq_len = self.seq_len.unwrap_or(64);
+        if !(1..=64).contains(&pairs) {
+            bail!("--pairs {pairs}: MQAR takes 1 to 64 key-value pairs");
+        }
+        if seq_len < 4 * pairs {
+            bail!(
+                "--seq-len {seq_len}: MQAR with {pairs} pairs needs at least {}",
+                4 * pairs
+            );
+        }
+        Ok(())
+    }
 }
 
 fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
@@ -115,6 +163,8 @@ fn parse(args: &[String]) -> Result<Opts> {
         chunk: None,
         pairs: None,
         seq_len: None,
+        help: false,
+        seconds: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -141,6 +191,8 @@ fn parse(args: &[String]) -> Result<Opts> {
             "--defmt" => o.defmt = true,
             "--corrupt" => o.corrupt = true,
             "--overwrite" => o.overwrite = true,
+            "-h" | "--help" => o.help = true,
+            "--seconds" => o.seconds = Some(number(a, &value(a)?)?),
             s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
             s if o.board.is_none() => o.board = Some(s.to_string()),
             s => bail!("unexpected argument {s}\n{USAGE}"),
@@ -154,7 +206,16 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
         eprintln!("{USAGE}");
         return Ok(ExitCode::FAILURE);
     };
+    if matches!(cmd.as_str(), "-h" | "--help" | "help") {
+        println!("{USAGE}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let opts = parse(rest)?;
+    if opts.help {
+        println!("{USAGE}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    opts.check()?;
     match cmd.as_str() {
         "demo" => {
             setup::ensure_board_tools()?;
@@ -190,6 +251,11 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             suite::run(opts.overwrite)
         }
         "test" => test::run(),
+        "fuzz" => Ok(if fuzz::run(opts.seconds.unwrap_or(60))? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }),
         "setup" => {
             setup::ensure_board_tools()?;
             eprintln!("setup: the targets, components and QEMU the commands need are installed");
@@ -198,10 +264,6 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
         "board-table" => {
             setup::ensure_board_tools()?;
             table::run().map(|()| ExitCode::SUCCESS)
-        }
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
         }
         other => bail!("unknown command {other}\n{USAGE}"),
     }

@@ -85,6 +85,11 @@ fn sysroot_and_host() -> Result<(PathBuf, String)> {
     Ok((sysroot, host))
 }
 
+/// The host's target triple (`rustc -vV`).
+pub fn host_triple() -> Result<String> {
+    Ok(sysroot_and_host()?.1)
+}
+
 /// Runs `rustup <args>` in the repository root, streaming its output.
 fn rustup(args: &[&str]) -> Result<bool> {
     eprintln!("setup: rustup {}", args.join(" "));

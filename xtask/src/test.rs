@@ -78,6 +78,20 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
+            name: "cargo fmt --check (boards, fuzz)",
+            run: Box::new(|| {
+                let mut ok = true;
+                for dir in ["boards", "fuzz"] {
+                    let mut c = cargo();
+                    c.args(["fmt", "--manifest-path"])
+                        .arg(root_dir().join(dir).join("Cargo.toml"))
+                        .args(["--", "--check"]);
+                    ok &= status(c)?;
+                }
+                Ok(ok)
+            }),
+        },
+        Step {
             name: "cargo clippy -D warnings",
             run: Box::new(|| {
                 status({
@@ -92,6 +106,36 @@ fn steps() -> Vec<Step> {
                     ]);
                     c
                 })
+            }),
+        },
+        Step {
+            name: "cargo clippy -D warnings (boards on Arm and RISC-V, fuzz)",
+            run: Box::new(|| {
+                let image = host::fixture_image(crate::boards::DEFAULT_MODEL, "f32")?;
+                let mut ok = true;
+                for (target, board) in [
+                    ("thumbv7em-none-eabihf", "board-m4f"),
+                    ("riscv32imac-unknown-none-elf", "board-rv32imac"),
+                ] {
+                    let mut c = cargo();
+                    c.current_dir(root_dir().join("boards"))
+                        .args([
+                            "clippy",
+                            "--quiet",
+                            "--release",
+                            "--bins",
+                            "--target",
+                            target,
+                        ])
+                        .args(["--features", board, "--", "-D", "warnings"])
+                        .env("FERRITE_IMAGE", &image);
+                    ok &= status(c)?;
+                }
+                let mut c = cargo();
+                c.current_dir(root_dir().join("fuzz"))
+                    .args(["clippy", "--quiet", "--", "-D", "warnings"]);
+                ok &= status(c)?;
+                Ok(ok)
             }),
         },
         Step {
@@ -148,6 +192,10 @@ fn steps() -> Vec<Step> {
                     .env("FERRITE_BIN", ferrite);
                 status(c)
             }),
+        },
+        Step {
+            name: "fuzz smoke (cargo xtask fuzz --seconds 60)",
+            run: Box::new(|| crate::fuzz::run(60)),
         },
         Step {
             name: "boards under QEMU (cargo xtask test-boards)",

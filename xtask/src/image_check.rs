@@ -1,0 +1,146 @@
+//! Checks an image on the host, with the runtime's own loader, before a
+//! firmware embeds it: a bad image is one line from `ferrite::Model::load`
+//! instead of a rustc const-evaluation dump, and an image that does not fit
+//! a board gets a hint that names a storage type that would.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use ferrite::image::DType;
+
+/// What the fit hint needs to know of a loaded image.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageFacts {
+    /// Bytes of the image file.
+    pub bytes: u64,
+    /// Elements of the tensors that may be quantized (weight matrices).
+    pub matrix_params: u64,
+    /// Elements of the tensors that stay f32 (norms, gates, biases).
+    pub other_params: u64,
+    /// Quantization group of the image's quantized tensors (32 when none is).
+    pub group: u64,
+}
+
+/// Loads `path` with [`ferrite::Model::load`]; the runtime's error is the message.
+pub fn check(path: &Path) -> Result<ImageFacts> {
+    let bytes = std::fs::read(path).with_context(|| format!("--image {}", path.display()))?;
+    // Model::load wants the image on a 16-byte boundary, as in flash.
+    let mut words = vec![0u128; bytes.len().div_ceil(16)];
+    bytemuck::cast_slice_mut::<u128, u8>(&mut words)[..bytes.len()].copy_from_slice(&bytes);
+    let aligned = &bytemuck::cast_slice::<u128, u8>(&words)[..bytes.len()];
+    let model = ferrite::Model::load(aligned)
+        .map_err(|e| anyhow::anyhow!("image {} is not usable: {e}", path.display()))?;
+    let mut facts = ImageFacts {
+        bytes: bytes.len() as u64,
+        matrix_params: 0,
+        other_params: 0,
+        group: 32,
+    };
+    for index in 0..model.tensor_count() {
+        let e = model.entry(index)?;
+        let numel = e
+            .dims
+            .iter()
+            .filter(|&&d| d != 0)
+            .map(|&d| u64::from(d))
+            .product::<u64>();
+        let is_matrix = e.dtype.is_quantized() || e.dims[1] != 0 && e.dims[2] == 0;
+        if is_matrix {
+            facts.matrix_params += numel;
+        } else {
+            facts.other_params += numel;
+        }
+        if e.dtype.is_quantized() {
+            facts.group = u64::from(e.group_size);
+        }
+    }
+    Ok(facts)
+}
+
+impl ImageFacts {
+    /// Approximate image bytes at storage type `dtype` (payloads and scales;
+    /// headers, tables and alignment are what the current image has on top).
+    pub fn estimate(&self, dtype: DType) -> u64 {
+        let matrix = match dtype {
+            DType::F32 => 4 * self.matrix_params,
+            DType::F16 => 2 * self.matrix_params,
+            DType::I8 => self.matrix_params + 4 * self.matrix_params / self.group.max(1),
+            DType::I4 => {
+                self.matrix_params.div_ceil(2) + 4 * self.matrix_params / self.group.max(1)
+            }
+        };
+        matrix + 4 * self.other_params
+    }
+
+    /// A hint for an image that is `over` bytes too large for a board: the
+    /// widest storage type whose image would fit, or that none would.
+    pub fn fit_hint(&self, over: u64) -> String {
+        let current: u64 = [DType::F32, DType::F16, DType::I8, DType::I4]
+            .into_iter()
+            .map(|d| self.estimate(d))
+            .filter(|&e| e <= self.bytes)
+            .max()
+            .unwrap_or(self.bytes);
+        let overhead = self.bytes.saturating_sub(current);
+        let limit = self.bytes.saturating_sub(over);
+        let fits = [
+            (DType::F16, "f16"),
+            (DType::I8, "int8"),
+            (DType::I4, "int4"),
+        ]
+        .into_iter()
+        .find(|&(d, _)| self.estimate(d) + overhead <= limit && self.estimate(d) < current);
+        match fits {
+            Some((d, name)) => format!(
+                "an image of this model at --dtype {name} would take about {} KiB and fit",
+                (self.estimate(d) + overhead).div_ceil(1024)
+            ),
+            None => format!(
+                "no storage type fits: even int4 takes about {} KiB of the {} KiB the image may use; \
+                 use a smaller model or a board with more flash",
+                (self.estimate(DType::I4) + overhead).div_ceil(1024),
+                limit / 1024
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(bytes: u64) -> ImageFacts {
+        // 100k matrix params and 1k others, stored at f32.
+        ImageFacts {
+            bytes,
+            matrix_params: 100_000,
+            other_params: 1_000,
+            group: 32,
+        }
+    }
+
+    #[test]
+    fn hint_names_the_widest_type_that_fits() {
+        let f32_image = facts(404_000 + 2_000);
+        // 210 KB too large: f16 (~206 KB) does not fit in 196 KB, int8 does.
+        let hint = f32_image.fit_hint(210_000);
+        assert!(hint.contains("--dtype int8"), "{hint}");
+        // 100 KB too large: f16 fits.
+        assert!(f32_image.fit_hint(100_000).contains("--dtype f16"));
+        // Nothing fits when only 10 KB may remain.
+        let hint = f32_image.fit_hint(396_000);
+        assert!(hint.starts_with("no storage type fits"), "{hint}");
+    }
+
+    #[test]
+    fn a_bad_image_is_the_runtime_error_in_one_line() {
+        let dir = std::env::temp_dir().join(format!("xtask-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.fer");
+        std::fs::write(&path, b"not an image at all").unwrap();
+        let err = format!("{:#}", check(&path).unwrap_err());
+        assert!(err.contains("is not usable"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
