@@ -12,8 +12,8 @@
 //! Four token-mixer families, freely mixed in one stack: [`mixers::GdnConfig`]
 //! (Gated DeltaNet), [`mixers::GsaConfig`] (Gated Slot Attention),
 //! [`mixers::SwaConfig`] (sliding-window attention with sinks) and
-//! [`mixers::BlaConfig`] (Blurry Window Attention). `SPEC.md` (shared with the
-//! Python reference) defines the maths; `docs/image-format.md` the image.
+//! [`mixers::BlaConfig`] (Blurry Window Attention). `docs/spec.md` (shared with
+//! the Python reference) defines the maths; `docs/image-format.md` the image.
 //!
 //! The exact buffer a model needs is a `const fn` of its image, so a board
 //! sizes a `static` at compile time (the whole program:

@@ -1,4 +1,4 @@
-//! The runtime against the independent f64 numpy reference (SPEC.md §5):
+//! The runtime against the independent f64 numpy reference (docs/spec.md §5):
 //! max |logit difference| <= 1e-4 on every committed fixture (80 tokens each).
 
 use ferrite_tests::{expected, fixture_dirs, image_of, max_abs_diff};

@@ -1,4 +1,4 @@
-//! Properties that make the mixer definitions trustworthy (issue 2, point 8):
+//! Properties that make the mixer definitions trustworthy (docs/spec.md §3.4):
 //! full-resolution BLA is SWA, long streams stay finite in constant memory,
 //! and `reset()` reproduces a run exactly. (BLA's slot form = mode form is a
 //! unit test of the runtime's slot update in `runtime/src/mixers/bla.rs`.)

@@ -1,6 +1,6 @@
 //! Quantized images: which tensors get quantized, how big the images are
-//! (issue 3 point 7) and how close their logits stay to the f32 path on the
-//! reference fixtures (point 8). The numbers are in docs/quantization.md;
+//! (within 3% of params x bits / 8 + scales) and how close their logits stay
+//! to the f32 path on the reference fixtures. The numbers are in docs/quantization.md;
 //! `cargo test -p ferrite-tests --test quantize -- --nocapture` prints them.
 
 use ferrite::image::{DType, TensorSpec};

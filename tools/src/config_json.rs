@@ -1,6 +1,6 @@
-//! `config.json` (SPEC.md §1) to the image's binary configuration.
+//! `config.json` (docs/spec.md §1.2) to the image's binary configuration.
 //!
-//! Strict: every field is type-checked, every SPEC default is filled in, and an
+//! Strict: every field is type-checked, every default of docs/spec.md §1.2 is filled in, and an
 //! unknown mixer kind or field is an error naming it (a field ferrite does not
 //! understand may change the maths, so it is never ignored). The defaults match
 //! the Python reference (`tools/python/ferrite_ref/config.py`).
@@ -288,7 +288,7 @@ pub struct Config {
     pub layers: Vec<LayerConfig>,
 }
 
-/// Parses a `config.json` value (SPEC.md §1).
+/// Parses a `config.json` value (docs/spec.md §1.2).
 pub fn parse(value: &Value) -> Result<Config> {
     let mut f = Fields::new(value, "config")?;
     f.choice("model_type", &["ferrite"], Some("ferrite"))?;

@@ -136,7 +136,7 @@ impl ModelDir {
         Self::open_with(dir, &FlaOptions::default())
     }
 
-    /// Reads `dir/config.json` (ferrite's SPEC.md format, or an fla checkpoint's)
+    /// Reads `dir/config.json` (ferrite's format, docs/spec.md §1.2, or an fla checkpoint's)
     /// and `dir/model.safetensors` (or its shards).
     pub fn open_with(dir: &Path, fla_options: &FlaOptions) -> Result<ModelDir> {
         let config_path = dir.join("config.json");

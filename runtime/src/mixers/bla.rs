@@ -1,4 +1,4 @@
-//! `bla` — Blurry Window Attention (SPEC.md §3.4; the project's definition,
+//! `bla` — Blurry Window Attention (docs/spec.md §3.4; the project's definition,
 //! built from what arXiv 2606.09862 states in its introduction).
 //!
 //! BLA is an ABC method (attention with bounded-memory control) whose memory is

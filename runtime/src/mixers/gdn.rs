@@ -1,4 +1,4 @@
-//! `gdn` — Gated DeltaNet (fla `GatedDeltaNet` semantics, SPEC.md §3.1).
+//! `gdn` — Gated DeltaNet (fla `GatedDeltaNet` semantics, docs/spec.md §3.1).
 //!
 //! Per value head `j` (q/k head `h = j / (HV/H)`), with `S_j: [V, K]`:
 //! ```text

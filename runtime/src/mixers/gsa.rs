@@ -1,4 +1,4 @@
-//! `gsa` — Gated Slot Attention (fla `GatedSlotAttention` semantics, SPEC.md §3.2).
+//! `gsa` — Gated Slot Attention (fla `GatedSlotAttention` semantics, docs/spec.md §3.2).
 //!
 //! `M` memory slots per head, written with data-dependent forget gates
 //! `alpha = exp(logsigmoid(f_proj x) / normalizer)`, read with a softmax over slots.

@@ -1,4 +1,4 @@
-//! `swa` — sliding-window softmax attention with attention sinks (SPEC.md §3.3).
+//! `swa` — sliding-window softmax attention with attention sinks (docs/spec.md §3.3).
 //!
 //! The query at stream position `t` sees itself, the `W - 1` previous tokens
 //! and the first `S_eff = sinks + pinned` tokens of the stream, each key once.

@@ -1,4 +1,4 @@
-"""``bla`` — Blurry Window Attention (SPEC §3.4).
+"""``bla`` — Blurry Window Attention (docs/spec.md §3.4).
 
 N slots at phases u_n = n P / N hold a kernel-blurred window of the last
 period; token t writes slot n with weight phi_n(t) = kernel(2 pi (u_n - r)/P)/P,

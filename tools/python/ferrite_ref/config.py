@@ -1,6 +1,6 @@
-"""Parse and validate ``config.json`` (SPEC.md §1) into fully defaulted configs.
+"""Parse and validate ``config.json`` (docs/spec.md §1.2) into fully defaulted configs.
 
-Every field is type-checked, every default of SPEC §1 is filled in, and
+Every field is type-checked, every default of docs/spec.md §1.2 is filled in, and
 unknown mixer kinds or unknown fields raise ``ValueError`` naming them: a field
 the reference does not understand may change the maths, so it is never ignored.
 """
@@ -18,7 +18,7 @@ _REQUIRED = object()
 
 @dataclass(frozen=True)
 class GdnConfig:
-    """Gated DeltaNet (SPEC §3.1): H q/k heads of size K, HV value heads of size V."""
+    """Gated DeltaNet (docs/spec.md §3.1): H q/k heads of size K, HV value heads of size V."""
 
     num_heads: int
     head_dim: int  # K
@@ -31,7 +31,7 @@ class GdnConfig:
 
 @dataclass(frozen=True)
 class GsaConfig:
-    """Gated Slot Attention (SPEC §3.2): H query heads, Hkv kv heads, M slots."""
+    """Gated Slot Attention (docs/spec.md §3.2): H query heads, Hkv kv heads, M slots."""
 
     num_heads: int
     num_kv_heads: int
@@ -44,7 +44,7 @@ class GsaConfig:
 
 @dataclass(frozen=True)
 class SwaConfig:
-    """Sliding-window softmax attention with sinks (SPEC §3.3).
+    """Sliding-window softmax attention with sinks (docs/spec.md §3.3).
 
     ``rope_theta`` None disables RoPE; config.json cannot ask for that, it
     exists only so tests can compare BLA with a plain sliding window.
@@ -64,7 +64,7 @@ class SwaConfig:
 
 @dataclass(frozen=True)
 class BlaConfig:
-    """Blurry Window Attention (SPEC §3.4): H heads, K = V = head_dim."""
+    """Blurry Window Attention (docs/spec.md §3.4): H heads, K = V = head_dim."""
 
     num_heads: int
     head_dim: int  # K = V
@@ -83,7 +83,7 @@ MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig]
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The whole model (SPEC §1)."""
+    """The whole model (docs/spec.md §1)."""
 
     vocab_size: int
     hidden_size: int  # D
@@ -278,7 +278,7 @@ def _parse_layer(raw: Any, index: int, hidden: int) -> MixerConfig:
 
 
 def parse_config(raw: Any) -> ModelConfig:
-    """Validate a config.json object and fill in SPEC §1 defaults."""
+    """Validate a config.json object and fill in docs/spec.md §1.2 defaults."""
     f = _Fields(raw, "config")
     f.choice("model_type", ("ferrite",), "ferrite")
     hidden = f.integer("hidden_size")

@@ -1,4 +1,4 @@
-"""``gdn`` — Gated DeltaNet, fla GatedDeltaNet semantics (SPEC §3.1)."""
+"""``gdn`` — Gated DeltaNet, fla GatedDeltaNet semantics (docs/spec.md §3.1)."""
 
 from __future__ import annotations
 

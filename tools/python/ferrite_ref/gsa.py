@@ -1,4 +1,4 @@
-"""``gsa`` — Gated Slot Attention, fla GSA semantics (SPEC §3.2)."""
+"""``gsa`` — Gated Slot Attention, fla GSA semantics (docs/spec.md §3.2)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 from .config import GsaConfig
 from .ops import logsigmoid, rmsnorm, silu, softmax
 
-GSA_NORM_EPS = 1e-5  # g_norm's eps is fixed by SPEC §3.2, not norm_eps
+GSA_NORM_EPS = 1e-5  # g_norm's eps is fixed (docs/spec.md §3.2), not norm_eps
 
 
 def tensor_shapes(cfg: GsaConfig, hidden: int) -> dict:

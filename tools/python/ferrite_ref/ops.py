@@ -1,4 +1,4 @@
-"""Shared numerics (SPEC §1 and §3), float64, written to be read next to SPEC.md."""
+"""Shared numerics (docs/spec.md §1 and §3), float64, written to be read next to it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 
 def softplus(z: np.ndarray) -> np.ndarray:
-    """softplus(z) = z if z > 20 else ln(1 + e^z)  (torch's threshold, SPEC §3.1)."""
+    """softplus(z) = z if z > 20 else ln(1 + e^z)  (torch's threshold, docs/spec.md conventions)."""
     return np.where(z > 20.0, z, np.log1p(np.exp(np.minimum(z, 20.0))))
 
 
@@ -29,7 +29,7 @@ def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
 
 
 def l2norm(u: np.ndarray) -> np.ndarray:
-    """u / sqrt(sum u^2 + 1e-6), over the last axis (SPEC §3.1)."""
+    """u / sqrt(sum u^2 + 1e-6), over the last axis (docs/spec.md conventions)."""
     return u / np.sqrt(np.sum(u * u, axis=-1, keepdims=True) + 1e-6)
 
 
@@ -52,7 +52,7 @@ def swiglu_mlp(x: np.ndarray, gate: np.ndarray, up: np.ndarray, down: np.ndarray
 
 
 class ShortConv:
-    """Per-channel causal convolution followed by SiLU (GDN's, SPEC §3.1).
+    """Per-channel causal convolution followed by SiLU (GDN's, docs/spec.md §3.5).
 
     The cache holds the last W raw inputs, newest at index W-1, zeros at reset:
     y_c = silu( sum_j w[c, 0, j] * cache_c[j] ).

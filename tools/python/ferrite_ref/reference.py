@@ -1,4 +1,4 @@
-"""The f64 reference model (SPEC §1): a model directory in, logits out, per token."""
+"""The f64 reference model (docs/spec.md §1): a model directory in, logits out, per token."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ _SHAPES = {GdnConfig: gdn.tensor_shapes, GsaConfig: gsa.tensor_shapes, SwaConfig
 
 
 def model_tensor_shapes(cfg: ModelConfig) -> dict:
-    """Every tensor of a model directory (SPEC §2 names) and its shape."""
+    """Every tensor of a model directory (docs/spec.md §2 names) and its shape."""
     d, i = cfg.hidden_size, cfg.intermediate_size
     shapes = {"model.embeddings.weight": (cfg.vocab_size, d)}
     for n, layer in enumerate(cfg.layers):
@@ -62,7 +62,7 @@ def _sub_dict(tensors: dict, prefix: str) -> dict:
 class Reference:
     """A model directory (config.json + model.safetensors) run token by token in f64.
 
-    ``pinned`` is the session option of SPEC §3.3: the first ``pinned`` tokens
+    ``pinned`` is the session option of docs/spec.md §3.3: the first ``pinned`` tokens
     after the model's sinks stay visible in every ``swa`` layer.
     """
 

@@ -1,4 +1,4 @@
-"""``swa`` — sliding-window softmax attention with sinks and pinned prefix (SPEC §3.3).
+"""``swa`` — sliding-window softmax attention with sinks and pinned prefix (docs/spec.md §3.3).
 
 Visible keys for the query at stream position t (S_eff = sinks + pinned):
     {s : max(0, t-W+1) <= s <= t}  ∪  {s : s < S_eff, s <= t},  each key once.

@@ -1,4 +1,4 @@
-"""Model directories (SPEC.md): config.json + model.safetensors (f32, SPEC §2 names)."""
+"""Model directories (docs/spec.md): config.json + model.safetensors (f32, §2 names)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def full_config(model: FerriteLM) -> dict:
 
 
 def state_tensors(model: FerriteLM) -> dict:
-    """name -> float32 numpy array, exactly the tensors SPEC §2 asks for."""
+    """name -> float32 numpy array, exactly the tensors docs/spec.md §2 asks for."""
     tensors = {name: p.detach().to("cpu", torch.float32).numpy() for name, p in model.state_dict().items()}
     tensors = {name: np.ascontiguousarray(t) for name, t in tensors.items()}
     check_tensors(tensors, model_tensor_shapes(model.cfg))
@@ -47,7 +47,7 @@ def export_model_dir(model: FerriteLM, path, metadata: dict | None = None) -> Pa
 
 
 def load_model_dir(path, device="cpu", dtype=torch.float32) -> FerriteLM:
-    """A model directory back into a FerriteLM (any SPEC model dir, fla names)."""
+    """A model directory back into a FerriteLM (any ferrite model dir, fla names)."""
     from ferrite_ref.safetensors_io import load_safetensors
 
     path = Path(path)

@@ -1,6 +1,6 @@
-"""PyTorch modules of SPEC.md (§1 block, §3 mixers), parallel over time for training.
+"""PyTorch modules of docs/spec.md (§1 block, §3 mixers), parallel over time for training.
 
-Parameter names are SPEC §2's (fla's), so ``model.state_dict()`` is a model
+Parameter names are docs/spec.md §2's (fla's), so ``model.state_dict()`` is a model
 directory's tensor set as it is (see ``export.py``). Configs are parsed with
 ``ferrite_ref.config`` (same defaults and rejections as the runtime).
 
@@ -14,8 +14,9 @@ Forms used (all exact, not approximations of the per-token recurrences):
   and outputs are contracted without materialising Hk_t.
 * ``swa``: masked softmax attention (window + sinks, RoPE absolute or cache,
   optional sink logits); ``pinned`` adds pinned-prefix tokens as extra sinks.
-* ``bla``: the closed form of TRAINING.md: Ks(t) = sum_s A[t,s,n] k_s with a
-  data-independent A computed once per length in float64.
+* ``bla``: the closed form of the gated recurrence (docs/spec.md §3.4):
+  Ks(t) = sum_s A[t,s,n] k_s with A[t,s,n] = phi_n(s) prod_{s<tau<=t} (1 - phi_n(tau)),
+  data-independent, computed once per length in float64.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class RMSNorm(nn.Module):
 
 
 class ShortConv(nn.Module):
-    """Depthwise causal conv over time + SiLU; weight [C, 1, W] (SPEC §3.1)."""
+    """Depthwise causal conv over time + SiLU; weight [C, 1, W] (docs/spec.md §3.5)."""
 
     def __init__(self, channels: int, width: int):
         super().__init__()
@@ -306,7 +307,7 @@ def bla_write_matrix(cfg: BlaConfig, t: int) -> np.ndarray:
 
 
 def bla_live_mask(cfg: BlaConfig, t: int) -> np.ndarray:
-    """[T, N] slots in the softmax at position t (SPEC §3.4 warm-up rule)."""
+    """[T, N] slots in the softmax at position t (docs/spec.md §3.4 warm-up rule)."""
     return np.stack([ref_bla.live_slots(min(i, cfg.period), cfg) for i in range(t)])
 
 
@@ -384,7 +385,7 @@ class Backbone(nn.Module):
 
 
 class FerriteLM(nn.Module):
-    """SPEC §1: tokens [B, T] -> logits [B, T, vocab]."""
+    """docs/spec.md §1: tokens [B, T] -> logits [B, T, vocab]."""
 
     def __init__(self, config: dict):
         super().__init__()

@@ -1,4 +1,4 @@
-"""Train one model of ``runs.py`` and export it as a SPEC model directory.
+"""Train one model of ``runs.py`` and export it as a model directory (docs/spec.md).
 
     python -m ferrite_train.train --run bla-m7 --out OUT [--steps N] [--time-budget S] [--device cuda]
 

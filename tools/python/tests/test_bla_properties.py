@@ -1,4 +1,4 @@
-"""The three properties SPEC §3.4 asks of BLA, proven on the reference."""
+"""The three properties docs/spec.md §3.4 asks of BLA, proven on the reference."""
 
 import numpy as np
 import pytest
@@ -32,7 +32,7 @@ def test_full_resolution_equals_swa_without_rope(period):
 # --- 2. mode form = slot form ------------------------------------------------
 
 def cosine_coefficients(cfg) -> np.ndarray:
-    """c_m with kernel(x) = sum_m c_m cos(m x), derived from SPEC's definitions."""
+    """c_m with kernel(x) = sum_m c_m cos(m x), derived from the definitions of docs/spec.md §3.4."""
     m = np.arange(cfg.modes + 1)
     weight = np.where(m == 0, 1.0, np.where(2 * m == cfg.period, 1.0, 2.0))
     if cfg.kernel == "fejer":

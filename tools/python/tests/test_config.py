@@ -1,4 +1,4 @@
-"""config.json parsing: SPEC §1 defaults and rejections."""
+"""config.json parsing: docs/spec.md §1.2 defaults and rejections."""
 
 import copy
 

@@ -1,4 +1,4 @@
-"""`ferrite quantize` on fla-style checkpoint directories (issue 6, point 1):
+"""`ferrite quantize` on fla-style checkpoint directories (docs/fla.md):
 fla config.json fields, sharded safetensors with an index, bf16 weights.
 
 The fla directory is derived from a ferrite model dir with the same maths, so

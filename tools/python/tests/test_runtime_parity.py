@@ -1,6 +1,6 @@
 """The Rust runtime (through the `ferrite` CLI) against this reference on
-random configurations that are not committed anywhere: any SPEC.md model dir
-must match to 1e-4 (SPEC.md §5).
+random configurations that are not committed anywhere: any model dir
+must match to 1e-4 (docs/spec.md §5).
 
 Needs the CLI: set FERRITE_BIN to the built binary (`.ci/run` and the README's
 test command do). Without it these tests are skipped, never silently passed.
@@ -27,7 +27,7 @@ TOLERANCE = 1e-4
 
 
 def _random_layer(rng: random.Random, hidden: int) -> dict:
-    """One mixer with randomly drawn options (all valid per SPEC.md)."""
+    """One mixer with randomly drawn options (all valid per docs/spec.md)."""
     heads = rng.choice([1, 2, 4])
     kind = rng.choice(["gdn", "gsa", "swa", "bla"])
     if kind == "gdn":

@@ -1,0 +1,227 @@
+//! The repository carries its own contract: a clone is all a user has.
+//!
+//! - No tracked text file may point outside the repository: not at a sibling
+//!   directory of notes (`../shared`), not at a machine path (`/work/`), and
+//!   not at the founding notes the project started from, which were never
+//!   part of the repository. `docs/spec.md` and `docs/design.md` replace them.
+//! - `docs/spec.md` names every mixer kind (each with its own subsection) and
+//!   every field and choice that `tools/src/config_json.rs` accepts; the list
+//!   is read from that file's source, so a new option cannot be added without
+//!   documenting it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Files exempt from the outside-reference scan: this test (it spells the
+/// patterns) and the CI entry point.
+const EXEMPT_PREFIXES: &[&str] = &["tests/tests/repo_contract.rs", ".ci/"];
+
+/// What a reference outside the repository looks like.
+const FORBIDDEN: &[&str] = &[
+    "../shared",
+    "/work/",
+    "SPEC.md",
+    "SPEC §",
+    "ARCHITECTURE.md",
+    "BOARDS.md",
+    "KERNELS.md",
+    "TRAINING.md",
+    "STYLE.md",
+];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The tracked files, or `None` (with a note) when git cannot list them.
+fn tracked_files(root: &Path) -> Option<Vec<String>> {
+    let out = match Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["ls-files", "-z"])
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            println!("note: skipping the tracked-file scan: cannot run git ({e})");
+            return None;
+        }
+    };
+    if !out.status.success() {
+        println!(
+            "note: skipping the tracked-file scan: `git ls-files` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return None;
+    }
+    let files = out
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|name| !name.is_empty())
+        .map(|name| String::from_utf8_lossy(name).into_owned())
+        .collect();
+    Some(files)
+}
+
+#[test]
+fn no_tracked_file_references_outside_the_repository() {
+    let root = repo_root();
+    let Some(files) = tracked_files(&root) else {
+        return;
+    };
+    let mut hits = Vec::new();
+    let mut scanned = 0;
+    for file in &files {
+        if EXEMPT_PREFIXES.iter().any(|p| file.starts_with(p)) {
+            continue;
+        }
+        // A file deleted in the work tree but still in the index is not shipped text.
+        let Ok(bytes) = std::fs::read(root.join(file)) else {
+            continue;
+        };
+        if bytes.contains(&0) {
+            continue; // binary: weights, images, fuzz inputs
+        }
+        scanned += 1;
+        let text = String::from_utf8_lossy(&bytes);
+        for (n, line) in text.lines().enumerate() {
+            for pattern in FORBIDDEN {
+                if line.contains(pattern) {
+                    hits.push(format!(
+                        "{file}:{}: `{pattern}` in {:?}",
+                        n + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(scanned > 50, "only {scanned} text files scanned");
+    assert!(
+        hits.is_empty(),
+        "tracked files reference paths outside the repository (point them at docs/spec.md, \
+         docs/design.md or another file in docs/ instead):\n{}",
+        hits.join("\n")
+    );
+}
+
+/// String literals that follow `marker` in `source` (e.g. the `"x"` of `.int("x"`).
+fn literals_after(source: &str, marker: &str) -> Vec<String> {
+    source
+        .match_indices(marker)
+        .filter_map(|(at, _)| {
+            let rest = &source[at + marker.len()..];
+            rest.find('"').map(|end| rest[..end].to_string())
+        })
+        .collect()
+}
+
+/// The string literals of every `&["a", "b", ...]` choice list in `source`.
+fn choice_values(source: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    for (at, _) in source.match_indices("&[\"") {
+        let rest = &source[at + 2..];
+        let Some(end) = rest.find(']') else { continue };
+        for item in rest[..end].split(',') {
+            let item = item.trim();
+            if let Some(v) = item.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+                values.push(v.to_string());
+            }
+        }
+    }
+    values
+}
+
+/// Fields and choice values accepted by `tools/src/config_json.rs` (its
+/// non-test code), read from the source.
+fn config_json_vocabulary(root: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
+    let path = root.join("tools/src/config_json.rs");
+    let source = std::fs::read_to_string(&path).expect("tools/src/config_json.rs is readable");
+    let code = source.split("#[cfg(test)]").next().unwrap_or(&source);
+    let mut fields = BTreeSet::new();
+    for marker in [
+        ".int(\"",
+        ".positive(\"",
+        ".flag(\"",
+        ".choice(\"",
+        ".take(\"",
+        ".divisor_heads(\"",
+        ".contains_key(\"",
+    ] {
+        fields.extend(literals_after(code, marker));
+    }
+    let values = choice_values(code).into_iter().collect();
+    (fields, values)
+}
+
+#[test]
+fn spec_names_every_mixer_and_config_field() {
+    let root = repo_root();
+    let spec_path = root.join("docs/spec.md");
+    let spec = std::fs::read_to_string(&spec_path).expect("docs/spec.md exists");
+    let (fields, values) = config_json_vocabulary(&root);
+
+    // Guard the derivation itself: if config_json.rs changes its shape so
+    // that these are no longer found, fix the parser above.
+    for anchor in [
+        "vocab_size",
+        "hidden_size",
+        "layers",
+        "mixer",
+        "num_heads",
+        "head_dim",
+        "window",
+        "period",
+        "use_short_conv",
+    ] {
+        assert!(
+            fields.contains(anchor),
+            "could not derive field {anchor:?} from tools/src/config_json.rs (derived: {fields:?})"
+        );
+    }
+    assert!(fields.len() >= 25, "only {} fields derived", fields.len());
+
+    let missing: Vec<_> = fields
+        .iter()
+        .filter(|f| !spec.contains(&format!("`{f}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/spec.md does not name these config.json fields (as `name`): {missing:?}"
+    );
+
+    let missing: Vec<_> = values
+        .iter()
+        .filter(|v| !spec.contains(&format!("\"{v}\"")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/spec.md does not name these config.json choices (as \"value\"): {missing:?}"
+    );
+
+    // Every mixer kind has its own subsection (`### 3.x `kind` — ...`).
+    let mut kinds: BTreeSet<String> = ["gdn", "gsa", "swa", "bla"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let source = std::fs::read_to_string(root.join("tools/src/config_json.rs")).unwrap();
+    if let Some(at) = source.find("choice(\"mixer\"") {
+        kinds.extend(choice_values(
+            &source[at..at + source[at..].find(')').unwrap_or(0)],
+        ));
+    }
+    for kind in &kinds {
+        let heading = spec
+            .lines()
+            .any(|l| l.starts_with("### ") && l.contains(&format!("`{kind}`")));
+        assert!(
+            heading,
+            "docs/spec.md has no `### ...` subsection for mixer kind `{kind}`"
+        );
+    }
+}
