@@ -272,6 +272,25 @@ mod tests {
         assert!(t.components.iter().any(|c| c == "llvm-tools"));
     }
 
+    /// runtime/Cargo.toml does not inherit from the workspace (see its
+    /// header): its package fields must still equal the workspace's.
+    #[test]
+    fn runtime_package_fields_equal_the_workspace() {
+        let read = |p: &str| -> toml::Table {
+            std::fs::read_to_string(root_dir().join(p))
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let root = read("Cargo.toml");
+        let ws = root["workspace"]["package"].as_table().unwrap();
+        let runtime = read("runtime/Cargo.toml");
+        let pkg = runtime["package"].as_table().unwrap();
+        for key in ["version", "edition", "license", "rust-version"] {
+            assert_eq!(pkg.get(key), ws.get(key), "runtime/Cargo.toml {key}");
+        }
+    }
+
     #[test]
     fn parses_lists_and_refuses_bad_ones() {
         let t = Toolchain::parse(
