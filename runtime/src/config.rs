@@ -258,6 +258,17 @@ impl LayerConfig {
         }
     }
 
+    /// Input width of the layer's output projection (`o_proj` columns): with
+    /// `D` and `I`, the widest vector a product of this layer reads.
+    pub const fn out_proj_cols(&self) -> u64 {
+        match self {
+            LayerConfig::Gdn(c) => c.num_v_heads as u64 * c.head_v_dim as u64,
+            LayerConfig::Gsa(c) => c.num_heads as u64 * c.head_v_dim as u64,
+            LayerConfig::Swa(c) => c.num_heads as u64 * c.head_dim as u64,
+            LayerConfig::Bla(c) => c.num_heads as u64 * c.head_v_dim as u64,
+        }
+    }
+
     /// f32 words of per-token scratch this layer's mixer needs.
     pub const fn scratch_len(&self) -> u64 {
         match self {

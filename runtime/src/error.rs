@@ -106,6 +106,9 @@ pub enum Error {
     BadPrompt(&'static str),
     /// The image's tokenizer section is malformed (see the reason).
     BadTokenizer(&'static str),
+    /// An invariant of the runtime itself failed: a bug, reported rather
+    /// than a panic (please report it with the image that caused it).
+    Internal(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -127,6 +130,7 @@ impl fmt::Display for Error {
                 write!(f, "image must start on a 16-byte boundary to be used in place")
             }
             Error::BadHeader(reason) => write!(f, "bad image header: {reason}"),
+            Error::Internal(reason) => write!(f, "internal error (a bug in ferrite): {reason}"),
             Error::BadConfig { layer: Some(l), reason } => {
                 write!(f, "bad config in layer {l}: {reason}")
             }

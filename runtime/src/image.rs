@@ -1,7 +1,8 @@
-//! The flash image format, versions 1 and 2 (`docs/image-format.md` is the
+//! The flash image format, versions 1 to 3 (`docs/image-format.md` is the
 //! prose spec). Version 2 adds the byte-level BPE tokenizer section
-//! ([`crate::tokenizer::BpeTokenizer`]); the tools write the lowest version
-//! that can represent an image, so byte-tokenizer images stay version 1.
+//! ([`crate::tokenizer::BpeTokenizer`]); version 3 the tiled weight layout of
+//! the integer kernels ([`Layout::Tiled`]). The tools write the lowest
+//! version that can represent an image.
 //!
 //! ```text
 //! offset 0   header (64 bytes, little-endian)
@@ -24,11 +25,12 @@ use crate::error::{Error, Result};
 
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
-/// Newest format version: written by the tools for images that carry a BPE
-/// tokenizer (those without one are written as [`MIN_FORMAT_VERSION`]).
-pub const FORMAT_VERSION: u32 = 2;
+/// Newest format version this runtime reads and the tools write.
+pub const FORMAT_VERSION: u32 = 3;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
+/// Version that first stores weights in [`Layout::Tiled`].
+pub const TILED_FORMAT_VERSION: u32 = 3;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.
@@ -249,6 +251,44 @@ impl DType {
     }
 }
 
+/// How a quantized tensor's values and scales are laid out (byte 5 of its
+/// table entry; 0 before format version 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+pub enum Layout {
+    /// Row-major values, one f32 scale per group (formats 1 and 2; f32 and
+    /// f16 tensors always). Run by the generic kernels, activations in f32.
+    RowMajor = 0,
+    /// The integer path's layout (int8 and int4 matrices only): rows padded
+    /// to a multiple of 4 and cut into tiles of 4 rows x 16 columns, tiles in
+    /// row-block-major order, each tile row-major (int4: per 8 columns, byte
+    /// `j` holds column `j` in its low nibble and column `j + 4` in its high
+    /// nibble). Scales in two levels: one f32 per (padded) row, then one u8
+    /// multiplier per row and group, `w = d[row] * m[row][group] * q`.
+    /// Run by the integer kernels against int8 activations.
+    Tiled = 1,
+}
+
+impl Layout {
+    /// Decodes a layout code.
+    pub const fn from_code(code: u8) -> Option<Layout> {
+        match code {
+            0 => Some(Layout::RowMajor),
+            1 => Some(Layout::Tiled),
+            _ => None,
+        }
+    }
+
+    /// Name, as shown by `ferrite inspect`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layout::RowMajor => "rows",
+            Layout::Tiled => "tiled",
+        }
+    }
+}
+
 macro_rules! roles {
     ($($variant:ident = $code:literal, $name:literal, $doc:literal;)*) => {
         /// What a tensor is, independent of its layer. Names are fla's.
@@ -359,6 +399,8 @@ pub struct TensorEntry {
     pub role: Role,
     /// Storage type.
     pub dtype: DType,
+    /// Layout of values and scales.
+    pub layout: Layout,
     /// Group size along the input dim for quantized dtypes (0 otherwise).
     pub group_size: u16,
     /// Shape, unused trailing dims 0.
@@ -389,10 +431,15 @@ impl TensorEntry {
             reason: "unknown tensor role",
         })?;
         let dtype = DType::from_code(e[4]).ok_or(Error::UnknownDType { index, code: e[4] })?;
+        let layout = Layout::from_code(e[5]).ok_or(Error::BadTensor {
+            index,
+            reason: "unknown tensor layout",
+        })?;
         Ok(TensorEntry {
             layer: read_u16(e, 0).unwrap_or(0),
             role,
             dtype,
+            layout,
             group_size: read_u16(e, 6).unwrap_or(0),
             dims: [w(8), w(12), w(16)],
             data_off: w(24),
@@ -409,6 +456,7 @@ impl TensorEntry {
         e[0..2].copy_from_slice(&self.layer.to_le_bytes());
         e[2..4].copy_from_slice(&(self.role as u16).to_le_bytes());
         e[4] = self.dtype as u8;
+        e[5] = self.layout as u8;
         e[6..8].copy_from_slice(&self.group_size.to_le_bytes());
         let words = [
             (8, self.dims[0]),

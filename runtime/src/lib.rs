@@ -49,7 +49,9 @@ pub use error::{Error, Result};
 pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig};
 pub use session::Session;
-pub use tokenizer::{BpeTokenizer, ByteTokenizer, Tokenizer};
+#[cfg(feature = "bpe")]
+pub use tokenizer::BpeTokenizer;
+pub use tokenizer::{ByteTokenizer, Tokenizer};
 
 use config::{LayerConfig as Layer, ModelConfig as Cfg};
 use image::Header;
@@ -58,6 +60,49 @@ use image::Header;
 /// [`Model::load`] requires: `static IMG: Aligned<[u8; N]> = Aligned(*include_bytes!(..))`.
 #[repr(C, align(16))]
 pub struct Aligned<T: ?Sized>(pub T);
+
+/// Whether any tensor table entry of `image` has the tiled layout (a const
+/// scan of the layout bytes; [`Model::load`] validates the entries).
+pub(crate) const fn has_tiled_tensors(image: &[u8], header: &Header) -> bool {
+    let mut i = 0u64;
+    while i < header.tensor_count as u64 {
+        let at = header.table_off as u64 + i * image::TENSOR_ENTRY_LEN as u64 + 5;
+        if at < image.len() as u64 && image[at as usize] == image::Layout::Tiled as u8 {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// f32 words of the session's activation scratch ([`tensor::ActBuf`]): 0
+/// unless some tensor runs the integer path, else enough for the widest
+/// input of a product (`D`, `I` or a layer's `o_proj` columns).
+pub(crate) const fn act_words(image: &[u8], header: &Header, cfg: &Cfg) -> Result<usize> {
+    if !has_tiled_tensors(image, header) {
+        return Ok(0);
+    }
+    let section = image
+        .split_at(header.config_off as usize)
+        .1
+        .split_at(header.config_len as usize)
+        .0;
+    let (d, i) = (cfg.hidden_size as u64, cfg.intermediate_size as u64);
+    let mut widest = if d > i { d } else { i };
+    let mut layer = 0;
+    while layer < cfg.num_layers {
+        let cols = match Layer::parse(section, layer as u16) {
+            Ok(l) => l.out_proj_cols(),
+            Err(e) => return Err(e),
+        };
+        if cols > widest {
+            widest = cols;
+        }
+        layer += 1;
+    }
+    // Dims are at most 2^20 (config checks), so this cannot overflow.
+    Ok(tensor::ActBuf::words_for(widest as usize))
+}
 
 /// f32 words of the session buffer (state + scratch) for `image`, for a
 /// session that may pin up to `pinned_max` tokens. `const`, so boards size
@@ -98,7 +143,11 @@ pub const fn session_len(image: &[u8], pinned_max: usize) -> Result<usize> {
         }
         layer += 1;
     }
-    let total = state.saturating_add(3 * d + 2 * i + vocab + mixer_scratch);
+    let act = match act_words(image, &header, &cfg) {
+        Ok(a) => a as u64,
+        Err(e) => return Err(e),
+    };
+    let total = state.saturating_add(3 * d + 2 * i + vocab + mixer_scratch + act);
     // Keep the byte size addressable on this target (4 bytes per word).
     if total > (isize::MAX as u64) / 4 {
         return Err(Error::BadConfig {

@@ -7,7 +7,9 @@ use crate::image::{
 };
 use crate::mixers::{block_specs, global_specs, Specs};
 use crate::tensor::Tensor;
-use crate::tokenizer::{BpeTokenizer, ByteTokenizer, Tokenizer};
+#[cfg(feature = "bpe")]
+use crate::tokenizer::BpeTokenizer;
+use crate::tokenizer::{ByteTokenizer, Tokenizer};
 
 /// A model whose image has been fully validated: every tensor the config
 /// needs is present, in bounds, aligned, of the right shape and dtype, and the
@@ -109,8 +111,16 @@ impl<'a> Model<'a> {
                         reason: "a BPE tokenizer needs image format version 2",
                     });
                 }
-                let s = self::section(image, header.tokenizer_off, header.tokenizer_len);
-                Tokenizer::Bpe(BpeTokenizer::parse(s, config.vocab_size)?)
+                #[cfg(feature = "bpe")]
+                {
+                    let s = self::section(image, header.tokenizer_off, header.tokenizer_len);
+                    Tokenizer::Bpe(BpeTokenizer::parse(s, config.vocab_size)?)
+                }
+                #[cfg(not(feature = "bpe"))]
+                return Err(Error::BadConfig {
+                    layer: None,
+                    reason: "the image has a BPE tokenizer: build ferrite with its `bpe` feature",
+                });
             }
         };
         let mut model = Model {

@@ -3,9 +3,11 @@
 //! Buffer layout (f32 words):
 //! ```text
 //! [ state of layer 0 | ... | state of layer L-1 ]                       (reset to 0)
-//! [ h: D | x: D | out: D | gate: I | up: I | logits: vocab | mixer scratch ]
+//! [ h: D | x: D | out: D | gate: I | up: I | logits: vocab | mixer scratch | act ]
 //! ```
-//! Its size is known before the first token ([`crate::session_len`]) and never changes.
+//! `act` holds the int8 activations of the integer path (only when the model
+//! has tiled tensors). Its size is known before the first token
+//! ([`crate::session_len`]) and never changes.
 
 use crate::config::LayerConfig;
 use crate::error::{Error, Result};
@@ -14,7 +16,7 @@ use crate::math::{rms_scale, silu};
 use crate::mixers::StepCtx;
 use crate::model::Model;
 use crate::sampler::Sampler;
-use crate::tensor::Tensor;
+use crate::tensor::{ActBuf, Tensor};
 
 /// One token stream over a model. Owns no memory: state and scratch live in
 /// the caller's buffer.
@@ -22,6 +24,10 @@ pub struct Session<'a, 'b> {
     model: Model<'a>,
     buf: &'b mut [f32],
     state_len: usize,
+    /// Words of `act` at the end of the used buffer (0 without tiled tensors).
+    act_len: usize,
+    /// End of the used buffer (`session_len` words).
+    used: usize,
     pos: u64,
     pinned: usize,
     pinned_max: usize,
@@ -65,10 +71,13 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let state_len = model.state_len(pinned_max);
+        let act_len = crate::act_words(model.image(), model.header(), model.config())?;
         let mut s = Session {
             model,
             buf,
             state_len,
+            act_len,
+            used: needed,
             pos: 0,
             pinned: 0,
             pinned_max,
@@ -126,7 +135,17 @@ impl<'a, 'b> Session<'a, 'b> {
             cfg.intermediate_size as usize,
             cfg.vocab_size as usize,
         );
-        let (mut state, mut scratch) = self.buf.split_at_mut(self.state_len);
+        let used = self
+            .buf
+            .get_mut(..self.used)
+            .ok_or(Error::Internal("session buffer"))?;
+        let act_start = self
+            .used
+            .checked_sub(self.act_len)
+            .ok_or(Error::Internal("act"))?;
+        let (used, act_words) = used.split_at_mut(act_start);
+        let mut act = ActBuf::new(act_words, self.act_len > 0);
+        let (mut state, mut scratch) = used.split_at_mut(self.state_len);
         let h = take(&mut scratch, d);
         let x = take(&mut scratch, d);
         let out = take(&mut scratch, d);
@@ -149,20 +168,24 @@ impl<'a, 'b> Session<'a, 'b> {
             let layer_state = take(&mut state, lc.state_len(self.pinned_max) as usize);
 
             rmsnorm(h, &w.get(Role::AttnNorm)?, cfg.norm_eps, x);
-            lc.mixer().step(&ctx, &w, layer_state, scratch, x, out)?;
+            lc.mixer()
+                .step(&ctx, &w, layer_state, scratch, &mut act, x, out)?;
             h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
 
             rmsnorm(h, &w.get(Role::MlpNorm)?, cfg.norm_eps, x);
-            w.get(Role::MlpGate)?.matvec(x, gate);
-            w.get(Role::MlpUp)?.matvec(x, up);
+            let xin = act.input(x)?;
+            w.get(Role::MlpGate)?.matvec(&xin, gate)?;
+            w.get(Role::MlpUp)?.matvec(&xin, up)?;
             gate.iter_mut()
                 .zip(up.iter())
                 .for_each(|(g, u)| *g = silu(*g) * u);
-            w.get(Role::MlpDown)?.matvec(gate, out);
+            w.get(Role::MlpDown)?.matvec(&act.input(gate)?, out)?;
             h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
         }
         rmsnorm(h, &self.model.global(Role::FinalNorm)?, cfg.norm_eps, x);
-        self.model.global(Role::LmHead)?.matvec(x, logits);
+        self.model
+            .global(Role::LmHead)?
+            .matvec(&act.input(x)?, logits)?;
         self.pos += 1;
         Ok(logits)
     }

@@ -1,10 +1,14 @@
-//! Zero-copy views of tensors that live in the image (flash).
+//! Zero-copy views of tensors that live in the image (flash), and the
+//! matrix-vector product over them.
 
 use half::f16;
 
 use crate::error::{Error, Result};
-use crate::image::{DType, TensorEntry};
-use crate::kernels;
+use crate::image::{DType, Layout, TensorEntry};
+use crate::kernels::{
+    self, arch,
+    tiled::{self, padded_rows, QVec, TiledI4, TiledI8, MAX_TILED_GROUP, TILE_COLS},
+};
 
 /// Typed payload of a tensor, borrowed from the image.
 #[derive(Clone, Copy, Debug)]
@@ -13,7 +17,7 @@ pub enum TensorData<'a> {
     F32(&'a [f32]),
     /// f16 values.
     F16(&'a [f16]),
-    /// int8 values with one scale per `group` inputs.
+    /// Row-major int8 values with one f32 scale per `group` inputs.
     I8 {
         /// Quantized values, row-major.
         q: &'a [i8],
@@ -22,7 +26,7 @@ pub enum TensorData<'a> {
         /// Group size.
         group: usize,
     },
-    /// int4 values (two per byte) with one scale per `group` inputs.
+    /// Row-major int4 values (two per byte) with one f32 scale per `group` inputs.
     I4 {
         /// Packed values, row-major.
         q: &'a [u8],
@@ -31,17 +35,20 @@ pub enum TensorData<'a> {
         /// Group size.
         group: usize,
     },
+    /// int8 in the tiled layout of the integer path.
+    TiledI8(TiledI8<'a>),
+    /// int4 in the tiled layout of the integer path.
+    TiledI4(TiledI4<'a>),
 }
 
-/// A 2-D view `[rows, cols]` of a tensor (higher dims folded into `cols`).
+/// A validated 2-D view `[rows, cols]` of a tensor (higher dims folded into
+/// `cols`). Only [`Tensor::from_entry`] makes one, so its payload always
+/// matches its shape.
 #[derive(Clone, Copy, Debug)]
 pub struct Tensor<'a> {
-    /// Outermost dimension.
-    pub rows: usize,
-    /// Product of the remaining dimensions.
-    pub cols: usize,
-    /// The payload.
-    pub data: TensorData<'a>,
+    rows: usize,
+    cols: usize,
+    data: TensorData<'a>,
 }
 
 fn cast<T: bytemuck::AnyBitPattern>(bytes: &[u8], index: u32) -> Result<&[T]> {
@@ -51,9 +58,84 @@ fn cast<T: bytemuck::AnyBitPattern>(bytes: &[u8], index: u32) -> Result<&[T]> {
     })
 }
 
+/// The input of a matrix-vector product: the f32 values and, when the model
+/// has tensors on the integer path, their int8 quantization (made once and
+/// shared by every product that reads the same vector).
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    f: &'a [f32],
+    q: Option<QVec<'a>>,
+}
+
+impl<'a> Input<'a> {
+    /// An input for products with f32, f16 and row-major tensors only.
+    pub fn f32(x: &'a [f32]) -> Input<'a> {
+        Input { f: x, q: None }
+    }
+
+    /// The f32 values.
+    pub fn values(&self) -> &'a [f32] {
+        self.f
+    }
+
+    /// The quantized values, when made.
+    pub fn quantized(&self) -> Option<&QVec<'a>> {
+        self.q.as_ref()
+    }
+}
+
+/// Scratch for quantized activations (part of the session buffer): quantizes
+/// an input vector for the integer path. Holds [`tiled::ACT_BYTES_PER_COL`]
+/// bytes per column of the widest input it will see.
+#[derive(Debug)]
+pub struct ActBuf<'s> {
+    words: &'s mut [f32],
+    enabled: bool,
+}
+
+impl<'s> ActBuf<'s> {
+    /// Words of scratch for inputs of up to `cols` values.
+    pub const fn words_for(cols: usize) -> usize {
+        (cols * tiled::ACT_BYTES_PER_COL).div_ceil(4)
+    }
+
+    /// Scratch over `words`; `enabled` is false when no tensor of the model
+    /// is tiled (then inputs are not quantized at all).
+    pub fn new(words: &'s mut [f32], enabled: bool) -> ActBuf<'s> {
+        ActBuf { words, enabled }
+    }
+
+    /// Prepares `x` as the input of the next products. Errors when `x` is
+    /// wider than the scratch was sized for (a bug in the session's sizing).
+    pub fn input<'b>(&'b mut self, x: &'b [f32]) -> Result<Input<'b>> {
+        if !self.enabled {
+            return Ok(Input::f32(x));
+        }
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut *self.words);
+        let n = x.len();
+        if bytes.len() < n * tiled::ACT_BYTES_PER_COL {
+            return Err(Error::Internal("activation scratch too small"));
+        }
+        // The widened copy first, so that it starts on a word boundary (the
+        // buffer is f32 words) for kernels that load it a word at a time.
+        let wide_len = if arch::WIDE { 2 * n } else { 0 };
+        let (wide_bytes, rest) = bytes.split_at_mut(wide_len);
+        let q: &mut [i8] = bytemuck::cast_slice_mut(&mut rest[..n]);
+        let scale = tiled::quantize(x, q);
+        let wide: &mut [i16] = bytemuck::try_cast_slice_mut(wide_bytes)
+            .map_err(|_| Error::Internal("activation scratch misaligned"))?;
+        arch::prepare(q, wide);
+        let (q, wide) = (&*q, &*wide);
+        Ok(Input {
+            f: x,
+            q: Some(QVec { q, wide, scale }),
+        })
+    }
+}
+
 impl<'a> Tensor<'a> {
     /// Builds a view of table entry `index` over `image`, checking bounds,
-    /// alignment, payload length and group size.
+    /// alignment, payload length, layout and group size.
     pub fn from_entry(image: &'a [u8], e: &TensorEntry, index: u32) -> Result<Tensor<'a>> {
         let bad = |reason| Error::BadTensor { index, reason };
         let dims = e.dims;
@@ -69,8 +151,8 @@ impl<'a> Tensor<'a> {
         }
         let numel = rows.checked_mul(cols).ok_or(bad("shape overflows"))?;
         // A payload length is a u32: larger shapes cannot be stored, and
-        // refusing them keeps `payload_bytes` from overflowing a 32-bit usize.
-        if numel > (u32::MAX / 4) as usize {
+        // refusing them keeps the byte counts below from overflowing a 32-bit usize.
+        if numel > (u32::MAX / 8) as usize {
             return Err(bad("shape overflows"));
         }
         let slice = |off: u32, len: u32| {
@@ -79,37 +161,142 @@ impl<'a> Tensor<'a> {
                 .ok_or(bad("payload out of bounds"))
         };
         let payload = slice(e.data_off, e.data_len)?;
-        if payload.len() != e.dtype.payload_bytes(numel) {
-            return Err(bad("payload length does not match shape and dtype"));
-        }
-        let data = match e.dtype {
-            DType::F32 => TensorData::F32(cast(payload, index)?),
-            DType::F16 => TensorData::F16(cast(payload, index)?),
-            DType::I8 | DType::I4 => {
-                let group = e.group_size as usize;
-                if group == 0 || cols % group != 0 || (e.dtype == DType::I4 && group % 2 != 0) {
-                    return Err(bad("group size does not divide the input dimension"));
+        let group = e.group_size as usize;
+        let data = match (e.layout, e.dtype) {
+            (Layout::RowMajor, dtype) => {
+                if payload.len() != dtype.payload_bytes(numel) {
+                    return Err(bad("payload length does not match shape and dtype"));
                 }
-                let scales: &[f32] = cast(slice(e.scale_off, e.scale_len)?, index)?;
-                if scales.len() != rows * (cols / group) {
-                    return Err(bad("scale count does not match shape and group size"));
-                }
-                if e.dtype == DType::I8 {
-                    TensorData::I8 {
-                        q: cast(payload, index)?,
-                        scales,
-                        group,
-                    }
-                } else {
-                    TensorData::I4 {
-                        q: payload,
-                        scales,
-                        group,
+                match dtype {
+                    DType::F32 => TensorData::F32(cast(payload, index)?),
+                    DType::F16 => TensorData::F16(cast(payload, index)?),
+                    DType::I8 | DType::I4 => {
+                        if group == 0 || cols % group != 0 || (dtype == DType::I4 && group % 2 != 0)
+                        {
+                            return Err(bad("group size does not divide the input dimension"));
+                        }
+                        let scales: &[f32] = cast(slice(e.scale_off, e.scale_len)?, index)?;
+                        if scales.len() != rows * (cols / group) {
+                            return Err(bad("scale count does not match shape and group size"));
+                        }
+                        if dtype == DType::I8 {
+                            TensorData::I8 {
+                                q: cast(payload, index)?,
+                                scales,
+                                group,
+                            }
+                        } else {
+                            TensorData::I4 {
+                                q: payload,
+                                scales,
+                                group,
+                            }
+                        }
                     }
                 }
             }
+            (Layout::Tiled, DType::F32 | DType::F16) => {
+                return Err(bad("only int8 and int4 tensors may be tiled"))
+            }
+            (Layout::Tiled, dtype) => {
+                if dims[2] != 0 || cols % TILE_COLS != 0 {
+                    return Err(bad("a tiled tensor needs 2 dims, columns a multiple of 16"));
+                }
+                if group == 0
+                    || group % TILE_COLS != 0
+                    || cols % group != 0
+                    || group > MAX_TILED_GROUP
+                {
+                    return Err(bad(
+                        "tiled group size must be a multiple of 16 dividing the columns, at most 4096",
+                    ));
+                }
+                let prows = padded_rows(rows);
+                if payload.len() != dtype.payload_bytes(prows * cols) {
+                    return Err(bad("payload length does not match shape and dtype"));
+                }
+                let scales = slice(e.scale_off, e.scale_len)?;
+                let mults_len = prows * (cols / group);
+                if scales.len() != (4 * prows + mults_len).next_multiple_of(4) {
+                    return Err(bad("scale count does not match shape and group size"));
+                }
+                let (d, m) = scales.split_at(4 * prows);
+                let row_scales: &[f32] = cast(d, index)?;
+                let mults = &m[..mults_len];
+                if dtype == DType::I8 {
+                    TensorData::TiledI8(TiledI8 {
+                        rows,
+                        cols,
+                        group,
+                        q: cast(payload, index)?,
+                        row_scales,
+                        mults,
+                    })
+                } else {
+                    TensorData::TiledI4(TiledI4 {
+                        rows,
+                        cols,
+                        group,
+                        q: payload,
+                        row_scales,
+                        mults,
+                    })
+                }
+            }
         };
-        Ok(Tensor { rows, cols, data })
+        Tensor::new(rows, cols, data).map_err(|_| bad("payload does not match its shape"))
+    }
+
+    /// A view `[rows, cols]` of `data`, after checking that the payload
+    /// matches the shape (lengths, group sizes, tiled invariants), so that
+    /// no product or lookup on it can index out of bounds.
+    pub fn new(rows: usize, cols: usize, data: TensorData<'a>) -> Result<Tensor<'a>> {
+        let bad = Err(Error::Internal("tensor payload does not match its shape"));
+        let Some(numel) = rows.checked_mul(cols).filter(|&n| n > 0) else {
+            return bad;
+        };
+        let ok = match data {
+            TensorData::F32(w) => w.len() == numel,
+            TensorData::F16(w) => w.len() == numel,
+            TensorData::I8 { q, scales, group } => {
+                group > 0 && cols % group == 0 && q.len() == numel && scales.len() == numel / group
+            }
+            TensorData::I4 { q, scales, group } => {
+                group > 0
+                    && group % 2 == 0
+                    && cols % group == 0
+                    && q.len() == numel / 2
+                    && scales.len() == numel / group
+            }
+            TensorData::TiledI8(w) => {
+                tiled_ok(rows, cols, w.rows, w.cols, w.group, w.row_scales, w.mults)
+                    && w.q.len() == padded_rows(rows) * cols
+            }
+            TensorData::TiledI4(w) => {
+                tiled_ok(rows, cols, w.rows, w.cols, w.group, w.row_scales, w.mults)
+                    && w.q.len() == padded_rows(rows) * cols / 2
+            }
+        };
+        if ok {
+            Ok(Tensor { rows, cols, data })
+        } else {
+            bad
+        }
+    }
+
+    /// Outermost dimension (outputs of a product).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Product of the remaining dimensions (inputs of a product).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &TensorData<'a> {
+        &self.data
     }
 
     /// Number of elements.
@@ -122,26 +309,39 @@ impl<'a> Tensor<'a> {
         self.len() == 0
     }
 
-    /// `y = W x` with `x.len() == cols`, `y.len() == rows` (shorter slices truncate).
-    pub fn matvec(&self, x: &[f32], y: &mut [f32]) {
-        debug_assert!(
-            x.len() == self.cols && y.len() == self.rows,
-            "matvec [{}, {}] with x {} y {}",
-            self.rows,
-            self.cols,
-            x.len(),
-            y.len()
-        );
+    /// Whether products with this tensor run the integer path (they then
+    /// need an [`Input`] made by an enabled [`ActBuf`]).
+    pub fn is_tiled(&self) -> bool {
+        matches!(self.data, TensorData::TiledI8(_) | TensorData::TiledI4(_))
+    }
+
+    /// `y = W x` with `x` of `cols` values and `y` of `rows`.
+    pub fn matvec(&self, x: &Input<'_>, y: &mut [f32]) -> Result<()> {
+        if x.f.len() != self.cols || y.len() != self.rows {
+            return Err(Error::Internal(
+                "matrix-vector product of mismatched lengths",
+            ));
+        }
+        let xf = x.f;
         match self.data {
-            TensorData::F32(w) => kernels::matvec_f32(w, self.cols, x, y),
-            TensorData::F16(w) => kernels::matvec_f16(w, self.cols, x, y),
+            TensorData::F32(w) => kernels::matvec_f32(w, self.cols, xf, y),
+            TensorData::F16(w) => kernels::matvec_f16(w, self.cols, xf, y),
             TensorData::I8 { q, scales, group } => {
-                kernels::matvec_i8(q, scales, self.cols, group, x, y)
+                kernels::matvec_i8(q, scales, self.cols, group, xf, y)
             }
             TensorData::I4 { q, scales, group } => {
-                kernels::matvec_i4(q, scales, self.cols, group, x, y)
+                kernels::matvec_i4(q, scales, self.cols, group, xf, y)
             }
+            TensorData::TiledI8(w) => tiled::matvec_i8(&w, Self::quantized(x)?, y),
+            TensorData::TiledI4(w) => tiled::matvec_i4(&w, Self::quantized(x)?, y),
         }
+        Ok(())
+    }
+
+    fn quantized<'x>(x: &'x Input<'_>) -> Result<&'x QVec<'x>> {
+        x.q.as_ref().ok_or(Error::Internal(
+            "integer-path product without quantized input",
+        ))
     }
 
     /// Decodes row `r` into `out` (embedding lookup). Out-of-range rows leave `out` untouched.
@@ -167,7 +367,7 @@ impl<'a> Tensor<'a> {
                     *o = *v as f32 * row_scales[i / group];
                 }
             }
-            TensorData::I4 { .. } => {
+            TensorData::I4 { .. } | TensorData::TiledI8(_) | TensorData::TiledI4(_) => {
                 for (c, o) in out.iter_mut().enumerate().take(self.cols) {
                     *o = self.at(r * self.cols + c);
                 }
@@ -195,6 +395,44 @@ impl<'a> Tensor<'a> {
                 }
                 _ => 0.0,
             },
+            TensorData::TiledI8(w) => {
+                let (r, c) = (i / self.cols, i % self.cols);
+                let q = kernels::generic::tiled_i8_at(&w, r, c);
+                tiled_scale(w.row_scales, w.mults, w.cols / w.group, w.group, r, c) * q as f32
+            }
+            TensorData::TiledI4(w) => {
+                let (r, c) = (i / self.cols, i % self.cols);
+                let q = kernels::generic::tiled_i4_at(&w, r, c);
+                tiled_scale(w.row_scales, w.mults, w.cols / w.group, w.group, r, c) * q as f32
+            }
         }
     }
+}
+
+/// The invariants of a tiled view (see [`TiledI8`]).
+fn tiled_ok(
+    rows: usize,
+    cols: usize,
+    w_rows: usize,
+    w_cols: usize,
+    group: usize,
+    d: &[f32],
+    m: &[u8],
+) -> bool {
+    rows == w_rows
+        && cols == w_cols
+        && cols % TILE_COLS == 0
+        && group > 0
+        && group % TILE_COLS == 0
+        && group <= MAX_TILED_GROUP
+        && cols % group == 0
+        && d.len() == padded_rows(rows)
+        && m.len() == padded_rows(rows) * (cols / group)
+}
+
+/// The scale `d[r] * m[r][c / group]` of element `(r, c)` of a tiled tensor.
+fn tiled_scale(d: &[f32], m: &[u8], groups: usize, group: usize, r: usize, c: usize) -> f32 {
+    let dr = d.get(r).copied().unwrap_or(0.0);
+    let mg = m.get(r * groups + c / group).copied().unwrap_or(0);
+    dr * mg as f32
 }

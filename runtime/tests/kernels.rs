@@ -132,22 +132,14 @@ proptest! {
         let h_w: Vec<f32> = h.iter().map(|v| v.to_f32()).collect();
         let packed = c.packed_i4();
         let tensors = [
-            (Tensor { rows: c.rows, cols: c.cols, data: TensorData::F32(&w) }, &w),
-            (Tensor { rows: c.rows, cols: c.cols, data: TensorData::F16(&h) }, &h_w),
+            (Tensor::new(c.rows, c.cols, TensorData::F32(&w)).unwrap(), &w),
+            (Tensor::new(c.rows, c.cols, TensorData::F16(&h)).unwrap(), &h_w),
             (
-                Tensor {
-                    rows: c.rows,
-                    cols: c.cols,
-                    data: TensorData::I8 { q: &c.q, scales: &c.scales, group: c.group },
-                },
+                Tensor::new(c.rows, c.cols, TensorData::I8 { q: &c.q, scales: &c.scales, group: c.group }).unwrap(),
                 &w,
             ),
             (
-                Tensor {
-                    rows: c.rows,
-                    cols: c.cols,
-                    data: TensorData::I4 { q: &packed, scales: &c.scales, group: c.group },
-                },
+                Tensor::new(c.rows, c.cols, TensorData::I4 { q: &packed, scales: &c.scales, group: c.group }).unwrap(),
                 &w,
             ),
         ];

@@ -45,11 +45,13 @@ fn the_image_is_used_in_place() {
     let range = IMAGE.0.as_ptr_range();
     for i in 0..model.tensor_count() {
         let t = model.tensor(i).unwrap();
-        let ptr = match t.data {
+        let ptr = match *t.data() {
             ferrite::tensor::TensorData::F32(w) => w.as_ptr().cast::<u8>(),
             ferrite::tensor::TensorData::F16(w) => w.as_ptr().cast::<u8>(),
             ferrite::tensor::TensorData::I8 { q, .. } => q.as_ptr().cast::<u8>(),
             ferrite::tensor::TensorData::I4 { q, .. } => q.as_ptr(),
+            ferrite::tensor::TensorData::TiledI8(w) => w.q.as_ptr().cast::<u8>(),
+            ferrite::tensor::TensorData::TiledI4(w) => w.q.as_ptr(),
         };
         assert!(
             range.contains(&ptr),

@@ -67,6 +67,8 @@ fn image_with(vocab: u32, tokenizer: Option<BpeSpec>) -> Vec<u8> {
         dtype: DType::I4,
         group_size: Some(8),
         rules: Vec::new(),
+        // The corpus predates the tiled layout; its images stay format 1-2.
+        layout: ferrite::image::Layout::RowMajor,
     };
     build_image(&dir, &opts, |_, _| {})
         .expect("image builds")

@@ -36,6 +36,7 @@ fn images() -> &'static [Vec<u8>] {
                     dtype,
                     group_size: Some(8),
                     rules: Vec::new(),
+                    ..Default::default()
                 };
                 build_image(&dir, &opts, |_, _| {}).unwrap().bytes
             })

@@ -15,6 +15,7 @@ fn opts(dtype: DType) -> WriteOptions {
         dtype,
         group_size: None,
         rules: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -122,6 +123,7 @@ fn image_size_is_within_3_percent_on_a_real_sized_model() {
             dtype,
             group_size: group,
             rules: Vec::new(),
+            ..Default::default()
         };
         let image = build_image(&dir, &o, |_, _| {}).unwrap();
         let (len, ideal, over) = overhead(&image.bytes);

@@ -48,6 +48,11 @@ enum Command {
         /// Per-tensor override GLOB=DTYPE (repeatable; first match wins), e.g. lm_head.weight=int8.
         #[arg(long = "rule")]
         rules: Vec<String>,
+        /// Layout of int8/int4 matrices: `tiled` (the integer kernels, format
+        /// 3; matrices whose input width is not a multiple of 16 stay row-major)
+        /// or `rows` (row-major with f32 group scales, f32 activations, format 1-2).
+        #[arg(long, default_value = "tiled", value_parser = ["tiled", "rows"])]
+        layout: String,
         /// fla checkpoints: run attention layers that have no window_size as
         /// sliding-window attention with this window (changes their outputs).
         #[arg(long)]
@@ -190,6 +195,7 @@ fn run(command: Command) -> Result<()> {
             dtype,
             group_size,
             rules,
+            layout,
             window,
         } => {
             let opts = WriteOptions {
@@ -199,6 +205,11 @@ fn run(command: Command) -> Result<()> {
                     .iter()
                     .map(|r| writer::parse_rule(r))
                     .collect::<Result<_>>()?,
+                layout: if layout == "rows" {
+                    ferrite::image::Layout::RowMajor
+                } else {
+                    ferrite::image::Layout::Tiled
+                },
             };
             quantize(&model_dir, &output, &opts, &FlaOptions { window })
         }

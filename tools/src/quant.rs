@@ -1,7 +1,10 @@
 //! Group-wise symmetric quantization along the input dimension, and the
-//! error report of every stored dtype.
+//! error report of every stored dtype: row-major with f32 group scales
+//! (formats 1-2, [`encode`]) and the integer path's tiled layout with
+//! two-level scales ([`encode_tiled`]).
 
 use ferrite::image::DType;
+use ferrite::kernels::tiled::{i4_offset, i8_offset, padded_rows, TILE_COLS};
 use half::f16;
 
 /// A tensor encoded for the image.
@@ -83,6 +86,81 @@ pub fn encode(values: &[f32], cols: usize, dtype: DType, group: usize) -> Encode
                 rel_rms_error,
             }
         }
+    }
+}
+
+/// Encodes a `[rows, cols]` int8/int4 matrix in the tiled layout
+/// (`ferrite::image::Layout::Tiled`; `cols` and `group` multiples of 16,
+/// `group` dividing `cols`, checked by the caller).
+///
+/// Scales: per row and group the ideal `s = max|w| / qmax`; per row
+/// `d = max(s) / 255`; per group `m = ceil(s / d)` in 1..=255, so the
+/// stored scale `d * m` is never below `s` (no value clips) and at most one
+/// step of `d` above it; `q = round(w / (d * m))`.
+pub fn encode_tiled(
+    values: &[f32],
+    rows: usize,
+    cols: usize,
+    dtype: DType,
+    group: usize,
+) -> Encoded {
+    debug_assert!(dtype.is_quantized() && cols % TILE_COLS == 0 && cols % group == 0);
+    let qm = qmax(dtype);
+    let groups = cols / group;
+    let prows = padded_rows(rows);
+    let mut d = vec![0.0f32; prows];
+    let mut m = vec![0u8; prows * groups];
+    let mut q = vec![0i8; prows * cols];
+    for (r, row) in values.chunks_exact(cols).enumerate().take(rows) {
+        let s: Vec<f32> = row
+            .chunks_exact(group)
+            .map(|g| g.iter().fold(0.0f32, |a, v| a.max(v.abs())) / qm)
+            .collect();
+        let smax = s.iter().fold(0.0f32, |a, &v| a.max(v));
+        if smax == 0.0 {
+            continue;
+        }
+        d[r] = smax / 255.0;
+        for (g, &sg) in s.iter().enumerate() {
+            let mg = (sg / d[r]).ceil().clamp(1.0, 255.0);
+            m[r * groups + g] = mg as u8;
+            let inv = 1.0 / (d[r] * mg);
+            for c in g * group..(g + 1) * group {
+                q[r * cols + c] = (row[c] * inv).round().clamp(-qm, qm) as i8;
+            }
+        }
+    }
+    let decoded = (0..rows * cols).map(|i| {
+        let (r, c) = (i / cols, i % cols);
+        q[i] as f32 * (d[r] * m[r * groups + c / group] as f32)
+    });
+    let rel_rms_error = rel_rms(values, decoded);
+    let payload = if dtype == DType::I8 {
+        let mut p = vec![0u8; prows * cols];
+        for r in 0..prows {
+            for c in 0..cols {
+                p[i8_offset(r, c, cols)] = q[r * cols + c] as u8;
+            }
+        }
+        p
+    } else {
+        let mut p = vec![0u8; prows * cols / 2];
+        for r in 0..prows {
+            for c in 0..cols {
+                let (byte, high) = i4_offset(r, c, cols);
+                let nib = q[r * cols + c] as u8 & 0x0F;
+                p[byte] |= if high { nib << 4 } else { nib };
+            }
+        }
+        p
+    };
+    let mut scales: Vec<u8> = d.iter().flat_map(|v| v.to_le_bytes()).collect();
+    scales.extend_from_slice(&m);
+    scales.resize(scales.len().next_multiple_of(4), 0);
+    Encoded {
+        payload,
+        scales,
+        rel_rms_error,
     }
 }
 

@@ -3,14 +3,16 @@
 use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, TokenizerKind};
 use ferrite::image::{
-    DType, Header, Role, TensorEntry, TensorSpec, BPE_FORMAT_VERSION, CRC, CRC_FIELD, CRC_START,
-    GLOBAL_LAYER, HEADER_LEN, MIN_FORMAT_VERSION, TENSOR_ALIGN, TENSOR_ENTRY_LEN,
+    DType, Header, Layout, Role, TensorEntry, TensorSpec, BPE_FORMAT_VERSION, CRC, CRC_FIELD,
+    CRC_START, GLOBAL_LAYER, HEADER_LEN, MIN_FORMAT_VERSION, TENSOR_ALIGN, TENSOR_ENTRY_LEN,
+    TILED_FORMAT_VERSION,
 };
+use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
 use ferrite::mixers::{block_specs, global_specs};
 
 use crate::config_json::Config;
 use crate::model_dir::ModelDir;
-use crate::quant::{encode, Encoded};
+use crate::quant::{encode, encode_tiled, Encoded};
 
 /// How to store tensors.
 #[derive(Clone, Debug)]
@@ -22,6 +24,10 @@ pub struct WriteOptions {
     pub group_size: Option<usize>,
     /// `(glob, dtype)` overrides; the first matching rule wins.
     pub rules: Vec<(String, DType)>,
+    /// Layout of int8/int4 matrices: [`Layout::Tiled`] (the integer path;
+    /// matrices whose input width is not a multiple of 16 stay row-major)
+    /// or [`Layout::RowMajor`] (format 1-2 images, f32 activations).
+    pub layout: Layout,
 }
 
 impl Default for WriteOptions {
@@ -30,12 +36,34 @@ impl Default for WriteOptions {
             dtype: DType::F32,
             group_size: None,
             rules: Vec::new(),
+            layout: Layout::Tiled,
         }
     }
 }
 
-/// Group sizes tried, largest first, when none is given.
+/// Group sizes tried, largest first, when none is given (row-major layout).
 pub const AUTO_GROUP_SIZES: [usize; 4] = [64, 32, 16, 8];
+/// Group sizes tried, largest first, when none is given (tiled layout).
+pub const AUTO_TILED_GROUP_SIZES: [usize; 3] = [64, 32, 16];
+
+/// Whether a quantized matrix with `cols` inputs and `ndim` dims can take
+/// the tiled layout (and with group `requested`, if given).
+pub fn tileable(ndim: usize, cols: usize, requested: Option<usize>) -> bool {
+    ndim == 2
+        && cols % TILE_COLS == 0
+        && requested.is_none_or(|g| g % TILE_COLS == 0 && g <= MAX_TILED_GROUP && cols % g == 0)
+}
+
+/// The group size of a tiled tensor: `requested`, or the largest of
+/// [`AUTO_TILED_GROUP_SIZES`] dividing `cols` (one exists when [`tileable`]).
+pub fn tiled_group_for(requested: Option<usize>, cols: usize) -> usize {
+    requested.unwrap_or_else(|| {
+        AUTO_TILED_GROUP_SIZES
+            .into_iter()
+            .find(|g| cols % g == 0)
+            .unwrap_or(TILE_COLS)
+    })
+}
 
 /// The group size of a quantized tensor with `cols` inputs: `requested`
 /// (which must divide `cols`, be even for int4 and fit the 16-bit table
@@ -126,6 +154,8 @@ pub struct WrittenTensor {
     pub dtype: DType,
     /// Group size (quantized dtypes).
     pub group_size: usize,
+    /// Layout of values and scales.
+    pub layout: Layout,
     /// Shape.
     pub dims: Vec<u32>,
     /// Payload + scales bytes.
@@ -259,7 +289,7 @@ pub fn build_image(
     let tokenizer_off = table_off + TENSOR_ENTRY_LEN * specs.len();
     // The tokenizer section; the image is written in the lowest format
     // version that can represent it (v1 without one, v2 with BPE).
-    let (tokenizer, version) = match &dir.tokenizer {
+    let (tokenizer, mut version) = match &dir.tokenizer {
         Some(t) => {
             dir.check_tokenizer()?;
             (t.section(), BPE_FORMAT_VERSION)
@@ -279,17 +309,35 @@ pub fn build_image(
         progress(i, specs.len());
         let values = source_values(dir, spec, name)?;
         let dtype = dtype_for(opts, spec, name)?;
-        let cols = spec.numel() / spec.dims[0] as usize;
-        let group = if dtype.is_quantized() {
-            group_size_for(opts.group_size, dtype, cols, name)?
+        let rows = spec.dims[0] as usize;
+        let cols = spec.numel() / rows;
+        let layout = if dtype.is_quantized()
+            && opts.layout == Layout::Tiled
+            && tileable(spec.ndim(), cols, opts.group_size)
+        {
+            Layout::Tiled
         } else {
-            0
+            Layout::RowMajor
         };
+        let (group, encoded) = match (dtype.is_quantized(), layout) {
+            (false, _) => (0, encode(&values, cols, dtype, 0)),
+            (true, Layout::Tiled) => {
+                let group = tiled_group_for(opts.group_size, cols);
+                (group, encode_tiled(&values, rows, cols, dtype, group))
+            }
+            (true, Layout::RowMajor) => {
+                let group = group_size_for(opts.group_size, dtype, cols, name)?;
+                (group, encode(&values, cols, dtype, group))
+            }
+        };
+        if layout == Layout::Tiled {
+            version = version.max(TILED_FORMAT_VERSION);
+        }
         let Encoded {
             payload,
             scales,
             rel_rms_error,
-        } = encode(&values, cols, dtype, group);
+        } = encoded;
         let place = |data: &mut Vec<u8>, bytes: &[u8]| -> (u32, u32) {
             if bytes.is_empty() {
                 return (0, 0);
@@ -305,6 +353,7 @@ pub fn build_image(
             layer: spec.layer.unwrap_or(GLOBAL_LAYER),
             role: spec.role,
             dtype,
+            layout,
             group_size: group as u16,
             dims: spec.dims,
             data_off: data_o,
@@ -320,6 +369,7 @@ pub fn build_image(
             name: name.clone(),
             dtype,
             group_size: group,
+            layout,
             dims: spec.dims[..spec.ndim()].to_vec(),
             bytes: payload.len() + scales.len(),
             rel_rms_error,

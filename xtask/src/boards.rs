@@ -271,6 +271,14 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         None
     };
     let mut features = format!("board-{}", board.name);
+    // The BPE tokenizer's code only where the image needs it (and for the
+    // OTA example, which reads any image at run time).
+    if facts
+        .as_ref()
+        .map_or(req.firmware == Firmware::Ota, |f| f.bpe)
+    {
+        features.push_str(",bpe");
+    }
     if req.defmt {
         features.push_str(",defmt");
     }

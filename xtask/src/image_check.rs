@@ -19,6 +19,9 @@ pub struct ImageFacts {
     pub other_params: u64,
     /// Quantization group of the image's quantized tensors (32 when none is).
     pub group: u64,
+    /// Whether the image carries a BPE tokenizer (the firmware then needs
+    /// the runtime's `bpe` feature).
+    pub bpe: bool,
 }
 
 /// Loads `path` with [`ferrite::Model::load`]; the runtime's error is the message.
@@ -35,6 +38,7 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         matrix_params: 0,
         other_params: 0,
         group: 32,
+        bpe: model.tokenizer().kind_name() == "bpe",
     };
     for index in 0..model.tensor_count() {
         let e = model.entry(index)?;
@@ -116,6 +120,7 @@ mod tests {
             matrix_params: 100_000,
             other_params: 1_000,
             group: 32,
+            bpe: false,
         }
     }
 

@@ -1,8 +1,11 @@
-//! Portable reference kernels. Quantized weights are decoded on the fly:
-//! no dequantized copy of a tensor is ever made.
+//! Portable reference kernels, written as the definition: the f32-activation
+//! kernels of row-major tensors (quantized weights decoded on the fly, no
+//! dequantized copy is ever made), and the integer path of tiled tensors
+//! element by element, which every fast tile kernel must match bit for bit.
 
 use half::f16;
 
+use super::tiled::{i4_offset, i8_offset, QVec, TiledI4, TiledI8};
 use crate::math::dot;
 
 /// `y = W x` for f32 weights.
@@ -75,6 +78,58 @@ pub fn matvec_i4(w: &[u8], scales: &[f32], cols: usize, group: usize, x: &[f32],
         }
         *yi = acc;
     }
+}
+
+/// Element `(r, c)` of a tiled int8 matrix (0 outside it).
+pub fn tiled_i8_at(w: &TiledI8<'_>, r: usize, c: usize) -> i8 {
+    w.q.get(i8_offset(r, c, w.cols)).copied().unwrap_or(0)
+}
+
+/// Element `(r, c)` of a tiled int4 matrix (0 outside it).
+pub fn tiled_i4_at(w: &TiledI4<'_>, r: usize, c: usize) -> i8 {
+    let (byte, high) = i4_offset(r, c, w.cols);
+    match w.q.get(byte) {
+        Some(&b) if high => i4_high(b),
+        Some(&b) => i4_low(b),
+        None => 0,
+    }
+}
+
+/// The integer path's definition: `y[r] = (Σ_g m[r][g] Σ_{c in g} W[r][c] x.q[c])
+/// * (d[r] * x.scale)`, the sums exact (i64).
+fn tiled_reference(
+    (rows, cols, group): (usize, usize, usize),
+    d: &[f32],
+    m: &[u8],
+    at: impl Fn(usize, usize) -> i8,
+    x: &QVec<'_>,
+    y: &mut [f32],
+) {
+    let groups = cols / group.max(1);
+    for (r, yr) in y.iter_mut().enumerate().take(rows) {
+        let mut total = 0i64;
+        for g in 0..groups {
+            let mut acc = 0i64;
+            for c in g * group..(g + 1) * group {
+                let xv = x.q.get(c).copied().unwrap_or(0);
+                acc += i64::from(at(r, c)) * i64::from(xv);
+            }
+            total += i64::from(m.get(r * groups + g).copied().unwrap_or(0)) * acc;
+        }
+        *yr = total as f32 * (d.get(r).copied().unwrap_or(0.0) * x.scale);
+    }
+}
+
+/// `y = W x` for a tiled int8 matrix, element by element (the reference).
+pub fn matvec_tiled_i8(w: &TiledI8<'_>, x: &QVec<'_>, y: &mut [f32]) {
+    let at = |r, c| tiled_i8_at(w, r, c);
+    tiled_reference((w.rows, w.cols, w.group), w.row_scales, w.mults, at, x, y);
+}
+
+/// `y = W x` for a tiled int4 matrix, element by element (the reference).
+pub fn matvec_tiled_i4(w: &TiledI4<'_>, x: &QVec<'_>, y: &mut [f32]) {
+    let at = |r, c| tiled_i4_at(w, r, c);
+    tiled_reference((w.rows, w.cols, w.group), w.row_scales, w.mults, at, x, y);
 }
 
 #[cfg(test)]

@@ -1,10 +1,53 @@
-//! Matrix-vector kernels, one per storage dtype.
+//! Matrix-vector kernels, in the style of tract-linalg: a portable
+//! reference ([`generic`]) and fast modules, each tested against it.
 //!
-//! [`generic`] is the portable reference; architecture-specific modules (to
-//! come) must match it and are tested against it. Every kernel has the same
-//! contract: `w` is row-major `[rows, cols]`, `x` has `cols` elements, `y` has
-//! `rows`; quantized kernels take one f32 scale per `group` inputs of a row.
+//! Two paths, chosen by a tensor's layout ([`crate::image::Layout`]):
+//! - **row-major** tensors (f32, f16, and the int8/int4 of format 1-2
+//!   images) run the [`generic`] kernels with f32 activations: `w` is
+//!   row-major `[rows, cols]`, `x` has `cols` elements, `y` has `rows`;
+//!   quantized kernels take one f32 scale per `group` inputs of a row;
+//! - **tiled** int8/int4 tensors run the integer path of [`tiled`]: int8
+//!   activations, i32 tile products, integer group scales, one f32 multiply
+//!   per row. The tile kernel comes from the module chosen for the target
+//!   at build time (`runtime/build.rs`, cfg `ferrite_kernels`):
+//!
+//! | `ferrite_kernels` | targets | module |
+//! |---|---|---|
+//! | `dsp` | thumbv7em (Cortex-M4/M7), thumbv8m.main with `target-cpu=cortex-m33` | SMLAD/SXTB16 assembly in the `ferrite-dsp` crate |
+//! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | [`helium`]: safe code LLVM turns into MVE `VMLAVA` |
+//! | `portable` | everything else (M0, M3, RV32, the host) | [`portable`] |
+//!
+//! Setting `FERRITE_KERNELS=portable` when building forces the portable
+//! module (for comparisons). Every module's results are bit-identical to
+//! [`generic::matvec_tiled_i8`] / [`generic::matvec_tiled_i4`]: the
+//! arithmetic is exact integer arithmetic in any order.
 
 pub mod generic;
+#[cfg(ferrite_kernels = "helium")]
+pub mod helium;
+pub mod portable;
+pub mod tiled;
+
+#[cfg(ferrite_kernels = "dsp")]
+mod dsp;
 
 pub use generic::{matvec_f16, matvec_f32, matvec_i4, matvec_i8};
+
+/// The tile kernels of this build (see the table above).
+pub mod arch {
+    #[cfg(ferrite_kernels = "dsp")]
+    pub use super::dsp::{dot4_i4, dot4_i8, prepare, WIDE};
+    #[cfg(ferrite_kernels = "helium")]
+    pub use super::helium::{dot4_i4, dot4_i8, prepare, WIDE};
+    #[cfg(not(any(ferrite_kernels = "dsp", ferrite_kernels = "helium")))]
+    pub use super::portable::{dot4_i4, dot4_i8, prepare, WIDE};
+
+    /// Name of the module, as reported by the boards and benchmarks.
+    pub const NAME: &str = if cfg!(ferrite_kernels = "dsp") {
+        "dsp"
+    } else if cfg!(ferrite_kernels = "helium") {
+        "helium"
+    } else {
+        "portable"
+    };
+}

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::{dot, softmax_in_place};
 use crate::model::LayerWeights;
+use crate::tensor::ActBuf;
 
 /// Interpolation kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,9 +269,11 @@ impl Mixer for BlaConfig {
         w: &LayerWeights<'_, '_>,
         state: &mut [f32],
         scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
+        let x = act.input(x)?;
         let (h, k, v, n) = self.dims();
         let (q, rest) = scratch.split_at_mut(h * k);
         let (kk, rest) = rest.split_at_mut(h * k);
@@ -280,9 +283,9 @@ impl Mixer for BlaConfig {
             .get_mut(..n)
             .ok_or(Error::BadHeader("bla scratch too small"))?;
 
-        w.get(Role::QProj)?.matvec(x, q);
-        w.get(Role::KProj)?.matvec(x, kk);
-        w.get(Role::VProj)?.matvec(x, vv);
+        w.get(Role::QProj)?.matvec(&x, q)?;
+        w.get(Role::KProj)?.matvec(&x, kk)?;
+        w.get(Role::VProj)?.matvec(&x, vv)?;
         let (ks_all, rest) = state.split_at_mut(h * n * k);
         let (vs_all, conv_state) = rest.split_at_mut(h * n * v);
         if self.conv_size > 0 {
@@ -312,7 +315,7 @@ impl Mixer for BlaConfig {
                 oh.iter_mut().zip(vrow).for_each(|(e, &vc)| *e += p * vc);
             }
         }
-        w.get(Role::OProj)?.matvec(o, out);
+        w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
     }
 }

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::{dot, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
 use crate::model::LayerWeights;
+use crate::tensor::ActBuf;
 
 /// Gated DeltaNet layer configuration.
 ///
@@ -145,9 +146,11 @@ impl Mixer for GdnConfig {
         w: &LayerWeights<'_, '_>,
         state: &mut [f32],
         scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
+        let x = act.input(x)?;
         let (h, hv, k, v) = self.dims();
         let width = self.conv_size as usize;
         let (q, rest) = scratch.split_at_mut(h * k);
@@ -160,13 +163,13 @@ impl Mixer for GdnConfig {
             .get_mut(..hv)
             .ok_or(Error::BadHeader("gdn scratch too small"))?;
 
-        w.get(Role::QProj)?.matvec(x, q);
-        w.get(Role::KProj)?.matvec(x, kk);
-        w.get(Role::VProj)?.matvec(x, vv);
-        w.get(Role::AProj)?.matvec(x, a);
-        w.get(Role::BProj)?.matvec(x, b);
+        w.get(Role::QProj)?.matvec(&x, q)?;
+        w.get(Role::KProj)?.matvec(&x, kk)?;
+        w.get(Role::VProj)?.matvec(&x, vv)?;
+        w.get(Role::AProj)?.matvec(&x, a)?;
+        w.get(Role::BProj)?.matvec(&x, b)?;
         if self.use_gate {
-            w.get(Role::GProj)?.matvec(x, g);
+            w.get(Role::GProj)?.matvec(&x, g)?;
         }
 
         let (s_all, caches) = state.split_at_mut(hv * v * k);
@@ -209,7 +212,7 @@ impl Mixer for GdnConfig {
                 }
             }
         }
-        w.get(Role::OProj)?.matvec(o, out);
+        w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
     }
 }

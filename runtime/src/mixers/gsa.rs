@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::{logsigmoid, rms_scale, silu, softmax_in_place};
 use crate::model::LayerWeights;
+use crate::tensor::ActBuf;
 
 /// Feature map applied to q and k.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,9 +176,11 @@ impl Mixer for GsaConfig {
         w: &LayerWeights<'_, '_>,
         state: &mut [f32],
         scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
+        let x = act.input(x)?;
         let (h, hkv, k, v, m) = self.dims();
         let (q, rest) = scratch.split_at_mut(h * k);
         let (kk, rest) = rest.split_at_mut(hkv * k);
@@ -188,10 +191,10 @@ impl Mixer for GsaConfig {
             .get_mut(..h * v)
             .ok_or(Error::BadHeader("gsa scratch too small"))?;
 
-        w.get(Role::QProj)?.matvec(x, q);
-        w.get(Role::KProj)?.matvec(x, kk);
-        w.get(Role::VProj)?.matvec(x, vv);
-        w.get(Role::FProj)?.matvec(x, f);
+        w.get(Role::QProj)?.matvec(&x, q)?;
+        w.get(Role::KProj)?.matvec(&x, kk)?;
+        w.get(Role::VProj)?.matvec(&x, vv)?;
+        w.get(Role::FProj)?.matvec(&x, f)?;
         self.feature_map.apply(q);
         self.feature_map.apply(kk);
         vv.iter_mut().for_each(|e| *e = silu(*e));
@@ -239,7 +242,7 @@ impl Mixer for GsaConfig {
         o.iter_mut()
             .enumerate()
             .for_each(|(c, e)| *e *= inv * g_norm.at(c));
-        w.get(Role::OProj)?.matvec(o, out);
+        w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
     }
 }

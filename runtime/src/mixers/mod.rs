@@ -16,6 +16,7 @@ use crate::config::{LayerConfig, ModelConfig};
 use crate::error::Result;
 use crate::image::{Role, TensorSpec};
 use crate::model::LayerWeights;
+use crate::tensor::ActBuf;
 
 /// Most tensors one layer (mixer + block) may have.
 pub const MAX_LAYER_TENSORS: usize = 24;
@@ -40,13 +41,16 @@ pub struct StepCtx {
 pub trait Mixer {
     /// Runs one token: reads `x` (`[D]`), updates `state`, writes `out` (`[D]`).
     /// `state` holds exactly the mixer's state words, `scratch` at least its
-    /// scratch words; a new (or reset) state is all zeros.
+    /// scratch words; a new (or reset) state is all zeros. `act` quantizes
+    /// the inputs of products with tensors on the integer path.
+    #[allow(clippy::too_many_arguments)]
     fn step(
         &self,
         ctx: &StepCtx,
         w: &LayerWeights<'_, '_>,
         state: &mut [f32],
         scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
     ) -> Result<()>;

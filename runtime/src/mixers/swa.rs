@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::dot;
 use crate::model::LayerWeights;
+use crate::tensor::ActBuf;
 
 /// Flag bits of the layer record.
 mod flag {
@@ -256,9 +257,11 @@ impl Mixer for SwaConfig {
         w: &LayerWeights<'_, '_>,
         state: &mut [f32],
         scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
+        let x = act.input(x)?;
         let (h, hkv, d) = self.dims();
         let (window, t) = (self.window as u64, ctx.pos);
         let (q, rest) = scratch.split_at_mut(h * d);
@@ -270,9 +273,9 @@ impl Mixer for SwaConfig {
             .get_mut(..d)
             .ok_or(Error::BadHeader("swa scratch too small"))?;
 
-        w.get(Role::QProj)?.matvec(x, q);
-        w.get(Role::KProj)?.matvec(x, k);
-        w.get(Role::VProj)?.matvec(x, v);
+        w.get(Role::QProj)?.matvec(&x, q)?;
+        w.get(Role::KProj)?.matvec(&x, k)?;
+        w.get(Role::VProj)?.matvec(&x, v)?;
 
         let sink_cap = self.sinks as usize + ctx.pinned_max;
         let kv_len = (sink_cap + self.window as usize) * hkv * d;
@@ -337,7 +340,7 @@ impl Mixer for SwaConfig {
             }
             softmax.finish();
         }
-        w.get(Role::OProj)?.matvec(o, out);
+        w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
     }
 }

@@ -2,14 +2,19 @@
 //! version) and byte-level BPE (format v2, read in place from the image).
 //! [`crate::Model::tokenizer`] gives the one an image carries.
 
+#[cfg(feature = "bpe")]
 mod bpe;
+#[cfg(feature = "bpe")]
 mod pretokenize;
+#[cfg(feature = "bpe")]
 mod unicode;
 
+#[cfg(feature = "bpe")]
 pub use bpe::{
     section_len, BpeTokenizer, BPE_FLAG_GPT2_SPLIT, BPE_HEADER_WORDS, BPE_MAX_PIECE,
     BPE_MERGE_WORDS,
 };
+#[cfg(feature = "bpe")]
 pub use unicode::UNICODE_VERSION;
 
 use crate::error::{Error, Result};
@@ -19,8 +24,13 @@ use crate::error::{Error, Result};
 pub enum Tokenizer<'a> {
     /// One token per byte.
     Bytes(ByteTokenizer),
-    /// Byte-level BPE from the image.
+    /// Byte-level BPE from the image (feature `bpe`).
+    #[cfg(feature = "bpe")]
     Bpe(BpeTokenizer<'a>),
+    /// Ties the lifetime when the BPE tokenizer is not built; never made.
+    #[cfg(not(feature = "bpe"))]
+    #[doc(hidden)]
+    _Never(core::marker::PhantomData<&'a ()>, core::convert::Infallible),
 }
 
 impl<'a> Tokenizer<'a> {
@@ -29,7 +39,10 @@ impl<'a> Tokenizer<'a> {
     pub fn encode(&self, text: &[u8], out: &mut [u32]) -> Result<usize> {
         match self {
             Tokenizer::Bytes(t) => t.encode(text, out),
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(t) => t.encode(text, out),
+            #[cfg(not(feature = "bpe"))]
+            Tokenizer::_Never(_, never) => match *never {},
         }
     }
 
@@ -39,7 +52,10 @@ impl<'a> Tokenizer<'a> {
     pub fn decode(&self, token: u32) -> &'a [u8] {
         match self {
             Tokenizer::Bytes(t) => t.decode(token),
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(t) => t.decode(token),
+            #[cfg(not(feature = "bpe"))]
+            Tokenizer::_Never(_, never) => match *never {},
         }
     }
 
@@ -47,7 +63,10 @@ impl<'a> Tokenizer<'a> {
     pub fn kind_name(&self) -> &'static str {
         match self {
             Tokenizer::Bytes(_) => "bytes",
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(_) => "bpe",
+            #[cfg(not(feature = "bpe"))]
+            Tokenizer::_Never(_, never) => match *never {},
         }
     }
 
@@ -55,7 +74,10 @@ impl<'a> Tokenizer<'a> {
     pub fn vocab_len(&self) -> u32 {
         match self {
             Tokenizer::Bytes(_) => 256,
+            #[cfg(feature = "bpe")]
             Tokenizer::Bpe(t) => t.vocab_len(),
+            #[cfg(not(feature = "bpe"))]
+            Tokenizer::_Never(_, never) => match *never {},
         }
     }
 }

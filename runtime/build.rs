@@ -1,0 +1,41 @@
+//! Chooses the tile kernels of the integer path from the target (see
+//! `src/kernels/mod.rs`): `cfg(ferrite_kernels = "dsp" | "helium" | "portable")`.
+//! Stable Rust reports neither the DSP nor the MVE target feature to `cfg`,
+//! so the choice reads the target triple and `-C target-cpu`.
+
+use std::env;
+
+fn main() {
+    println!(
+        "cargo::rustc-check-cfg=cfg(ferrite_kernels, values(\"dsp\", \"helium\", \"portable\"))"
+    );
+    println!("cargo::rerun-if-env-changed=FERRITE_KERNELS");
+    let target = env::var("TARGET").unwrap_or_default();
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let cpu = flags
+        .split('\x1f')
+        .collect::<Vec<_>>()
+        .windows(2)
+        .find_map(|w| match (w[0], w[1]) {
+            ("-C", opt) => opt.strip_prefix("target-cpu="),
+            (opt, _) => opt.strip_prefix("-Ctarget-cpu="),
+        })
+        .unwrap_or("")
+        .to_string();
+    let chosen = if let Ok(forced) = env::var("FERRITE_KERNELS") {
+        forced
+    } else if target.starts_with("thumbv7em") {
+        "dsp".into()
+    } else if target.starts_with("thumbv8m.main") && cpu == "cortex-m55" {
+        "helium".into()
+    } else if target.starts_with("thumbv8m.main") && (cpu == "cortex-m33" || cpu == "cortex-m35p") {
+        "dsp".into()
+    } else {
+        "portable".into()
+    };
+    assert!(
+        matches!(chosen.as_str(), "dsp" | "helium" | "portable"),
+        "FERRITE_KERNELS={chosen}: use dsp, helium or portable"
+    );
+    println!("cargo::rustc-cfg=ferrite_kernels=\"{chosen}\"");
+}

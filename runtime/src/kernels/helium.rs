@@ -1,0 +1,81 @@
+//! Cortex-M55 tile kernels: safe code that LLVM compiles, under
+//! `-C target-cpu=cortex-m55`, to MVE (Helium) vector dot products
+//! (`VMLAVA.S8` over a tile row of 16 int8 values; int4 rows as two
+//! `VMLAVA.S16` over widened nibbles). The four rows of a tile share the
+//! activations, loaded once per tile.
+
+use super::tiled::{QVec, TILE_COLS, TILE_ROWS};
+
+/// The int4 kernel reads activations from `QVec::wide`, permuted to the
+/// nibble order of a tile row (see [`prepare`]).
+pub const WIDE: bool = true;
+
+/// Writes the activations as i16 in the order of an int4 tile row's
+/// nibbles: per 16 columns, the low nibbles of its 8 bytes are columns
+/// 0-3 and 8-11, the high nibbles 4-7 and 12-15.
+pub fn prepare(q: &[i8], wide: &mut [i16]) {
+    const ORDER: [usize; TILE_COLS] = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15];
+    for (xs, out) in q
+        .chunks_exact(TILE_COLS)
+        .zip(wide.chunks_exact_mut(TILE_COLS))
+    {
+        for (o, &src) in out.iter_mut().zip(&ORDER) {
+            *o = i16::from(xs[src]);
+        }
+    }
+}
+
+/// One tile row of 16 int8 values against 16 activations.
+#[inline(always)]
+fn dot16(w: &[i8; TILE_COLS], x: &[i8; TILE_COLS]) -> i32 {
+    w.iter()
+        .zip(x)
+        .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        .sum()
+}
+
+/// Four dot products of the rows of int8 tiles (`64 * n` bytes) with `x.q`.
+#[inline]
+pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
+    let mut acc = [0i32; TILE_ROWS];
+    for (tile, xs) in tiles
+        .chunks_exact(TILE_ROWS * TILE_COLS)
+        .zip(x.q.chunks_exact(TILE_COLS))
+    {
+        let Ok(xs) = <&[i8; TILE_COLS]>::try_from(xs) else {
+            continue;
+        };
+        for (a, row) in acc.iter_mut().zip(tile.chunks_exact(TILE_COLS)) {
+            if let Ok(row) = <&[i8; TILE_COLS]>::try_from(row) {
+                *a += dot16(row, xs);
+            }
+        }
+    }
+    acc
+}
+
+/// As [`dot4_i8`] for int4 tiles (`32 * n` bytes), against `x.wide`.
+#[inline]
+pub fn dot4_i4(tiles: &[u8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
+    let mut acc = [0i32; TILE_ROWS];
+    for (tile, xs) in tiles
+        .chunks_exact(TILE_ROWS * TILE_COLS / 2)
+        .zip(x.wide.chunks_exact(TILE_COLS))
+    {
+        let (xlo, xhi) = xs.split_at(TILE_COLS / 2);
+        for (a, row) in acc.iter_mut().zip(tile.chunks_exact(TILE_COLS / 2)) {
+            let lo: i32 = row
+                .iter()
+                .zip(xlo)
+                .map(|(&b, &v)| i32::from(((b << 4) as i8) >> 4) * i32::from(v))
+                .sum();
+            let hi: i32 = row
+                .iter()
+                .zip(xhi)
+                .map(|(&b, &v)| i32::from((b as i8) >> 4) * i32::from(v))
+                .sum();
+            *a += lo + hi;
+        }
+    }
+    acc
+}

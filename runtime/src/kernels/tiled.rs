@@ -1,0 +1,202 @@
+//! The integer path: int8 activations, the tiled weight layout
+//! ([`crate::image::Layout::Tiled`]) and the matrix-vector driver that runs
+//! an architecture's tile kernel over it.
+//!
+//! ```text
+//! x (f32) ──quantize──▶ q = round(127 x / max|x|) (i8), scale = max|x| / 127
+//! per row block (4 rows), per group g:   acc[r] = Σ_c W[r][c] q[c]        (i32, tile kernel)
+//!                                        total[r] += m[r][g] · acc[r]     (i64)
+//! y[r] = total[r] · (d[r] · scale)                                         (one f32 multiply per row)
+//! ```
+//! Every step but the first and the last is integer arithmetic, so FPU-less
+//! cores pay soft float per element of `x` and per row of `W`, never per
+//! product or per group, and every kernel gives bit-identical results.
+
+use super::arch;
+
+/// Rows of a tile.
+pub const TILE_ROWS: usize = 4;
+/// Columns of a tile.
+pub const TILE_COLS: usize = 16;
+/// Largest group of the tiled layout: keeps a group's i32 accumulator of
+/// int8 x int8 products (`|q| <= 128`, `|x| <= 127`) far from overflow
+/// (`4096 * 128 * 127 < 2^26`; int4 kernels may scale products by 16).
+pub const MAX_TILED_GROUP: usize = 4096;
+/// Bytes of activation scratch per input column: the int8 values plus one
+/// i16 copy that some architectures' kernels read (see [`QVec::wide`]).
+pub const ACT_BYTES_PER_COL: usize = 3;
+
+/// `rows` rounded up to whole tiles.
+pub const fn padded_rows(rows: usize) -> usize {
+    rows.div_ceil(TILE_ROWS) * TILE_ROWS
+}
+
+/// Byte offset of element `(r, c)` in an int8 tiled payload with `cols` columns.
+#[inline]
+pub const fn i8_offset(r: usize, c: usize, cols: usize) -> usize {
+    let tile = (r / TILE_ROWS) * (cols / TILE_COLS) + c / TILE_COLS;
+    tile * TILE_ROWS * TILE_COLS + (r % TILE_ROWS) * TILE_COLS + c % TILE_COLS
+}
+
+/// Byte offset and nibble (false: low, true: high) of element `(r, c)` in
+/// an int4 tiled payload: per 8 columns, byte `j` holds columns `j` and `j + 4`.
+#[inline]
+pub const fn i4_offset(r: usize, c: usize, cols: usize) -> (usize, bool) {
+    let tile = (r / TILE_ROWS) * (cols / TILE_COLS) + c / TILE_COLS;
+    let within = c % TILE_COLS;
+    let byte = (within / 8) * 4 + within % 4;
+    (
+        tile * TILE_ROWS * TILE_COLS / 2 + (r % TILE_ROWS) * TILE_COLS / 2 + byte,
+        within % 8 >= 4,
+    )
+}
+
+/// An input vector quantized to int8 with one scale, `x ≈ scale * q`.
+#[derive(Clone, Copy, Debug)]
+pub struct QVec<'a> {
+    /// The int8 values, `|q| <= 127`.
+    pub q: &'a [i8],
+    /// The same values as i16 in the order an architecture's kernel reads
+    /// them (empty where the kernel reads `q`); see `arch::prepare`.
+    pub wide: &'a [i16],
+    /// `max|x| / 127` (0 for a zero vector, NaN/inf when `x` has them, so
+    /// that they reach the output as they would on the f32 path).
+    pub scale: f32,
+}
+
+/// Quantizes `x` into `q` (same length) and returns the scale:
+/// `q[i] = round(x[i] * 127 / max|x|)` (half away from zero).
+pub fn quantize(x: &[f32], q: &mut [i8]) -> f32 {
+    // The largest magnitude, compared as bits: integer work on every core,
+    // and a NaN (whose bits exceed infinity's) wins, so it is not dropped.
+    let bits = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+    let amax = f32::from_bits(bits);
+    if bits == 0 {
+        q.fill(0);
+        return 0.0;
+    }
+    let inv = 127.0 / amax;
+    for (qi, &xi) in q.iter_mut().zip(x) {
+        // Saturating cast: NaN becomes 0, the scale carries it to y.
+        *qi = libm::roundf(xi * inv).clamp(-127.0, 127.0) as i8;
+    }
+    amax / 127.0
+}
+
+/// An int8 matrix in the tiled layout. Invariants (checked when the view is
+/// made, `crate::tensor`): `cols % TILE_COLS == 0`, `group % TILE_COLS == 0`,
+/// `group <= MAX_TILED_GROUP`, `cols % group == 0`, `q.len() ==
+/// padded_rows(rows) * cols`, `row_scales.len() == padded_rows(rows)`,
+/// `mults.len() == padded_rows(rows) * cols / group`.
+#[derive(Clone, Copy, Debug)]
+pub struct TiledI8<'a> {
+    /// Rows (outputs), before padding.
+    pub rows: usize,
+    /// Columns (inputs).
+    pub cols: usize,
+    /// Group size (a multiple of 16).
+    pub group: usize,
+    /// Values in tiles.
+    pub q: &'a [i8],
+    /// `d`: one f32 scale per padded row.
+    pub row_scales: &'a [f32],
+    /// `m`: one u8 multiplier per padded row and group, row-major.
+    pub mults: &'a [u8],
+}
+
+/// An int4 matrix in the tiled layout: as [`TiledI8`] with `q` packed two
+/// values per byte (`q.len() == padded_rows(rows) * cols / 2`).
+#[derive(Clone, Copy, Debug)]
+pub struct TiledI4<'a> {
+    /// Rows (outputs), before padding.
+    pub rows: usize,
+    /// Columns (inputs).
+    pub cols: usize,
+    /// Group size (a multiple of 16).
+    pub group: usize,
+    /// Packed values in tiles.
+    pub q: &'a [u8],
+    /// `d`: one f32 scale per padded row.
+    pub row_scales: &'a [f32],
+    /// `m`: one u8 multiplier per padded row and group, row-major.
+    pub mults: &'a [u8],
+}
+
+/// Writes `y[r] = total[r] * (d[r] * scale)` for the rows of block `rb` that exist.
+#[inline]
+fn store(y: &mut [f32], rb: usize, total: &[i64; TILE_ROWS], d: &[f32], scale: f32) {
+    let base = rb * TILE_ROWS;
+    for (r, t) in total.iter().enumerate() {
+        if let (Some(yr), Some(&dr)) = (y.get_mut(base + r), d.get(base + r)) {
+            *yr = *t as f32 * (dr * scale);
+        }
+    }
+}
+
+/// Adds `m[r][g] * acc[r]` to the block's totals.
+#[inline]
+fn combine(
+    total: &mut [i64; TILE_ROWS],
+    acc: [i32; TILE_ROWS],
+    mults: &[u8],
+    rb: usize,
+    g: usize,
+    groups: usize,
+) {
+    for (r, (t, a)) in total.iter_mut().zip(acc).enumerate() {
+        let m = mults
+            .get((rb * TILE_ROWS + r) * groups + g)
+            .copied()
+            .unwrap_or(0);
+        *t += i64::from(m) * i64::from(a);
+    }
+}
+
+/// `y = W x` for a tiled int8 matrix, with the architecture's tile kernel.
+/// `x` must have `w.cols` values and `y` at least `w.rows` (checked by the
+/// caller; shorter slices compute less, never panic).
+pub fn matvec_i8(w: &TiledI8<'_>, x: &QVec<'_>, y: &mut [f32]) {
+    let tile_bytes = TILE_ROWS * TILE_COLS;
+    let groups = w.cols / w.group.max(1);
+    let group_bytes = w.group * TILE_ROWS;
+    for (rb, block) in w.q.chunks_exact((w.cols * TILE_ROWS).max(1)).enumerate() {
+        let mut total = [0i64; TILE_ROWS];
+        for (g, tiles) in block.chunks_exact(group_bytes.max(tile_bytes)).enumerate() {
+            let acc = arch::dot4_i8(tiles, &x.slice(g * w.group, w.group));
+            combine(&mut total, acc, w.mults, rb, g, groups);
+        }
+        store(y, rb, &total, w.row_scales, x.scale);
+    }
+}
+
+/// `y = W x` for a tiled int4 matrix, with the architecture's tile kernel.
+pub fn matvec_i4(w: &TiledI4<'_>, x: &QVec<'_>, y: &mut [f32]) {
+    let tile_bytes = TILE_ROWS * TILE_COLS / 2;
+    let groups = w.cols / w.group.max(1);
+    let group_bytes = w.group * TILE_ROWS / 2;
+    for (rb, block) in
+        w.q.chunks_exact((w.cols * TILE_ROWS / 2).max(1))
+            .enumerate()
+    {
+        let mut total = [0i64; TILE_ROWS];
+        for (g, tiles) in block.chunks_exact(group_bytes.max(tile_bytes)).enumerate() {
+            let acc = arch::dot4_i4(tiles, &x.slice(g * w.group, w.group));
+            combine(&mut total, acc, w.mults, rb, g, groups);
+        }
+        store(y, rb, &total, w.row_scales, x.scale);
+    }
+}
+
+impl<'a> QVec<'a> {
+    /// The `len` values from column `start` (empty past the end).
+    #[inline]
+    pub fn slice(&self, start: usize, len: usize) -> QVec<'a> {
+        let q = self.q.get(start..start + len).unwrap_or(&[]);
+        let wide = self.wide.get(start..start + len).unwrap_or(&[]);
+        QVec {
+            q,
+            wide,
+            scale: self.scale,
+        }
+    }
+}
