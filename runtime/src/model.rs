@@ -3,7 +3,8 @@
 use crate::config::{LayerConfig, ModelConfig, TokenizerKind, MAX_LAYERS};
 use crate::error::{Error, Result};
 use crate::image::{
-    DType, Header, Role, TensorEntry, TensorSpec, CRC, CRC_START, IMAGE_ALIGN, TENSOR_ALIGN,
+    DType, Header, Layout, Role, TensorEntry, TensorSpec, CRC, CRC_START, IMAGE_ALIGN,
+    TENSOR_ALIGN, TILED_FORMAT_VERSION,
 };
 use crate::mixers::{block_specs, global_specs, Specs};
 use crate::tensor::Tensor;
@@ -166,6 +167,12 @@ impl<'a> Model<'a> {
                 return Err(Error::BadTensor {
                     index,
                     reason: "only weight matrices may be quantized",
+                });
+            }
+            if e.layout != Layout::RowMajor && self.header.version < TILED_FORMAT_VERSION {
+                return Err(Error::BadTensor {
+                    index,
+                    reason: "the tiled layout needs image format version 3",
                 });
             }
             if !e.dtype.is_quantized() && (e.group_size != 0 || e.scale_len != 0) {

@@ -1,8 +1,9 @@
 //! Format versioning (docs/image-format.md): the committed v1 image keeps
 //! loading and computing the same logits (the back-compat test every later
 //! runtime must pass), and an image of a version this runtime does not read is
-//! refused with a message naming the versions it does read (1..=2: v2 adds
-//! the byte-level BPE tokenizer section, `tests/tests/tokenizer.rs`).
+//! refused with a message naming the versions it does read (1..=3: v2 adds
+//! the byte-level BPE tokenizer section, `tests/tests/tokenizer.rs`; v3 the
+//! tiled weight layout of the integer path).
 
 use std::path::Path;
 
@@ -79,27 +80,66 @@ fn other_versions_are_refused_naming_the_supported_ones() {
 }
 
 #[test]
-fn this_runtime_reads_versions_1_to_2_and_refuses_0_3_and_max() {
-    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 2));
-    for version in [0, 3, u32::MAX] {
+fn this_runtime_reads_versions_1_to_3_and_refuses_0_4_and_max() {
+    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 3));
+    for version in [0, 4, u32::MAX] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
         let msg = Model::load(AlignedImage::new(&bytes).bytes())
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("versions 1..=2"), "{msg}");
+        assert!(msg.contains("versions 1..=3"), "{msg}");
     }
-    // v2 only adds the BPE tokenizer section: a byte-tokenizer image labelled
-    // v2 reads exactly as its v1 self (the tools still write it as v1).
-    let mut bytes = v1_image();
-    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
-    seal(&mut bytes);
-    let v2 = AlignedImage::new(&bytes);
+    // v2 only adds the BPE tokenizer section and v3 the tiled layout: a
+    // byte-tokenizer, row-major image labelled v2 or v3 reads exactly as its
+    // v1 self (the tools still write it as v1).
     let v1 = AlignedImage::new(&v1_image());
     let tokens = [72, 105, 33, 0, 255];
-    assert_eq!(
-        logits(Model::load(v2.bytes()).unwrap(), &tokens, 0).unwrap(),
-        logits(Model::load(v1.bytes()).unwrap(), &tokens, 0).unwrap()
+    let want = logits(Model::load(v1.bytes()).unwrap(), &tokens, 0).unwrap();
+    for version in [2u32, 3] {
+        let mut bytes = v1_image();
+        bytes[8..12].copy_from_slice(&version.to_le_bytes());
+        seal(&mut bytes);
+        let relabelled = AlignedImage::new(&bytes);
+        assert_eq!(
+            logits(Model::load(relabelled.bytes()).unwrap(), &tokens, 0).unwrap(),
+            want
+        );
+    }
+}
+
+#[test]
+fn tiled_images_are_version_3_and_an_older_label_is_refused() {
+    use ferrite::image::{DType, Layout};
+    use ferrite_tools::writer::WriteOptions;
+    let dir = ferrite_tests::fixtures_dir().join("hybrid_all4_untied");
+    let opts = WriteOptions {
+        dtype: DType::I8,
+        ..Default::default()
+    };
+    let image = ferrite_tests::image_of(&dir, &opts);
+    let model = image.model().unwrap();
+    assert_eq!(model.header().version, 3);
+    let tiled = (0..model.tensor_count())
+        .filter(|&i| model.entry(i).unwrap().layout == Layout::Tiled)
+        .count();
+    assert!(tiled > 0, "no tensor was tiled");
+    // The lowest version that can represent it: row-major stays v1.
+    let rows = WriteOptions {
+        layout: Layout::RowMajor,
+        ..opts
+    };
+    let v1 = ferrite_tests::image_of(&dir, &rows);
+    assert_eq!(v1.model().unwrap().header().version, 1);
+    // A tiled entry in an image labelled v2 is refused.
+    let mut bytes = image.bytes().to_vec();
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    seal(&mut bytes);
+    let err = Model::load(AlignedImage::new(&bytes).bytes()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("tiled layout needs image format version 3"),
+        "{err}"
     );
 }

@@ -3,7 +3,7 @@
 //! to the f32 path on the reference fixtures. The numbers are in docs/quantization.md;
 //! `cargo test -p ferrite-tests --test quantize -- --nocapture` prints them.
 
-use ferrite::image::{DType, TensorSpec};
+use ferrite::image::{DType, Layout, TensorSpec};
 use ferrite::Model;
 use ferrite_tests::{expected, fixture_dirs, image_of, random_model};
 use ferrite_tools::model_dir::ModelDir;
@@ -16,6 +16,13 @@ fn opts(dtype: DType) -> WriteOptions {
         group_size: None,
         rules: Vec::new(),
         ..Default::default()
+    }
+}
+
+fn opts_with(dtype: DType, layout: Layout) -> WriteOptions {
+    WriteOptions {
+        layout,
+        ..opts(dtype)
     }
 }
 
@@ -165,36 +172,49 @@ fn argmax(v: &[f32]) -> usize {
 
 #[test]
 fn quantized_logits_stay_close_to_the_f32_path() {
-    // (dtype, bound on the rel. RMS logit error per fixture, bound on the
-    // mean over fixtures, minimum greedy agreement per fixture, minimum mean
-    // agreement). Measured (docs/quantization.md): f16 worst 1.1e-3 / mean
-    // 4.9e-4; int8 worst 3.3e-2 / mean 1.3e-2; int4 worst 0.45 / mean 0.22.
+    // (dtype, layout, bound on the rel. RMS logit error per fixture, bound
+    // on the mean over fixtures, minimum greedy agreement per fixture,
+    // minimum mean agreement). Measured (docs/quantization.md), row-major
+    // (f32 activations): f16 worst 1.1e-3 / mean 4.9e-4; int8 worst 3.3e-2 /
+    // mean 1.3e-2; int4 worst 0.45 / mean 0.22. Tiled (the integer path,
+    // int8 activations too): int8 worst 4.8e-2 / mean 1.8e-2, agreement
+    // worst 93.8% / mean 98.8%; int4 worst 0.45 / mean 0.22.
     // The fixtures are random-weight models with hidden 32: no structure for
-    // the quantizer to exploit, so int4 here is a worst case.
+    // the quantizer to exploit and nearly flat logits, so greedy ties flip
+    // easily; the trained models' bits per byte and MQAR accuracy are the
+    // real measure (docs/quantization.md).
     let bounds = [
-        (DType::F16, 2e-3, 1e-3, 0.97, 0.99),
-        (DType::I8, 5e-2, 2e-2, 0.95, 0.97),
-        (DType::I4, 0.6, 0.3, 0.5, 0.85),
+        (DType::F16, Layout::RowMajor, 2e-3, 1e-3, 0.97, 0.99),
+        (DType::I8, Layout::RowMajor, 5e-2, 2e-2, 0.95, 0.97),
+        (DType::I4, Layout::RowMajor, 0.6, 0.3, 0.5, 0.85),
+        (DType::I8, Layout::Tiled, 6e-2, 2.5e-2, 0.9, 0.97),
+        (DType::I4, Layout::Tiled, 0.6, 0.3, 0.5, 0.85),
     ];
     let mut failures = Vec::new();
-    for (dtype, max_err, max_mean, min_agree, min_mean_agree) in bounds {
+    for (dtype, layout, max_err, max_mean, min_agree, min_mean_agree) in bounds {
         let (mut sum_err, mut sum_agree, mut n) = (0.0, 0.0, 0.0);
         let (mut worst_err, mut worst_agree) = (0.0f64, 1.0f64);
         for dir in fixture_dirs() {
             let exp = expected(&dir);
             let f32_image = image_of(&dir, &WriteOptions::default());
             let reference = logits(f32_image.model().unwrap(), &exp.tokens, exp.pinned).unwrap();
-            let image = image_of(&dir, &opts(dtype));
+            let image = image_of(&dir, &opts_with(dtype, layout));
             let got = logits(image.model().unwrap(), &exp.tokens, exp.pinned).unwrap();
             let (err, agree) = compare(&got, &reference);
             println!(
-                "{:<32} {:<4} rel RMS logit error {err:.3e}  greedy agreement {:>5.1}%",
+                "{:<32} {:<4} {:<5} rel RMS logit error {err:.3e}  greedy agreement {:>5.1}%",
                 name(&dir),
                 dtype.name(),
+                layout.name(),
                 100.0 * agree
             );
             if err > max_err || agree < min_agree {
-                failures.push(format!("{} {}: {err:e} {agree}", name(&dir), dtype.name()));
+                failures.push(format!(
+                    "{} {} {}: {err:e} {agree}",
+                    name(&dir),
+                    dtype.name(),
+                    layout.name()
+                ));
             }
             sum_err += err;
             sum_agree += agree;
@@ -203,16 +223,18 @@ fn quantized_logits_stay_close_to_the_f32_path() {
             worst_agree = worst_agree.min(agree);
         }
         println!(
-            "{:<4} over {n} fixtures: mean rel RMS {:.3e} (worst {worst_err:.3e}), mean greedy agreement {:.1}% (worst {:.1}%)",
+            "{:<4} {:<5} over {n} fixtures: mean rel RMS {:.3e} (worst {worst_err:.3e}), mean greedy agreement {:.1}% (worst {:.1}%)",
             dtype.name(),
+            layout.name(),
             sum_err / n,
             100.0 * sum_agree / n,
             100.0 * worst_agree
         );
         if sum_err / n > max_mean || sum_agree / n < min_mean_agree {
             failures.push(format!(
-                "{} mean {} agreement {}",
+                "{} {} mean {} agreement {}",
                 dtype.name(),
+                layout.name(),
                 sum_err / n,
                 sum_agree / n
             ));

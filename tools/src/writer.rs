@@ -51,7 +51,8 @@ pub const AUTO_TILED_GROUP_SIZES: [usize; 3] = [64, 32, 16];
 pub fn tileable(ndim: usize, cols: usize, requested: Option<usize>) -> bool {
     ndim == 2
         && cols % TILE_COLS == 0
-        && requested.is_none_or(|g| g % TILE_COLS == 0 && g <= MAX_TILED_GROUP && cols % g == 0)
+        && requested
+            .is_none_or(|g| g > 0 && g % TILE_COLS == 0 && g <= MAX_TILED_GROUP && cols % g == 0)
 }
 
 /// The group size of a tiled tensor: `requested`, or the largest of
@@ -176,27 +177,38 @@ pub struct Image {
 }
 
 impl Image {
-    /// Tensors per dtype with the group sizes used, e.g. `int8 x32 group 16/32, f32 x22`.
+    /// Tensors per dtype (and layout) with the group sizes used, e.g.
+    /// `int8 x32 tiled group 16/32, f32 x22`.
     pub fn dtype_summary(&self) -> String {
         let mut parts = Vec::new();
         for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
-            let of: Vec<&WrittenTensor> =
-                self.tensors.iter().filter(|t| t.dtype == dtype).collect();
-            if of.is_empty() {
-                continue;
+            for layout in [Layout::RowMajor, Layout::Tiled] {
+                let of: Vec<&WrittenTensor> = self
+                    .tensors
+                    .iter()
+                    .filter(|t| t.dtype == dtype && t.layout == layout)
+                    .collect();
+                if of.is_empty() {
+                    continue;
+                }
+                parts.push(summary_part(dtype, layout, &of));
             }
-            let mut groups: Vec<usize> = of.iter().map(|t| t.group_size).collect();
-            groups.sort_unstable();
-            groups.dedup();
-            let mut part = format!("{} x{}", dtype.name(), of.len());
-            if dtype.is_quantized() {
-                let g: Vec<String> = groups.iter().map(usize::to_string).collect();
-                part += &format!(" group {}", g.join("/"));
-            }
-            parts.push(part);
         }
         parts.join(", ")
     }
+}
+
+/// `int8 x32 tiled group 16/32` for tensors of one dtype and layout.
+fn summary_part(dtype: DType, layout: Layout, of: &[&WrittenTensor]) -> String {
+    let mut part = format!("{} x{}", dtype.name(), of.len());
+    if dtype.is_quantized() {
+        let mut groups: Vec<usize> = of.iter().map(|t| t.group_size).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let g: Vec<String> = groups.iter().map(usize::to_string).collect();
+        part += &format!(" {} group {}", layout.name(), g.join("/"));
+    }
+    part
 }
 
 fn align_up(v: usize, a: usize) -> usize {

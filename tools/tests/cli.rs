@@ -262,7 +262,7 @@ fn a_model_dir_with_tokenizer_json_gets_its_bpe() {
     let o = ferrite(&["inspect", img]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
-        text.starts_with("ferrite image v2:")
+        text.starts_with("ferrite image v3:") // BPE (v2) and tiled int8 (v3)
             && text.contains("tokenizer bpe (vocab 800, 543 merges, GPT-2 pre-tokenizer)"),
         "{text}"
     );
