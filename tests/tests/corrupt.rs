@@ -14,10 +14,16 @@
 //! Images whose damage lies behind the CRC (tensor table, config, header
 //! fields) are re-sealed with a fresh CRC so that the deeper check fires; the
 //! `crc_*` cases are not.
+//!
+//! The `overflow_*` cases ask for sizes whose products overflow a u32 (or a
+//! 32-bit usize) although each field is in range on its own. They must be
+//! refused without panicking with overflow checks on (`cargo xtask test` runs
+//! this file in the `checked` profile), and `ferrite::session_len` must refuse
+//! them with the same error as `Model::load`.
 
 use std::path::{Path, PathBuf};
 
-use ferrite::config::TokenizerKind;
+use ferrite::config::{kind, TokenizerKind, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
 use ferrite::image::{DType, CRC_FIELD, HEADER_LEN, TENSOR_ENTRY_LEN};
 use ferrite::{Error, Model};
 use ferrite_tests::random_model;
@@ -224,7 +230,71 @@ fn cases() -> Vec<Case> {
         case("bytes_with_tokenizer_section", true, |b| {
             set_u32(b, TOKENIZER_LEN, 4)
         }),
+        // Sizes whose products overflow a u32 (the runtime once computed them
+        // in u32 and panicked with overflow checks on). Each field is in range
+        // on its own; heads times head size is not.
+        case("overflow_gdn_heads", true, |b| {
+            // H = HV = 2^20, K = V = 2^12 + 1: H*K = 2^32 + 2^20.
+            set_layer(b, kind::GDN, &[1 << 20, 1 << 20, 4097, 4097, 2, 1])
+        }),
+        case("overflow_gsa_heads", true, |b| {
+            set_layer(
+                b,
+                kind::GSA,
+                &[1 << 20, 1 << 20, 4097, 8, 4, 0, f32_bits(8.0)],
+            )
+        }),
+        case("overflow_gsa_slots", true, |b| {
+            // Hkv*M = 2^32 + 2^20 while H*K and H*V are in range.
+            set_layer(
+                b,
+                kind::GSA,
+                &[1 << 20, 1 << 20, 1, 1, 4097, 0, f32_bits(8.0)],
+            )
+        }),
+        case("overflow_swa_heads", true, |b| {
+            set_layer(
+                b,
+                kind::SWA,
+                &[1 << 20, 1 << 20, 4098, 4, 0, f32_bits(10000.0), 0, 0],
+            )
+        }),
+        case("overflow_bla_heads", true, |b| {
+            let gamma = f32_bits(1.0);
+            set_layer(
+                b,
+                kind::BLA,
+                &[1 << 20, 4097, 4097, 4, 1, 3, 0, 0, gamma, 0, 0],
+            )
+        }),
+        // Model-wide sizes: 3 * D, 2 * I and vocab overflow a u32.
+        case("overflow_vocab", true, |b| set_model_word(b, 0, u32::MAX)),
+        case("overflow_hidden", true, |b| {
+            set_model_word(b, 1, 0x8000_0000)
+        }),
+        case("overflow_intermediate", true, |b| {
+            set_model_word(b, 2, 0x8000_0000)
+        }),
     ]
+}
+
+/// Sets word `i` of the model record.
+fn set_model_word(b: &mut [u8], i: usize, v: u32) {
+    let c = u32_at(b, CONFIG_OFF) as usize;
+    set_u32(b, c + 4 * i, v)
+}
+
+/// Replaces layer 0's record: its kind and its first words (the rest 0).
+fn set_layer(b: &mut [u8], kind: u32, words: &[u32]) {
+    let at = u32_at(b, CONFIG_OFF) as usize + 4 * MODEL_RECORD_WORDS;
+    set_u32(b, at, kind);
+    for i in 1..LAYER_RECORD_WORDS {
+        set_u32(b, at + 4 * i, words.get(i - 1).copied().unwrap_or(0));
+    }
+}
+
+fn f32_bits(v: f32) -> u32 {
+    v.to_bits()
 }
 
 /// Byte offset of word `i` of the BPE section.
@@ -300,6 +370,25 @@ fn bpe_cases() -> Vec<Case> {
         case("bpe_merge_bytes", true, |b| {
             let at = tok_word(b, T_MERGE0 + 2);
             set_u32(b, at, 259)
+        }),
+        // Counts whose section length overflows a u32 (a 32-bit usize).
+        case("overflow_bpe_token_count", true, |b| {
+            let (v, m) = (tok_word(b, T_VOCAB), tok_word(b, T_MERGES));
+            set_u32(b, v, u32::MAX);
+            set_u32(b, m, 0x4000_0000)
+        }),
+        case("overflow_bpe_byte_count", true, |b| {
+            // Every count at its limit: vocab 2^20 tokens, 2^20 - 1 merges
+            // and u32::MAX bytes of token strings.
+            set_model_word(b, 0, 1 << 20);
+            let (v, m, n) = (
+                tok_word(b, T_VOCAB),
+                tok_word(b, T_MERGES),
+                tok_word(b, T_BYTES),
+            );
+            set_u32(b, v, 1 << 20);
+            set_u32(b, m, (1 << 20) - 1);
+            set_u32(b, n, u32::MAX)
         }),
     ]
 }
@@ -383,15 +472,22 @@ fn corpus_is_refused_with_the_manifest_errors() {
     for (file, variant, message) in &manifest {
         let bytes = std::fs::read(corpus_dir().join(file)).expect(file);
         let image = AlignedImage::new(&bytes);
-        let got = match Model::load(image.bytes()) {
-            Ok(_) => ("loads".to_string(), String::new()),
+        let loaded = Model::load(image.bytes()).map(|_| ());
+        let got = match loaded {
+            Ok(()) => ("loads".to_string(), String::new()),
             Err(e) => describe(&e),
         };
         if (&got.0, &got.1) != (variant, message) {
             failures.push(format!("{file}: want {variant} {message:?}, got {got:?}"));
         }
-        // The const fn that sizes static buffers must refuse or answer, never panic.
-        let _ = ferrite::session_len(image.bytes(), 0);
+        // The const fn that sizes static buffers must refuse or answer, never
+        // panic; the size overflows it refuses exactly as `load` does.
+        let sized = ferrite::session_len(image.bytes(), 0);
+        if file.starts_with("overflow_") && sized.map(|_| ()) != loaded {
+            failures.push(format!(
+                "{file}: session_len gives {sized:?}, load {loaded:?}"
+            ));
+        }
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
@@ -411,6 +507,7 @@ fn corpus_covers_every_load_error_the_issue_names() {
         "MissingTensor",
         "ShapeMismatch",
         "BadTokenizer",
+        "SizeOverflow",
     ] {
         assert!(
             variants.iter().any(|v| v == want),
@@ -426,6 +523,12 @@ fn corpus_covers_every_load_error_the_issue_names() {
         "versions 1..=2",
         "merged token is not its pair's bytes",
         "merges not sorted",
+        "gdn num_heads * head_k_dim exceeds 2^20",
+        "gsa num_kv_heads * num_slots exceeds 2^20",
+        "swa num_heads * head_dim exceeds 2^20",
+        "bla num_heads * head_k_dim exceeds 2^20",
+        "vocab_size out of range",
+        "intermediate_size out of range",
     ] {
         assert!(
             manifest.contains(reason),
