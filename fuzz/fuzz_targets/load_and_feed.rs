@@ -32,7 +32,7 @@ fn exercise(image: &[u8]) {
         return;
     };
     // Everything the tools print must be computable without panicking.
-    let _ = model.state_len(0);
+    let _ = (model.state_bytes(0), model.session_bytes(0));
     // The tokenizer (bytes or the image's BPE) on the image's own bytes as
     // text: encode must fit `len` ids and decode must give the text back.
     let tokenizer = model.tokenizer();

@@ -31,12 +31,12 @@ static BUF: Mutex<[f32; SESSION_WORDS]> = Mutex::new([0.0; SESSION_WORDS]);
 
 fn main() -> Result<(), ferrite::Error> {
     let model = Model::load(&IMAGE.0)?;
-    assert_eq!(model.session_len(0), SESSION_WORDS);
+    assert_eq!(model.session_len(0)?, SESSION_WORDS);
     println!(
         "flash {} bytes (used in place), RAM {} bytes static ({} of them state)",
         IMAGE_LEN,
         4 * SESSION_WORDS,
-        model.state_bytes(0)
+        model.state_bytes(0)?
     );
     let mut buf = BUF.lock().expect("only this thread uses the buffer");
     let mut session = Session::new(model, &mut buf[..])?;

@@ -19,7 +19,11 @@ pub const MODEL_RECORD_WORDS: usize = 8;
 pub const LAYER_RECORD_WORDS: usize = 16;
 /// Most layers a model may have.
 pub const MAX_LAYERS: usize = 64;
-/// Largest single dimension accepted (keeps every size computation far from overflow).
+/// Largest single dimension accepted: every config field that is a size, and
+/// every tensor dimension derived from two of them (heads times head size,
+/// kv heads times slots). Keeps every size computation far from overflow:
+/// a layer's state is at most a product of two such dimensions (u64), and
+/// the session total is checked against the target's address space.
 pub const MAX_DIM: u32 = 1 << 20;
 
 /// A layer record's kind-specific words.
@@ -97,9 +101,28 @@ macro_rules! ensure {
 }
 pub(crate) use ensure;
 
+/// Returns [`Error::SizeOverflow`] from a const fn when `cond` is false.
+macro_rules! ensure_size {
+    ($cond:expr, $layer:expr, $what:literal) => {
+        if !$cond {
+            return Err(Error::SizeOverflow {
+                layer: $layer,
+                what: $what,
+            });
+        }
+    };
+}
+pub(crate) use ensure_size;
+
 /// Whether `v` is a usable dimension (1..=MAX_DIM).
 pub(crate) const fn dim_ok(v: u32) -> bool {
     v >= 1 && v <= MAX_DIM
+}
+
+/// Whether the tensor dimension `a * b` is at most [`MAX_DIM`] (computed in
+/// u64: two u32 factors cannot overflow it).
+pub(crate) const fn width_ok(a: u32, b: u32) -> bool {
+    a as u64 * b as u64 <= MAX_DIM as u64
 }
 
 impl ModelConfig {
@@ -157,6 +180,7 @@ impl ModelConfig {
             None,
             "too many layers (max 64)"
         );
+        // num_layers <= MAX_LAYERS (checked above): no overflow.
         let needed = 4 * (MODEL_RECORD_WORDS + cfg.num_layers as usize * LAYER_RECORD_WORDS);
         ensure!(
             section.len() >= needed,

@@ -109,6 +109,16 @@ pub enum Error {
     /// An invariant of the runtime itself failed: a bug, reported rather
     /// than a panic (please report it with the image that caused it).
     Internal(&'static str),
+    /// A size derived from the image (a tensor dimension such as heads times
+    /// head size, a state, scratch or session length) overflows or exceeds
+    /// what this runtime or target can hold; `layer` is `None` for model-wide
+    /// sizes.
+    SizeOverflow {
+        /// Layer whose configuration asks for it, if any.
+        layer: Option<u16>,
+        /// Which size.
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -162,6 +172,11 @@ impl fmt::Display for Error {
             Error::BadSampler(reason) => write!(f, "bad sampler option: {reason}"),
             Error::BadPrompt(reason) => write!(f, "bad prompt: {reason}"),
             Error::BadTokenizer(reason) => write!(f, "bad tokenizer section: {reason}"),
+            Error::SizeOverflow {
+                layer: Some(l),
+                what,
+            } => write!(f, "size overflow in layer {l}: {what}"),
+            Error::SizeOverflow { layer: None, what } => write!(f, "size overflow: {what}"),
         }
     }
 }

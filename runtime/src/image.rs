@@ -51,7 +51,7 @@ pub const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
 
 /// Reads a little-endian `u32` at `off`, or `None` past the end.
 pub(crate) const fn read_u32(bytes: &[u8], off: usize) -> Option<u32> {
-    if off + 4 > bytes.len() {
+    if off > bytes.len() || bytes.len() - off < 4 {
         return None;
     }
     Some(u32::from_le_bytes([
@@ -63,7 +63,7 @@ pub(crate) const fn read_u32(bytes: &[u8], off: usize) -> Option<u32> {
 }
 
 const fn read_u16(bytes: &[u8], off: usize) -> Option<u16> {
-    if off + 2 > bytes.len() {
+    if off > bytes.len() || bytes.len() - off < 2 {
         return None;
     }
     Some(u16::from_le_bytes([bytes[off], bytes[off + 1]]))
@@ -240,11 +240,12 @@ impl DType {
         matches!(self, DType::I8 | DType::I4)
     }
 
-    /// Payload bytes of `n` elements (without scales).
+    /// Payload bytes of `n` elements (without scales); saturates rather than
+    /// overflow (no payload is that long).
     pub const fn payload_bytes(self, n: usize) -> usize {
         match self {
-            DType::F32 => 4 * n,
-            DType::F16 => 2 * n,
+            DType::F32 => n.saturating_mul(4),
+            DType::F16 => n.saturating_mul(2),
             DType::I8 => n,
             DType::I4 => n.div_ceil(2),
         }
@@ -378,12 +379,13 @@ impl TensorSpec {
         }
     }
 
-    /// Number of elements.
+    /// Number of elements; saturates rather than overflow (a parsed config
+    /// keeps every dimension at most [`crate::config::MAX_DIM`]).
     pub const fn numel(&self) -> usize {
         let mut n = 1usize;
         let mut i = 0;
         while i < self.ndim() {
-            n *= self.dims[i] as usize;
+            n = n.saturating_mul(self.dims[i] as usize);
             i += 1;
         }
         n
@@ -420,9 +422,9 @@ pub struct TensorEntry {
 impl TensorEntry {
     /// Parses entry `index` of a table.
     pub fn parse(table: &[u8], index: u32) -> Result<TensorEntry> {
-        let base = index as usize * TENSOR_ENTRY_LEN;
-        let e = table
-            .get(base..base + TENSOR_ENTRY_LEN)
+        let e = (index as usize)
+            .checked_mul(TENSOR_ENTRY_LEN)
+            .and_then(|base| table.get(base..base.checked_add(TENSOR_ENTRY_LEN)?))
             .ok_or(Error::BadHeader("tensor table truncated"))?;
         let w = |off: usize| read_u32(e, off).unwrap_or(0);
         let role_code = read_u16(e, 2).unwrap_or(0);
@@ -477,5 +479,48 @@ impl TensorEntry {
     /// Layer as an option.
     pub fn layer_index(&self) -> Option<u16> {
         (self.layer != GLOBAL_LAYER).then_some(self.layer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_past_the_end_are_none_even_at_usize_max() {
+        let b = [1u8, 2, 3, 4, 5];
+        assert_eq!(read_u32(&b, 1), Some(u32::from_le_bytes([2, 3, 4, 5])));
+        assert_eq!(read_u16(&b, 3), Some(u16::from_le_bytes([4, 5])));
+        for off in [2, 5, 6, usize::MAX - 3, usize::MAX] {
+            assert_eq!(read_u32(&b, off), None, "{off}");
+        }
+        for off in [4, 5, usize::MAX - 1, usize::MAX] {
+            assert_eq!(read_u16(&b, off), None, "{off}");
+        }
+    }
+
+    #[test]
+    fn element_and_payload_counts_saturate() {
+        let spec = TensorSpec {
+            layer: None,
+            role: Role::Embeddings,
+            dims: [u32::MAX; 3],
+            matrix: true,
+        };
+        assert_eq!(spec.numel(), usize::MAX);
+        assert_eq!(DType::F32.payload_bytes(usize::MAX / 2), usize::MAX);
+        assert_eq!(DType::F16.payload_bytes(usize::MAX), usize::MAX);
+        assert_eq!(DType::I4.payload_bytes(usize::MAX), usize::MAX / 2 + 1);
+    }
+
+    #[test]
+    fn an_entry_index_past_the_table_is_an_error() {
+        let table = [0u8; 2 * TENSOR_ENTRY_LEN];
+        for index in [2, u32::MAX / 48 + 1, u32::MAX] {
+            assert_eq!(
+                TensorEntry::parse(&table, index),
+                Err(Error::BadHeader("tensor table truncated"))
+            );
+        }
     }
 }

@@ -92,26 +92,10 @@ impl<'a> Model<'a> {
         }
         let section = section(image, header.config_off, header.config_len);
         let config = ModelConfig::parse(section)?;
+        crate::tokenizer::check_section(image, &header, &config)?;
         let tokenizer = match config.tokenizer {
-            TokenizerKind::Bytes => {
-                if config.vocab_size < 256 {
-                    return Err(Error::BadConfig {
-                        layer: None,
-                        reason: "the byte tokenizer needs vocab_size >= 256",
-                    });
-                }
-                if header.tokenizer_len != 0 {
-                    return Err(Error::BadHeader("byte tokenizer with a tokenizer section"));
-                }
-                Tokenizer::Bytes(ByteTokenizer)
-            }
+            TokenizerKind::Bytes => Tokenizer::Bytes(ByteTokenizer),
             TokenizerKind::Bpe => {
-                if header.version < crate::image::BPE_FORMAT_VERSION {
-                    return Err(Error::BadConfig {
-                        layer: None,
-                        reason: "a BPE tokenizer needs image format version 2",
-                    });
-                }
                 #[cfg(feature = "bpe")]
                 {
                     let s = self::section(image, header.tokenizer_off, header.tokenizer_len);
@@ -137,7 +121,8 @@ impl<'a> Model<'a> {
 
     fn validate_tensors(&mut self, section: &[u8]) -> Result<()> {
         let data_start = self.header.data_off as usize;
-        let data_end = data_start + self.header.data_len as usize;
+        // Header::parse checked data_off + data_len <= file_len (a u32).
+        let data_end = data_start.saturating_add(self.header.data_len as usize);
         let mut index = 0u32;
         let mut cursor = data_start;
         let mut current_layer = None;
@@ -267,11 +252,18 @@ impl<'a> Model<'a> {
 
     /// Tensor table entry `index`.
     pub fn entry(&self, index: u32) -> Result<TensorEntry> {
-        let table = section(
-            self.image,
-            self.header.table_off,
-            self.header.tensor_count * crate::image::TENSOR_ENTRY_LEN as u32,
-        );
+        if index >= self.header.tensor_count {
+            return Err(Error::BadTensor {
+                index,
+                reason: "index outside the tensor table",
+            });
+        }
+        // Header::parse checked that the table fits in the image (a u32).
+        let table_len = self
+            .header
+            .tensor_count
+            .saturating_mul(crate::image::TENSOR_ENTRY_LEN as u32);
+        let table = section(self.image, self.header.table_off, table_len);
         TensorEntry::parse(table, index)
     }
 
@@ -314,32 +306,43 @@ impl<'a> Model<'a> {
     }
 
     /// f32 words of recurrent state (all layers) for a session that may pin up
-    /// to `pinned_max` tokens.
-    pub fn state_len(&self, pinned_max: usize) -> usize {
-        let words = (0..self.config.num_layers as usize)
-            .filter_map(|i| self.layer(i).ok())
-            .fold(0u64, |acc, l| acc.saturating_add(l.state_len(pinned_max)));
-        usize::try_from(words).unwrap_or(usize::MAX)
+    /// to `pinned_max` tokens; an error where [`Model::session_len`] is one.
+    pub fn state_len(&self, pinned_max: usize) -> Result<usize> {
+        crate::buffer_len(self.image, pinned_max).map(|len| len.state)
     }
 
-    /// f32 words of the whole session buffer (state + per-token scratch).
-    pub fn session_len(&self, pinned_max: usize) -> usize {
-        crate::session_len(self.image, pinned_max).unwrap_or_default()
+    /// f32 words of the whole session buffer (state + per-token scratch):
+    /// [`crate::session_len`] of the model's image.
+    pub fn session_len(&self, pinned_max: usize) -> Result<usize> {
+        crate::session_len(self.image, pinned_max)
     }
 
     /// Bytes of the session buffer, as reported to users (`4 * session_len`).
-    pub fn session_bytes(&self, pinned_max: usize) -> usize {
-        4 * self.session_len(pinned_max)
+    pub fn session_bytes(&self, pinned_max: usize) -> Result<usize> {
+        words_to_bytes(self.session_len(pinned_max)?)
     }
 
     /// Bytes of recurrent state, the part that a transformer's KV cache would grow.
-    pub fn state_bytes(&self, pinned_max: usize) -> usize {
-        4 * self.state_len(pinned_max)
+    pub fn state_bytes(&self, pinned_max: usize) -> Result<usize> {
+        words_to_bytes(self.state_len(pinned_max)?)
     }
 }
 
+/// Bytes of `words` f32 words (never more than `isize::MAX` for a size that
+/// [`crate::session_len`] accepted; checked all the same).
+fn words_to_bytes(words: usize) -> Result<usize> {
+    words.checked_mul(4).ok_or(Error::SizeOverflow {
+        layer: None,
+        what: "the session buffer exceeds what this target can address",
+    })
+}
+
+/// Bytes `off..off + len` of `image`, empty when out of bounds (the header
+/// checks keep every section in bounds).
 fn section(image: &[u8], off: u32, len: u32) -> &[u8] {
-    image
-        .get(off as usize..off as usize + len as usize)
+    let start = off as usize;
+    start
+        .checked_add(len as usize)
+        .and_then(|end| image.get(start..end))
         .unwrap_or(&[])
 }

@@ -63,21 +63,22 @@ impl<'a, 'b> Session<'a, 'b> {
         buf: &'b mut [f32],
         pinned_max: usize,
     ) -> Result<Session<'a, 'b>> {
-        let needed = crate::session_len(model.image(), pinned_max)?;
-        if buf.len() < needed {
+        let len = crate::buffer_len(model.image(), pinned_max)?;
+        if buf.len() < len.total {
+            // Both sizes are at most isize::MAX bytes (an f32 slice; session_len).
             return Err(Error::BufferTooSmall {
-                needed: 4 * needed,
+                needed: 4 * len.total,
                 got: 4 * buf.len(),
             });
         }
-        let state_len = model.state_len(pinned_max);
+        let state_len = len.state;
         let act_len = crate::act_words(model.image(), model.header(), model.config())?;
         let mut s = Session {
             model,
             buf,
             state_len,
             act_len,
-            used: needed,
+            used: len.total,
             pos: 0,
             pinned: 0,
             pinned_max,
@@ -165,7 +166,9 @@ impl<'a, 'b> Session<'a, 'b> {
         for layer in 0..cfg.num_layers as usize {
             let lc: LayerConfig = self.model.layer(layer)?;
             let w = self.model.layer_weights(layer);
-            let layer_state = take(&mut state, lc.state_len(self.pinned_max) as usize);
+            // At most the whole state (checked when the session was made).
+            let words = usize::try_from(lc.state_len(self.pinned_max)).unwrap_or(usize::MAX);
+            let layer_state = take(&mut state, words);
 
             rmsnorm(h, &w.get(Role::AttnNorm)?, cfg.norm_eps, x);
             lc.mixer()

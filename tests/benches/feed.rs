@@ -28,7 +28,7 @@ fn feed(c: &mut Criterion) {
             };
             let image = image_of(&fixtures_dir().join(name), &opts);
             let model = image.model().expect("fixture image loads");
-            let mut buf = session_buffer(&model, 0);
+            let mut buf = session_buffer(&model, 0).expect("buffer size");
             let mut session = Session::new(model, &mut buf).expect("buffer fits");
             let mut token = 0u32;
             group.bench_function(format!("{name}/{label}"), |b| {

@@ -14,10 +14,16 @@
 //! Images whose damage lies behind the CRC (tensor table, config, header
 //! fields) are re-sealed with a fresh CRC so that the deeper check fires; the
 //! `crc_*` cases are not.
+//!
+//! The `overflow_*` cases ask for sizes whose products overflow a u32 (or a
+//! 32-bit usize) although each field is in range on its own. They must be
+//! refused without panicking with overflow checks on (`cargo xtask test` runs
+//! this file in the `checked` profile), and `ferrite::session_len` must refuse
+//! them with the same error as `Model::load`.
 
 use std::path::{Path, PathBuf};
 
-use ferrite::config::TokenizerKind;
+use ferrite::config::{kind, TokenizerKind, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
 use ferrite::image::{DType, CRC_FIELD, HEADER_LEN, TENSOR_ENTRY_LEN};
 use ferrite::{Error, Model};
 use ferrite_tests::random_model;
@@ -49,6 +55,26 @@ fn small_bpe() -> BpeSpec {
 /// The valid image every `bpe_*` case starts from (vocab 260, format v2).
 fn bpe_base_image() -> Vec<u8> {
     image_with(260, Some(small_bpe()))
+}
+
+/// The valid image every `tiled_*` case starts from: hidden 16, int8 in the
+/// tiled layout of the integer path (format v3), groups of 16.
+fn tiled_base_image() -> Vec<u8> {
+    let json = serde_json::json!({
+        "vocab_size": 256, "hidden_size": 16, "intermediate_size": 32,
+        "tie_word_embeddings": true, "tokenizer": "bytes",
+        "layers": [{"mixer": "gdn", "num_heads": 1, "head_dim": 16, "expand_v": 1.0, "conv_size": 2}]
+    });
+    let config = ferrite_tools::config_json::parse(&json).expect("valid config");
+    let dir = random_model(config, 5);
+    let opts = WriteOptions {
+        dtype: DType::I8,
+        group_size: Some(16),
+        ..Default::default()
+    };
+    build_image(&dir, &opts, |_, _| {})
+        .expect("image builds")
+        .bytes
 }
 
 fn image_with(vocab: u32, tokenizer: Option<BpeSpec>) -> Vec<u8> {
@@ -136,7 +162,7 @@ fn cases() -> Vec<Case> {
             *b = b"{\"model_type\": \"ferrite\"}\n".repeat(4)
         }),
         case("version_0", true, |b| set_u32(b, VERSION, 0)),
-        case("version_3", true, |b| set_u32(b, VERSION, 3)),
+        case("version_4", true, |b| set_u32(b, VERSION, 4)),
         case("header_len", true, |b| set_u32(b, HEADER_LEN_FIELD, 128)),
         case("truncated_header", false, |b| b.truncate(HEADER_LEN - 4)),
         case("truncated_body", false, |b| {
@@ -226,7 +252,71 @@ fn cases() -> Vec<Case> {
         case("bytes_with_tokenizer_section", true, |b| {
             set_u32(b, TOKENIZER_LEN, 4)
         }),
+        // Sizes whose products overflow a u32 (the runtime once computed them
+        // in u32 and panicked with overflow checks on). Each field is in range
+        // on its own; heads times head size is not.
+        case("overflow_gdn_heads", true, |b| {
+            // H = HV = 2^20, K = V = 2^12 + 1: H*K = 2^32 + 2^20.
+            set_layer(b, kind::GDN, &[1 << 20, 1 << 20, 4097, 4097, 2, 1])
+        }),
+        case("overflow_gsa_heads", true, |b| {
+            set_layer(
+                b,
+                kind::GSA,
+                &[1 << 20, 1 << 20, 4097, 8, 4, 0, f32_bits(8.0)],
+            )
+        }),
+        case("overflow_gsa_slots", true, |b| {
+            // Hkv*M = 2^32 + 2^20 while H*K and H*V are in range.
+            set_layer(
+                b,
+                kind::GSA,
+                &[1 << 20, 1 << 20, 1, 1, 4097, 0, f32_bits(8.0)],
+            )
+        }),
+        case("overflow_swa_heads", true, |b| {
+            set_layer(
+                b,
+                kind::SWA,
+                &[1 << 20, 1 << 20, 4098, 4, 0, f32_bits(10000.0), 0, 0],
+            )
+        }),
+        case("overflow_bla_heads", true, |b| {
+            let gamma = f32_bits(1.0);
+            set_layer(
+                b,
+                kind::BLA,
+                &[1 << 20, 4097, 4097, 4, 1, 3, 0, 0, gamma, 0, 0],
+            )
+        }),
+        // Model-wide sizes: 3 * D, 2 * I and vocab overflow a u32.
+        case("overflow_vocab", true, |b| set_model_word(b, 0, u32::MAX)),
+        case("overflow_hidden", true, |b| {
+            set_model_word(b, 1, 0x8000_0000)
+        }),
+        case("overflow_intermediate", true, |b| {
+            set_model_word(b, 2, 0x8000_0000)
+        }),
     ]
+}
+
+/// Sets word `i` of the model record.
+fn set_model_word(b: &mut [u8], i: usize, v: u32) {
+    let c = u32_at(b, CONFIG_OFF) as usize;
+    set_u32(b, c + 4 * i, v)
+}
+
+/// Replaces layer 0's record: its kind and its first words (the rest 0).
+fn set_layer(b: &mut [u8], kind: u32, words: &[u32]) {
+    let at = u32_at(b, CONFIG_OFF) as usize + 4 * MODEL_RECORD_WORDS;
+    set_u32(b, at, kind);
+    for i in 1..LAYER_RECORD_WORDS {
+        set_u32(b, at + 4 * i, words.get(i - 1).copied().unwrap_or(0));
+    }
+}
+
+fn f32_bits(v: f32) -> u32 {
+    v.to_bits()
 }
 
 /// Byte offset of word `i` of the BPE section.
@@ -303,6 +393,58 @@ fn bpe_cases() -> Vec<Case> {
             let at = tok_word(b, T_MERGE0 + 2);
             set_u32(b, at, 259)
         }),
+        // Counts whose section length overflows a u32 (a 32-bit usize).
+        case("overflow_bpe_token_count", true, |b| {
+            let (v, m) = (tok_word(b, T_VOCAB), tok_word(b, T_MERGES));
+            set_u32(b, v, u32::MAX);
+            set_u32(b, m, 0x4000_0000)
+        }),
+        case("overflow_bpe_byte_count", true, |b| {
+            // Every count at its limit: vocab 2^20 tokens, 2^20 - 1 merges
+            // and u32::MAX bytes of token strings.
+            set_model_word(b, 0, 1 << 20);
+            let (v, m, n) = (
+                tok_word(b, T_VOCAB),
+                tok_word(b, T_MERGES),
+                tok_word(b, T_BYTES),
+            );
+            set_u32(b, v, 1 << 20);
+            set_u32(b, m, (1 << 20) - 1);
+            set_u32(b, n, u32::MAX)
+        }),
+    ]
+}
+
+// Entry field of the layout byte (format v3).
+const E_LAYOUT: usize = 5;
+
+/// Damage to the tiled base image (tensors: 0 embeddings [256, 16] int8
+/// tiled, 1 final norm, 2 attn_norm, 3 q_proj [16, 16] int8 tiled).
+fn tiled_cases() -> Vec<Case> {
+    vec![
+        case("tiled_in_a_v2_image", true, |b| set_u32(b, VERSION, 2)),
+        case("tiled_unknown_layout", true, |b| {
+            let at = entry(b, Q_PROJ, E_LAYOUT);
+            b[at] = 9
+        }),
+        case("tiled_f32_tensor", true, |b| {
+            let at = entry(b, NORM, E_LAYOUT);
+            b[at] = 1
+        }),
+        case("tiled_group_not_16", true, |b| {
+            let at = entry(b, Q_PROJ, E_GROUP);
+            b[at..at + 2].copy_from_slice(&8u16.to_le_bytes())
+        }),
+        case("tiled_scale_count", true, |b| {
+            let at = entry(b, Q_PROJ, E_SCALE_LEN);
+            let v = u32_at(b, at);
+            set_u32(b, at, v - 4)
+        }),
+        case("tiled_payload_length", true, |b| {
+            let at = entry(b, EMB, E_DATA_LEN);
+            let v = u32_at(b, at);
+            set_u32(b, at, v - 64)
+        }),
     ]
 }
 
@@ -319,7 +461,11 @@ fn describe(e: &Error) -> (String, String) {
 
 fn generate() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
-    for (base, cases) in [(base_image(), cases()), (bpe_base_image(), bpe_cases())] {
+    for (base, cases) in [
+        (base_image(), cases()),
+        (bpe_base_image(), bpe_cases()),
+        (tiled_base_image(), tiled_cases()),
+    ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),
             "the base image must load"
@@ -385,21 +531,28 @@ fn corpus_is_refused_with_the_manifest_errors() {
     for (file, variant, message) in &manifest {
         let bytes = std::fs::read(corpus_dir().join(file)).expect(file);
         let image = AlignedImage::new(&bytes);
-        let got = match Model::load(image.bytes()) {
-            Ok(_) => ("loads".to_string(), String::new()),
+        let loaded = Model::load(image.bytes()).map(|_| ());
+        let got = match loaded {
+            Ok(()) => ("loads".to_string(), String::new()),
             Err(e) => describe(&e),
         };
         if (&got.0, &got.1) != (variant, message) {
             failures.push(format!("{file}: want {variant} {message:?}, got {got:?}"));
         }
-        // The const fn that sizes static buffers must refuse or answer, never panic.
-        let _ = ferrite::session_len(image.bytes(), 0);
+        // The const fn that sizes static buffers must refuse or answer, never
+        // panic; the size overflows it refuses exactly as `load` does.
+        let sized = ferrite::session_len(image.bytes(), 0);
+        if file.starts_with("overflow_") && sized.map(|_| ()) != loaded {
+            failures.push(format!(
+                "{file}: session_len gives {sized:?}, load {loaded:?}"
+            ));
+        }
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]
-fn corpus_covers_every_load_error_the_issue_names() {
+fn corpus_covers_every_load_error_class() {
     let variants: Vec<String> = read_manifest().into_iter().map(|(_, v, _)| v).collect();
     for want in [
         "BadMagic",
@@ -413,6 +566,7 @@ fn corpus_covers_every_load_error_the_issue_names() {
         "MissingTensor",
         "ShapeMismatch",
         "BadTokenizer",
+        "SizeOverflow",
     ] {
         assert!(
             variants.iter().any(|v| v == want),
@@ -425,9 +579,19 @@ fn corpus_covers_every_load_error_the_issue_names() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=2",
+        "versions 1..=3",
+        "the tiled layout needs image format version 3",
+        "unknown tensor layout",
+        "only int8 and int4 tensors may be tiled",
+        "tiled group size must be a multiple of 16",
         "merged token is not its pair's bytes",
         "merges not sorted",
+        "gdn num_heads * head_k_dim exceeds 2^20",
+        "gsa num_kv_heads * num_slots exceeds 2^20",
+        "swa num_heads * head_dim exceeds 2^20",
+        "bla num_heads * head_k_dim exceeds 2^20",
+        "vocab_size out of range",
+        "intermediate_size out of range",
     ] {
         assert!(
             manifest.contains(reason),

@@ -2,11 +2,17 @@
 //! `Error` or (re-sealed flips only) loads and decodes without panicking.
 //! Without re-sealing, every flip must be caught by the CRC (or the header
 //! checks in front of it); re-sealed flips reach the config, the tensor table
-//! and the session code.
+//! and the session code. Well-formed layer records of extreme sizes (products
+//! past a u32, a u64 or the address space) are refused without panicking, by
+//! `ferrite::session_len` as by `Model::load`.
 
 use std::sync::OnceLock;
 
+use ferrite::config::{LayerConfig, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
 use ferrite::image::{DType, CRC_FIELD, HEADER_LEN};
+use ferrite::mixers::{
+    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GsaConfig, SwaConfig,
+};
 use ferrite::{Error, Model, Session};
 use ferrite_tests::random_model;
 use ferrite_tools::run::AlignedImage;
@@ -60,6 +66,128 @@ fn load_and_run(bytes: &[u8]) -> Result<(), Error> {
     }
     assert!(session.feed(model.config().vocab_size).is_err());
     Ok(())
+}
+
+/// Sizes at and around the limits: products of two of them overflow a u32,
+/// of three a u64 (with `u32::MAX`).
+fn size() -> impl Strategy<Value = u32> {
+    prop::sample::select(vec![
+        1,
+        2,
+        3,
+        4,
+        4097,
+        1 << 10,
+        1 << 20,
+        (1 << 20) + 1,
+        1 << 31,
+        u32::MAX,
+    ])
+}
+
+/// A layer record with well-formed codes, flags and floats but extreme sizes
+/// (kv heads mostly equal to the heads, so that the products are reached).
+fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
+    let s = size;
+    let kv = |h: u32, other: Option<u32>| other.unwrap_or(h);
+    prop_oneof![
+        (
+            s(),
+            prop::option::of(s()),
+            s(),
+            s(),
+            1u32..=64,
+            any::<bool>()
+        )
+            .prop_map(move |(h, hv, k, v, w, g)| {
+                LayerConfig::Gdn(GdnConfig {
+                    num_heads: h,
+                    num_v_heads: kv(h, hv),
+                    head_k_dim: k,
+                    head_v_dim: v,
+                    conv_size: w,
+                    use_gate: g,
+                    allow_neg_eigval: false,
+                })
+            }),
+        (s(), prop::option::of(s()), s(), s(), s()).prop_map(move |(h, hkv, k, v, m)| {
+            LayerConfig::Gsa(GsaConfig {
+                num_heads: h,
+                num_kv_heads: kv(h, hkv),
+                head_k_dim: k,
+                head_v_dim: v,
+                num_slots: m,
+                feature_map: FeatureMap::Swish,
+                gate_logit_normalizer: 8.0,
+            })
+        }),
+        (
+            s(),
+            prop::option::of(s()),
+            s(),
+            s(),
+            s(),
+            any::<bool>(),
+            0u32..=64
+        )
+            .prop_map(move |(h, hkv, d, window, sinks, rope, conv)| {
+                LayerConfig::Swa(SwaConfig {
+                    num_heads: h,
+                    num_kv_heads: kv(h, hkv),
+                    head_dim: d,
+                    window,
+                    sinks,
+                    rope_theta: 10000.0,
+                    use_rope: rope,
+                    cache_positions: false,
+                    sink_logits: true,
+                    conv_size: conv,
+                })
+            }),
+        (s(), s(), s(), s(), s(), 0u32..=64).prop_map(|(h, k, v, period, slots, conv)| {
+            LayerConfig::Bla(BlaConfig {
+                num_heads: h,
+                head_k_dim: k,
+                head_v_dim: v,
+                period,
+                modes: period / 2,
+                slots,
+                kernel: BlaKernel::Dirichlet,
+                decay: BlaDecay::Gated,
+                gamma: 1.0,
+                conv_size: conv,
+            })
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    /// Layer records whose sizes multiply past a u32, a u64 or the address
+    /// space are refused, never a panic (`cargo xtask test` runs this with
+    /// overflow checks on), and `session_len` refuses them as `load` does.
+    #[test]
+    fn extreme_layer_sizes_are_refused_without_panicking(
+        which in 0usize..4,
+        layer in 0usize..4,
+        record in extreme_layer(),
+        pinned in prop::sample::select(vec![0usize, 3, 1 << 40, usize::MAX]),
+    ) {
+        let mut b = images()[which].clone();
+        let config = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+        let at = config + 4 * (MODEL_RECORD_WORDS + layer * LAYER_RECORD_WORDS);
+        for (i, w) in record.encode().iter().enumerate() {
+            b[at + 4 * i..at + 4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        seal(&mut b);
+        let image = AlignedImage::new(&b);
+        let loaded = load_and_run(&b);
+        let sized = ferrite::session_len(image.bytes(), pinned);
+        if let (Err(e), 0) = (sized, pinned) {
+            prop_assert_eq!(loaded, Err(e));
+        }
+    }
 }
 
 proptest! {

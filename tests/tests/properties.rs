@@ -111,8 +111,8 @@ fn ten_thousand_tokens_stay_finite_in_constant_memory() {
         let image = image_of(&dir, &WriteOptions::default());
         let model = image.model().unwrap();
         let pinned = expected(&dir).pinned;
-        let state_bytes = model.state_bytes(pinned);
-        let mut buf = session_buffer(&model, pinned);
+        let state_bytes = model.state_bytes(pinned).unwrap();
+        let mut buf = session_buffer(&model, pinned).unwrap();
         let buf_len = buf.len();
         let mut session = Session::with_pinned_capacity(model, &mut buf, pinned).unwrap();
         session.reset_pinned(pinned).unwrap();
@@ -134,7 +134,7 @@ fn ten_thousand_tokens_stay_finite_in_constant_memory() {
             "{name}: state size changed"
         );
         assert_eq!(session.position(), TOKENS as u64);
-        assert_eq!(model.state_bytes(pinned), state_bytes);
+        assert_eq!(model.state_bytes(pinned), Ok(state_bytes));
         assert_eq!(buf.len(), buf_len);
     }
 }
@@ -145,7 +145,7 @@ fn reset_reproduces_the_first_run_exactly() {
         let exp = expected(&dir);
         let image = image_of(&dir, &WriteOptions::default());
         let model = image.model().unwrap();
-        let mut buf = session_buffer(&model, exp.pinned);
+        let mut buf = session_buffer(&model, exp.pinned).unwrap();
         let mut session = Session::with_pinned_capacity(model, &mut buf, exp.pinned).unwrap();
         let run = |session: &mut Session| -> Vec<Vec<f32>> {
             session.reset_pinned(exp.pinned).unwrap();
@@ -172,7 +172,7 @@ fn bad_tokens_and_buffers_are_typed_errors() {
     let dir = &fixture_dirs()[0];
     let image = image_of(dir, &WriteOptions::default());
     let model = image.model().unwrap();
-    let needed = model.session_len(0);
+    let needed = model.session_len(0).unwrap();
     let mut small = vec![0.0f32; needed - 1];
     match Session::new(model, &mut small) {
         Err(ferrite::Error::BufferTooSmall { needed: n, got }) => {
@@ -180,7 +180,7 @@ fn bad_tokens_and_buffers_are_typed_errors() {
         }
         other => panic!("expected BufferTooSmall, got {:?}", other.err()),
     }
-    let mut buf = session_buffer(&model, 0);
+    let mut buf = session_buffer(&model, 0).unwrap();
     let mut session = Session::new(model, &mut buf).unwrap();
     assert_eq!(
         session.feed(256).err(),

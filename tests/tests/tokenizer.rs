@@ -186,3 +186,18 @@ fn tokenizer_json_fields_that_change_encoding_are_refused_by_name() {
         assert!(!msg.contains('\n'), "{msg}");
     }
 }
+
+#[test]
+fn ids_outside_the_tokenizer_decode_to_nothing() {
+    let image = bpe_image();
+    let model = Model::load(image.bytes()).unwrap();
+    let t = model.tokenizer();
+    let n = t.vocab_len();
+    assert!(!t.decode(n - 1).is_empty());
+    // u32::MAX + 1 overflows a 32-bit usize: decode never computes it.
+    for id in [n, n + 1, u32::MAX - 1, u32::MAX] {
+        assert!(t.decode(id).is_empty(), "{id}");
+    }
+    // The const fn checks the tokenizer section's counts too, and agrees.
+    assert_eq!(ferrite::session_len(image.bytes(), 0), model.session_len(0));
+}

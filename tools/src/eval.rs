@@ -29,7 +29,7 @@ pub fn mqar_counts(
     seqs: &[MqarSequence],
     mut progress: impl FnMut(usize),
 ) -> Result<(usize, usize)> {
-    let mut buf = session_buffer(&model, 0);
+    let mut buf = session_buffer(&model, 0)?;
     let mut session = Session::new(model, &mut buf).map_err(err)?;
     let (mut correct, mut total) = (0usize, 0usize);
     for (i, seq) in seqs.iter().enumerate() {
@@ -104,7 +104,7 @@ pub fn text_score(
         bail!("the text needs at least 2 tokens");
     }
     let tokenizer = model.tokenizer();
-    let mut buf = session_buffer(&model, 0);
+    let mut buf = session_buffer(&model, 0)?;
     let mut session = Session::new(model, &mut buf).map_err(err)?;
     let (mut nats, mut bytes) = (0.0f64, 0usize);
     let mut done = 0;

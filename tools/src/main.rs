@@ -405,8 +405,8 @@ fn quantize(
         image.dtype_summary(),
         image.params,
         image.bytes.len(),
-        model.session_bytes(0),
-        model.state_bytes(0),
+        model.session_bytes(0).map_err(anyhow::Error::msg)?,
+        model.state_bytes(0).map_err(anyhow::Error::msg)?,
         worst
     );
     Ok(())
@@ -467,8 +467,8 @@ fn inspect(image: &AlignedImage) -> Result<()> {
         out,
         "flash_bytes={} ram_bytes={} state_bytes={}",
         image.bytes().len(),
-        model.session_bytes(0),
-        model.state_bytes(0)
+        model.session_bytes(0).map_err(anyhow::Error::msg)?,
+        model.state_bytes(0).map_err(anyhow::Error::msg)?
     )?;
     Ok(())
 }
@@ -484,7 +484,7 @@ fn generate(
     let model = image.model()?;
     let tokenizer = model.tokenizer();
     let prompt_ids = eval::encode(&model, prompt)?;
-    let mut buf = run::session_buffer(&model, pin);
+    let mut buf = run::session_buffer(&model, pin)?;
     let mut session =
         Session::with_pinned_capacity(model, &mut buf, pin).map_err(anyhow::Error::msg)?;
     session.reset_pinned(pin).map_err(anyhow::Error::msg)?;

@@ -40,14 +40,18 @@ impl AlignedImage {
     }
 }
 
-/// A session buffer sized for `model`.
-pub fn session_buffer(model: &Model<'_>, pinned_max: usize) -> Vec<f32> {
-    vec![0.0; model.session_len(pinned_max)]
+/// A session buffer sized for `model` (an error when the model's buffer
+/// would exceed the address space).
+pub fn session_buffer(model: &Model<'_>, pinned_max: usize) -> Result<Vec<f32>> {
+    let words = model
+        .session_len(pinned_max)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(vec![0.0; words])
 }
 
 /// Logits for every position of `tokens`, fed from a fresh state.
 pub fn logits(model: Model<'_>, tokens: &[u32], pinned: usize) -> Result<Vec<Vec<f32>>> {
-    let mut buf = session_buffer(&model, pinned);
+    let mut buf = session_buffer(&model, pinned)?;
     let mut session =
         Session::with_pinned_capacity(model, &mut buf, pinned).map_err(anyhow::Error::msg)?;
     session.reset_pinned(pinned).map_err(anyhow::Error::msg)?;

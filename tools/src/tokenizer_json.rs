@@ -281,7 +281,7 @@ impl BpeSpec {
         }
         bytes.resize(bytes.len().next_multiple_of(4), 0);
         debug_assert_eq!(
-            bytes.len(),
+            Some(bytes.len()),
             section_len(self.tokens.len(), self.merges.len(), nbytes)
         );
         bytes

@@ -150,11 +150,16 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
-            name: "cargo test (host workspace, release)",
+            name: "cargo test (host workspace, checked: optimised, overflow checks and debug assertions on)",
             run: Box::new(|| {
                 status({
                     let mut c = cargo();
-                    c.args(["test", "--workspace", "--release"]);
+                    // Cargo.toml's `checked` profile: release optimisations
+                    // with overflow checks and debug assertions, so that the
+                    // runtime's unit, integration, corrupt-image and property
+                    // tests catch an overflow instead of wrapping; release
+                    // itself (benchmarks, boards, the CLI) stays unchecked.
+                    c.args(["test", "--workspace", "--profile", "checked"]);
                     c
                 })
             }),

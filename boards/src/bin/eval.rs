@@ -161,7 +161,7 @@ fn main() -> ! {
     platform::init();
 
     let model = Model::load(&IMAGE.0).unwrap_or_else(|e| fail(e));
-    let state_bytes = model.state_bytes(0);
+    let state_bytes = model.state_bytes(0).unwrap_or_else(|e| fail(e));
     // SAFETY: the only references to SESSION_BUF and IDS, taken once.
     let (buf, ids) = unsafe {
         (

@@ -43,7 +43,7 @@ fn main() -> ! {
     platform::init();
 
     let model = Model::load(&IMAGE.0).unwrap_or_else(|e| fail(e));
-    let state_bytes = model.state_bytes(0);
+    let state_bytes = model.state_bytes(0).unwrap_or_else(|e| fail(e));
     // SAFETY: the only references to SESSION_BUF and TOKENS, taken once.
     let (buf, log) = unsafe {
         (

@@ -85,8 +85,12 @@ fn main() -> ! {
     let image = receive();
     say!("ota: received {} bytes", image.len());
     let model = Model::load(image).unwrap_or_else(|e| refuse(format_args!("{}", e)));
-    let words = model.session_len(0);
-    let state_bytes = model.state_bytes(0);
+    let words = model
+        .session_len(0)
+        .unwrap_or_else(|e| refuse(format_args!("{}", e)));
+    let state_bytes = model
+        .state_bytes(0)
+        .unwrap_or_else(|e| refuse(format_args!("{}", e)));
     say!(
         "ota: image valid; session needs {} bytes ({} of state)",
         4 * words,

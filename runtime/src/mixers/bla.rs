@@ -26,8 +26,8 @@
 //! caches when `use_short_conv` is set. The phase and warm-up count derive from
 //! the session's 64-bit token position.
 
-use super::{conv, push, push_conv_specs, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, LayerWords};
+use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
+use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::{dot, softmax_in_place};
@@ -136,6 +136,16 @@ impl BlaConfig {
             layer,
             "bla modes must satisfy 2 * modes <= period"
         );
+        ensure_size!(
+            width_ok(c.num_heads, c.head_k_dim),
+            layer,
+            "bla num_heads * head_k_dim exceeds 2^20"
+        );
+        ensure_size!(
+            width_ok(c.num_heads, c.head_v_dim),
+            layer,
+            "bla num_heads * head_v_dim exceeds 2^20"
+        );
         ensure!(
             c.gamma.is_finite() && c.gamma > 0.0 && c.gamma <= 1.0,
             layer,
@@ -185,13 +195,17 @@ impl BlaConfig {
     /// State words: `H * N * (K + V)` plus the convolution caches.
     pub const fn state_len(&self) -> u64 {
         let (h, k, v, n) = self.dims64();
-        h * n * (k + v) + conv::state_words(2 * h * k + h * v, self.conv_size)
+        let channels = sum(&[product(&[2, h, k]), product(&[h, v])]);
+        sum(&[
+            product(&[h, n, k + v]),
+            conv::state_words(channels, self.conv_size),
+        ])
     }
 
     /// Scratch words: q, k (`H*K` each), v, o (`H*V` each), scores `[N]`.
     pub const fn scratch_len(&self) -> u64 {
         let (h, k, v, n) = self.dims64();
-        2 * h * k + 2 * h * v + n
+        sum(&[product(&[2, h, k]), product(&[2, h, v]), n])
     }
 
     /// Cosine coefficient of mode `m` in the kernel (mode 0 weighs 1).
@@ -199,7 +213,7 @@ impl BlaConfig {
         if m > self.modes {
             return 0.0;
         }
-        let nyquist = if m == 0 || 2 * m == self.period {
+        let nyquist = if m == 0 || 2 * m as u64 == self.period as u64 {
             1.0
         } else {
             2.0
@@ -253,14 +267,15 @@ impl BlaConfig {
 impl Mixer for BlaConfig {
     fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
         let (h, k, v) = (self.num_heads, self.head_k_dim, self.head_v_dim);
-        push(s, layer, Role::QProj, [h * k, d, 0], true);
-        push(s, layer, Role::KProj, [h * k, d, 0], true);
-        push(s, layer, Role::VProj, [h * v, d, 0], true);
+        let (qk, vo) = (width(h, k), width(h, v));
+        push(s, layer, Role::QProj, [qk, d, 0], true);
+        push(s, layer, Role::KProj, [qk, d, 0], true);
+        push(s, layer, Role::VProj, [vo, d, 0], true);
         if self.conv_size > 0 {
-            push_conv_specs(s, layer, [h * k, h * k, h * v], self.conv_size);
+            push_conv_specs(s, layer, [qk, qk, vo], self.conv_size);
         }
         push(s, layer, Role::BlaPhi, [self.period, self.slots, 0], false);
-        push(s, layer, Role::OProj, [d, h * v, 0], true);
+        push(s, layer, Role::OProj, [d, vo, 0], true);
     }
 
     fn step(

@@ -12,12 +12,12 @@ use crate::tensor::Tensor;
 
 /// State words of a convolution over `channels` channels of width `width`.
 pub const fn state_len(channels: usize, width: usize) -> usize {
-    channels * width.saturating_sub(1)
+    channels.saturating_mul(width.saturating_sub(1))
 }
 
-/// [`state_len`] in u64, for overflow-free sizing on any target.
+/// [`state_len`] in u64, for overflow-free sizing on any target (saturating).
 pub const fn state_words(channels: u64, width: u32) -> u64 {
-    channels * width.saturating_sub(1) as u64
+    channels.saturating_mul(width.saturating_sub(1) as u64)
 }
 
 /// Convolves `x` in place (raw projection in, activated output out) and

@@ -6,8 +6,8 @@
 //! ```
 //! State layout: `S [HV][V][K]`, then the q, k and v convolution caches.
 
-use super::{conv, push, push_conv_specs, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, LayerWords};
+use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
+use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::{dot, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
@@ -63,6 +63,16 @@ impl GdnConfig {
             layer,
             "num_v_heads must be a multiple of num_heads"
         );
+        ensure_size!(
+            width_ok(c.num_heads, c.head_k_dim),
+            layer,
+            "gdn num_heads * head_k_dim exceeds 2^20"
+        );
+        ensure_size!(
+            width_ok(c.num_v_heads, c.head_v_dim),
+            layer,
+            "gdn num_v_heads * head_v_dim exceeds 2^20"
+        );
         ensure!(
             c.conv_size >= 1 && c.conv_size <= 64,
             layer,
@@ -107,13 +117,17 @@ impl GdnConfig {
     /// State words: `HV*V*K` for S plus `(2*H*K + HV*V) * (W - 1)` for the convolutions.
     pub const fn state_len(&self) -> u64 {
         let (h, hv, k, v) = self.dims64();
-        hv * v * k + conv::state_words(2 * h * k + hv * v, self.conv_size)
+        let channels = sum(&[product(&[2, h, k]), product(&[hv, v])]);
+        sum(&[
+            product(&[hv, v, k]),
+            conv::state_words(channels, self.conv_size),
+        ])
     }
 
     /// Scratch words: q, k (`H*K` each), v, g, o (`HV*V` each), a, b (`HV` each).
     pub const fn scratch_len(&self) -> u64 {
         let (h, hv, k, v) = self.dims64();
-        2 * h * k + 3 * hv * v + 2 * hv
+        sum(&[product(&[2, h, k]), product(&[3, hv, v]), 2 * hv])
     }
 }
 
@@ -125,19 +139,20 @@ impl Mixer for GdnConfig {
             self.head_k_dim,
             self.head_v_dim,
         );
-        push(s, layer, Role::QProj, [h * k, d, 0], true);
-        push(s, layer, Role::KProj, [h * k, d, 0], true);
-        push(s, layer, Role::VProj, [hv * v, d, 0], true);
+        let (qk, vo) = (width(h, k), width(hv, v));
+        push(s, layer, Role::QProj, [qk, d, 0], true);
+        push(s, layer, Role::KProj, [qk, d, 0], true);
+        push(s, layer, Role::VProj, [vo, d, 0], true);
         push(s, layer, Role::AProj, [hv, d, 0], true);
         push(s, layer, Role::BProj, [hv, d, 0], true);
         push(s, layer, Role::ALog, [hv, 0, 0], false);
         push(s, layer, Role::DtBias, [hv, 0, 0], false);
-        push_conv_specs(s, layer, [h * k, h * k, hv * v], self.conv_size);
+        push_conv_specs(s, layer, [qk, qk, vo], self.conv_size);
         if self.use_gate {
-            push(s, layer, Role::GProj, [hv * v, d, 0], true);
+            push(s, layer, Role::GProj, [vo, d, 0], true);
         }
         push(s, layer, Role::ONorm, [v, 0, 0], false);
-        push(s, layer, Role::OProj, [d, hv * v, 0], true);
+        push(s, layer, Role::OProj, [d, vo, 0], true);
     }
 
     fn step(

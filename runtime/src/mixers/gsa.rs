@@ -8,8 +8,8 @@
 //! as fla does: identical outputs, `H/Hkv` times less memory.
 //! State layout: `Hk [Hkv][K][M]`, then `Hv [Hkv][M][V]`.
 
-use super::{push, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, LayerWords};
+use super::{product, push, sum, width, Mixer, Specs, StepCtx};
+use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::{logsigmoid, rms_scale, silu, softmax_in_place};
@@ -96,6 +96,22 @@ impl GsaConfig {
             "gsa head dims out of range"
         );
         ensure!(dim_ok(c.num_slots), layer, "gsa num_slots out of range");
+        // Hkv divides H, so these also bound Hkv*K and Hkv*V.
+        ensure_size!(
+            width_ok(c.num_heads, c.head_k_dim),
+            layer,
+            "gsa num_heads * head_k_dim exceeds 2^20"
+        );
+        ensure_size!(
+            width_ok(c.num_heads, c.head_v_dim),
+            layer,
+            "gsa num_heads * head_v_dim exceeds 2^20"
+        );
+        ensure_size!(
+            width_ok(c.num_kv_heads, c.num_slots),
+            layer,
+            "gsa num_kv_heads * num_slots exceeds 2^20"
+        );
         let n = c.gate_logit_normalizer;
         ensure!(
             n.is_finite() && n > 0.0,
@@ -143,13 +159,18 @@ impl GsaConfig {
     /// State words: `Hkv * M * (K + V)`.
     pub const fn state_len(&self) -> u64 {
         let (_, hkv, k, v, m) = self.dims64();
-        hkv * m * (k + v)
+        product(&[hkv, m, k + v])
     }
 
     /// Scratch words: q `[H*K]`, k `[Hkv*K]`, v `[Hkv*V]`, f `[Hkv*M]`, p `[M]`, o `[H*V]`.
     pub const fn scratch_len(&self) -> u64 {
         let (h, hkv, k, v, m) = self.dims64();
-        h * k + hkv * (k + v + m) + m + h * v
+        sum(&[
+            product(&[h, k]),
+            product(&[hkv, k + v + m]),
+            m,
+            product(&[h, v]),
+        ])
     }
 }
 
@@ -162,12 +183,12 @@ impl Mixer for GsaConfig {
             self.head_v_dim,
             self.num_slots,
         );
-        push(s, layer, Role::QProj, [h * k, d, 0], true);
-        push(s, layer, Role::KProj, [hkv * k, d, 0], true);
-        push(s, layer, Role::VProj, [hkv * v, d, 0], true);
-        push(s, layer, Role::FProj, [hkv * m, d, 0], true);
-        push(s, layer, Role::GNorm, [h * v, 0, 0], false);
-        push(s, layer, Role::OProj, [d, h * v, 0], true);
+        push(s, layer, Role::QProj, [width(h, k), d, 0], true);
+        push(s, layer, Role::KProj, [width(hkv, k), d, 0], true);
+        push(s, layer, Role::VProj, [width(hkv, v), d, 0], true);
+        push(s, layer, Role::FProj, [width(hkv, m), d, 0], true);
+        push(s, layer, Role::GNorm, [width(h, v), 0, 0], false);
+        push(s, layer, Role::OProj, [d, width(h, v), 0], true);
     }
 
     fn step(

@@ -15,8 +15,8 @@
 //! State layout: keys `[S + pinned_max + W][Hkv][d]`, values likewise, then
 //! the short-convolution caches when `use_short_conv` is set.
 
-use super::{conv, push, push_conv_specs, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, LayerWords};
+use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
+use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::dot;
@@ -93,6 +93,12 @@ impl SwaConfig {
             "num_heads must be a multiple of num_kv_heads"
         );
         ensure!(dim_ok(c.head_dim), layer, "swa head_dim out of range");
+        // Hkv divides H, so this also bounds Hkv*d.
+        ensure_size!(
+            width_ok(c.num_heads, c.head_dim),
+            layer,
+            "swa num_heads * head_dim exceeds 2^20"
+        );
         ensure!(
             !c.use_rope || c.head_dim % 2 == 0,
             layer,
@@ -154,16 +160,19 @@ impl SwaConfig {
     /// (saturating: an absurd `pinned_max` yields a size no buffer has).
     pub const fn state_len(&self, pinned_max: usize) -> u64 {
         let (h, hkv, d) = self.dims64();
-        let slots = (self.sinks as u64 + self.window as u64).saturating_add(pinned_max as u64);
-        let conv = conv::state_words(h * d + 2 * hkv * d, self.conv_size);
-        slots.saturating_mul(hkv * 2 * d).saturating_add(conv)
+        let slots = sum(&[self.sinks as u64, self.window as u64, pinned_max as u64]);
+        let channels = sum(&[product(&[h, d]), product(&[2, hkv, d])]);
+        sum(&[
+            product(&[slots, 2, hkv, d]),
+            conv::state_words(channels, self.conv_size),
+        ])
     }
 
     /// Scratch words: q, o (`H*d` each), k, v (`Hkv*d` each), RoPE tables and
     /// the sink-rotated query (`3d`).
     pub const fn scratch_len(&self) -> u64 {
         let (h, hkv, d) = self.dims64();
-        2 * h * d + 2 * hkv * d + 3 * d
+        sum(&[product(&[2, h, d]), product(&[2, hkv, d]), product(&[3, d])])
     }
 
     /// Fills `cs` (`[d]`: cosines then sines) for position `pos`.
@@ -238,17 +247,21 @@ impl<'o> OnlineSoftmax<'o> {
 
 impl Mixer for SwaConfig {
     fn push_specs(&self, layer: u16, dm: u32, s: &mut Specs) {
-        let (h, hkv, d) = (self.num_heads, self.num_kv_heads, self.head_dim);
-        push(s, layer, Role::QProj, [h * d, dm, 0], true);
-        push(s, layer, Role::KProj, [hkv * d, dm, 0], true);
-        push(s, layer, Role::VProj, [hkv * d, dm, 0], true);
+        let h = self.num_heads;
+        let (q, kv) = (
+            width(h, self.head_dim),
+            width(self.num_kv_heads, self.head_dim),
+        );
+        push(s, layer, Role::QProj, [q, dm, 0], true);
+        push(s, layer, Role::KProj, [kv, dm, 0], true);
+        push(s, layer, Role::VProj, [kv, dm, 0], true);
         if self.conv_size > 0 {
-            push_conv_specs(s, layer, [h * d, hkv * d, hkv * d], self.conv_size);
+            push_conv_specs(s, layer, [q, kv, kv], self.conv_size);
         }
         if self.sink_logits {
             push(s, layer, Role::Sinks, [h, 0, 0], false);
         }
-        push(s, layer, Role::OProj, [dm, h * d, 0], true);
+        push(s, layer, Role::OProj, [dm, q, 0], true);
     }
 
     fn step(

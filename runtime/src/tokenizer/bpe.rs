@@ -17,6 +17,7 @@
 
 use super::pretokenize::Pieces;
 use crate::error::{Error, Result};
+use crate::image::read_u32;
 
 /// Words before the byte table.
 pub const BPE_HEADER_WORDS: usize = 4;
@@ -32,9 +33,30 @@ pub const BPE_FLAG_GPT2_SPLIT: u32 = 1;
 pub const BPE_MAX_PIECE: usize = 64;
 
 /// Bytes of a tokenizer section with `vocab` tokens, `merges` merges and
-/// `bytes` bytes of token strings.
-pub const fn section_len(vocab: usize, merges: usize, bytes: usize) -> usize {
-    4 * (BPE_HEADER_WORDS + 256 + vocab + 1 + BPE_MERGE_WORDS * merges) + bytes.div_ceil(4) * 4
+/// `bytes` bytes of token strings; `None` when that overflows a `usize`.
+pub const fn section_len(vocab: usize, merges: usize, bytes: usize) -> Option<usize> {
+    match (
+        words_before_bytes(vocab, merges),
+        bytes.checked_next_multiple_of(4),
+    ) {
+        (Some(words), Some(padded)) => match words.checked_mul(4) {
+            Some(head) => head.checked_add(padded),
+            None => None,
+        },
+        _ => None,
+    }
+}
+
+/// Words of the section before the token bytes: header, byte table, offsets
+/// (`vocab + 1`) and merges (checked).
+const fn words_before_bytes(vocab: usize, merges: usize) -> Option<usize> {
+    match (vocab.checked_add(1), merges.checked_mul(BPE_MERGE_WORDS)) {
+        (Some(offsets), Some(merge_words)) => match offsets.checked_add(merge_words) {
+            Some(w) => w.checked_add(BPE_HEADER_WORDS + 256),
+            None => None,
+        },
+        _ => None,
+    }
 }
 
 /// A validated byte-level BPE tokenizer borrowed from an image.
@@ -46,8 +68,59 @@ pub struct BpeTokenizer<'a> {
     bytes: &'a [u8],
 }
 
-fn bad(reason: &'static str) -> Error {
+const fn bad(reason: &'static str) -> Error {
     Error::BadTokenizer(reason)
+}
+
+/// The counts in a tokenizer section's header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SectionCounts {
+    /// Tokens V.
+    pub vocab: u32,
+    /// Merges M.
+    pub merges: u32,
+    /// Bytes B of all token strings.
+    pub bytes: u32,
+}
+
+/// Checks a section's header words against each other, the model's
+/// vocabulary and the section's length (all arithmetic checked). `const`, so
+/// that [`crate::session_len`] refuses what [`BpeTokenizer::parse`] would at
+/// this stage; the tables themselves are checked by `parse` only.
+pub(crate) const fn check_counts(section: &[u8], vocab_size: u32) -> Result<SectionCounts> {
+    let mut head = [0u32; BPE_HEADER_WORDS];
+    let mut i = 0;
+    while i < BPE_HEADER_WORDS {
+        head[i] = match read_u32(section, 4 * i) {
+            Some(w) => w,
+            None => return Err(bad("section shorter than its header")),
+        };
+        i += 1;
+    }
+    let (vocab, merges, flags, nbytes) = (head[0], head[1], head[2], head[3]);
+    if vocab < 256 || vocab > vocab_size {
+        return Err(bad("token count outside 256..=vocab_size"));
+    }
+    if merges >= vocab {
+        return Err(bad("more merges than tokens"));
+    }
+    if flags & !BPE_FLAG_GPT2_SPLIT != 0 {
+        return Err(bad("unknown flags"));
+    }
+    if flags & BPE_FLAG_GPT2_SPLIT == 0 {
+        return Err(bad("only GPT-2 regex pre-tokenization is supported"));
+    }
+    // The counts are the image's u32s: on a 32-bit target the length can
+    // overflow a usize.
+    match section_len(vocab as usize, merges as usize, nbytes as usize) {
+        Some(len) if len == section.len() => Ok(SectionCounts {
+            vocab,
+            merges,
+            bytes: nbytes,
+        }),
+        Some(_) => Err(bad("section length does not match its counts")),
+        None => Err(bad("token counts overflow")),
+    }
 }
 
 impl<'a> BpeTokenizer<'a> {
@@ -57,29 +130,14 @@ impl<'a> BpeTokenizer<'a> {
         let words: &'a [u32] =
             bytemuck::try_cast_slice(section.get(..section.len() & !3).unwrap_or(&[]))
                 .map_err(|_| bad("section is not 4-byte aligned"))?;
-        let head = words
-            .get(..BPE_HEADER_WORDS)
-            .ok_or(bad("section shorter than its header"))?;
-        let (vocab, merges, flags, nbytes) = (head[0], head[1], head[2], head[3]);
-        if vocab < 256 || vocab > vocab_size {
-            return Err(bad("token count outside 256..=vocab_size"));
-        }
-        if merges >= vocab {
-            return Err(bad("more merges than tokens"));
-        }
-        if flags & !BPE_FLAG_GPT2_SPLIT != 0 {
-            return Err(bad("unknown flags"));
-        }
-        if flags & BPE_FLAG_GPT2_SPLIT == 0 {
-            return Err(bad("only GPT-2 regex pre-tokenization is supported"));
-        }
-        // vocab < 2^20 and merges < vocab: no overflow in section_len.
-        if nbytes as u64 > section.len() as u64
-            || section_len(vocab as usize, merges as usize, nbytes as usize) != section.len()
-        {
-            return Err(bad("section length does not match its counts"));
-        }
+        let SectionCounts {
+            vocab,
+            merges,
+            bytes: nbytes,
+        } = check_counts(section, vocab_size)?;
         let (v, m) = (vocab as usize, merges as usize);
+        // The section is exactly as long as its counts say: nothing below is
+        // out of bounds (and every product is at most `section.len()`).
         let rest = &words[BPE_HEADER_WORDS..];
         let (byte_ids, rest) = rest.split_at(256);
         let (offsets, rest) = rest.split_at(v + 1);
@@ -126,7 +184,7 @@ impl<'a> BpeTokenizer<'a> {
 
     /// Tokens in the tokenizer (the model's vocabulary may be larger).
     pub fn vocab_len(&self) -> u32 {
-        (self.offsets.len() - 1) as u32
+        self.offsets.len().saturating_sub(1) as u32
     }
 
     /// Number of merges.
@@ -137,9 +195,11 @@ impl<'a> BpeTokenizer<'a> {
     /// The bytes of `token` (empty for ids outside the tokenizer). A UTF-8
     /// character may be split across tokens: stream the bytes.
     pub fn decode(&self, token: u32) -> &'a [u8] {
-        let t = token as usize;
-        match (self.offsets.get(t), self.offsets.get(t + 1)) {
-            (Some(&a), Some(&b)) => self.bytes.get(a as usize..b as usize).unwrap_or(&[]),
+        // `offsets[t..t + 2]` without computing `t + 1` (u32::MAX + 1
+        // overflows a 32-bit usize).
+        let pair = self.offsets.get(token as usize..).and_then(|o| o.get(..2));
+        match pair {
+            Some(&[a, b]) => self.bytes.get(a as usize..b as usize).unwrap_or(&[]),
             _ => &[],
         }
     }
@@ -198,5 +258,65 @@ impl<'a> BpeTokenizer<'a> {
         ))?;
         dst.copy_from_slice(&work[..len]);
         Ok(n + len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn section_len_is_none_when_it_overflows() {
+        assert_eq!(section_len(256, 0, 1), Some(4 * (4 + 256 + 257) + 4));
+        for (v, m, b) in [
+            (usize::MAX, 0, 0),
+            (0, usize::MAX / 4 + 1, 0),
+            (usize::MAX / 4, 0, 0),
+            (0, 0, usize::MAX),
+            (0, 0, usize::MAX - 3),
+            (usize::MAX / 8, 0, usize::MAX / 2),
+        ] {
+            assert_eq!(section_len(v, m, b), None, "{v} {m} {b}");
+        }
+    }
+
+    /// A section header: V, M, flags, B (the tables are not looked at).
+    fn head(v: u32, m: u32, b: u32) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        for (i, w) in [v, m, BPE_FLAG_GPT2_SPLIT, b].into_iter().enumerate() {
+            out[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn counts_at_their_limits_are_refused_without_overflow() {
+        let bad = |s: &[u8], vocab| check_counts(s, vocab).map(|_| ()).unwrap_err();
+        assert_eq!(
+            bad(&head(u32::MAX, 0x4000_0000, 0), u32::MAX),
+            Error::BadTokenizer("section length does not match its counts")
+        );
+        assert_eq!(
+            bad(&head(u32::MAX, u32::MAX - 1, u32::MAX), u32::MAX),
+            Error::BadTokenizer("section length does not match its counts")
+        );
+        assert_eq!(
+            bad(&head(u32::MAX, 0, 0), 1 << 20),
+            Error::BadTokenizer("token count outside 256..=vocab_size")
+        );
+        assert_eq!(
+            bad(&head(300, 0, 0)[..12], 300),
+            Error::BadTokenizer("section shorter than its header")
+        );
+    }
+
+    #[test]
+    fn parse_refuses_a_section_with_overflowing_counts() {
+        let words = [u32::MAX, u32::MAX - 1, BPE_FLAG_GPT2_SPLIT, u32::MAX];
+        let err = BpeTokenizer::parse(bytemuck::cast_slice(&words), u32::MAX).unwrap_err();
+        assert_eq!(
+            err,
+            Error::BadTokenizer("section length does not match its counts")
+        );
     }
 }

@@ -17,7 +17,66 @@ pub use bpe::{
 #[cfg(feature = "bpe")]
 pub use unicode::UNICODE_VERSION;
 
+use crate::config::{ModelConfig, TokenizerKind};
 use crate::error::{Error, Result};
+use crate::image::{Header, BPE_FORMAT_VERSION};
+
+/// What [`crate::Model::load`] checks of the tokenizer before reading its
+/// tables: the kind against the vocabulary and the format version, and a BPE
+/// section's alignment and counts. `const`, so that [`crate::session_len`]
+/// refuses the same images at this stage.
+pub(crate) const fn check_section(
+    image: &[u8],
+    header: &Header,
+    config: &ModelConfig,
+) -> Result<()> {
+    match config.tokenizer {
+        TokenizerKind::Bytes => {
+            if config.vocab_size < 256 {
+                return Err(Error::BadConfig {
+                    layer: None,
+                    reason: "the byte tokenizer needs vocab_size >= 256",
+                });
+            }
+            if header.tokenizer_len != 0 {
+                return Err(Error::BadHeader("byte tokenizer with a tokenizer section"));
+            }
+            Ok(())
+        }
+        TokenizerKind::Bpe => {
+            if header.version < BPE_FORMAT_VERSION {
+                return Err(Error::BadConfig {
+                    layer: None,
+                    reason: "a BPE tokenizer needs image format version 2",
+                });
+            }
+            // The image starts on a 16-byte boundary (Model::load checks).
+            if header.tokenizer_off % 4 != 0 {
+                return Err(Error::BadTokenizer("section is not 4-byte aligned"));
+            }
+            let section = match image.split_at_checked(header.tokenizer_off as usize) {
+                Some((_, rest)) => match rest.split_at_checked(header.tokenizer_len as usize) {
+                    Some((section, _)) => section,
+                    None => return Err(Error::BadHeader("tokenizer section out of bounds")),
+                },
+                None => return Err(Error::BadHeader("tokenizer section out of bounds")),
+            };
+            #[cfg(feature = "bpe")]
+            return match bpe::check_counts(section, config.vocab_size) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            #[cfg(not(feature = "bpe"))]
+            {
+                let _ = section;
+                Err(Error::BadConfig {
+                    layer: None,
+                    reason: "the image has a BPE tokenizer: build ferrite with its `bpe` feature",
+                })
+            }
+        }
+    }
+}
 
 /// The tokenizer of a model: encode a prompt, decode generated tokens.
 #[derive(Clone, Copy, Debug)]
