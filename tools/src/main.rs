@@ -38,17 +38,19 @@ enum Command {
     /// Turn a model directory (config.json + model.safetensors) into a flash image.
     ///
     /// Options that would change nothing are refused: --group-size when no
-    /// tensor is quantized, a --rule that decides no tensor, --window when no
-    /// attention layer lacks a window.
+    /// tensor is quantized, a --rule that decides no tensor, --dtype when rules
+    /// decide every weight matrix, --window when no attention layer lacks a window.
     Quantize {
         /// Directory with config.json and model.safetensors.
         model_dir: PathBuf,
         /// Output image.
         #[arg(short, long)]
         output: PathBuf,
-        /// dtype of weight matrices and embeddings: f32, f16, int8, int4.
-        #[arg(long, default_value = "f32")]
-        dtype: String,
+        /// dtype of weight matrices and embeddings: f32, f16, int8, int4
+        /// [default: f32]. An error when given and a --rule decides every
+        /// weight matrix.
+        #[arg(long)]
+        dtype: Option<String>,
         /// Group size along the input dim for int8/int4 (e.g. 32, 64, 128); it
         /// must divide every quantized tensor's input dim (1..=65535, even for
         /// int4). Default: per tensor, the largest of 64, 32, 16, 8 that divides
@@ -245,15 +247,22 @@ fn run(command: Command) -> Result<()> {
             rules,
             window,
         } => {
+            let dtype_given = dtype.is_some();
             let opts = WriteOptions {
-                dtype: writer::parse_dtype(&dtype)?,
+                dtype: writer::parse_dtype(dtype.as_deref().unwrap_or("f32"))?,
                 group_size,
                 rules: rules
                     .iter()
                     .map(|r| writer::parse_rule(r))
                     .collect::<Result<_>>()?,
             };
-            quantize(&model_dir, &output, &opts, &FlaOptions { window })
+            quantize(
+                &model_dir,
+                &output,
+                &opts,
+                dtype_given,
+                &FlaOptions { window },
+            )
         }
         Command::Inspect { image } => inspect(&AlignedImage::read(&image)?),
         Command::Tokenize { image, text } => {
@@ -508,10 +517,11 @@ fn quantize(
     model_dir: &std::path::Path,
     output: &std::path::Path,
     opts: &WriteOptions,
+    dtype_given: bool,
     fla_options: &FlaOptions,
 ) -> Result<()> {
     let dir = ModelDir::open_with(model_dir, fla_options)?;
-    writer::check_options(&dir, opts)?;
+    writer::check_options(&dir, opts, dtype_given)?;
     for warning in &dir.warnings {
         eprintln!("warning: {warning}");
     }

@@ -119,13 +119,15 @@ pub fn expected_specs(config: &Config) -> Vec<TensorSpec> {
 
 /// Refuses options that would not change the image of `dir` (the CLI's
 /// policy; [`build_image`] itself accepts them): a rule that decides no
-/// tensor (it matches none, or only tensors an earlier rule decides) and a
-/// group size when no tensor is quantized.
-pub fn check_options(dir: &ModelDir, opts: &WriteOptions) -> Result<()> {
+/// tensor (it matches none, or only tensors an earlier rule decides), a
+/// group size when no tensor is quantized, and a dtype the user gave
+/// (`dtype_given`) when rules decide every weight matrix.
+pub fn check_options(dir: &ModelDir, opts: &WriteOptions, dtype_given: bool) -> Result<()> {
     let specs = expected_specs(&dir.config);
     let mut decides = vec![false; opts.rules.len()];
     let mut matches = vec![false; opts.rules.len()];
     let mut quantized = false;
+    let mut default_dtype_used = false;
     for spec in &specs {
         let name = tensor_name(spec.layer, spec.role);
         let mut first = true;
@@ -135,6 +137,7 @@ pub fn check_options(dir: &ModelDir, opts: &WriteOptions) -> Result<()> {
                 decides[i] |= std::mem::take(&mut first);
             }
         }
+        default_dtype_used |= spec.matrix && first;
         // A dtype the tensor cannot take is build_image's error to report.
         quantized |= dtype_for(opts, spec, &name).is_ok_and(|d| d.is_quantized());
     }
@@ -160,6 +163,12 @@ pub fn check_options(dir: &ModelDir, opts: &WriteOptions) -> Result<()> {
                 "--rule {rule} decides no tensor: every tensor it matches matches an earlier --rule (the first match wins)"
             );
         }
+    }
+    if dtype_given && !default_dtype_used {
+        bail!(
+            "--dtype {} does nothing: a --rule decides every weight matrix",
+            opts.dtype.name()
+        );
     }
     if let (Some(group), false) = (opts.group_size, quantized) {
         bail!(

@@ -573,6 +573,10 @@ fn quantize_options_that_change_nothing_are_refused() {
             vec![untied, "--rule", "*proj*=int8", "--rule", "*.q_proj.*=f16"],
             "--rule *.q_proj.*=f16 decides no tensor",
         ),
+        (
+            vec![gdn, "--dtype", "int4", "--rule", "*.weight=f16"],
+            "--dtype int4 does nothing: a --rule decides every weight matrix",
+        ),
         (vec![gdn, "--window", "16"], "--window 16 does nothing"),
         (
             vec![fla_plain, "--window", "16"],
