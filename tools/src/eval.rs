@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use ferrite::sampler::argmax;
 use ferrite::{Model, Session};
 
-use crate::mqar::MqarSequence;
+use crate::mqar::{MqarSequence, MqarStream, MqarToken};
 use crate::run::session_buffer;
 
 fn err(e: ferrite::Error) -> anyhow::Error {
@@ -33,22 +33,58 @@ pub fn mqar_counts(
     let mut session = Session::new(model, &mut buf).map_err(err)?;
     let (mut correct, mut total) = (0usize, 0usize);
     for (i, seq) in seqs.iter().enumerate() {
-        session.reset();
         let mut targets = seq.targets.iter().peekable();
-        for (pos, &token) in seq.tokens.iter().enumerate() {
-            let logits = session.feed(token).map_err(err)?;
-            if let Some(&&(at, value)) = targets.peek() {
-                if at == pos {
-                    correct += usize::from(argmax(logits) == value);
-                    total += 1;
-                    targets.next();
-                }
-            }
-        }
+        let tokens = seq.tokens.iter().enumerate().map(|(pos, &token)| {
+            let expect = targets.next_if(|&&(at, _)| at == pos).map(|&(_, v)| v);
+            MqarToken { token, expect }
+        });
+        let (c, t) = score_sequence(&mut session, tokens)?;
+        correct += c as usize;
+        total += t as usize;
         progress(i + 1);
     }
     if total == 0 {
         bail!("no MQAR queries to score");
+    }
+    Ok((correct, total))
+}
+
+/// `(correct, total)` MQAR queries of a stream of sequences, scored as they
+/// are drawn (memory independent of their number and length).
+pub fn mqar_stream_counts(
+    model: Model<'_>,
+    mut stream: MqarStream,
+    mut progress: impl FnMut(u64),
+) -> Result<(u64, u64)> {
+    let mut buf = session_buffer(&model, 0)?;
+    let mut session = Session::new(model, &mut buf).map_err(err)?;
+    let (mut correct, mut total, mut done) = (0u64, 0u64, 0u64);
+    while let Some(seq) = stream.next_sequence() {
+        let (c, t) = score_sequence(&mut session, seq)?;
+        correct += c;
+        total += t;
+        done += 1;
+        progress(done);
+    }
+    if total == 0 {
+        bail!("no MQAR queries to score");
+    }
+    Ok((correct, total))
+}
+
+/// Feeds one sequence from a reset state; `(correct, total)` of its queries.
+fn score_sequence(
+    session: &mut Session<'_, '_>,
+    tokens: impl Iterator<Item = MqarToken>,
+) -> Result<(u64, u64)> {
+    session.reset();
+    let (mut correct, mut total) = (0u64, 0u64);
+    for MqarToken { token, expect } in tokens {
+        let logits = session.feed(token).map_err(err)?;
+        if let Some(value) = expect {
+            correct += u64::from(argmax(logits) == value);
+            total += 1;
+        }
     }
     Ok((correct, total))
 }
@@ -94,12 +130,25 @@ pub fn text_score(
     model: Model<'_>,
     text: &[u8],
     chunk: usize,
-    mut progress: impl FnMut(usize),
+    progress: impl FnMut(usize),
 ) -> Result<TextScore> {
     if chunk < 2 {
         bail!("--chunk must be at least 2");
     }
     let tokens = encode(&model, text)?;
+    tokens_score(model, &tokens, chunk, progress)
+}
+
+/// [`text_score`] of a text already encoded with the model's tokenizer.
+pub fn tokens_score(
+    model: Model<'_>,
+    tokens: &[u32],
+    chunk: usize,
+    mut progress: impl FnMut(usize),
+) -> Result<TextScore> {
+    if chunk < 2 {
+        bail!("--chunk must be at least 2");
+    }
     if tokens.len() < 2 {
         bail!("the text needs at least 2 tokens");
     }
@@ -132,10 +181,19 @@ pub fn text_score(
     Ok(TextScore { nats, bytes })
 }
 
-/// `text` in the ids of the model's tokenizer.
+/// `text` in the ids of the model's tokenizer; fails (rather than aborting)
+/// when the ids do not fit in memory.
 pub fn encode(model: &Model<'_>, text: &[u8]) -> Result<Vec<u32>> {
     // Neither tokenizer makes more ids than bytes.
-    let mut ids = vec![0u32; text.len()];
+    let mut ids = Vec::new();
+    ids.try_reserve_exact(text.len()).map_err(|_| {
+        anyhow::anyhow!(
+            "not enough memory to tokenize {} bytes ({} bytes of token ids)",
+            text.len(),
+            4 * text.len() as u128
+        )
+    })?;
+    ids.resize(text.len(), 0u32);
     let n = model.tokenizer().encode(text, &mut ids).map_err(err)?;
     ids.truncate(n);
     Ok(ids)

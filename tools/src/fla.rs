@@ -139,8 +139,11 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
         Some(spec) => vec![spec],
     };
     let mut assigned = vec![false; layers.len()];
+    let mut window_used = false;
     for spec in &specs {
         let (indices, swa, warning) = attn_layers(spec, hidden, opts)?;
+        // attn_layers warns exactly when it applies --window.
+        window_used |= warning.is_some();
         warnings.extend(warning);
         for i in indices {
             if i >= layers.len() {
@@ -151,6 +154,16 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
             }
             layers[i] = swa;
         }
+    }
+    if let (Some(w), false) = (opts.window, window_used) {
+        bail!(
+            "--window {w} does nothing: {}",
+            if specs.is_empty() {
+                "the checkpoint has no attention layer"
+            } else {
+                "every attention layer of the checkpoint has its own window_size"
+            }
+        );
     }
     require(
         &mut f,
@@ -377,6 +390,17 @@ mod tests {
         let import = parse(&c, &FlaOptions { window: Some(64) }).unwrap();
         assert!(matches!(import.config.layers[1], LayerConfig::Swa(s) if s.window == 64));
         assert_eq!(import.warnings.len(), 1);
+        // A --window that no layer needs would do nothing: refused.
+        let err = parse(&gdn_config(), &FlaOptions { window: Some(64) })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("its own window_size"), "{err}");
+        let mut c = gdn_config();
+        c.as_object_mut().unwrap().remove("attn");
+        let err = parse(&c, &FlaOptions { window: Some(64) })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no attention layer"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,12 @@
 //! `ferrite`: quantize model directories into flash images, inspect and run them.
 //!
 //! Every command runs the `ferrite` runtime crate itself (the code the boards
-//! run) and exits non-zero with a one-line reason on bad input.
+//! run) and exits non-zero with a one-line reason on bad input (clap's whole
+//! message, exit status 2, for argument errors); none panics or aborts.
+//! What a command streams (generated tokens, logits, MQAR sequences) is
+//! written as it is made, never held, so memory stays constant however many.
+//! An option that would change nothing is refused, or warned about where a
+//! script may reasonably pass it regardless (each `--help` says which).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +14,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use ferrite::{Sampler, SamplerConfig, Session, Tokenizer};
+use ferrite::{LayerConfig, Model, Sampler, SamplerConfig, Session, Tokenizer};
 use ferrite_tools::fla::{self, FlaOptions};
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::run::{self, AlignedImage};
@@ -31,21 +36,31 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Turn a model directory (config.json + model.safetensors) into a flash image.
+    ///
+    /// Options that would change nothing are refused: --group-size when no
+    /// tensor is quantized, a --rule that decides no tensor, --dtype when rules
+    /// decide every weight matrix, --window when no attention layer lacks a window.
     Quantize {
         /// Directory with config.json and model.safetensors.
         model_dir: PathBuf,
         /// Output image.
         #[arg(short, long)]
         output: PathBuf,
-        /// dtype of weight matrices and embeddings: f32, f16, int8, int4.
-        #[arg(long, default_value = "f32")]
-        dtype: String,
-        /// Group size along the input dim for int8/int4 (e.g. 32, 64, 128); it
-        /// must divide every quantized tensor's input dim. Default: per tensor,
-        /// the largest of 64, 32, 16, 8 that divides it.
+        /// dtype of weight matrices and embeddings: f32, f16, int8, int4
+        /// [default: f32]. An error when given and a --rule decides every
+        /// weight matrix.
         #[arg(long)]
+        dtype: Option<String>,
+        /// Group size along the input dim for int8/int4 (e.g. 32, 64, 128); it
+        /// must divide every quantized tensor's input dim (1..=65535, even for
+        /// int4). Default: per tensor, the largest of 64, 32, 16, 8 that divides
+        /// it. An error when no tensor is quantized (f32/f16 and no int rule).
+        #[arg(long, allow_negative_numbers = true)]
         group_size: Option<usize>,
-        /// Per-tensor override GLOB=DTYPE (repeatable; first match wins), e.g. lm_head.weight=int8.
+        /// Per-tensor override GLOB=DTYPE (repeatable; first match wins), e.g.
+        /// lm_head.weight=int8; names as `ferrite inspect` prints them. An error
+        /// when a rule decides no tensor (matches none, or only tensors an
+        /// earlier rule decides).
         #[arg(long = "rule")]
         rules: Vec<String>,
         /// Layout of int8/int4 matrices: `tiled` (the integer kernels, format
@@ -55,7 +70,8 @@ enum Command {
         layout: String,
         /// fla checkpoints: run attention layers that have no window_size as
         /// sliding-window attention with this window (changes their outputs).
-        #[arg(long)]
+        /// An error when no layer lacks a window_size.
+        #[arg(long, allow_negative_numbers = true)]
         window: Option<u32>,
     },
     /// Show an image's config, tensors, sizes and the RAM it needs.
@@ -63,15 +79,17 @@ enum Command {
         /// The image.
         image: PathBuf,
     },
-    /// Print the logits of every position as JSON (one array per input token).
+    /// Print the logits of every position as JSON (one array per input token),
+    /// streamed as they are computed.
     Logits {
         /// The image.
         image: PathBuf,
-        /// Comma-separated token ids.
+        /// Comma-separated token ids (each below the vocabulary size).
         #[arg(long)]
         tokens: String,
-        /// Pin the first N tokens (after the sinks) in SWA layers.
-        #[arg(long, default_value_t = 0)]
+        /// Pin the first N tokens (after the sinks) in SWA layers; at most the
+        /// number of tokens, and only for a model with an SWA layer.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         pin: usize,
     },
     /// Print the token ids of a text in the image's tokenizer (comma-separated).
@@ -82,93 +100,130 @@ enum Command {
         #[arg(long)]
         text: String,
     },
-    /// Generate text from a prompt.
+    /// Generate text from a prompt, streamed token by token in constant memory.
+    ///
+    /// Sampling options that greedy decoding ignores (--top-k, --top-p, --seed
+    /// with --temperature 0; --temperature, --top-p, --seed with --top-k 1) and
+    /// a --top-k that keeps the whole vocabulary are warnings on stderr, not
+    /// errors: scripts pass the full sampler to every run.
     Generate {
         /// The image.
         image: PathBuf,
-        /// Prompt text.
+        /// Prompt text (at least one token).
         #[arg(long)]
         prompt: String,
-        /// Tokens to generate.
-        #[arg(short = 'n', long = "tokens", default_value_t = 64)]
+        /// Tokens to generate: any number up to 2^64 - 1 (output streams and
+        /// memory stays constant, so a huge N runs until stopped).
+        #[arg(
+            short = 'n',
+            long = "tokens",
+            default_value_t = 64,
+            allow_negative_numbers = true
+        )]
         n: usize,
-        /// Sampling temperature (0 = greedy).
-        #[arg(long, default_value_t = 0.0)]
+        /// Sampling temperature (0 = greedy; finite, >= 0).
+        #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
         temperature: f32,
-        /// Keep the k most likely tokens (0 = off).
-        #[arg(long, default_value_t = 0)]
+        /// Keep the k most likely tokens (0 = off; at most 64).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         top_k: usize,
-        /// Nucleus sampling mass (1 = off).
-        #[arg(long, default_value_t = 1.0)]
+        /// Nucleus sampling mass (1 = off; in (0, 1]).
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
         top_p: f32,
         /// PRNG seed.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         seed: u64,
-        /// Print the generated token ids (comma-separated) instead of text.
+        /// Print the generated token ids (comma-separated, one line) instead of
+        /// text; streamed as they come.
         #[arg(long)]
         ids: bool,
-        /// Pin the first N prompt tokens (after the sinks) in SWA layers.
-        #[arg(long, default_value_t = 0)]
+        /// Pin the first N prompt tokens (after the sinks) in SWA layers; at
+        /// most the prompt's token count, and only for a model with an SWA layer.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         pin: usize,
     },
     /// Evaluate: bits per byte on a text file, or MQAR accuracy (docs/mqar.md).
     /// Progress goes to stderr; the last stdout line is `bits_per_byte=..` or `accuracy=..`.
+    ///
+    /// The text and its token ids are held in memory (about 5 bytes per byte
+    /// of text); MQAR sequences are drawn and scored one token at a time, in
+    /// constant memory for any -n and --seq-len. The options of one mode are
+    /// refused with the other.
     Eval {
         /// The image.
         image: PathBuf,
         /// Text file to score, in the image's tokenizer (bits per byte of the text).
         #[arg(long, conflicts_with = "mqar", required_unless_present = "mqar")]
         text: Option<PathBuf>,
-        /// Reset the state every N tokens (each chunk predicts its tokens after the first).
-        #[arg(long, default_value_t = 512)]
-        chunk: usize,
+        /// With --text: reset the state every N tokens (each chunk predicts its
+        /// tokens after the first) [default: 512]; at least 2. A chunk longer
+        /// than the text is a warning (the state is never reset).
+        #[arg(long, conflicts_with = "mqar", allow_negative_numbers = true)]
+        chunk: Option<usize>,
         /// Score MQAR recall on generated sequences.
         #[arg(long)]
         mqar: bool,
         /// MQAR seed (0 = the held-out evaluation set).
-        #[arg(long, default_value_t = 0)]
+        #[arg(
+            long,
+            default_value_t = 0,
+            conflicts_with = "text",
+            allow_negative_numbers = true
+        )]
         seed: u64,
-        /// MQAR sequences.
-        #[arg(short = 'n', long = "n", default_value_t = 1000)]
+        /// MQAR sequences: any number up to 2^64 - 1.
+        #[arg(
+            short = 'n',
+            long = "n",
+            default_value_t = 1000,
+            conflicts_with = "text",
+            allow_negative_numbers = true
+        )]
         n: usize,
-        /// MQAR key-value pairs per sequence.
-        #[arg(long, default_value_t = 8)]
+        /// MQAR key-value pairs per sequence (1..=64).
+        #[arg(
+            long,
+            default_value_t = 8,
+            conflicts_with = "text",
+            allow_negative_numbers = true
+        )]
         pairs: usize,
-        /// MQAR sequence length.
-        #[arg(long, default_value_t = 64)]
+        /// MQAR sequence length: at least 4 * pairs, up to 2^64 - 1.
+        #[arg(
+            long,
+            default_value_t = 64,
+            conflicts_with = "text",
+            allow_negative_numbers = true
+        )]
         seq_len: usize,
     },
-    /// Print MQAR sequences (one per line, comma-separated ids), for cross-checks.
+    /// Print MQAR sequences (one per line, comma-separated ids), for cross-checks;
+    /// streamed in constant memory.
     MqarSample {
         /// Seed.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         seed: u64,
-        /// Sequences.
-        #[arg(short = 'n', long = "n", default_value_t = 1)]
+        /// Sequences: any number up to 2^64 - 1.
+        #[arg(
+            short = 'n',
+            long = "n",
+            default_value_t = 1,
+            allow_negative_numbers = true
+        )]
         n: usize,
-        /// Key-value pairs per sequence.
-        #[arg(long, default_value_t = 8)]
+        /// Key-value pairs per sequence (1..=64).
+        #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
         pairs: usize,
-        /// Sequence length.
-        #[arg(long, default_value_t = 64)]
+        /// Sequence length: at least 4 * pairs, up to 2^64 - 1.
+        #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
         seq_len: usize,
     },
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print();
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("{first} (see ferrite --help)");
-            return ExitCode::from(2);
-        }
-    };
+    // clap's whole message (usage and tips) and its exit status: 2 for
+    // argument errors, 0 for --help and --version.
+    let cli = Cli::try_parse().unwrap_or_else(|e| e.exit());
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
@@ -198,8 +253,9 @@ fn run(command: Command) -> Result<()> {
             layout,
             window,
         } => {
+            let dtype_given = dtype.is_some();
             let opts = WriteOptions {
-                dtype: writer::parse_dtype(&dtype)?,
+                dtype: writer::parse_dtype(dtype.as_deref().unwrap_or("f32"))?,
                 group_size,
                 rules: rules
                     .iter()
@@ -211,21 +267,44 @@ fn run(command: Command) -> Result<()> {
                     ferrite::image::Layout::Tiled
                 },
             };
-            quantize(&model_dir, &output, &opts, &FlaOptions { window })
+            quantize(
+                &model_dir,
+                &output,
+                &opts,
+                dtype_given,
+                &FlaOptions { window },
+            )
         }
         Command::Inspect { image } => inspect(&AlignedImage::read(&image)?),
         Command::Tokenize { image, text } => {
             let image = AlignedImage::read(&image)?;
             let ids = eval::encode(&image.model()?, text.as_bytes())?;
-            let list: Vec<String> = ids.iter().map(u32::to_string).collect();
-            writeln!(out, "{}", list.join(","))?;
+            for (i, id) in ids.iter().enumerate() {
+                write!(out, "{}{id}", if i == 0 { "" } else { "," })?;
+            }
+            writeln!(out)?;
             Ok(())
         }
         Command::Logits { image, tokens, pin } => {
             let image = AlignedImage::read(&image)?;
+            let model = image.model()?;
             let tokens = parse_tokens(&tokens)?;
-            let logits = run::logits(image.model()?, &tokens, pin)?;
-            writeln!(out, "{}", serde_json::to_string(&logits)?)?;
+            let vocab = model.config().vocab_size;
+            if let Some(&token) = tokens.iter().find(|&&t| t >= vocab) {
+                bail!("{}", ferrite::Error::TokenOutOfRange { token, vocab });
+            }
+            check_pin(&model, pin, tokens.len(), "--tokens")?;
+            // `[[..],[..]]` as serde_json writes a Vec<Vec<f32>>, one row at a time.
+            out.write_all(b"[")?;
+            let mut first = true;
+            run::for_each_logits(model, &tokens, pin, |row| {
+                if !std::mem::take(&mut first) {
+                    out.write_all(b",")?;
+                }
+                serde_json::to_writer(&mut out, row)?;
+                Ok(())
+            })?;
+            out.write_all(b"]\n")?;
             Ok(())
         }
         Command::Eval {
@@ -244,9 +323,17 @@ fn run(command: Command) -> Result<()> {
                 Some(path) => {
                     let text = std::fs::read(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    let tokens = eval::encode(&model, &text)?.len();
-                    let bar = progress_bar(tokens, "tokens");
-                    let score = eval::text_score(model, &text, chunk, |done| {
+                    let ids = eval::encode(&model, &text)?;
+                    let tokens = ids.len();
+                    let given = chunk.is_some();
+                    let chunk = chunk.unwrap_or(DEFAULT_CHUNK);
+                    if given && chunk > tokens && tokens >= 2 {
+                        eprintln!(
+                            "warning: --chunk {chunk} is longer than the text ({tokens} tokens): the state is never reset"
+                        );
+                    }
+                    let bar = progress_bar(tokens as u64, "tokens");
+                    let score = eval::tokens_score(model, &ids, chunk, |done| {
                         bar.set_position(done as u64)
                     })?;
                     bar.finish_and_clear();
@@ -263,10 +350,11 @@ fn run(command: Command) -> Result<()> {
                 }
                 None => {
                     debug_assert!(mqar);
-                    let seqs = mqar::generate(seed, n, mqar::MqarParams { pairs, seq_len })?;
-                    let bar = progress_bar(n, "sequences");
+                    let stream =
+                        mqar::MqarStream::new(seed, n, mqar::MqarParams { pairs, seq_len })?;
+                    let bar = progress_bar(n as u64, "sequences");
                     let (correct, total) =
-                        eval::mqar_counts(model, &seqs, |done| bar.set_position(done as u64))?;
+                        eval::mqar_stream_counts(model, stream, |done| bar.set_position(done))?;
                     bar.finish_and_clear();
                     writeln!(
                         out,
@@ -283,9 +371,12 @@ fn run(command: Command) -> Result<()> {
             pairs,
             seq_len,
         } => {
-            for seq in mqar::generate(seed, n, mqar::MqarParams { pairs, seq_len })? {
-                let ids: Vec<String> = seq.tokens.iter().map(u32::to_string).collect();
-                writeln!(out, "{}", ids.join(","))?;
+            let mut stream = mqar::MqarStream::new(seed, n, mqar::MqarParams { pairs, seq_len })?;
+            while let Some(seq) = stream.next_sequence() {
+                for (i, t) in seq.enumerate() {
+                    write!(out, "{}{}", if i == 0 { "" } else { "," }, t.token)?;
+                }
+                writeln!(out)?;
             }
             Ok(())
         }
@@ -301,16 +392,84 @@ fn run(command: Command) -> Result<()> {
             pin,
         } => {
             let image = AlignedImage::read(&image)?;
-            let sampler = Sampler::new(SamplerConfig {
+            let config = SamplerConfig {
                 temperature,
                 top_k,
                 top_p,
                 seed,
-            })
-            .map_err(anyhow::Error::msg)?;
-            generate(&image, prompt.as_bytes(), n, sampler, ids, pin)
+            };
+            let sampler = Sampler::new(config).map_err(anyhow::Error::msg)?;
+            let model = image.model()?;
+            for warning in sampler_warnings(&config, model.config().vocab_size) {
+                eprintln!("warning: {warning}");
+            }
+            generate(model, prompt.as_bytes(), n, sampler, ids, pin)
         }
     }
+}
+
+/// `eval --text`'s chunk when none is given.
+const DEFAULT_CHUNK: usize = 512;
+
+/// The sampling options of `config` that change nothing (see `generate --help`).
+fn sampler_warnings(c: &SamplerConfig, vocab: u32) -> Vec<String> {
+    let mut idle = Vec::new();
+    let why = if c.temperature == 0.0 {
+        if c.top_k != 0 {
+            idle.push("--top-k");
+        }
+        if c.top_p != 1.0 {
+            idle.push("--top-p");
+        }
+        if c.seed != 0 {
+            idle.push("--seed");
+        }
+        "--temperature 0 is greedy decoding"
+    } else if c.top_k == 1 {
+        idle.push("--temperature");
+        if c.top_p != 1.0 {
+            idle.push("--top-p");
+        }
+        if c.seed != 0 {
+            idle.push("--seed");
+        }
+        "--top-k 1 is greedy decoding"
+    } else {
+        ""
+    };
+    let mut warnings = Vec::new();
+    match idle.as_slice() {
+        [] => {}
+        [one] => warnings.push(format!("{why}: {one} does nothing")),
+        [init @ .., last] => {
+            warnings.push(format!("{why}: {} and {last} do nothing", init.join(", ")))
+        }
+    }
+    if c.temperature != 0.0 && c.top_k > 1 && c.top_k >= vocab as usize {
+        warnings.push(format!(
+            "--top-k {} keeps the whole vocabulary ({vocab} tokens): it does nothing",
+            c.top_k
+        ));
+    }
+    warnings
+}
+
+/// Refuses a `--pin` that would do nothing, or pin more than the `tokens` given.
+fn check_pin(model: &Model<'_>, pin: usize, tokens: usize, what: &str) -> Result<()> {
+    if pin == 0 {
+        return Ok(());
+    }
+    let swa = (0..model.config().num_layers as usize)
+        .any(|i| matches!(model.layer(i), Ok(LayerConfig::Swa(_))));
+    if !swa {
+        bail!("--pin {pin} does nothing: the model has no sliding-window attention (swa) layer");
+    }
+    if pin > tokens {
+        bail!(
+            "--pin {pin} is larger than {what} ({tokens} tokens): only tokens given can be pinned"
+        );
+    }
+    Ok(())
 }
 
 /// Human-readable `ModelConfig::provenance`.
@@ -342,8 +501,8 @@ fn tokenizer_text(t: &Tokenizer<'_>) -> String {
     }
 }
 
-fn progress_bar(len: usize, unit: &str) -> ProgressBar {
-    ProgressBar::new(len as u64).with_style(
+fn progress_bar(len: u64, unit: &str) -> ProgressBar {
+    ProgressBar::new(len).with_style(
         ProgressStyle::with_template(&format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}"))
             .expect("static template")
             .progress_chars("=> "),
@@ -369,9 +528,11 @@ fn quantize(
     model_dir: &std::path::Path,
     output: &std::path::Path,
     opts: &WriteOptions,
+    dtype_given: bool,
     fla_options: &FlaOptions,
 ) -> Result<()> {
     let dir = ModelDir::open_with(model_dir, fla_options)?;
+    writer::check_options(&dir, opts, dtype_given)?;
     for warning in &dir.warnings {
         eprintln!("warning: {warning}");
     }
@@ -473,47 +634,46 @@ fn inspect(image: &AlignedImage) -> Result<()> {
     Ok(())
 }
 
+/// Streams `n` tokens after `prompt`: text, or `--ids` as one comma-separated
+/// line, each token written (and flushed) as it is sampled.
 fn generate(
-    image: &AlignedImage,
+    model: Model<'_>,
     prompt: &[u8],
     n: usize,
     mut sampler: Sampler,
     ids: bool,
     pin: usize,
 ) -> Result<()> {
-    let model = image.model()?;
     let tokenizer = model.tokenizer();
     let prompt_ids = eval::encode(&model, prompt)?;
+    check_pin(&model, pin, prompt_ids.len(), "the prompt")?;
     let mut buf = run::session_buffer(&model, pin)?;
     let mut session =
         Session::with_pinned_capacity(model, &mut buf, pin).map_err(anyhow::Error::msg)?;
     session.reset_pinned(pin).map_err(anyhow::Error::msg)?;
     let mut out = std::io::stdout().lock();
-    let mut generated = Vec::with_capacity(n);
+    let mut first = true;
     let mut io_error = None;
     session
         .generate(&prompt_ids, n, &mut sampler, |token| {
-            generated.push(token);
-            if !ids {
-                if let Err(e) = out
-                    .write_all(tokenizer.decode(token))
-                    .and_then(|_| out.flush())
-                {
+            let written = if ids {
+                let sep = if std::mem::take(&mut first) { "" } else { "," };
+                write!(out, "{sep}{token}")
+            } else {
+                out.write_all(tokenizer.decode(token))
+            };
+            match written.and_then(|()| out.flush()) {
+                Ok(()) => true,
+                Err(e) => {
                     io_error = Some(e);
-                    return false;
+                    false
                 }
             }
-            true
         })
         .map_err(anyhow::Error::msg)?;
     if let Some(e) = io_error {
         return Err(e.into());
     }
-    if ids {
-        let list: Vec<String> = generated.iter().map(u32::to_string).collect();
-        writeln!(out, "{}", list.join(","))?;
-    } else {
-        writeln!(out)?;
-    }
+    writeln!(out)?;
     Ok(())
 }

@@ -148,6 +148,12 @@ impl ModelDir {
             let import = fla::parse(&value, fla_options)?;
             (import.config, import.warnings)
         } else {
+            if let Some(w) = fla_options.window {
+                bail!(
+                    "--window {w} does nothing: {} is not an fla checkpoint (--window applies to fla attention layers without window_size)",
+                    config_path.display()
+                );
+            }
             (config_json::parse(&value)?, Vec::new())
         };
         let (tensors, dtype) = read_weights(dir)?;

@@ -76,36 +76,166 @@ fn shuffle_prefix(rng: &mut SplitMix64, n: u32, k: usize) -> Vec<u32> {
     a
 }
 
-/// `n` sequences of the task from `seed`.
-pub fn generate(seed: u64, n: usize, p: MqarParams) -> Result<Vec<MqarSequence>> {
-    if p.pairs == 0 || p.pairs > RANGE as usize {
-        bail!("pairs must be in 1..=64, got {}", p.pairs);
+/// The splitmix64 increment.
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl SplitMix64 {
+    /// Skips `k` draws in O(1): the state after `k` draws is `seed + k * GAMMA`.
+    pub fn skip(&mut self, k: u64) {
+        self.0 = self.0.wrapping_add(k.wrapping_mul(GAMMA));
     }
-    if p.seq_len < 4 * p.pairs {
-        bail!(
-            "seq_len {} is shorter than 4 * pairs = {}",
-            p.seq_len,
-            4 * p.pairs
-        );
+}
+
+/// One token of a sequence and whether the model is scored after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MqarToken {
+    /// The token.
+    pub token: u32,
+    /// `Some(value)` at a query key: the logits after reading it must put
+    /// `value` first.
+    pub expect: Option<u32>,
+}
+
+/// The task's sequences, one token at a time, in memory independent of the
+/// number of sequences and their length (the board's `eval` firmware draws
+/// them the same way). [`generate`] collects them.
+#[derive(Clone, Debug)]
+pub struct MqarStream {
+    rng: SplitMix64,
+    params: MqarParams,
+    left: usize,
+}
+
+impl MqarStream {
+    /// `n` sequences of the task from `seed`; checks the parameters.
+    pub fn new(seed: u64, n: usize, p: MqarParams) -> Result<MqarStream> {
+        if p.pairs == 0 || p.pairs > RANGE as usize {
+            bail!("pairs must be in 1..=64, got {}", p.pairs);
+        }
+        if p.seq_len < 4 * p.pairs {
+            bail!(
+                "seq_len {} is shorter than 4 * pairs = {}",
+                p.seq_len,
+                4 * p.pairs
+            );
+        }
+        Ok(MqarStream {
+            rng: SplitMix64::new(seed),
+            params: p,
+            left: n,
+        })
     }
-    let mut rng = SplitMix64::new(seed);
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let keys: Vec<u32> = shuffle_prefix(&mut rng, RANGE, p.pairs)
+
+    /// The next sequence's tokens, or `None` after the last. Dropping it
+    /// part-way leaves the stream where the whole sequence would have.
+    pub fn next_sequence(&mut self) -> Option<SequenceTokens<'_>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let p = self.params;
+        let rng = &mut self.rng;
+        let keys: Vec<u32> = shuffle_prefix(rng, RANGE, p.pairs)
             .iter()
             .map(|k| KEYS + k)
             .collect();
         let values: Vec<u32> = (0..p.pairs).map(|_| VALUES + rng.below(RANGE)).collect();
-        let mut tokens = Vec::with_capacity(p.seq_len);
-        for (k, v) in keys.iter().zip(&values) {
-            tokens.extend([*k, *v]);
+        Some(SequenceTokens {
+            rng,
+            keys,
+            values,
+            order: Vec::new(),
+            noise_left: p.seq_len - 4 * p.pairs,
+            next: 0,
+        })
+    }
+}
+
+/// The tokens of one sequence (see [`MqarStream::next_sequence`]), in
+/// layout order `k1 v1 .. kP vP | noise | q1 a1 .. qP aP`, drawn in the
+/// generator's order: keys and values, noise as it comes, then the queries.
+#[derive(Debug)]
+pub struct SequenceTokens<'s> {
+    rng: &'s mut SplitMix64,
+    keys: Vec<u32>,
+    values: Vec<u32>,
+    /// Query order, drawn after the noise (empty until then).
+    order: Vec<u32>,
+    noise_left: usize,
+    /// Index within the pairs (`0..2P`) and then within the queries.
+    next: usize,
+}
+
+impl SequenceTokens<'_> {
+    fn draw_order(&mut self) {
+        let pairs = self.keys.len();
+        self.order = shuffle_prefix(self.rng, pairs as u32, pairs);
+        self.next = 0;
+    }
+}
+
+impl Iterator for SequenceTokens<'_> {
+    type Item = MqarToken;
+
+    fn next(&mut self) -> Option<MqarToken> {
+        let pairs = self.keys.len();
+        let plain = |token| {
+            Some(MqarToken {
+                token,
+                expect: None,
+            })
+        };
+        if self.order.is_empty() {
+            if self.next < 2 * pairs {
+                let (i, value) = (self.next / 2, self.next % 2 == 1);
+                self.next += 1;
+                return plain(if value { self.values[i] } else { self.keys[i] });
+            }
+            if self.noise_left > 0 {
+                self.noise_left -= 1;
+                return plain(NOISE + self.rng.below(RANGE));
+            }
+            self.draw_order();
         }
-        tokens.extend((0..p.seq_len - 4 * p.pairs).map(|_| NOISE + rng.below(RANGE)));
-        let order = shuffle_prefix(&mut rng, p.pairs as u32, p.pairs);
-        let mut targets = Vec::with_capacity(p.pairs);
-        for &i in &order {
-            targets.push((tokens.len(), values[i as usize]));
-            tokens.extend([keys[i as usize], values[i as usize]]);
+        let (q, value) = (self.next / 2, self.next % 2 == 1);
+        let &pair = self.order.get(q)?;
+        self.next += 1;
+        let (k, v) = (self.keys[pair as usize], self.values[pair as usize]);
+        Some(if value {
+            MqarToken {
+                token: v,
+                expect: None,
+            }
+        } else {
+            MqarToken {
+                token: k,
+                expect: Some(v),
+            }
+        })
+    }
+}
+
+impl Drop for SequenceTokens<'_> {
+    fn drop(&mut self) {
+        // Keep the stream in step: the rest of the noise, then the query order.
+        if self.order.is_empty() {
+            self.rng.skip(self.noise_left as u64);
+            self.draw_order();
+        }
+    }
+}
+
+/// `n` sequences of the task from `seed`, collected from [`MqarStream`].
+pub fn generate(seed: u64, n: usize, p: MqarParams) -> Result<Vec<MqarSequence>> {
+    let mut stream = MqarStream::new(seed, n, p)?;
+    let mut out = Vec::new();
+    while let Some(seq) = stream.next_sequence() {
+        let (mut tokens, mut targets) = (Vec::new(), Vec::new());
+        for t in seq {
+            if let Some(value) = t.expect {
+                targets.push((tokens.len(), value));
+            }
+            tokens.push(t.token);
         }
         out.push(MqarSequence { tokens, targets });
     }
@@ -122,6 +252,47 @@ mod tests {
         let mut r = SplitMix64::new(0);
         assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
         assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
+    fn skipping_equals_drawing() {
+        let (mut a, mut b) = (SplitMix64::new(5), SplitMix64::new(5));
+        for _ in 0..1000 {
+            a.next_u64();
+        }
+        b.skip(1000);
+        assert_eq!(a.next_u64(), b.next_u64());
+    }
+
+    #[test]
+    fn a_sequence_dropped_part_way_leaves_the_stream_in_step() {
+        let p = MqarParams::default();
+        let all = generate(9, 3, p).unwrap();
+        for stop in [0, 5, 16, 40, 48, 63, 64] {
+            let mut s = MqarStream::new(9, 3, p).unwrap();
+            let first: Vec<u32> = s
+                .next_sequence()
+                .unwrap()
+                .take(stop)
+                .map(|t| t.token)
+                .collect();
+            assert_eq!(first, all[0].tokens[..stop]);
+            let second: Vec<u32> = s.next_sequence().unwrap().map(|t| t.token).collect();
+            assert_eq!(second, all[1].tokens, "stopped after {stop}");
+        }
+        // Any length streams: the first tokens of a sequence of 2^64 - 1.
+        let huge = MqarParams {
+            pairs: 8,
+            seq_len: usize::MAX,
+        };
+        let mut s = MqarStream::new(9, usize::MAX, huge).unwrap();
+        let head: Vec<u32> = s
+            .next_sequence()
+            .unwrap()
+            .take(48)
+            .map(|t| t.token)
+            .collect();
+        assert_eq!(head, all[0].tokens[..48]);
     }
 
     #[test]

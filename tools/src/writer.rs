@@ -146,6 +146,73 @@ pub fn expected_specs(config: &Config) -> Vec<TensorSpec> {
     specs
 }
 
+/// Refuses options that would not change the image of `dir` (the CLI's
+/// policy; [`build_image`] itself accepts them): a rule that decides no
+/// tensor (it matches none, or only tensors an earlier rule decides), a
+/// group size when no tensor is quantized, and a dtype the user gave
+/// (`dtype_given`) when rules decide every weight matrix.
+pub fn check_options(dir: &ModelDir, opts: &WriteOptions, dtype_given: bool) -> Result<()> {
+    let specs = expected_specs(&dir.config);
+    let mut decides = vec![false; opts.rules.len()];
+    let mut matches = vec![false; opts.rules.len()];
+    let mut quantized = false;
+    let mut default_dtype_used = false;
+    for spec in &specs {
+        let name = tensor_name(spec.layer, spec.role);
+        let mut first = true;
+        for (i, (glob, _)) in opts.rules.iter().enumerate() {
+            if glob_match(glob, &name) {
+                matches[i] = true;
+                decides[i] |= std::mem::take(&mut first);
+            }
+        }
+        default_dtype_used |= spec.matrix && first;
+        // A dtype the tensor cannot take is build_image's error to report.
+        quantized |= dtype_for(opts, spec, &name).is_ok_and(|d| d.is_quantized());
+    }
+    for (i, (glob, dtype)) in opts.rules.iter().enumerate() {
+        let rule = format!("{glob}={}", dtype.name());
+        if !matches[i] {
+            if dir.config.model.tie_word_embeddings && glob_match(glob, "lm_head.weight") {
+                bail!(
+                    "--rule {rule} matches no tensor of this model: its lm_head is tied to the embeddings (model.embeddings.weight) and not stored"
+                );
+            }
+            bail!(
+                "--rule {rule} matches no tensor of this model (tensor names are those `ferrite inspect` prints, e.g. {})",
+                specs
+                    .iter()
+                    .find(|s| s.matrix)
+                    .map(|s| tensor_name(s.layer, s.role))
+                    .unwrap_or_default()
+            );
+        }
+        if !decides[i] {
+            bail!(
+                "--rule {rule} decides no tensor: every tensor it matches matches an earlier --rule (the first match wins)"
+            );
+        }
+    }
+    if dtype_given && !default_dtype_used {
+        bail!(
+            "--dtype {} does nothing: a --rule decides every weight matrix",
+            opts.dtype.name()
+        );
+    }
+    if let (Some(group), false) = (opts.group_size, quantized) {
+        bail!(
+            "--group-size {group} does nothing: no tensor is quantized (--dtype {}{})",
+            opts.dtype.name(),
+            if opts.rules.is_empty() {
+                ""
+            } else {
+                " and no --rule picks int8 or int4"
+            }
+        );
+    }
+    Ok(())
+}
+
 /// One tensor as written, for reports.
 #[derive(Clone, Debug)]
 pub struct WrittenTensor {

@@ -323,3 +323,524 @@ fn a_tokenizer_json_the_runtime_cannot_follow_is_refused_naming_the_field() {
     let err = assert_one_line_failure(&o, "normalizer");
     assert!(err.contains("normalizer"), "{err}");
 }
+
+/// Exit status 2 with clap's whole message, never cut to its first line: the
+/// error, then (for a missing or conflicting argument) the usage, then the
+/// pointer to --help.
+fn assert_clap_failure(o: &Output, what: &str) -> String {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{what}: {:?} {err}", o.status);
+    assert!(!err.contains("panicked"), "{what} panicked: {err}");
+    assert!(
+        err.starts_with("error: ")
+            && err
+                .trim_end()
+                .ends_with("For more information, try '--help'."),
+        "{what}: not clap's whole message: {err:?}"
+    );
+    err
+}
+
+/// Neither a panic nor an allocation failure nor a cut message.
+fn assert_no_abort(o: &Output, what: &str) {
+    let err = stderr(o);
+    for bad in [
+        "panicked",
+        "memory allocation",
+        "capacity overflow",
+        "stack backtrace",
+    ] {
+        assert!(!err.contains(bad), "{what}: {err}");
+    }
+    assert!(
+        o.status.code().is_some(),
+        "{what}: killed by a signal: {:?}",
+        o.status
+    );
+}
+
+/// A quantized image of a fixture (byte tokenizer), made once per name.
+fn image(fixture: &str) -> String {
+    let out = tmp(&format!("{fixture}.fer"));
+    if !out.exists() {
+        let part = tmp(&format!("{fixture}.fer.{:?}", std::thread::current().id()));
+        let dir = repo().join("tests/fixtures").join(fixture);
+        let o = ferrite(&[
+            "quantize",
+            dir.to_str().unwrap(),
+            "-o",
+            part.to_str().unwrap(),
+            "--dtype",
+            "int8",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::rename(&part, &out).unwrap();
+    }
+    out.to_str().unwrap().to_string()
+}
+
+#[test]
+fn generate_streams_a_huge_count_until_its_reader_stops() {
+    use std::io::Read;
+    let img = image("gsa_swish_gqa");
+    for (n, ids) in [
+        ("1000000000000", false),
+        ("4611686018427387904", false),
+        ("18446744073709551615", true),
+    ] {
+        let mut args = vec!["generate", img.as_str(), "--prompt", "hi", "-n", n];
+        if ids {
+            args.push("--ids");
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut head = [0u8; 4000];
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_exact(&mut head)
+            .unwrap_or_else(|e| panic!("-n {n}: no output streamed: {e}"));
+        // The pipe is closed: the next write fails and ferrite exits quietly.
+        let o = child.wait_with_output().unwrap();
+        assert_no_abort(&o, n);
+        assert!(o.status.success(), "-n {n}: {:?} {}", o.status, stderr(&o));
+        assert_eq!(stderr(&o), "", "-n {n}");
+        if ids {
+            assert!(head.iter().all(|b| b.is_ascii_digit() || *b == b','));
+        }
+    }
+}
+
+#[test]
+fn mqar_of_any_size_runs_in_constant_memory_until_stopped() {
+    let img = image("gsa_swish_gqa");
+    for extra in [
+        &["-n", "18446744073709551615"][..],
+        &["--seq-len", "18446744073709551615"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["eval", img.as_str(), "--mqar"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let running = child.try_wait().unwrap().is_none();
+        let _ = child.kill();
+        let o = child.wait_with_output().unwrap();
+        assert!(running, "{extra:?} ended: {:?} {}", o.status, stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+    // The sequences are drawn one token at a time: a long one prints.
+    let o = ferrite(&["mqar-sample", "--seq-len", "100000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).split(',').count(),
+        100_000
+    );
+}
+
+#[test]
+fn impossible_pins_are_refused_on_one_line() {
+    let swa = image("swa_pinned");
+    let gdn = image("gdn_gate");
+    for (args, want) in [
+        (
+            vec!["generate", &swa, "--prompt", "hi", "--pin", "100000000000"],
+            "--pin 100000000000 is larger than the prompt (2 tokens)",
+        ),
+        (
+            vec!["generate", &swa, "--prompt", "hi", "--pin", "3"],
+            "--pin 3 is larger than the prompt (2 tokens)",
+        ),
+        (
+            vec!["logits", &swa, "--tokens", "1,2", "--pin", "3"],
+            "--pin 3 is larger than --tokens (2 tokens)",
+        ),
+        (
+            vec!["generate", &gdn, "--prompt", "hi", "--pin", "1"],
+            "--pin 1 does nothing: the model has no sliding-window attention (swa) layer",
+        ),
+        (
+            vec!["logits", &gdn, "--tokens", "1,2", "--pin", "1"],
+            "--pin 1 does nothing",
+        ),
+    ] {
+        let o = ferrite(&args);
+        assert_no_abort(&o, want);
+        let line = assert_one_line_failure(&o, want);
+        assert!(line.starts_with(&format!("error: {want}")), "{line}");
+    }
+    // Pinning the whole prompt is fine.
+    let o = ferrite(&["generate", &swa, "--prompt", "hi", "--pin", "2", "-n", "4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn argument_errors_keep_clap_s_whole_message() {
+    let img = image("gdn_gate");
+    let err = assert_clap_failure(&ferrite(&["generate", &img]), "no --prompt");
+    assert!(
+        err.contains("not provided:\n  --prompt <PROMPT>\n\nUsage: ferrite generate"),
+        "{err}"
+    );
+    let err = assert_clap_failure(
+        &ferrite(&["generate", &img, "--prompt", "hi", "-n", "-1"]),
+        "negative -n",
+    );
+    assert!(err.contains("invalid value '-1'"), "{err}");
+    let err = assert_clap_failure(
+        &ferrite(&["generate", &img, "--prompt", "hi", "--temperature", "warm"]),
+        "bad float",
+    );
+    assert!(err.contains("'warm'"), "{err}");
+    let err = assert_clap_failure(&ferrite(&["eval", &img]), "no mode");
+    assert!(err.contains("--text <TEXT>"), "{err}");
+    // Options of the other eval mode would do nothing.
+    let text = repo().join("tests/images/README.md");
+    let text = text.to_str().unwrap();
+    for (args, other) in [
+        (vec!["eval", &img, "--mqar", "--chunk", "64"], "--chunk"),
+        (vec!["eval", &img, "--text", text, "--seed", "3"], "--seed"),
+        (vec!["eval", &img, "--text", text, "-n", "3"], "-n"),
+        (
+            vec!["eval", &img, "--text", text, "--pairs", "3"],
+            "--pairs",
+        ),
+        (
+            vec!["eval", &img, "--text", text, "--seq-len", "99"],
+            "--seq-len",
+        ),
+    ] {
+        let err = assert_clap_failure(&ferrite(&args), other);
+        assert!(
+            err.contains("cannot be used with") && err.contains("Usage: ferrite eval"),
+            "{other}: {err}"
+        );
+    }
+    // A negative temperature is a value the sampler refuses, with its reason.
+    let o = ferrite(&["generate", &img, "--prompt", "hi", "--temperature", "-1"]);
+    let line = assert_one_line_failure(&o, "--temperature -1");
+    assert!(
+        line.contains("temperature must be finite and >= 0"),
+        "{line}"
+    );
+    // --help and --version still print to stdout and succeed.
+    for args in [&["--help"][..], &["generate", "--help"], &["--version"]] {
+        let o = ferrite(args);
+        assert!(o.status.success() && !o.stdout.is_empty(), "{args:?}");
+    }
+    let help = String::from_utf8(ferrite(&["generate", "--help"]).stdout).unwrap();
+    assert!(
+        help.contains("2^64 - 1") && help.contains("warnings"),
+        "{help}"
+    );
+}
+
+#[test]
+fn quantize_options_that_change_nothing_are_refused() {
+    let gdn = repo().join("tests/fixtures/gdn_gate");
+    let untied = repo().join("tests/fixtures/gsa_relu_untied");
+    let fla_plain = repo().join("tests/fla/gdn_gva_f32");
+    let fla_windowed = repo().join("tests/fla/hybrid_gdn_attn_f32");
+    let out = tmp("nothing.fer");
+    let out = out.to_str().unwrap();
+    let (gdn, untied) = (gdn.to_str().unwrap(), untied.to_str().unwrap());
+    let (fla_plain, fla_windowed) = (fla_plain.to_str().unwrap(), fla_windowed.to_str().unwrap());
+    for (args, want) in [
+        (
+            vec![gdn, "--group-size", "32"],
+            "--group-size 32 does nothing: no tensor is quantized (--dtype f32)",
+        ),
+        (
+            vec![gdn, "--dtype", "f16", "--group-size", "16", "--rule", "*norm*=f32"],
+            "--group-size 16 does nothing: no tensor is quantized (--dtype f16 and no --rule picks int8 or int4)",
+        ),
+        (
+            vec![gdn, "--rule", "model.layers.9.*=int8"],
+            "--rule model.layers.9.*=int8 matches no tensor of this model",
+        ),
+        (
+            vec![gdn, "--rule", "lm_head.weight=int8"],
+            "--rule lm_head.weight=int8 matches no tensor of this model: its lm_head is tied",
+        ),
+        (
+            vec![untied, "--rule", "*proj*=int8", "--rule", "*.q_proj.*=f16"],
+            "--rule *.q_proj.*=f16 decides no tensor",
+        ),
+        (
+            vec![gdn, "--dtype", "int4", "--rule", "*.weight=f16"],
+            "--dtype int4 does nothing: a --rule decides every weight matrix",
+        ),
+        (vec![gdn, "--window", "16"], "--window 16 does nothing"),
+        (
+            vec![fla_plain, "--window", "16"],
+            "--window 16 does nothing: the checkpoint has no attention layer",
+        ),
+        (
+            vec![fla_windowed, "--window", "16"],
+            "--window 16 does nothing: every attention layer of the checkpoint has its own window_size",
+        ),
+    ] {
+        let mut all = vec!["quantize", "-o", out];
+        all.extend_from_slice(&args);
+        let line = assert_one_line_failure(&ferrite(&all), want);
+        assert!(line.starts_with(&format!("error: {want}")), "{line}");
+    }
+    // The same options where they do something are accepted.
+    for args in [
+        vec![
+            gdn,
+            "--dtype",
+            "f16",
+            "--group-size",
+            "16",
+            "--rule",
+            "*.mlp.*=int8",
+        ],
+        vec![untied, "--rule", "*.q_proj.*=f16", "--rule", "*proj*=int8"],
+    ] {
+        let mut all = vec!["quantize", "-o", out];
+        all.extend_from_slice(&args);
+        let o = ferrite(&all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn options_a_script_may_pass_regardless_are_warnings() {
+    let img = image("gdn_gate");
+    let plain = ferrite(&["generate", &img, "--prompt", "hi", "-n", "8"]);
+    assert!(plain.status.success());
+    for (args, want) in [
+        (
+            vec!["--top-k", "5", "--top-p", "0.5", "--seed", "3"],
+            "warning: --temperature 0 is greedy decoding: --top-k, --top-p and --seed do nothing",
+        ),
+        (
+            vec!["--temperature", "0.7", "--top-k", "1"],
+            "warning: --top-k 1 is greedy decoding: --temperature does nothing",
+        ),
+    ] {
+        let mut all = vec!["generate", img.as_str(), "--prompt", "hi", "-n", "8"];
+        all.extend_from_slice(&args);
+        let o = ferrite(&all);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim_end(), want);
+        assert_eq!(o.stdout, plain.stdout, "{args:?}");
+    }
+    // xtask passes the neutral sampler to greedy runs: no warning.
+    let o = ferrite(&[
+        "generate",
+        &img,
+        "--prompt",
+        "hi",
+        "-n",
+        "8",
+        "--temperature",
+        "0",
+        "--top-k",
+        "0",
+        "--top-p",
+        "1",
+        "--seed",
+        "0",
+    ]);
+    assert!(o.status.success() && o.stderr.is_empty(), "{}", stderr(&o));
+    // --chunk longer than the text: scored without a reset, with a warning.
+    let text = tmp("short.txt");
+    std::fs::write(&text, "a short text").unwrap();
+    let text = text.to_str().unwrap();
+    let o = ferrite(&["eval", &img, "--text", text, "--chunk", "1000000000000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        "warning: --chunk 1000000000000 is longer than the text (12 tokens): the state is never reset"
+    );
+    let default = ferrite(&["eval", &img, "--text", text]);
+    assert!(default.status.success() && default.stderr.is_empty());
+    let line = assert_one_line_failure(
+        &ferrite(&["eval", &img, "--text", text, "--chunk", "1"]),
+        "chunk 1",
+    );
+    assert_eq!(line, "error: --chunk must be at least 2");
+}
+
+#[test]
+fn streamed_output_keeps_its_format() {
+    let img = image("hybrid_all4_untied");
+    // generate --ids: one comma-separated line, the same tokens as the text.
+    let text = ferrite(&["generate", &img, "--prompt", "Once", "-n", "40"]);
+    let ids = ferrite(&["generate", &img, "--prompt", "Once", "-n", "40", "--ids"]);
+    assert!(text.status.success() && ids.status.success());
+    let ids = String::from_utf8(ids.stdout).unwrap();
+    assert!(
+        ids.ends_with('\n') && ids.matches('\n').count() == 1,
+        "{ids:?}"
+    );
+    let bytes: Vec<u8> = ids
+        .trim_end()
+        .split(',')
+        .map(|s| s.parse::<u8>().unwrap())
+        .chain([b'\n'])
+        .collect();
+    assert_eq!(bytes, text.stdout);
+    let none = ferrite(&["generate", &img, "--prompt", "Once", "-n", "0", "--ids"]);
+    assert_eq!(none.stdout, b"\n");
+    // logits: the JSON serde_json writes for the whole Vec<Vec<f32>>.
+    let tokens = [1u32, 72, 105, 255, 0, 33];
+    let list: Vec<String> = tokens.iter().map(u32::to_string).collect();
+    let o = ferrite(&["logits", &img, "--tokens", &list.join(","), "--pin", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let image = ferrite_tools::run::AlignedImage::read(Path::new(&img)).unwrap();
+    let want = ferrite_tools::run::logits(image.model().unwrap(), &tokens, 2).unwrap();
+    assert_eq!(
+        String::from_utf8(o.stdout).unwrap(),
+        serde_json::to_string(&want).unwrap() + "\n"
+    );
+    // A token outside the vocabulary is refused before anything is printed.
+    let o = ferrite(&["logits", &img, "--tokens", "1,2,256"]);
+    assert_one_line_failure(&o, "token 256");
+    assert!(o.stdout.is_empty());
+    // mqar-sample: the collected sequences, one line each.
+    let o = ferrite(&[
+        "mqar-sample",
+        "--seed",
+        "5",
+        "-n",
+        "3",
+        "--pairs",
+        "4",
+        "--seq-len",
+        "30",
+    ]);
+    let want: Vec<String> = ferrite_tools::mqar::generate(
+        5,
+        3,
+        ferrite_tools::mqar::MqarParams {
+            pairs: 4,
+            seq_len: 30,
+        },
+    )
+    .unwrap()
+    .iter()
+    .map(|s| {
+        let ids: Vec<String> = s.tokens.iter().map(u32::to_string).collect();
+        ids.join(",") + "\n"
+    })
+    .collect();
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), want.concat());
+}
+
+/// Peak resident memory so far (VmHWM, KiB) of a live process. A child's
+/// `ru_maxrss` (wait4) is no use here: Linux counts in it the memory of the
+/// process it was exec'd from, the test process, which is much larger.
+#[cfg(target_os = "linux")]
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e} (did ferrite exit?)"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+}
+
+/// Runs `ferrite args`, reading its stdout; returns its VmHWM when `count`
+/// (of the output so far) first reaches `early` and `late`, and the final
+/// count. The output must not end before `late` plus a pipe's capacity
+/// (64 KiB), so that ferrite is still alive, blocked or not, at each sample.
+#[cfg(target_os = "linux")]
+fn peaks_while_streaming(
+    args: &[&str],
+    count: impl Fn(&[u8]) -> usize,
+    early: usize,
+    late: usize,
+) -> (u64, u64, usize) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let (mut seen, mut peaks) = (0, Vec::new());
+    let mut buf = [0u8; 4096];
+    loop {
+        let k = stdout.read(&mut buf).unwrap();
+        if k == 0 {
+            break;
+        }
+        seen += count(&buf[..k]);
+        if (peaks.is_empty() && seen >= early) || (peaks.len() == 1 && seen >= late) {
+            peaks.push(vm_hwm_kib(child.id()));
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {:?} {}",
+        o.status,
+        stderr(&o)
+    );
+    assert_eq!(peaks.len(), 2, "{args:?}: output ended at {seen}");
+    (peaks[0], peaks[1], seen)
+}
+
+#[test]
+fn generate_streams_in_constant_memory() {
+    #[cfg(not(target_os = "linux"))]
+    {
+        eprintln!("skipped: a process's peak memory is read from /proc/<pid>/status (Linux only)");
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // The old generate held 4 bytes per generated token (about 800 KiB
+        // between the two samples); streaming holds none.
+        const MARGIN_KIB: u64 = 256;
+        const N: usize = 300_000;
+        let img = image("gsa_swish_gqa");
+        let n = N.to_string();
+        let commas = |b: &[u8]| b.iter().filter(|&&c| c == b',').count();
+        for ids in [false, true] {
+            let mut args = vec!["generate", img.as_str(), "--prompt", "hi", "-n", &n];
+            if ids {
+                args.push("--ids");
+            }
+            // Byte tokenizer: one byte per token, or one comma per token but the last.
+            let (early, late, seen) = if ids {
+                peaks_while_streaming(&args, commas, 1_000, N - 100_000)
+            } else {
+                peaks_while_streaming(&args, |b| b.len(), 1_000, N - 100_000)
+            };
+            assert_eq!(seen, if ids { N - 1 } else { N + 1 }, "ids {ids}");
+            eprintln!(
+                "generate (ids {ids}): VmHWM {early} KiB after 1,000 tokens, {late} KiB after {} of {N}",
+                N - 100_000
+            );
+            assert!(
+                late < early + MARGIN_KIB,
+                "ids {ids}: peak memory grew from {early} KiB to {late} KiB"
+            );
+        }
+        // MQAR sequences stream too: one of 4,000,000 tokens (16 MB as ids).
+        let (early, late, _) = peaks_while_streaming(
+            &["mqar-sample", "--seq-len", "4000000"],
+            commas,
+            1_000,
+            3_500_000,
+        );
+        assert!(
+            late < early + MARGIN_KIB,
+            "mqar-sample: {early} KiB -> {late} KiB"
+        );
+    }
+}
