@@ -116,6 +116,7 @@ fn tiled_reference(
             }
             total += i64::from(m.get(r * groups + g).copied().unwrap_or(0)) * acc;
         }
+        // `total as f32` rounds once, as `tiled::finish` does.
         *yr = total as f32 * (d.get(r).copied().unwrap_or(0.0) * x.scale);
     }
 }

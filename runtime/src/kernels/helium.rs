@@ -1,10 +1,12 @@
-//! Cortex-M55 tile kernels: safe code that LLVM compiles, under
-//! `-C target-cpu=cortex-m55`, to MVE (Helium) vector dot products
-//! (`VMLAVA.S8` over a tile row of 16 int8 values; int4 rows as two
-//! `VMLAVA.S16` over widened nibbles). The four rows of a tile share the
-//! activations, loaded once per tile.
+//! Cortex-M55 tile kernels: int8 in the Helium (MVE) assembly of the
+//! `ferrite-asm` crate (`VMLAVA.S8`, 16 multiply-accumulates per
+//! instruction), int4 in safe code that LLVM compiles, under
+//! `-C target-cpu=cortex-m55`, to MVE over widened nibbles. Should a wrapper
+//! refuse its inputs, the portable kernel computes the same result.
 
+use super::portable;
 use super::tiled::{QVec, TILE_COLS, TILE_ROWS};
+use ferrite_asm::mve;
 
 /// The int4 kernel reads activations from `QVec::wide`, permuted to the
 /// nibble order of a tile row (see [`prepare`]).
@@ -25,33 +27,18 @@ pub fn prepare(q: &[i8], wide: &mut [i16]) {
     }
 }
 
-/// One tile row of 16 int8 values against 16 activations.
-#[inline(always)]
-fn dot16(w: &[i8; TILE_COLS], x: &[i8; TILE_COLS]) -> i32 {
-    w.iter()
-        .zip(x)
-        .map(|(&a, &b)| i32::from(a) * i32::from(b))
-        .sum()
-}
-
 /// Four dot products of the rows of int8 tiles (`64 * n` bytes) with `x.q`.
 #[inline]
 pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
-    let mut acc = [0i32; TILE_ROWS];
-    for (tile, xs) in tiles
-        .chunks_exact(TILE_ROWS * TILE_COLS)
-        .zip(x.q.chunks_exact(TILE_COLS))
-    {
-        let Ok(xs) = <&[i8; TILE_COLS]>::try_from(xs) else {
-            continue;
-        };
-        for (a, row) in acc.iter_mut().zip(tile.chunks_exact(TILE_COLS)) {
-            if let Ok(row) = <&[i8; TILE_COLS]>::try_from(row) {
-                *a += dot16(row, xs);
-            }
-        }
+    mve::dot4_i8(tiles, x.q).unwrap_or_else(|| portable::dot4_i8(tiles, x))
+}
+
+/// The row sums of whole row blocks of int8 tiles, in one call of the assembly.
+#[inline]
+pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
+    if !mve::rows_i8(weights, x.q, out) {
+        portable::rows_i8(weights, x, out);
     }
-    acc
 }
 
 /// As [`dot4_i8`] for int4 tiles (`32 * n` bytes), against `x.wide`.

@@ -13,8 +13,8 @@
 //!
 //! | `ferrite_kernels` | targets | module |
 //! |---|---|---|
-//! | `dsp` | thumbv7em (Cortex-M4/M7), thumbv8m.main with `target-cpu=cortex-m33` | SMLAD/SXTB16 assembly in the `ferrite-dsp` crate |
-//! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | [`helium`]: safe code LLVM turns into MVE `VMLAVA` |
+//! | `dsp` | thumbv7em (Cortex-M4/M7), thumbv8m.main with `target-cpu=cortex-m33` | SMLAD/SXTB16 assembly of the `ferrite-asm` crate |
+//! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | [`helium`]: `VMLAVA.S8` assembly of `ferrite-asm` (int8), safe code LLVM turns into MVE (int4) |
 //! | `portable` | everything else (M0, M3, RV32, the host) | [`portable`] |
 //!
 //! Setting `FERRITE_KERNELS=portable` when building forces the portable
@@ -36,11 +36,11 @@ pub use generic::{matvec_f16, matvec_f32, matvec_i4, matvec_i8};
 /// The tile kernels of this build (see the table above).
 pub mod arch {
     #[cfg(ferrite_kernels = "dsp")]
-    pub use super::dsp::{dot4_i4, dot4_i8, prepare, WIDE};
+    pub use super::dsp::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
     #[cfg(ferrite_kernels = "helium")]
-    pub use super::helium::{dot4_i4, dot4_i8, prepare, WIDE};
+    pub use super::helium::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
     #[cfg(not(any(ferrite_kernels = "dsp", ferrite_kernels = "helium")))]
-    pub use super::portable::{dot4_i4, dot4_i8, prepare, WIDE};
+    pub use super::portable::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
 
     /// Name of the module, as reported by the boards and benchmarks.
     pub const NAME: &str = if cfg!(ferrite_kernels = "dsp") {

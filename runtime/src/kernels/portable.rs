@@ -33,6 +33,19 @@ pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
     acc
 }
 
+/// The row sums of whole row blocks of int8 tiles (one group spanning all
+/// columns): `out[4 b + r]`.
+#[inline]
+pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
+    let block = (x.q.len() * TILE_ROWS).max(1);
+    for (sums, tiles) in out
+        .chunks_exact_mut(TILE_ROWS)
+        .zip(weights.chunks_exact(block))
+    {
+        sums.copy_from_slice(&dot4_i8(tiles, x));
+    }
+}
+
 /// Low (even byte position) and high nibble of a packed int4 byte, signed.
 #[inline]
 fn nibbles(b: u8) -> (i32, i32) {

@@ -1,0 +1,52 @@
+//! # ferrite-asm
+//!
+//! The integer tile kernels of the `ferrite` runtime in assembly, for the
+//! cores where safe Rust cannot reach the instructions that matter:
+//! - [`dsp`]: Cortex-M4/M7/M33 (DSP extension), int8 and int4 weights
+//!   against i16 activations, two multiply-accumulates per `SMLAD`;
+//! - [`mve`]: Cortex-M55 (Helium), int8 weights against int8 activations,
+//!   16 multiply-accumulates per `VMLAVA.S8`.
+//!
+//! This crate holds all of ferrite's `unsafe` code: assembly functions
+//! (`global_asm!`, so that they own every register they use) and the calls
+//! to them. The public functions are safe: they check lengths and
+//! alignment and return `None` instead of calling the assembly when a check
+//! fails, and always on targets without it (`build.rs` decides), so that a
+//! caller can fall back to portable code.
+//!
+//! Layout (the runtime's tiled layout, `docs/image-format.md`): a tile is
+//! 4 rows x 16 columns, each row 16 contiguous int8 values (int4: 8 bytes,
+//! per 8 columns byte `j` holding column `j` low and `j + 4` high); a row
+//! block is `n` tiles side by side, and row blocks follow each other.
+#![no_std]
+#![deny(missing_docs)]
+
+pub mod dsp;
+pub mod mve;
+
+/// Rows of a tile.
+pub const TILE_ROWS: usize = 4;
+/// Columns of a tile.
+pub const TILE_COLS: usize = 16;
+
+/// Whether `ptr` is on a 4-byte boundary.
+fn word_aligned<T>(ptr: *const T) -> bool {
+    (ptr as usize) % 4 == 0
+}
+
+/// `(tiles per block, blocks)` when `weights` bytes hold `out.len() / 4`
+/// row blocks of `columns / 16` tiles of `tile_bytes`, and the counts fit
+/// the assembly's u32 registers; `None` otherwise (or when empty).
+fn shape(weights: usize, tile_bytes: usize, columns: usize, out: usize) -> Option<(u32, u32)> {
+    let tiles = columns / TILE_COLS;
+    let blocks = out / TILE_ROWS;
+    let fits = tiles > 0
+        && blocks > 0
+        && columns == tiles * TILE_COLS
+        && out == blocks * TILE_ROWS
+        && Some(weights) == tiles.checked_mul(blocks)?.checked_mul(tile_bytes);
+    if !fits {
+        return None;
+    }
+    Some((u32::try_from(tiles).ok()?, u32::try_from(blocks).ok()?))
+}

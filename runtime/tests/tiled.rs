@@ -1,0 +1,297 @@
+//! The integer path on the host: the tile kernels of this build (the
+//! portable module here; the boards run theirs through the `kernels`
+//! firmware, `cargo xtask test-boards`) against the element-by-element
+//! reference, bit for bit: random values over the whole int8/int4 range
+//! (-128 and -8 included), extreme values, shapes from one row to several
+//! row blocks with padding rows, one group per row or many, activation
+//! slices at odd offsets, and the activation quantizer's contract.
+
+use ferrite::kernels::generic::{matvec_tiled_i4, matvec_tiled_i8};
+use ferrite::kernels::tiled::{
+    self, i4_offset, i8_offset, padded_rows, QVec, TiledI4, TiledI8, ACT_BYTES_PER_COL,
+};
+use ferrite::kernels::{arch, portable};
+use ferrite::tensor::{ActBuf, Tensor, TensorData};
+use proptest::prelude::*;
+
+/// A tiled matrix case: logical values row-major, encoded on demand.
+#[derive(Clone, Debug)]
+struct Case {
+    rows: usize,
+    cols: usize,
+    group: usize,
+    /// Integer values, row-major `[rows, cols]`.
+    q: Vec<i8>,
+    /// Per padded row.
+    d: Vec<f32>,
+    /// Per padded row and group.
+    m: Vec<u8>,
+    /// Quantized activations and their scale.
+    x: Vec<i8>,
+    scale: f32,
+}
+
+impl Case {
+    fn i8_payload(&self) -> Vec<i8> {
+        let mut p = vec![0i8; padded_rows(self.rows) * self.cols];
+        for r in 0..self.rows {
+            for c in 0..self.cols {
+                p[i8_offset(r, c, self.cols)] = self.q[r * self.cols + c];
+            }
+        }
+        p
+    }
+
+    fn i4_payload(&self) -> Vec<u8> {
+        let mut p = vec![0u8; padded_rows(self.rows) * self.cols / 2];
+        for r in 0..self.rows {
+            for c in 0..self.cols {
+                let (byte, high) = i4_offset(r, c, self.cols);
+                let nib = self.q[r * self.cols + c] as u8 & 0x0F;
+                p[byte] |= if high { nib << 4 } else { nib };
+            }
+        }
+        p
+    }
+}
+
+/// Activations prepared as the session prepares them (`QVec::wide` in the
+/// order this build's kernels read).
+fn prepared(x: &[i8]) -> Vec<i16> {
+    let mut wide = vec![0i16; if arch::WIDE { x.len() } else { 0 }];
+    arch::prepare(x, &mut wide);
+    wide
+}
+
+fn case(qlo: i8, qhi: i8) -> impl Strategy<Value = Case> {
+    (1usize..=13, 1usize..=6, 0usize..4).prop_flat_map(move |(rows, tiles, gsel)| {
+        let cols = 16 * tiles;
+        // Groups: one per row, or any multiple of 16 dividing the columns.
+        let divisors: Vec<usize> = (1..=tiles).filter(|t| tiles % t == 0).collect();
+        let group = 16 * divisors[gsel % divisors.len()];
+        let prows = padded_rows(rows);
+        let groups = cols / group;
+        (
+            proptest::collection::vec(qlo..=qhi, rows * cols),
+            proptest::collection::vec(-2.0f32..2.0, prows),
+            proptest::collection::vec(any::<u8>(), prows * groups),
+            proptest::collection::vec(-127i8..=127, cols),
+            0.0f32..0.1,
+        )
+            .prop_map(move |(q, d, m, x, scale)| Case {
+                rows,
+                cols,
+                group,
+                q,
+                d,
+                m,
+                x,
+                scale,
+            })
+    })
+}
+
+fn same_bits(got: &[f32], want: &[f32]) -> Result<(), TestCaseError> {
+    for (r, (g, w)) in got.iter().zip(want).enumerate() {
+        prop_assert_eq!(g.to_bits(), w.to_bits(), "row {}: {} vs {}", r, g, w);
+    }
+    Ok(())
+}
+
+fn check_i8(c: &Case) -> Result<(), TestCaseError> {
+    let payload = c.i8_payload();
+    let wide = prepared(&c.x);
+    let w = TiledI8 {
+        rows: c.rows,
+        cols: c.cols,
+        group: c.group,
+        q: &payload,
+        row_scales: &c.d,
+        mults: &c.m,
+    };
+    let x = QVec {
+        q: &c.x,
+        wide: &wide,
+        scale: c.scale,
+    };
+    let (mut got, mut want) = (vec![f32::NAN; c.rows], vec![f32::NAN; c.rows]);
+    tiled::matvec_i8(&w, &x, &mut got);
+    matvec_tiled_i8(&w, &x, &mut want);
+    same_bits(&got, &want)?;
+    // The same through a validated tensor view.
+    let t = Tensor::new(c.rows, c.cols, TensorData::TiledI8(w)).unwrap();
+    prop_assert!(t.is_tiled());
+    for r in 0..c.rows {
+        for col in 0..c.cols {
+            let v = c.q[r * c.cols + col] as f32
+                * (c.d[r] * c.m[r * (c.cols / c.group) + col / c.group] as f32);
+            prop_assert_eq!(t.at(r * c.cols + col).to_bits(), v.to_bits());
+        }
+    }
+    Ok(())
+}
+
+fn check_i4(c: &Case) -> Result<(), TestCaseError> {
+    let payload = c.i4_payload();
+    let wide = prepared(&c.x);
+    let w = TiledI4 {
+        rows: c.rows,
+        cols: c.cols,
+        group: c.group,
+        q: &payload,
+        row_scales: &c.d,
+        mults: &c.m,
+    };
+    let x = QVec {
+        q: &c.x,
+        wide: &wide,
+        scale: c.scale,
+    };
+    let (mut got, mut want) = (vec![f32::NAN; c.rows], vec![f32::NAN; c.rows]);
+    tiled::matvec_i4(&w, &x, &mut got);
+    matvec_tiled_i4(&w, &x, &mut want);
+    same_bits(&got, &want)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn int8_tiles_match_the_reference(c in case(-128, 127)) {
+        check_i8(&c)?;
+    }
+
+    #[test]
+    fn int4_tiles_match_the_reference(c in case(-8, 7)) {
+        check_i4(&c)?;
+    }
+
+    /// The portable kernel at any byte offset of a buffer (the fast
+    /// modules refuse misaligned slices and fall back to it).
+    #[test]
+    fn portable_kernel_reads_misaligned_slices(c in case(-128, 127), offset in 0usize..4) {
+        let payload = c.i8_payload();
+        let mut buf = vec![0i8; payload.len() + 4];
+        buf[offset..offset + payload.len()].copy_from_slice(&payload);
+        let tiles = &buf[offset..offset + 64 * c.cols / 16];
+        let mut xbuf = vec![0i8; c.cols + 4];
+        xbuf[offset..offset + c.cols].copy_from_slice(&c.x);
+        let x = QVec { q: &xbuf[offset..offset + c.cols], wide: &[], scale: 1.0 };
+        let got = portable::dot4_i8(tiles, &x);
+        for (r, &g) in got.iter().enumerate() {
+            let want: i32 = (0..c.cols)
+                .map(|col| {
+                    let v = if r < c.rows { c.q[r * c.cols + col] } else { 0 };
+                    i32::from(v) * i32::from(c.x[col])
+                })
+                .sum();
+            prop_assert_eq!(g, want);
+        }
+    }
+
+    /// `quantize`: |q| <= 127, the scale is max|x| / 127, and each q is the
+    /// nearest integer to x / scale (ties away from zero).
+    #[test]
+    fn activations_quantize_to_the_nearest_step(x in proptest::collection::vec(-1e3f32..1e3, 1..300)) {
+        let mut q = vec![0i8; x.len()];
+        let scale = tiled::quantize(&x, &mut q);
+        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        prop_assert_eq!(scale, amax / 127.0);
+        for (&xi, &qi) in x.iter().zip(&q) {
+            prop_assert!((-127..=127).contains(&qi));
+            if amax > 0.0 {
+                let exact = xi * (127.0 / amax);
+                prop_assert!((exact - qi as f32).abs() <= 0.5 + 1e-4, "{} -> {}", exact, qi);
+            }
+        }
+    }
+}
+
+#[test]
+fn extremes_match_the_reference() {
+    // Every weight -128 (int4: -8) against activations of -127, 127 and -128
+    // (the kernels must take all of i8), one group per row and the largest
+    // group the layout allows; and every multiplier 255.
+    for (rows, cols, group) in [(4, 16, 16), (5, 64, 16), (7, 4096, 4096), (1, 256, 64)] {
+        for xv in [-127i8, 127, -128] {
+            let prows = padded_rows(rows);
+            let c = Case {
+                rows,
+                cols,
+                group,
+                q: vec![-128; rows * cols],
+                d: vec![1.0; prows],
+                m: vec![255; prows * (cols / group)],
+                x: vec![xv; cols],
+                scale: 1.0,
+            };
+            check_i8(&c).unwrap();
+            let c4 = Case {
+                q: vec![-8; rows * cols],
+                ..c
+            };
+            check_i4(&c4).unwrap();
+        }
+    }
+    // -128 x -128 summed over 4096 columns is exact: 4096 * 16384 * 255.
+    let c = Case {
+        rows: 4,
+        cols: 4096,
+        group: 4096,
+        q: vec![-128; 4 * 4096],
+        d: vec![1.0; 4],
+        m: vec![255; 4],
+        x: vec![-128; 4096],
+        scale: 1.0,
+    };
+    let payload = c.i8_payload();
+    let wide = prepared(&c.x);
+    let w = TiledI8 {
+        rows: 4,
+        cols: 4096,
+        group: 4096,
+        q: &payload,
+        row_scales: &c.d,
+        mults: &c.m,
+    };
+    let mut y = [0.0f32; 4];
+    tiled::matvec_i8(
+        &w,
+        &QVec {
+            q: &c.x,
+            wide: &wide,
+            scale: 1.0,
+        },
+        &mut y,
+    );
+    assert_eq!(y, [(4096i64 * 16384 * 255) as f32; 4]);
+}
+
+#[test]
+fn nan_and_zero_activations_reach_the_output_as_on_the_f32_path() {
+    let mut q = [0i8; 4];
+    assert_eq!(tiled::quantize(&[0.0; 4], &mut q), 0.0);
+    assert_eq!(q, [0; 4]);
+    assert!(tiled::quantize(&[1.0, f32::NAN, 2.0, 0.0], &mut q).is_nan());
+    assert!(tiled::quantize(&[1.0, f32::INFINITY, 2.0, 0.0], &mut q).is_infinite());
+}
+
+#[test]
+fn the_activation_buffer_prepares_inputs_and_refuses_wider_ones() {
+    let mut words = vec![0.0f32; ActBuf::words_for(32)];
+    assert!(words.len() * 4 >= 32 * ACT_BYTES_PER_COL);
+    let mut act = ActBuf::new(&mut words, true);
+    let x: Vec<f32> = (0..32).map(|i| i as f32 - 10.0).collect();
+    let input = act.input(&x).unwrap();
+    let qv = input.quantized().unwrap();
+    assert_eq!(qv.q.len(), 32);
+    assert_eq!(qv.scale, 21.0 / 127.0);
+    assert_eq!(qv.q[31], 127);
+    drop(input);
+    let wide = vec![0.0f32; 33];
+    assert!(act.input(&wide).is_err());
+    // Disabled: the f32 values only.
+    let mut none: [f32; 0] = [];
+    let mut off = ActBuf::new(&mut none, false);
+    assert!(off.input(&x).unwrap().quantized().is_none());
+}
