@@ -53,10 +53,19 @@ fn only_matrices_are_quantized_and_vectors_stay_f32() {
                 if dtype.is_quantized() && spec.matrix {
                     let cols = spec.numel() / spec.dims[0] as usize;
                     let g = e.group_size as usize;
+                    // Row-major: 8..=64; tiled int8: one group per row
+                    // (up to 4096); tiled int4: 16..=64.
+                    let max = match (e.layout, dtype) {
+                        (Layout::Tiled, DType::I8) => cols.min(4096),
+                        _ => 64,
+                    };
                     assert!(
-                        g >= 8 && cols.is_multiple_of(g) && g <= 64,
+                        g >= 8 && cols.is_multiple_of(g) && g <= max,
                         "group {g} for {cols}"
                     );
+                    if e.layout == Layout::Tiled && dtype == DType::I8 {
+                        assert_eq!(g, cols, "int8 tiles: one group per row");
+                    }
                     assert!(e.quant_error > 0.0);
                 }
             }
