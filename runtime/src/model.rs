@@ -4,7 +4,7 @@ use crate::config::{LayerConfig, ModelConfig, TokenizerKind, MAX_LAYERS};
 use crate::error::{Error, Result};
 use crate::image::{
     DType, Header, Layout, Role, TensorEntry, TensorSpec, CRC, CRC_START, IMAGE_ALIGN,
-    TENSOR_ALIGN, TILED_FORMAT_VERSION,
+    TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
 use crate::mixers::{block_specs, global_specs, Specs};
 use crate::tensor::Tensor;
@@ -25,7 +25,7 @@ pub struct Model<'a> {
     layer_first: [u16; MAX_LAYERS + 1],
 }
 
-/// The tensors of one layer.
+/// The tensors of one layer (a view of its part of the tensor table).
 #[derive(Clone, Copy, Debug)]
 pub struct LayerWeights<'m, 'a> {
     model: &'m Model<'a>,
@@ -34,12 +34,18 @@ pub struct LayerWeights<'m, 'a> {
 }
 
 impl<'a> LayerWeights<'_, 'a> {
-    /// The layer's tensor with `role`.
+    /// The layer's tensor with `role`. Finds the entry by its role code
+    /// alone and parses only that one (the table was validated at load).
     pub fn get(&self, role: Role) -> Result<Tensor<'a>> {
+        let table = self.model.table();
         for index in self.first..self.end {
-            let e = self.model.entry(index as u32)?;
-            if e.role == role {
-                return Tensor::from_entry(self.model.image, &e, index as u32);
+            let at = usize::from(index) * TENSOR_ENTRY_LEN + 2;
+            let code = table
+                .get(at..at + 2)
+                .map(|b| u16::from_le_bytes([b[0], b[1]]));
+            if code == Some(role as u16) {
+                let e = TensorEntry::parse(table, u32::from(index))?;
+                return Tensor::from_entry(self.model.image, &e, u32::from(index));
             }
         }
         Err(Error::MissingTensor { layer: None, role })
@@ -258,13 +264,17 @@ impl<'a> Model<'a> {
                 reason: "index outside the tensor table",
             });
         }
+        TensorEntry::parse(self.table(), index)
+    }
+
+    /// The bytes of the tensor table.
+    fn table(&self) -> &'a [u8] {
         // Header::parse checked that the table fits in the image (a u32).
         let table_len = self
             .header
             .tensor_count
-            .saturating_mul(crate::image::TENSOR_ENTRY_LEN as u32);
-        let table = section(self.image, self.header.table_off, table_len);
-        TensorEntry::parse(table, index)
+            .saturating_mul(TENSOR_ENTRY_LEN as u32);
+        section(self.image, self.header.table_off, table_len)
     }
 
     /// Number of tensors in the image.
@@ -295,7 +305,8 @@ impl<'a> Model<'a> {
         Err(Error::MissingTensor { layer: None, role })
     }
 
-    /// The tensors of layer `i`.
+    /// The tensors of layer `i` (an index past the last layer gives an
+    /// empty view, whose lookups fail with `MissingTensor`).
     pub fn layer_weights(&self, i: usize) -> LayerWeights<'_, 'a> {
         let i = i.min(self.config.num_layers as usize);
         LayerWeights {

@@ -375,8 +375,28 @@ impl<'a> Tensor<'a> {
         }
     }
 
-    /// Element `i` of the flattened tensor, decoded to f32 (0 when out of range).
+    /// The values of an f32 tensor (the norms, gates and kernels that stay
+    /// f32), for loops that read them all; `None` for other dtypes.
+    pub fn f32_values(&self) -> Option<&'a [f32]> {
+        match self.data {
+            TensorData::F32(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// Element `i` of the flattened tensor, decoded to f32 (0 when out of
+    /// range). f32 tensors take an inlined path; the rest decode out of line.
+    #[inline]
     pub fn at(&self, i: usize) -> f32 {
+        match self.data {
+            TensorData::F32(w) => w.get(i).copied().unwrap_or(0.0),
+            _ => self.decode_at(i),
+        }
+    }
+
+    /// [`Tensor::at`] for the dtypes that need decoding.
+    #[inline(never)]
+    fn decode_at(&self, i: usize) -> f32 {
         match self.data {
             TensorData::F32(w) => w.get(i).copied().unwrap_or(0.0),
             TensorData::F16(w) => w.get(i).map_or(0.0, |v| v.to_f32()),

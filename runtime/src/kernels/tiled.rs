@@ -77,10 +77,27 @@ pub fn quantize(x: &[f32], q: &mut [i8]) -> f32 {
     }
     let inv = 127.0 / amax;
     for (qi, &xi) in q.iter_mut().zip(x) {
-        // Saturating cast: NaN becomes 0, the scale carries it to y.
-        *qi = libm::roundf(xi * inv).clamp(-127.0, 127.0) as i8;
+        *qi = round_to_i8(xi * inv);
     }
     amax / 127.0
+}
+
+/// `v` rounded half away from zero (as `roundf`) and clamped to ±127, in
+/// integer steps that are cheap without an FPU: truncate, then look at the
+/// fraction, which `v - trunc(v)` gives exactly (`|v| < 2^24`). NaN is 0
+/// (the scale carries it to the output).
+#[inline]
+fn round_to_i8(v: f32) -> i8 {
+    let t = v as i32;
+    let frac = v - t as f32;
+    let r = if frac >= 0.5 {
+        t + 1
+    } else if frac <= -0.5 {
+        t - 1
+    } else {
+        t
+    };
+    r.clamp(-127, 127) as i8
 }
 
 /// An int8 matrix in the tiled layout. Invariants (checked when the view is
@@ -129,9 +146,18 @@ pub struct TiledI4<'a> {
 pub fn finish(total: i64, d: f32, scale: f32) -> f32 {
     let t = match i32::try_from(total) {
         Ok(t) => t as f32,
-        Err(_) => total as f32,
+        Err(_) => wide_to_f32(total),
     };
     t * (d * scale)
+}
+
+/// `total as f32` out of line: the compiler would otherwise compute both
+/// conversions of [`finish`] and keep one, paying the i64 library call on
+/// every row.
+#[cold]
+#[inline(never)]
+fn wide_to_f32(total: i64) -> f32 {
+    total as f32
 }
 
 /// Writes `y[r]` for the rows of block `rb` that exist.
@@ -185,10 +211,8 @@ pub fn matvec_i8(w: &TiledI8<'_>, x: &QVec<'_>, y: &mut [f32]) {
             x,
             bytemuck::cast_slice_mut(&mut y[..rows]),
         );
-        for (r, yr) in y[..rows].iter_mut().enumerate() {
+        for ((yr, &m), &d) in y[..rows].iter_mut().zip(w.mults).zip(w.row_scales) {
             let acc = yr.to_bits() as i32;
-            let m = w.mults.get(r).copied().unwrap_or(0);
-            let d = w.row_scales.get(r).copied().unwrap_or(0.0);
             *yr = finish(i64::from(m) * i64::from(acc), d, x.scale);
         }
         first = full;

@@ -23,21 +23,51 @@ pub const fn state_words(channels: u64, width: u32) -> u64 {
 /// Convolves `x` in place (raw projection in, activated output out) and
 /// pushes the raw input into `cache` (`channels * (width - 1)` words).
 pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32]) {
-    let hist = width - 1;
-    for (c, xc) in x.iter_mut().enumerate() {
-        let raw = *xc;
-        let row = c * width;
-        let mut acc = weight.at(row + hist) * raw;
-        if hist > 0 {
-            let past = &mut cache[c * hist..(c + 1) * hist];
-            for (j, p) in past.iter().enumerate() {
-                acc += weight.at(row + j) * p;
-            }
-            past.copy_within(1.., 0);
-            past[hist - 1] = raw;
+    let hist = width.saturating_sub(1);
+    if hist == 0 {
+        // Width 1: no history, one weight per channel.
+        for (c, xc) in x.iter_mut().enumerate() {
+            *xc = silu(weight.at(c) * *xc);
         }
-        *xc = silu(acc);
+        return;
     }
+    match weight.f32_values() {
+        Some(w) => {
+            for ((xc, row), past) in x
+                .iter_mut()
+                .zip(w.chunks_exact(width))
+                .zip(cache.chunks_exact_mut(hist))
+            {
+                *xc = silu(tap(row, past, hist, *xc));
+            }
+        }
+        None => {
+            let mut row = [0.0f32; MAX_WIDTH];
+            for (c, (xc, past)) in x.iter_mut().zip(cache.chunks_exact_mut(hist)).enumerate() {
+                for (j, r) in row.iter_mut().enumerate().take(width) {
+                    *r = weight.at(c * width + j);
+                }
+                *xc = silu(tap(&row[..width.min(MAX_WIDTH)], past, hist, *xc));
+            }
+        }
+    }
+}
+
+/// Widest convolution a config may ask for (`conv_size` 1..=64).
+const MAX_WIDTH: usize = 64;
+
+/// One channel: `w[hist] * raw + sum_j w[j] * past[j]` (oldest first), and
+/// the window moved on by one (`past` gets `raw` as its newest) in the
+/// same pass.
+#[inline]
+fn tap(w: &[f32], past: &mut [f32], hist: usize, raw: f32) -> f32 {
+    let mut acc = w.get(hist).copied().unwrap_or(0.0) * raw;
+    for j in 0..hist {
+        let old = past[j];
+        acc += w[j] * old;
+        past[j] = if j + 1 < hist { past[j + 1] } else { raw };
+    }
+    acc
 }
 
 /// Convolves q, k and v in place with the layer's `{q,k,v}_conv1d` kernels;
