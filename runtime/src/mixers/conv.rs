@@ -32,6 +32,20 @@ pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32])
         return;
     }
     match weight.f32_values() {
+        // The common width (4, fla's default), unrolled.
+        Some(w) if width == 4 => {
+            for ((xc, row), past) in x
+                .iter_mut()
+                .zip(w.chunks_exact(4))
+                .zip(cache.chunks_exact_mut(3))
+            {
+                let raw = *xc;
+                let (p0, p1, p2) = (past[0], past[1], past[2]);
+                let acc = row[3] * raw + row[0] * p0 + row[1] * p1 + row[2] * p2;
+                past.copy_from_slice(&[p1, p2, raw]);
+                *xc = silu(acc);
+            }
+        }
         Some(w) => {
             for ((xc, row), past) in x
                 .iter_mut()
