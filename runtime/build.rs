@@ -1,5 +1,5 @@
 //! Chooses the tile kernels of the integer path from the target (see
-//! `src/kernels/mod.rs`): `cfg(ferrite_kernels = "dsp" | "helium" | "portable")`.
+//! `src/kernels/mod.rs`): `cfg(ferrite_kernels = "dsp" | "helium" | "v7m" | "portable")`.
 //! Stable Rust reports neither the DSP nor the MVE target feature to `cfg`,
 //! so the choice reads the target triple and `-C target-cpu`.
 
@@ -7,7 +7,7 @@ use std::env;
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(ferrite_kernels, values(\"dsp\", \"helium\", \"portable\"))"
+        "cargo::rustc-check-cfg=cfg(ferrite_kernels, values(\"dsp\", \"helium\", \"v7m\", \"portable\"))"
     );
     println!("cargo::rerun-if-env-changed=FERRITE_KERNELS");
     let target = env::var("TARGET").unwrap_or_default();
@@ -30,12 +30,14 @@ fn main() {
         "helium".into()
     } else if target.starts_with("thumbv8m.main") && (cpu == "cortex-m33" || cpu == "cortex-m35p") {
         "dsp".into()
+    } else if target.starts_with("thumbv7m") {
+        "v7m".into()
     } else {
         "portable".into()
     };
     assert!(
-        matches!(chosen.as_str(), "dsp" | "helium" | "portable"),
-        "FERRITE_KERNELS={chosen}: use dsp, helium or portable"
+        matches!(chosen.as_str(), "dsp" | "helium" | "v7m" | "portable"),
+        "FERRITE_KERNELS={chosen}: use dsp, helium, v7m or portable"
     );
     println!("cargo::rustc-cfg=ferrite_kernels=\"{chosen}\"");
 }

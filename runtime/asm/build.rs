@@ -1,13 +1,14 @@
 //! Which assembly this target gets (`cfg(ferrite_asm = "dsp" | "mve")`):
 //! the DSP kernels for thumbv7em (Cortex-M4/M7) and thumbv8m.main with
 //! `-C target-cpu=cortex-m33/m35p`, the Helium (MVE) kernels for
-//! thumbv8m.main with `target-cpu=cortex-m55`, none elsewhere. Stable Rust
+//! thumbv8m.main with `target-cpu=cortex-m55`, the plain Thumb-2 kernels
+//! for thumbv7m (Cortex-M3), none elsewhere. Stable Rust
 //! reports neither extension to `cfg`, so this reads the triple and the CPU.
 
 use std::env;
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(ferrite_asm, values(\"dsp\", \"mve\"))");
+    println!("cargo::rustc-check-cfg=cfg(ferrite_asm, values(\"dsp\", \"mve\", \"v7m\"))");
     let target = env::var("TARGET").unwrap_or_default();
     let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     let args: Vec<&str> = flags.split('\x1f').collect();
@@ -25,5 +26,7 @@ fn main() {
         || (v8m && matches!(cpu, "cortex-m33" | "cortex-m35p"))
     {
         println!("cargo::rustc-cfg=ferrite_asm=\"dsp\"");
+    } else if target.starts_with("thumbv7m") {
+        println!("cargo::rustc-cfg=ferrite_asm=\"v7m\"");
     }
 }

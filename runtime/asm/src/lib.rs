@@ -5,7 +5,10 @@
 //! - [`dsp`]: Cortex-M4/M7/M33 (DSP extension), int8 and int4 weights
 //!   against i16 activations, two multiply-accumulates per `SMLAD`;
 //! - [`mve`]: Cortex-M55 (Helium), int8 weights against int8 activations,
-//!   16 multiply-accumulates per `VMLAVA.S8`.
+//!   16 multiply-accumulates per `VMLAVA.S8`;
+//! - [`v7m`]: Cortex-M3 (no DSP), int8 weights and activations, one
+//!   `LDRSB` + `MLA` per multiply-accumulate, the activation loaded once
+//!   per column for the four rows of a tile.
 //!
 //! This crate holds all of ferrite's `unsafe` code: assembly functions
 //! (`global_asm!`, so that they own every register they use) and the calls
@@ -23,6 +26,7 @@
 
 pub mod dsp;
 pub mod mve;
+pub mod v7m;
 
 /// Rows of a tile.
 pub const TILE_ROWS: usize = 4;

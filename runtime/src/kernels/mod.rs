@@ -15,7 +15,8 @@
 //! |---|---|---|
 //! | `dsp` | thumbv7em (Cortex-M4/M7), thumbv8m.main with `target-cpu=cortex-m33` | SMLAD/SXTB16 assembly of the `ferrite-asm` crate |
 //! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | [`helium`]: `VMLAVA.S8` assembly of `ferrite-asm` (int8), safe code LLVM turns into MVE (int4) |
-//! | `portable` | everything else (M0, M3, RV32, the host) | [`portable`] |
+//! | `v7m` | thumbv7m (Cortex-M3) | `LDRSB`/`MLA` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
+//! | `portable` | everything else (M0, RV32, the host) | [`portable`] |
 //!
 //! Setting `FERRITE_KERNELS=portable` when building forces the portable
 //! module (for comparisons). Every module's results are bit-identical to
@@ -30,6 +31,8 @@ pub mod tiled;
 
 #[cfg(ferrite_kernels = "dsp")]
 mod dsp;
+#[cfg(ferrite_kernels = "v7m")]
+mod v7m;
 
 pub use generic::{matvec_f16, matvec_f32, matvec_i4, matvec_i8};
 
@@ -39,14 +42,22 @@ pub mod arch {
     pub use super::dsp::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
     #[cfg(ferrite_kernels = "helium")]
     pub use super::helium::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
-    #[cfg(not(any(ferrite_kernels = "dsp", ferrite_kernels = "helium")))]
+    #[cfg(not(any(
+        ferrite_kernels = "dsp",
+        ferrite_kernels = "helium",
+        ferrite_kernels = "v7m"
+    )))]
     pub use super::portable::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
+    #[cfg(ferrite_kernels = "v7m")]
+    pub use super::v7m::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
 
     /// Name of the module, as reported by the boards and benchmarks.
     pub const NAME: &str = if cfg!(ferrite_kernels = "dsp") {
         "dsp"
     } else if cfg!(ferrite_kernels = "helium") {
         "helium"
+    } else if cfg!(ferrite_kernels = "v7m") {
+        "v7m"
     } else {
         "portable"
     };
