@@ -1,5 +1,5 @@
 //! Chooses the tile kernels of the integer path from the target (see
-//! `src/kernels/mod.rs`): `cfg(ferrite_kernels = "dsp" | "helium" | "v7m" | "portable")`.
+//! `src/kernels/mod.rs`): `cfg(ferrite_kernels = "dsp" | "helium" | "v7m" | "rv32" | "portable")`.
 //! Stable Rust reports neither the DSP nor the MVE target feature to `cfg`,
 //! so the choice reads the target triple and `-C target-cpu`.
 
@@ -7,7 +7,7 @@ use std::env;
 
 fn main() {
     println!(
-        "cargo::rustc-check-cfg=cfg(ferrite_kernels, values(\"dsp\", \"helium\", \"v7m\", \"portable\"))"
+        "cargo::rustc-check-cfg=cfg(ferrite_kernels, values(\"dsp\", \"helium\", \"v7m\", \"rv32\", \"portable\"))"
     );
     println!("cargo::rerun-if-env-changed=FERRITE_KERNELS");
     let target = env::var("TARGET").unwrap_or_default();
@@ -32,12 +32,17 @@ fn main() {
         "dsp".into()
     } else if target.starts_with("thumbv7m") {
         "v7m".into()
+    } else if target.starts_with("riscv32") {
+        "rv32".into()
     } else {
         "portable".into()
     };
     assert!(
-        matches!(chosen.as_str(), "dsp" | "helium" | "v7m" | "portable"),
-        "FERRITE_KERNELS={chosen}: use dsp, helium, v7m or portable"
+        matches!(
+            chosen.as_str(),
+            "dsp" | "helium" | "v7m" | "rv32" | "portable"
+        ),
+        "FERRITE_KERNELS={chosen}: use dsp, helium, v7m, rv32 or portable"
     );
     println!("cargo::rustc-cfg=ferrite_kernels=\"{chosen}\"");
 }

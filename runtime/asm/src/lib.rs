@@ -8,7 +8,10 @@
 //!   16 multiply-accumulates per `VMLAVA.S8`;
 //! - [`v7m`]: Cortex-M3 (no DSP), int8 weights and activations, one
 //!   `LDRSB` + `MLA` per multiply-accumulate, the activation loaded once
-//!   per column for the four rows of a tile.
+//!   per column for the four rows of a tile;
+//! - [`rv32`]: RV32IM (no packed-SIMD extension), int8 weights and
+//!   activations, `LB` + `MUL` + `ADD` per multiply-accumulate, the
+//!   activation loaded once per column.
 //!
 //! This crate holds all of ferrite's `unsafe` code: assembly functions
 //! (`global_asm!`, so that they own every register they use) and the calls
@@ -26,6 +29,7 @@
 
 pub mod dsp;
 pub mod mve;
+pub mod rv32;
 pub mod v7m;
 
 /// Rows of a tile.

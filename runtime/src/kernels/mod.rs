@@ -16,7 +16,8 @@
 //! | `dsp` | thumbv7em (Cortex-M4/M7), thumbv8m.main with `target-cpu=cortex-m33` | SMLAD/SXTB16 assembly of the `ferrite-asm` crate |
 //! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | [`helium`]: `VMLAVA.S8` assembly of `ferrite-asm` (int8), safe code LLVM turns into MVE (int4) |
 //! | `v7m` | thumbv7m (Cortex-M3) | `LDRSB`/`MLA` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
-//! | `portable` | everything else (M0, RV32, the host) | [`portable`] |
+//! | `rv32` | riscv32 (RV32IMAC, RV32IMAFC) | `LB`/`MUL`/`ADD` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
+//! | `portable` | everything else (M0, the host) | [`portable`] |
 //!
 //! Setting `FERRITE_KERNELS=portable` when building forces the portable
 //! module (for comparisons). Every module's results are bit-identical to
@@ -31,6 +32,8 @@ pub mod tiled;
 
 #[cfg(ferrite_kernels = "dsp")]
 mod dsp;
+#[cfg(ferrite_kernels = "rv32")]
+mod rv32;
 #[cfg(ferrite_kernels = "v7m")]
 mod v7m;
 
@@ -45,9 +48,12 @@ pub mod arch {
     #[cfg(not(any(
         ferrite_kernels = "dsp",
         ferrite_kernels = "helium",
+        ferrite_kernels = "rv32",
         ferrite_kernels = "v7m"
     )))]
     pub use super::portable::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
+    #[cfg(ferrite_kernels = "rv32")]
+    pub use super::rv32::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
     #[cfg(ferrite_kernels = "v7m")]
     pub use super::v7m::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
 
@@ -58,6 +64,8 @@ pub mod arch {
         "helium"
     } else if cfg!(ferrite_kernels = "v7m") {
         "v7m"
+    } else if cfg!(ferrite_kernels = "rv32") {
+        "rv32"
     } else {
         "portable"
     };

@@ -1,0 +1,35 @@
+//! RV32 tile kernels: int8 in the RV32IM assembly of the
+//! `ferrite-asm` crate (`LB` + `MUL` + `ADD`, the activation of a column loaded
+//! once for four rows), int4 in the portable code. Should the wrapper
+//! refuse its inputs, the portable kernel computes the same result.
+
+use super::portable;
+use super::tiled::{QVec, TILE_ROWS};
+use ferrite_asm::rv32;
+
+/// The kernels read `QVec::q`; no widened copy.
+pub const WIDE: bool = false;
+
+/// Nothing to prepare.
+pub fn prepare(_q: &[i8], _wide: &mut [i16]) {}
+
+/// Four dot products of the rows of int8 tiles with the activations.
+#[inline]
+pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
+    let mut out = [0i32; TILE_ROWS];
+    if rv32::rows_i8(tiles, x.q, &mut out) {
+        out
+    } else {
+        portable::dot4_i8(tiles, x)
+    }
+}
+
+/// The row sums of whole row blocks of int8 tiles, in one call of the assembly.
+#[inline]
+pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
+    if !rv32::rows_i8(weights, x.q, out) {
+        portable::rows_i8(weights, x, out);
+    }
+}
+
+pub use portable::dot4_i4;
