@@ -16,6 +16,7 @@ mod evalboard;
 mod fuzz;
 mod host;
 mod image_check;
+mod profile;
 mod setup;
 mod suite;
 mod table;
@@ -53,6 +54,9 @@ usage: cargo xtask <command>
                                           run the OTA example: the image arrives at run time over semihosting
   test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
+  profile <name> [--image F|DIR] [--dtype D] [--prompt P] [-n N] [--top K]
+                                          instructions per function while `generate` runs (QEMU counts
+                                          every block it executes), from the first token on
   fuzz [--seconds N]                      build the libFuzzer target (fuzz/) on stable and run it N s (60)
                                           over the committed corpus; fails on a crash
   setup                                   install what the other commands need and a fresh machine lacks: the
@@ -93,6 +97,7 @@ struct Opts {
     seq_len: Option<usize>,
     help: bool,
     seconds: Option<u64>,
+    top: Option<usize>,
 }
 
 impl Opts {
@@ -165,6 +170,7 @@ fn parse(args: &[String]) -> Result<Opts> {
         seq_len: None,
         help: false,
         seconds: None,
+        top: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -193,6 +199,7 @@ fn parse(args: &[String]) -> Result<Opts> {
             "--overwrite" => o.overwrite = true,
             "-h" | "--help" => o.help = true,
             "--seconds" => o.seconds = Some(number(a, &value(a)?)?),
+            "--top" => o.top = Some(number(a, &value(a)?)?),
             s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
             s if o.board.is_none() => o.board = Some(s.to_string()),
             s => bail!("unexpected argument {s}\n{USAGE}"),
@@ -251,6 +258,10 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             suite::run(opts.overwrite)
         }
         "test" => test::run(),
+        "profile" => {
+            setup::ensure_board_tools()?;
+            profile_cmd(&opts)
+        }
         "fuzz" => Ok(if fuzz::run(opts.seconds.unwrap_or(60))? {
             ExitCode::SUCCESS
         } else {
@@ -330,6 +341,34 @@ fn board_cmd(opts: &Opts) -> Result<ExitCode> {
     }
     let report = run.report()?;
     println!("{}", report.stats_line());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn profile_cmd(opts: &Opts) -> Result<ExitCode> {
+    let board = pick_board(opts)?;
+    let image = image_arg(opts, board)?;
+    let prompt = opts.prompt.as_deref().unwrap_or(boards::DEFAULT_PROMPT);
+    let n = opts.n.unwrap_or(8);
+    let p = profile::run(board, &image, prompt, n)?;
+    let fed = p.tokens.max(1);
+    println!(
+        "profile: board={} image={} tokens={fed} instructions={} instructions_per_token={}",
+        board.name,
+        image.display(),
+        p.total,
+        p.total / fed
+    );
+    println!(
+        "{:>6}  {:>12}  {:>10}  function",
+        "share", "instructions", "per_token"
+    );
+    for (name, count) in p.functions.iter().take(opts.top.unwrap_or(30)) {
+        println!(
+            "{:>5.1}%  {count:>12}  {:>10}  {name}",
+            100.0 * *count as f64 / p.total.max(1) as f64,
+            count / fed
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
