@@ -7,10 +7,12 @@
 //! cargo xtask ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
 //! cargo xtask test-boards [--overwrite]             # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
+//! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
 //! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
 //! ```
 //! Boards: m4f (default), m7, m55, m3, rv32imac, rv32imafc. See boards/README.md.
 
+mod bench;
 mod boards;
 mod evalboard;
 mod fuzz;
@@ -53,6 +55,10 @@ usage: cargo xtask <command>
                                           run the OTA example: the image arrives at run time over semihosting
   test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
+  bench-kernels [--board B] [--record]    time the int8/int4 tiled and f32 matrix-vector products (256x256,
+                                          64x512, 1024x64; weights in flash) on every board, or B, under QEMU;
+                                          m4f and m55 also with the portable kernels; one `kernel:` line per
+                                          case; --record writes the table into docs/benchmarks.md
   fuzz [--seconds N]                      build the libFuzzer target (fuzz/) on stable and run it N s (60)
                                           over the committed corpus; fails on a crash
   setup                                   install what the other commands need and a fresh machine lacks: the
@@ -93,6 +99,7 @@ struct Opts {
     seq_len: Option<usize>,
     help: bool,
     seconds: Option<u64>,
+    record: bool,
 }
 
 impl Opts {
@@ -165,6 +172,7 @@ fn parse(args: &[String]) -> Result<Opts> {
         seq_len: None,
         help: false,
         seconds: None,
+        record: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -193,6 +201,8 @@ fn parse(args: &[String]) -> Result<Opts> {
             "--overwrite" => o.overwrite = true,
             "-h" | "--help" => o.help = true,
             "--seconds" => o.seconds = Some(number(a, &value(a)?)?),
+            "--board" => o.board = Some(value("--board")?),
+            "--record" => o.record = true,
             s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
             s if o.board.is_none() => o.board = Some(s.to_string()),
             s => bail!("unexpected argument {s}\n{USAGE}"),
@@ -260,6 +270,10 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             setup::ensure_board_tools()?;
             eprintln!("setup: the targets, components and QEMU the commands need are installed");
             Ok(ExitCode::SUCCESS)
+        }
+        "bench-kernels" => {
+            setup::ensure_board_tools()?;
+            bench::run(opts.board.as_deref(), opts.record)
         }
         "board-table" => {
             setup::ensure_board_tools()?;
