@@ -432,7 +432,7 @@ fn render(results: &[Measurement], qemu: &str) -> String {
          {count}\n\
          Instructions to quantize one input vector (`tiled::quantize` + `arch::prepare`), once per vector for every integer product that reads it:\n\n\
          {quant}\n\
-         The firmware's lines:\n\n```text\n{raw}```\n"
+         <details><summary>The firmware's lines (what <code>--record</code> merges)</summary>\n\n```text\n{raw}```\n\n</details>\n"
     )
 }
 

@@ -5,7 +5,7 @@
 //! cargo xtask board <name> [--image F|DIR] [--prompt P] [-n N] [--temperature T --seed S] [--defmt]
 //! cargo xtask eval-board <name> --image F|DIR (--mqar [-n N] [--seed S] | --text FILE [--bytes B])
 //! cargo xtask ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
-//! cargo xtask test-boards [--overwrite]             # the QEMU suite (CI)
+//! cargo xtask test-boards [--overwrite] [--only T]  # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
 //! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
 //! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
@@ -53,7 +53,9 @@ usage: cargo xtask <command>
                                           board, checked against `ferrite eval` on the host
   ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
                                           run the OTA example: the image arrives at run time over semihosting
-  test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
+  test-boards [--overwrite] [--only T]    QEMU suite: every board against the host runtime and boards/expected/,
+                                          every board's tile kernels against the reference (--only: the checks
+                                          whose name contains T, e.g. `kernels`)
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
   bench-kernels [--board B] [--record]    time the int8/int4 tiled and f32 matrix-vector products (256x256,
                                           64x512, 1024x64; weights in flash) on every board, or B, under QEMU;
@@ -100,6 +102,7 @@ struct Opts {
     help: bool,
     seconds: Option<u64>,
     record: bool,
+    only: Option<String>,
 }
 
 impl Opts {
@@ -173,6 +176,7 @@ fn parse(args: &[String]) -> Result<Opts> {
         help: false,
         seconds: None,
         record: false,
+        only: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -203,6 +207,7 @@ fn parse(args: &[String]) -> Result<Opts> {
             "--seconds" => o.seconds = Some(number(a, &value(a)?)?),
             "--board" => o.board = Some(value("--board")?),
             "--record" => o.record = true,
+            "--only" => o.only = Some(value("--only")?),
             s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
             s if o.board.is_none() => o.board = Some(s.to_string()),
             s => bail!("unexpected argument {s}\n{USAGE}"),
@@ -258,7 +263,7 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
         }
         "test-boards" => {
             setup::ensure_board_tools()?;
-            suite::run(opts.overwrite)
+            suite::run(opts.overwrite, opts.only.as_deref())
         }
         "test" => test::run(),
         "fuzz" => Ok(if fuzz::run(opts.seconds.unwrap_or(60))? {

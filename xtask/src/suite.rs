@@ -26,7 +26,8 @@
 //!   the bits per byte of a held-out excerpt for lm-small int8 on m3 and
 //!   lm-large int8 on m4f bit-identical to the host's.
 //!
-//! Failures are gathered; the last line is `N passed, N failed`.
+//! Failures are gathered; the last line is `N passed, N failed`. `--only TEXT`
+//! runs the checks whose name contains TEXT (e.g. `kernels`, `m3:`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,12 +71,21 @@ const EXCERPT_BPB_SLACK: f64 = 0.5;
 
 struct Suite {
     overwrite: bool,
+    /// `--only TEXT`: run the checks whose name contains TEXT.
+    only: Option<String>,
     passed: usize,
     failed: Vec<String>,
 }
 
 impl Suite {
     fn check(&mut self, name: &str, f: impl FnOnce(&mut Self) -> Result<String>) {
+        if self
+            .only
+            .as_ref()
+            .is_some_and(|only| !name.contains(only.as_str()))
+        {
+            return;
+        }
         eprintln!("--- {name}");
         match f(self) {
             Ok(note) => {
@@ -136,9 +146,10 @@ pub fn expected_dir() -> PathBuf {
     boards::boards_dir().join("expected")
 }
 
-pub fn run(overwrite: bool) -> Result<ExitCode> {
+pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     let mut s = Suite {
         overwrite,
+        only: only.map(str::to_string),
         passed: 0,
         failed: Vec::new(),
     };
