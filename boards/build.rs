@@ -9,10 +9,15 @@
 //!   `FERRITE_SEED` (0): `generate`'s sampler, as `ferrite generate` takes them;
 //! - `eval`: `FERRITE_TEXT` (a file: score its bits per byte; unset: MQAR),
 //!   `FERRITE_CHUNK` (512, state reset every N tokens), `FERRITE_MQAR_SEED` (0),
-//!   `FERRITE_MQAR_PAIRS` (8), `FERRITE_MQAR_SEQ_LEN` (64).
+//!   `FERRITE_MQAR_PAIRS` (8), `FERRITE_MQAR_SEQ_LEN` (64);
+//! - `bench`: `FERRITE_BENCH`, the matrix-vector cases to time, as
+//!   `dtype:ROWSxCOLS` separated by commas (dtype `int8`, `int4` or `f32`;
+//!   default [`BENCH_DEFAULT`]). Their weights are generated here
+//!   (splitmix64, fixed seed) and embedded in flash.
 //!
 //! Writes `$OUT_DIR/model.fer` (the image, copied), `$OUT_DIR/text.bin` (the
-//! text to score, empty for MQAR) and `$OUT_DIR/build_config.rs`.
+//! text to score, empty for MQAR), the `bench` weights (`bench_*.bin`) and
+//! `$OUT_DIR/build_config.rs`.
 
 use std::{env, fs, path::PathBuf};
 
@@ -105,6 +110,8 @@ fn main() {
         "MQAR needs 1 <= pairs <= 64 and seq_len >= 4 * pairs"
     );
 
+    let bench = bench_weights(&out);
+
     let config = format!(
         "/// Board name, as printed in the stats line.\n\
          pub const BOARD: &str = {board:?};\n\
@@ -127,7 +134,11 @@ fn main() {
          /// Instructions per counter tick, as a fraction.\n\
          pub const INSTR_PER_TICK: (u64, u64) = ({num}, {den});\n\
          /// Heap of the OTA example, bytes.\n\
-         pub const HEAP_BYTES: usize = {heap};\n",
+         pub const HEAP_BYTES: usize = {heap};\n\
+         /// The `bench` cases (FERRITE_BENCH): (dtype, rows, cols).\n\
+         pub const BENCH: &[(&str, usize, usize)] = &{bench:?};\n\
+         /// Columns of a group of the `bench` int4 weights (int8: one group per row).\n\
+         pub const BENCH_INT4_GROUP: usize = {BENCH_INT4_GROUP};\n",
         prompt.as_bytes(),
         eval_text = !text.is_empty(),
     );
@@ -143,4 +154,110 @@ fn number<T: std::str::FromStr>(name: &str, default: T) -> T {
             .unwrap_or_else(|_| panic!("{name}={s:?} is not a valid number")),
         Err(_) => default,
     }
+}
+
+/// The `bench` firmware's cases when `FERRITE_BENCH` is unset (what
+/// `cargo xtask bench-kernels` runs where they fit).
+const BENCH_DEFAULT: &str = "int8:256x256,int8:64x512,int8:1024x64,\
+int4:256x256,int4:64x512,int4:1024x64,f32:256x256,f32:64x512,f32:1024x64";
+
+/// Columns of an int4 group in the `bench` weights (int8: one group per row).
+const BENCH_INT4_GROUP: usize = 32;
+
+/// The splitmix64 stream (as `src/mqar.rs`).
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A float in `[lo, hi)`.
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
+    }
+}
+
+/// Parses `FERRITE_BENCH` and writes the weights its cases read: one blob
+/// per dtype, as large as its largest case (smaller cases read a prefix), in
+/// the runtime's layouts: `bench_i8.bin` (tiled int8), `bench_i4.bin` (tiled
+/// int4), `bench_f32.bin` (row-major f32 in [-0.25, 0.25)), `bench_d.bin`
+/// (f32 row scales in [0.001, 0.01)) and `bench_m.bin` (u8 multipliers,
+/// 1..=255). Random bytes are valid tiled weights, padding rows included.
+fn bench_weights(out: &std::path::Path) -> Vec<(String, usize, usize)> {
+    println!("cargo:rerun-if-env-changed=FERRITE_BENCH");
+    let spec = env::var("FERRITE_BENCH").unwrap_or_else(|_| BENCH_DEFAULT.into());
+    let mut cases = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let bad = || -> ! {
+            panic!(
+                "FERRITE_BENCH: bad case {item:?} (want dtype:ROWSxCOLS, dtype int8, int4 or f32)"
+            )
+        };
+        let (dtype, shape) = item.split_once(':').unwrap_or_else(|| bad());
+        let (rows, cols) = shape.split_once('x').unwrap_or_else(|| bad());
+        let (rows, cols): (usize, usize) = match (rows.parse(), cols.parse()) {
+            (Ok(r), Ok(c)) if r > 0 && c > 0 => (r, c),
+            _ => bad(),
+        };
+        match dtype {
+            "int8" => assert!(
+                cols % 16 == 0 && cols <= 4096,
+                "FERRITE_BENCH {item}: int8 columns (one group per row) are a multiple of 16, at most 4096"
+            ),
+            "int4" => assert!(
+                cols % BENCH_INT4_GROUP == 0,
+                "FERRITE_BENCH {item}: int4 columns are a multiple of the group, {BENCH_INT4_GROUP}"
+            ),
+            "f32" => {}
+            _ => bad(),
+        }
+        cases.push((dtype.to_string(), rows, cols));
+    }
+    let padded = |rows: usize| rows.div_ceil(4) * 4;
+    let most = |dtype: &str, size: &dyn Fn(usize, usize) -> usize| {
+        cases
+            .iter()
+            .filter(|(d, ..)| d == dtype)
+            .map(|&(_, r, c)| size(r, c))
+            .max()
+            .unwrap_or(0)
+    };
+    let i8_bytes = most("int8", &|r, c| padded(r) * c);
+    let i4_bytes = most("int4", &|r, c| padded(r) * c / 2);
+    let f32_len = most("f32", &|r, c| r * c);
+    let d_len = most("int8", &|r, _| padded(r)).max(most("int4", &|r, _| padded(r)));
+    let m_len =
+        most("int8", &|r, _| padded(r)).max(most("int4", &|r, c| padded(r) * c / BENCH_INT4_GROUP));
+
+    let mut rng = SplitMix64(0xFE77_17E5);
+    let bytes = |rng: &mut SplitMix64, n: usize| -> Vec<u8> {
+        (0..n).map(|_| rng.next_u64() as u8).collect()
+    };
+    let floats = |rng: &mut SplitMix64, n: usize, lo: f32, hi: f32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| rng.uniform(lo, hi).to_le_bytes())
+            .collect()
+    };
+    fs::write(out.join("bench_i8.bin"), bytes(&mut rng, i8_bytes)).unwrap();
+    fs::write(out.join("bench_i4.bin"), bytes(&mut rng, i4_bytes)).unwrap();
+    fs::write(
+        out.join("bench_f32.bin"),
+        floats(&mut rng, f32_len, -0.25, 0.25),
+    )
+    .unwrap();
+    fs::write(
+        out.join("bench_d.bin"),
+        floats(&mut rng, d_len, 0.001, 0.01),
+    )
+    .unwrap();
+    let m: Vec<u8> = (0..m_len)
+        .map(|_| 1 + (rng.next_u64() % 255) as u8)
+        .collect();
+    fs::write(out.join("bench_m.bin"), m).unwrap();
+    cases
 }

@@ -23,6 +23,8 @@ pub mod config {
 pub mod status {
     /// Ran to the end.
     pub const OK: i32 = 0;
+    /// A self-check found a wrong result (the `kernels` and `bench` firmware).
+    pub const CHECK_FAILED: i32 = 1;
     /// The runtime returned an error (bad image, buffer too small, ...).
     pub const RUNTIME_ERROR: i32 = 2;
     /// A panic: a bug in the firmware or the runtime.

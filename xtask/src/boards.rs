@@ -28,6 +28,9 @@ pub struct Board {
     pub about: &'static str,
     /// The core and machine, for the README's compact table.
     pub core: &'static str,
+    /// The tile-kernel module its target gets (`ferrite::kernels::arch::NAME`,
+    /// chosen by runtime/build.rs): the `kernels` check expects it.
+    pub kernels: &'static str,
 }
 
 /// The model every board runs unless told otherwise (`--image`).
@@ -44,6 +47,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "f32"),
         about: "Cortex-M4F, QEMU mps2-an386",
         core: "Cortex-M4F (mps2-an386)",
+        kernels: "dsp",
     },
     Board {
         name: "m7",
@@ -55,6 +59,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "f32"),
         about: "Cortex-M7, QEMU mps2-an500",
         core: "Cortex-M7 (mps2-an500)",
+        kernels: "dsp",
     },
     Board {
         name: "m55",
@@ -66,6 +71,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "f32"),
         about: "Cortex-M55 (Helium), QEMU mps3-an547",
         core: "Cortex-M55 (mps3-an547)",
+        kernels: "helium",
     },
     Board {
         name: "m3",
@@ -77,6 +83,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "int8"),
         about: "Cortex-M3 (no FPU), QEMU lm3s6965evb, real budget 256 KB flash / 64 KB RAM",
         core: "Cortex-M3, 256 KB / 64 KB (lm3s6965evb)",
+        kernels: "portable",
     },
     Board {
         name: "rv32imac",
@@ -88,6 +95,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "f32"),
         about: "RISC-V rv32imac (no FPU), QEMU virt",
         core: "RV32IMAC (virt)",
+        kernels: "portable",
     },
     Board {
         name: "rv32imafc",
@@ -99,6 +107,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "f32"),
         about: "RISC-V rv32imafc, QEMU virt",
         core: "RV32IMAFC (virt)",
+        kernels: "portable",
     },
 ];
 
@@ -172,6 +181,10 @@ pub enum Firmware {
     Calibrate,
     /// `src/bin/eval.rs`: MQAR accuracy or bits per byte of an embedded text.
     Eval,
+    /// `src/bin/kernels.rs`: this build's tile kernels against the reference.
+    Kernels,
+    /// `src/bin/bench.rs`: times the matrix-vector products (`FERRITE_BENCH`).
+    Bench,
 }
 
 impl Firmware {
@@ -181,6 +194,8 @@ impl Firmware {
             Firmware::Ota => "ota",
             Firmware::Calibrate => "calibrate",
             Firmware::Eval => "eval",
+            Firmware::Kernels => "kernels",
+            Firmware::Bench => "bench",
         }
     }
 }
@@ -213,6 +228,14 @@ pub struct BuildOpts {
     pub mqar_seed: u64,
     pub pairs: usize,
     pub seq_len: usize,
+    /// `bench`: the cases to time (`FERRITE_BENCH`, `dtype:ROWSxCOLS,...`);
+    /// `None`: the firmware's default.
+    pub bench: Option<String>,
+    /// Forces the runtime's kernel module (`FERRITE_KERNELS`, e.g.
+    /// `portable`), built in its own target directory
+    /// (`boards/target/kernels-<module>`) so that switching back and forth
+    /// rebuilds nothing; `None`: the module the target gets.
+    pub kernels: Option<&'static str>,
 }
 
 impl Default for BuildOpts {
@@ -227,6 +250,8 @@ impl Default for BuildOpts {
             mqar_seed: 0,
             pairs: 8,
             seq_len: 64,
+            bench: None,
+            kernels: None,
         }
     }
 }
@@ -283,10 +308,19 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         features.push_str(",defmt");
     }
     let bin = req.firmware.bin();
+    let forced = req
+        .opts
+        .kernels
+        .map(|k| format!(", FERRITE_KERNELS={k}"))
+        .unwrap_or_default();
     eprintln!(
-        "building the {bin} firmware for {} ({}; the first build of a target takes a minute) ...",
+        "building the {bin} firmware for {} ({}{forced}; the first build of a target takes a minute) ...",
         board.name, board.target
     );
+    let target_dir = match req.opts.kernels {
+        Some(k) => boards_dir().join("target").join(format!("kernels-{k}")),
+        None => boards_dir().join("target"),
+    };
     let mut cmd = Command::new(cargo());
     cmd.current_dir(boards_dir())
         .args([
@@ -320,6 +354,14 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         Some(t) => cmd.env("FERRITE_TEXT", t),
         None => cmd.env_remove("FERRITE_TEXT"),
     };
+    match &req.opts.bench {
+        Some(b) => cmd.env("FERRITE_BENCH", b),
+        None => cmd.env_remove("FERRITE_BENCH"),
+    };
+    if let Some(k) = req.opts.kernels {
+        cmd.env("FERRITE_KERNELS", k)
+            .env("CARGO_TARGET_DIR", &target_dir);
+    }
     // Every firmware of a board gets the same variables, so that switching
     // between them does not rebuild; only `generate` embeds the image.
     if req.image.as_os_str().is_empty() {
@@ -341,9 +383,12 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
                 }
                 _ => String::new(),
             };
+            let what = match &facts {
+                Some(_) => format!("image {}", req.image.display()),
+                None => format!("the {bin} firmware"),
+            };
             bail!(
-                "image {} does not fit board {} (flash {} KiB, RAM {} KiB in boards/memory/{}): {}{hint}",
-                req.image.display(),
+                "{what} does not fit board {} (flash {} KiB, RAM {} KiB in boards/memory/{}): {}{hint}",
                 board.name,
                 flash / 1024,
                 ram / 1024,
@@ -355,17 +400,13 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         bail!("building {bin} for {} failed", board.name);
     }
     eprint!("{stderr}");
-    let built = boards_dir()
-        .join("target")
-        .join(board.target)
-        .join("release")
-        .join(bin);
+    let built = target_dir.join(board.target).join("release").join(bin);
     let dir = work_dir().join(board.name);
     std::fs::create_dir_all(&dir)?;
-    let elf = dir.join(if req.defmt {
-        format!("{bin}-defmt.elf")
-    } else {
-        format!("{bin}.elf")
+    let elf = dir.join(match (req.defmt, req.opts.kernels) {
+        (true, _) => format!("{bin}-defmt.elf"),
+        (false, Some(k)) => format!("{bin}-{k}.elf"),
+        (false, None) => format!("{bin}.elf"),
     });
     std::fs::copy(&built, &elf).with_context(|| format!("copying {}", built.display()))?;
     Ok(elf)

@@ -5,12 +5,14 @@
 //! cargo xtask board <name> [--image F|DIR] [--prompt P] [-n N] [--temperature T --seed S] [--defmt]
 //! cargo xtask eval-board <name> --image F|DIR (--mqar [-n N] [--seed S] | --text FILE [--bytes B])
 //! cargo xtask ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
-//! cargo xtask test-boards [--overwrite]             # the QEMU suite (CI)
+//! cargo xtask test-boards [--overwrite] [--only T]  # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
+//! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
 //! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
 //! ```
 //! Boards: m4f (default), m7, m55, m3, rv32imac, rv32imafc. See boards/README.md.
 
+mod bench;
 mod boards;
 mod evalboard;
 mod fuzz;
@@ -52,11 +54,17 @@ usage: cargo xtask <command>
                                           board, checked against `ferrite eval` on the host
   ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
                                           run the OTA example: the image arrives at run time over semihosting
-  test-boards [--overwrite]               QEMU suite: every board against the host runtime and boards/expected/
+  test-boards [--overwrite] [--only T]    QEMU suite: every board against the host runtime and boards/expected/,
+                                          every board's tile kernels against the reference (--only: the checks
+                                          whose name contains T, e.g. `kernels`)
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
   profile <name> [--image F|DIR] [--dtype D] [--prompt P] [-n N] [--top K]
                                           instructions per function while `generate` runs (QEMU counts
                                           every block it executes), from the first token on
+  bench-kernels [--board B] [--record]    time the int8/int4 tiled and f32 matrix-vector products (256x256,
+                                          64x512, 1024x64; weights in flash) on every board, or B, under QEMU;
+                                          m4f and m55 also with the portable kernels; one `kernel:` line per
+                                          case; --record writes the table into docs/benchmarks.md
   fuzz [--seconds N]                      build the libFuzzer target (fuzz/) on stable and run it N s (60)
                                           over the committed corpus; fails on a crash
   setup                                   install what the other commands need and a fresh machine lacks: the
@@ -98,6 +106,8 @@ struct Opts {
     help: bool,
     seconds: Option<u64>,
     top: Option<usize>,
+    record: bool,
+    only: Option<String>,
 }
 
 impl Opts {
@@ -171,6 +181,8 @@ fn parse(args: &[String]) -> Result<Opts> {
         help: false,
         seconds: None,
         top: None,
+        record: false,
+        only: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -200,6 +212,9 @@ fn parse(args: &[String]) -> Result<Opts> {
             "-h" | "--help" => o.help = true,
             "--seconds" => o.seconds = Some(number(a, &value(a)?)?),
             "--top" => o.top = Some(number(a, &value(a)?)?),
+            "--board" => o.board = Some(value("--board")?),
+            "--record" => o.record = true,
+            "--only" => o.only = Some(value("--only")?),
             s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
             s if o.board.is_none() => o.board = Some(s.to_string()),
             s => bail!("unexpected argument {s}\n{USAGE}"),
@@ -255,7 +270,7 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
         }
         "test-boards" => {
             setup::ensure_board_tools()?;
-            suite::run(opts.overwrite)
+            suite::run(opts.overwrite, opts.only.as_deref())
         }
         "test" => test::run(),
         "profile" => {
@@ -271,6 +286,10 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             setup::ensure_board_tools()?;
             eprintln!("setup: the targets, components and QEMU the commands need are installed");
             Ok(ExitCode::SUCCESS)
+        }
+        "bench-kernels" => {
+            setup::ensure_board_tools()?;
+            bench::run(opts.board.as_deref(), opts.record)
         }
         "board-table" => {
             setup::ensure_board_tools()?;

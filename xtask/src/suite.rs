@@ -1,5 +1,8 @@
 //! `cargo xtask test-boards [--overwrite]`: the QEMU suite.
 //!
+//! - every board: the `kernels` firmware runs this build's tile kernels (the
+//!   module the board's target gets) against the reference, bit for bit, on
+//!   random, extreme and misaligned cases, and reports no mismatch;
 //! - every board: `generate` with the board's default image; the generated ids
 //!   equal the host runtime's (`ferrite generate --ids`) and the final-step
 //!   logits checksum equals `ferrite logits` (bit-identical FNV-1a over the
@@ -23,7 +26,8 @@
 //!   the bits per byte of a held-out excerpt for lm-small int8 on m3 and
 //!   lm-large int8 on m4f bit-identical to the host's.
 //!
-//! Failures are gathered; the last line is `N passed, N failed`.
+//! Failures are gathered; the last line is `N passed, N failed`. `--only TEXT`
+//! runs the checks whose name contains TEXT (e.g. `kernels`, `m3:`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -67,12 +71,21 @@ const EXCERPT_BPB_SLACK: f64 = 0.5;
 
 struct Suite {
     overwrite: bool,
+    /// `--only TEXT`: run the checks whose name contains TEXT.
+    only: Option<String>,
     passed: usize,
     failed: Vec<String>,
 }
 
 impl Suite {
     fn check(&mut self, name: &str, f: impl FnOnce(&mut Self) -> Result<String>) {
+        if self
+            .only
+            .as_ref()
+            .is_some_and(|only| !name.contains(only.as_str()))
+        {
+            return;
+        }
         eprintln!("--- {name}");
         match f(self) {
             Ok(note) => {
@@ -133,9 +146,10 @@ pub fn expected_dir() -> PathBuf {
     boards::boards_dir().join("expected")
 }
 
-pub fn run(overwrite: bool) -> Result<ExitCode> {
+pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     let mut s = Suite {
         overwrite,
+        only: only.map(str::to_string),
         passed: 0,
         failed: Vec::new(),
     };
@@ -145,6 +159,13 @@ pub fn run(overwrite: bool) -> Result<ExitCode> {
         s.check(
             &format!("{}: instruction counter calibrated", board.name),
             |_| calibrated(board),
+        );
+        s.check(
+            &format!(
+                "{}: tile kernels ({}) match the reference bit for bit",
+                board.name, board.kernels
+            ),
+            |_| kernels_match(board),
         );
         s.check(&format!("{}: generate matches host", board.name), |s| {
             board_matches_host(s, board)
@@ -252,6 +273,80 @@ fn calibrated(board: &'static Board) -> Result<String> {
         "counted {counted} instructions for 2,000,000"
     );
     Ok(format!("counted {counted} for 2000000"))
+}
+
+/// The `kernels` firmware: every case bit-identical to the reference, with
+/// the kernel module the board's target gets.
+fn kernels_match(board: &'static Board) -> Result<String> {
+    let image = host::default_image(board)?;
+    let req = RunRequest {
+        board,
+        firmware: Firmware::Kernels,
+        image: &image,
+        prompt: DEFAULT_PROMPT,
+        n: DEFAULT_N,
+        defmt: false,
+        echo: false,
+        opts: BuildOpts::default(),
+    };
+    let run = boards::build_and_run(&req)?;
+    let text = String::from_utf8_lossy(&run.output);
+    let summary = parse_kernels(&text)?;
+    let first_failure = text
+        .lines()
+        .find(|l| l.starts_with("kernels: FAIL"))
+        .unwrap_or("");
+    ensure!(
+        summary.failed == 0 && run.status == 0,
+        "{} of {} cases differ (exit status {}); first: {first_failure}",
+        summary.failed,
+        summary.cases,
+        run.status
+    );
+    ensure!(
+        summary.module == board.kernels,
+        "ran the {} kernels, not the {} module the board's target gets (is FERRITE_KERNELS set?)",
+        summary.module,
+        board.kernels
+    );
+    ensure!(summary.cases >= 1000, "only {} cases ran", summary.cases);
+    Ok(format!(
+        "{} cases, module {}, up to {} columns",
+        summary.cases, summary.module, summary.max_cols
+    ))
+}
+
+/// The `kernels: board=.. module=.. cases=.. failed=.. max_cols=..` line.
+#[derive(Debug, PartialEq)]
+struct KernelsSummary {
+    module: String,
+    cases: u64,
+    failed: u64,
+    max_cols: u64,
+}
+
+fn parse_kernels(text: &str) -> Result<KernelsSummary> {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("kernels: board="))
+        .with_context(|| format!("no `kernels: board=` line in the output:\n{text}"))?;
+    let get = |key: &str| {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .with_context(|| format!("no {key}= in {line:?}"))
+    };
+    let number = |key: &str| -> Result<u64> {
+        get(key)?
+            .parse()
+            .with_context(|| format!("bad {key}= in {line:?}"))
+    };
+    Ok(KernelsSummary {
+        module: get("module")?.to_string(),
+        cases: number("cases")?,
+        failed: number("failed")?,
+        max_cols: number("max_cols")?,
+    })
 }
 
 fn run_generate(board: &'static Board, image: &Path, n: usize) -> Result<(boards::Run, Report)> {
@@ -650,4 +745,25 @@ fn text_on_board(
         out.note,
         out.report.stats_line().trim_start_matches("stats: ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_kernels_summary() {
+        let text = "kernels: FAIL case=2 matvec dtype=int4 rows=10\n\
+                    kernels: board=m4f module=dsp cases=1072 failed=284 max_cols=4096\n";
+        assert_eq!(
+            parse_kernels(text).unwrap(),
+            KernelsSummary {
+                module: "dsp".into(),
+                cases: 1072,
+                failed: 284,
+                max_cols: 4096
+            }
+        );
+        assert!(parse_kernels("panic: oops\n").is_err());
+    }
 }

@@ -206,7 +206,7 @@ fn steps() -> Vec<Step> {
             name: "boards under QEMU (cargo xtask test-boards)",
             run: Box::new(|| {
                 setup::ensure_qemu()?;
-                Ok(suite::run(false)? == ExitCode::SUCCESS)
+                Ok(suite::run(false, None)? == ExitCode::SUCCESS)
             }),
         },
     ]
