@@ -32,7 +32,7 @@ pub const CASES: &[(&str, usize, usize)] = &[
 ];
 
 /// Boards also measured with the portable kernels.
-pub const PORTABLE_TOO: &[&str] = &["m4f", "m55"];
+pub const PORTABLE_TOO: &[&str] = &["m4f", "m55", "m3", "rv32imac"];
 
 const START: &str = "<!-- kernels:start -->";
 const END: &str = "<!-- kernels:end -->";
@@ -225,7 +225,7 @@ fn run_cases(
     Ok(results)
 }
 
-/// Every case of one board: its own module, then (m4f, m55) the portable one.
+/// Every case of one board: its own module, then (m4f, m55, m3, rv32imac) the portable one.
 fn run_board(board: &'static Board) -> Result<Vec<Measurement>> {
     let mut out = run_cases(board, None, CASES)?;
     if PORTABLE_TOO.contains(&board.name) {

@@ -83,7 +83,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "int8"),
         about: "Cortex-M3 (no FPU), QEMU lm3s6965evb, real budget 256 KB flash / 64 KB RAM",
         core: "Cortex-M3, 256 KB / 64 KB (lm3s6965evb)",
-        kernels: "portable",
+        kernels: "v7m",
     },
     Board {
         name: "rv32imac",
@@ -95,7 +95,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "f32"),
         about: "RISC-V rv32imac (no FPU), QEMU virt",
         core: "RV32IMAC (virt)",
-        kernels: "portable",
+        kernels: "rv32",
     },
     Board {
         name: "rv32imafc",
@@ -107,7 +107,7 @@ pub const BOARDS: &[Board] = &[
         model: (DEFAULT_MODEL, "f32"),
         about: "RISC-V rv32imafc, QEMU virt",
         core: "RV32IMAFC (virt)",
-        kernels: "portable",
+        kernels: "rv32",
     },
 ];
 

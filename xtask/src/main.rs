@@ -63,7 +63,7 @@ usage: cargo xtask <command>
                                           every block it executes), from the first token on
   bench-kernels [--board B] [--record]    time the int8/int4 tiled and f32 matrix-vector products (256x256,
                                           64x512, 1024x64; weights in flash) on every board, or B, under QEMU;
-                                          m4f and m55 also with the portable kernels; one `kernel:` line per
+                                          m4f, m55, m3, rv32imac also with the portable kernels; one `kernel:` line per
                                           case; --record writes the table into docs/benchmarks.md
   fuzz [--seconds N]                      build the libFuzzer target (fuzz/) on stable and run it N s (60)
                                           over the committed corpus; fails on a crash
