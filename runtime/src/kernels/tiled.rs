@@ -22,6 +22,10 @@ pub const TILE_COLS: usize = 16;
 /// int8 x int8 products (`|q| <= 128`, `|x| <= 127`) far from overflow
 /// (`4096 * 128 * 127 < 2^26`; int4 kernels may scale products by 16).
 pub const MAX_TILED_GROUP: usize = 4096;
+/// Widest single-group int8 matrix whose row sums times a multiplier fit
+/// an i32: `255 * 128 * 127 * 512 < 2^31`.
+const I32_FINISH_COLS: usize = 512;
+
 /// Bytes of activation scratch per input column: the int8 values plus one
 /// i16 copy that some architectures' kernels read (see [`QVec::wide`]).
 pub const ACT_BYTES_PER_COL: usize = 3;
@@ -211,9 +215,20 @@ pub fn matvec_i8(w: &TiledI8<'_>, x: &QVec<'_>, y: &mut [f32]) {
             x,
             bytemuck::cast_slice_mut(&mut y[..rows]),
         );
-        for ((yr, &m), &d) in y[..rows].iter_mut().zip(w.mults).zip(w.row_scales) {
-            let acc = yr.to_bits() as i32;
-            *yr = finish(i64::from(m) * i64::from(acc), d, x.scale);
+        let (ys, scale) = (&mut y[..rows], x.scale);
+        if w.cols <= I32_FINISH_COLS {
+            // m * acc fits an i32 here, and i32 -> f32 rounds as i64 -> f32
+            // does: the same bits, in a loop that vectorizes (Helium) and
+            // needs no 64-bit product.
+            for ((yr, &m), &d) in ys.iter_mut().zip(w.mults).zip(w.row_scales) {
+                let acc = yr.to_bits() as i32;
+                *yr = (i32::from(m) * acc) as f32 * (d * scale);
+            }
+        } else {
+            for ((yr, &m), &d) in ys.iter_mut().zip(w.mults).zip(w.row_scales) {
+                let acc = yr.to_bits() as i32;
+                *yr = finish(i64::from(m) * i64::from(acc), d, scale);
+            }
         }
         first = full;
     }
