@@ -23,6 +23,24 @@
 //! const LEN: usize = match ferrite::session_len(&IMAGE.0, 0) { Ok(n) => n, Err(_) => panic!() };
 //! static BUF: Mutex<[f32; LEN]> = ...;   // or a `static mut` / StaticCell on a board
 //! ```
+//!
+//! ## Quantized images and kernels
+//!
+//! int8/int4 images in the tiled layout run the integer path
+//! ([`kernels::tiled`]): int8 activations, integer products and scales, one
+//! f32 step per output row, bit-identical on every target. The tile kernels
+//! are chosen at build time from the target (`build.rs`): SMLAD assembly on
+//! Cortex-M4/M7 (and M33 with `-C target-cpu=cortex-m33`), Helium on the
+//! Cortex-M55 (`-C target-cpu=cortex-m55`), dedicated loops on the Cortex-M3
+//! and RV32, portable Rust elsewhere; `FERRITE_KERNELS=portable` in the build
+//! environment forces the portable ones. The assembly lives in the
+//! `ferrite-asm` crate; this crate has no `unsafe` code.
+//!
+//! ## Cargo features
+//!
+//! - `bpe` (default): the byte-level BPE tokenizer of format-2+ images. Off,
+//!   an image with one is refused at load, and about 8 KB of flash is saved.
+//! - `defmt`: `defmt::Format` for the error and config types.
 #![no_std]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

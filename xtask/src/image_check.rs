@@ -22,6 +22,9 @@ pub struct ImageFacts {
     /// Whether the image carries a BPE tokenizer (the firmware then needs
     /// the runtime's `bpe` feature).
     pub bpe: bool,
+    /// Whether some tensor runs the integer path (tiled layout): then a
+    /// board's logits must equal the host's bit for bit.
+    pub tiled: bool,
 }
 
 /// Loads `path` with [`ferrite::Model::load`]; the runtime's error is the message.
@@ -39,6 +42,7 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         other_params: 0,
         group: 32,
         bpe: model.tokenizer().kind_name() == "bpe",
+        tiled: false,
     };
     for index in 0..model.tensor_count() {
         let e = model.entry(index)?;
@@ -57,6 +61,7 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         if e.dtype.is_quantized() {
             facts.group = u64::from(e.group_size);
         }
+        facts.tiled |= e.layout == ferrite::image::Layout::Tiled;
     }
     Ok(facts)
 }
@@ -121,6 +126,7 @@ mod tests {
             other_params: 1_000,
             group: 32,
             bpe: false,
+            tiled: false,
         }
     }
 

@@ -14,7 +14,7 @@
 //! | `ferrite_kernels` | targets | module |
 //! |---|---|---|
 //! | `dsp` | thumbv7em (Cortex-M4/M7), thumbv8m.main with `target-cpu=cortex-m33` | SMLAD/SXTB16 assembly of the `ferrite-asm` crate |
-//! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | [`helium`]: `VMLAVA.S8` assembly of `ferrite-asm` (int8), safe code LLVM turns into MVE (int4) |
+//! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | `helium`: `VMLAVA.S8` assembly of `ferrite-asm` (int8), safe code LLVM turns into MVE (int4) |
 //! | `v7m` | thumbv7m (Cortex-M3) | `LDRSB`/`MLA` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
 //! | `rv32` | riscv32 (RV32IMAC, RV32IMAFC) | `LB`/`MUL`/`ADD` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
 //! | `portable` | everything else (M0, the host) | [`portable`] |
