@@ -190,21 +190,39 @@ proptest! {
     }
 
     /// `quantize`: |q| <= 127, the scale is max|x| / 127, and each q is the
-    /// nearest integer to x / scale (ties away from zero).
+    /// exact quotient 127 x / max|x| rounded half away from zero (f64
+    /// computes that quotient with one rounding that cannot move a value
+    /// across a half: 127 x is exact and the quotient's distance to a half
+    /// is far above f64's precision). Values span magnitudes down to
+    /// subnormals.
     #[test]
-    fn activations_quantize_to_the_nearest_step(x in proptest::collection::vec(-1e3f32..1e3, 1..300)) {
+    fn activations_quantize_to_the_nearest_step(
+        x in proptest::collection::vec(
+            prop_oneof![-1e3f32..1e3, -1e-3f32..1e-3, -1e-40f32..1e-40, Just(0.0f32)],
+            1..300,
+        )
+    ) {
         let mut q = vec![0i8; x.len()];
         let scale = tiled::quantize(&x, &mut q);
         let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        prop_assert_eq!(scale, amax / 127.0);
+        prop_assert_eq!(scale.to_bits(), (amax / 127.0).to_bits());
         for (&xi, &qi) in x.iter().zip(&q) {
-            prop_assert!((-127..=127).contains(&qi));
-            if amax > 0.0 {
-                let exact = xi * (127.0 / amax);
-                prop_assert!((exact - qi as f32).abs() <= 0.5 + 1e-4, "{} -> {}", exact, qi);
-            }
+            let want = if amax == 0.0 {
+                0.0
+            } else {
+                (127.0 * xi as f64 / amax as f64).round()
+            };
+            prop_assert_eq!(qi as f64, want, "x {} max {}", xi, amax);
         }
     }
+}
+
+#[test]
+fn quantize_rounds_ties_away_from_zero() {
+    // 127 * 1 / 254 = 0.5 and 127 * 3 / 254 = 1.5: ties go away from zero.
+    let mut q = [0i8; 5];
+    tiled::quantize(&[1.0, -1.0, 3.0, -3.0, 254.0], &mut q);
+    assert_eq!(q, [1, -1, 2, -2, 127]);
 }
 
 #[test]

@@ -68,40 +68,54 @@ pub struct QVec<'a> {
     pub scale: f32,
 }
 
-/// Quantizes `x` into `q` (same length) and returns the scale:
-/// `q[i] = round(x[i] * 127 / max|x|)` (half away from zero).
+/// Quantizes `x` into `q` (same length) and returns the scale `max|x| / 127`:
+/// `q[i] = round(127 x[i] / max|x|)`, the exact quotient rounded half away
+/// from zero. Integer arithmetic on the f32 bit patterns (one 32-bit
+/// division per value), so FPU-less cores pay no soft float per value and
+/// every target gets the same `q`. A zero vector gives all zeros and scale
+/// 0; with an infinity or a NaN, `q` is all zeros and the scale carries it
+/// to the output, as on the f32 path.
 pub fn quantize(x: &[f32], q: &mut [i8]) -> f32 {
-    // The largest magnitude, compared as bits: integer work on every core,
-    // and a NaN (whose bits exceed infinity's) wins, so it is not dropped.
-    let bits = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
-    let amax = f32::from_bits(bits);
-    if bits == 0 {
+    // The largest magnitude, compared as bits (a NaN's exceed infinity's).
+    let abits = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+    let amax = f32::from_bits(abits);
+    if abits == 0 || abits >= 0x7f80_0000 {
         q.fill(0);
-        return 0.0;
+        return amax / 127.0;
     }
-    let inv = 127.0 / amax;
+    let (ma, ea) = significand(abits);
     for (qi, &xi) in q.iter_mut().zip(x) {
-        *qi = round_to_i8(xi * inv);
+        let bits = xi.to_bits();
+        let (mx, ex) = significand(bits & 0x7fff_ffff);
+        // |x| <= max|x|, so ex <= ea; the ratio is mx / (ma 2^d) <= 1.
+        let d = ea - ex;
+        let magnitude = if mx == 0 || d > 8 {
+            // ma >= 2^23 (a normal maximum) and mx < 2^24: 127 x / max < 0.5.
+            0
+        } else {
+            let num = 127 * mx; // < 2^31
+            let den = ma << d; // < 2^32
+            let quo = num / den;
+            let rem = num - quo * den;
+            quo + u32::from(rem >= den - rem)
+        };
+        let m = magnitude as i8; // <= 127
+        *qi = if bits >> 31 == 0 { m } else { -m };
     }
     amax / 127.0
 }
 
-/// `v` rounded half away from zero (as `roundf`) and clamped to ±127, in
-/// integer steps that are cheap without an FPU: truncate, then look at the
-/// fraction, which `v - trunc(v)` gives exactly (`|v| < 2^24`). NaN is 0
-/// (the scale carries it to the output).
+/// Significand (with the hidden bit) and biased exponent of a non-negative
+/// finite f32's bits: the value is `m * 2^(e - 150)`, subnormals included.
 #[inline]
-fn round_to_i8(v: f32) -> i8 {
-    let t = v as i32;
-    let frac = v - t as f32;
-    let r = if frac >= 0.5 {
-        t + 1
-    } else if frac <= -0.5 {
-        t - 1
+fn significand(bits: u32) -> (u32, i32) {
+    let e = (bits >> 23) as i32;
+    let m = bits & 0x7f_ffff;
+    if e == 0 {
+        (m, 1)
     } else {
-        t
-    };
-    r.clamp(-127, 127) as i8
+        (m | 0x80_0000, e)
+    }
 }
 
 /// An int8 matrix in the tiled layout. Invariants (checked when the view is
