@@ -25,6 +25,8 @@ pub struct ImageFacts {
     /// Whether some tensor runs the integer path (tiled layout): then a
     /// board's logits must equal the host's bit for bit.
     pub tiled: bool,
+    /// Storage type of the image's largest weight matrix (what it "is").
+    pub dtype: DType,
 }
 
 /// Loads `path` with [`ferrite::Model::load`]; the runtime's error is the message.
@@ -43,7 +45,9 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         group: 32,
         bpe: model.tokenizer().kind_name() == "bpe",
         tiled: false,
+        dtype: DType::F32,
     };
+    let mut largest = 0;
     for index in 0..model.tensor_count() {
         let e = model.entry(index)?;
         let numel = e
@@ -55,6 +59,10 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         let is_matrix = e.dtype.is_quantized() || e.dims[1] != 0 && e.dims[2] == 0;
         if is_matrix {
             facts.matrix_params += numel;
+            if numel > largest {
+                largest = numel;
+                facts.dtype = e.dtype;
+            }
         } else {
             facts.other_params += numel;
         }
@@ -84,12 +92,7 @@ impl ImageFacts {
     /// A hint for an image that is `over` bytes too large for a board: the
     /// widest storage type whose image would fit, or that none would.
     pub fn fit_hint(&self, over: u64) -> String {
-        let current: u64 = [DType::F32, DType::F16, DType::I8, DType::I4]
-            .into_iter()
-            .map(|d| self.estimate(d))
-            .filter(|&e| e <= self.bytes)
-            .max()
-            .unwrap_or(self.bytes);
+        let current = self.estimate(self.dtype).min(self.bytes);
         let overhead = self.bytes.saturating_sub(current);
         let limit = self.bytes.saturating_sub(over);
         let fits = [
@@ -127,6 +130,7 @@ mod tests {
             group: 32,
             bpe: false,
             tiled: false,
+            dtype: DType::F32,
         }
     }
 
@@ -141,6 +145,24 @@ mod tests {
         // Nothing fits when only 10 KB may remain.
         let hint = f32_image.fit_hint(396_000);
         assert!(hint.starts_with("no storage type fits"), "{hint}");
+    }
+
+    #[test]
+    fn hint_starts_from_the_image_s_own_dtype() {
+        // An int8 image of 145k matrix params (one group per row of 64),
+        // 176 KB: 3 KB too large for its board. int4 fits; the overhead is
+        // what the int8 estimate leaves of the file, not a guess from sizes.
+        let int8 = ImageFacts {
+            bytes: 176_000,
+            matrix_params: 145_000,
+            other_params: 6_000,
+            group: 64,
+            bpe: false,
+            tiled: true,
+            dtype: DType::I8,
+        };
+        let hint = int8.fit_hint(3_000);
+        assert!(hint.contains("--dtype int4"), "{hint}");
     }
 
     #[test]
