@@ -45,4 +45,15 @@ fn main() {
         "FERRITE_KERNELS={chosen}: use dsp, helium, v7m, rv32 or portable"
     );
     println!("cargo::rustc-cfg=ferrite_kernels=\"{chosen}\"");
+
+    // f32 in hardware: Arm hard-float ABIs, RISC-V with F, and the hosts.
+    // (The activation quantizer then multiplies in f32; see kernels::tiled.)
+    println!("cargo::rustc-check-cfg=cfg(ferrite_hard_float)");
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let hard_float = target.ends_with("eabihf")
+        || (arch == "riscv32" && target.starts_with("riscv32imaf"))
+        || matches!(arch.as_str(), "x86_64" | "x86" | "aarch64");
+    if hard_float {
+        println!("cargo::rustc-cfg=ferrite_hard_float");
+    }
 }

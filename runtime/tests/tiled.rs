@@ -313,3 +313,26 @@ fn the_activation_buffer_prepares_inputs_and_refuses_wider_ones() {
     let mut off = ActBuf::new(&mut none, false);
     assert!(off.input(&x).unwrap().quantized().is_none());
 }
+
+#[test]
+fn quantize_is_exact_near_halves() {
+    // Values whose exact quotient 127 x / max lies at or within a hair of a
+    // half: the f32 product may land on either side, the result may not.
+    let amax = 1.2345678f32;
+    let mut xs = vec![amax];
+    for k in 0..127u32 {
+        let tie = (k as f64 + 0.5) * amax as f64 / 127.0;
+        let t = tie as f32;
+        for n in [-3i32, -2, -1, 0, 1, 2, 3] {
+            let v = f32::from_bits((t.to_bits() as i32 + n) as u32);
+            xs.push(v);
+            xs.push(-v);
+        }
+    }
+    let mut q = vec![0i8; xs.len()];
+    tiled::quantize(&xs, &mut q);
+    for (&x, &qi) in xs.iter().zip(&q) {
+        let want = (127.0 * x as f64 / amax as f64).round();
+        assert_eq!(qi as f64, want, "x {x}");
+    }
+}

@@ -70,11 +70,16 @@ pub struct QVec<'a> {
 
 /// Quantizes `x` into `q` (same length) and returns the scale `max|x| / 127`:
 /// `q[i] = round(127 x[i] / max|x|)`, the exact quotient rounded half away
-/// from zero. Integer arithmetic on the f32 bit patterns (one 32-bit
-/// division per value), so FPU-less cores pay no soft float per value and
-/// every target gets the same `q`. A zero vector gives all zeros and scale
-/// 0; with an infinity or a NaN, `q` is all zeros and the scale carries it
-/// to the output, as on the f32 path.
+/// from zero, so every target gets the same `q`. A zero vector gives all
+/// zeros and scale 0; with an infinity or a NaN, `q` is all zeros and the
+/// scale carries it to the output, as on the f32 path.
+///
+/// Cores without an FPU compute each quotient in integer arithmetic on the
+/// f32 bit patterns (one 32-bit division per value: no soft float); cores
+/// with one multiply by `127 / max|x|` in f32, whose result is within
+/// 2^-16 of the exact quotient, and take the integer route only for the
+/// values that land within 2^-15 of a half, where the product could round
+/// the other way.
 pub fn quantize(x: &[f32], q: &mut [i8]) -> f32 {
     // The largest magnitude, compared as bits (a NaN's exceed infinity's).
     let abits = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
@@ -84,25 +89,47 @@ pub fn quantize(x: &[f32], q: &mut [i8]) -> f32 {
         return amax / 127.0;
     }
     let (ma, ea) = significand(abits);
-    for (qi, &xi) in q.iter_mut().zip(x) {
-        let bits = xi.to_bits();
-        let (mx, ex) = significand(bits & 0x7fff_ffff);
-        // |x| <= max|x|, so ex <= ea; the ratio is mx / (ma 2^d) <= 1.
-        let d = ea - ex;
-        let magnitude = if mx == 0 || d > 8 {
-            // ma >= 2^23 (a normal maximum) and mx < 2^24: 127 x / max < 0.5.
-            0
-        } else {
-            let num = 127 * mx; // < 2^31
-            let den = ma << d; // < 2^32
-            let quo = num / den;
-            let rem = num - quo * den;
-            quo + u32::from(rem >= den - rem)
-        };
-        let m = magnitude as i8; // <= 127
-        *qi = if bits >> 31 == 0 { m } else { -m };
+    if cfg!(ferrite_hard_float) {
+        let inv = 127.0 / amax;
+        for (qi, &xi) in q.iter_mut().zip(x) {
+            let v = (xi * inv).abs();
+            let t = v as u32; // <= 127: truncation of a value in [0, 127 + 2^-16]
+            let frac = v - t as f32; // exact
+            let magnitude = if (frac - 0.5).abs() > 1.0 / 32768.0 {
+                t + u32::from(frac > 0.5)
+            } else {
+                exact_step(xi.to_bits() & 0x7fff_ffff, ma, ea)
+            };
+            let m = magnitude as i8;
+            *qi = if xi.is_sign_negative() { -m } else { m };
+        }
+    } else {
+        for (qi, &xi) in q.iter_mut().zip(x) {
+            let bits = xi.to_bits();
+            let m = exact_step(bits & 0x7fff_ffff, ma, ea) as i8;
+            *qi = if bits >> 31 == 0 { m } else { -m };
+        }
     }
     amax / 127.0
+}
+
+/// `round(127 |x| / max|x|)` exactly, from the bits of `|x|` and the
+/// significand and exponent of `max|x|` (a normal or subnormal finite
+/// value no smaller than `|x|`): at most 127.
+#[inline]
+fn exact_step(xbits: u32, ma: u32, ea: i32) -> u32 {
+    let (mx, ex) = significand(xbits);
+    // |x| <= max|x|, so ex <= ea; the ratio is mx / (ma 2^d) <= 1.
+    let d = ea - ex;
+    if mx == 0 || d > 8 {
+        // ma >= 2^23 (a normal maximum) and mx < 2^24: 127 x / max < 0.5.
+        return 0;
+    }
+    let num = 127 * mx; // < 2^31
+    let den = ma << d; // < 2^32, and > 0
+    let quo = num / den;
+    let rem = num - quo * den;
+    quo + u32::from(rem >= den - rem)
 }
 
 /// Significand (with the hidden bit) and biased exponent of a non-negative
