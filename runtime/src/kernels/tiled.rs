@@ -89,19 +89,29 @@ pub fn quantize(x: &[f32], q: &mut [i8]) -> f32 {
         return amax / 127.0;
     }
     let (ma, ea) = significand(abits);
-    if cfg!(ferrite_hard_float) {
-        let inv = 127.0 / amax;
+    let inv = 127.0 / amax;
+    // (A maximum below about 4e-37 makes 127 / max overflow: exact route.)
+    if cfg!(ferrite_hard_float) && inv.is_finite() {
+        // One branch-free pass (it vectorizes where the core can), noting
+        // whether any value came near a half; then, only if one did, the
+        // exact route for those.
+        let mut near_half = false;
         for (qi, &xi) in q.iter_mut().zip(x) {
             let v = (xi * inv).abs();
             let t = v as u32; // <= 127: truncation of a value in [0, 127 + 2^-16]
             let frac = v - t as f32; // exact
-            let magnitude = if (frac - 0.5).abs() > 1.0 / 32768.0 {
-                t + u32::from(frac > 0.5)
-            } else {
-                exact_step(xi.to_bits() & 0x7fff_ffff, ma, ea)
-            };
-            let m = magnitude as i8;
-            *qi = if xi.is_sign_negative() { -m } else { m };
+            near_half |= (frac - 0.5).abs() <= NEAR_HALF;
+            let m = (t + u32::from(frac > 0.5)) as i8;
+            *qi = if xi < 0.0 { -m } else { m };
+        }
+        if near_half {
+            for (qi, &xi) in q.iter_mut().zip(x) {
+                let v = (xi * inv).abs();
+                if (v - (v as u32) as f32 - 0.5).abs() <= NEAR_HALF {
+                    let m = exact_step(xi.to_bits() & 0x7fff_ffff, ma, ea) as i8;
+                    *qi = if xi < 0.0 { -m } else { m };
+                }
+            }
         }
     } else {
         for (qi, &xi) in q.iter_mut().zip(x) {
@@ -112,6 +122,10 @@ pub fn quantize(x: &[f32], q: &mut [i8]) -> f32 {
     }
     amax / 127.0
 }
+
+/// How close to a half the f32 quotient of [`quantize`] may come before the
+/// exact route decides: twice its worst error (`127 * 2^-23`, under 2^-16).
+const NEAR_HALF: f32 = 1.0 / 32768.0;
 
 /// `round(127 |x| / max|x|)` exactly, from the bits of `|x|` and the
 /// significand and exponent of `max|x|` (a normal or subnormal finite
