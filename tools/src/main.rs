@@ -602,8 +602,8 @@ fn inspect(image: &AlignedImage) -> Result<()> {
     }
     writeln!(
         out,
-        "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10}",
-        "tensor", "dtype", "group", "shape", "bytes", "rel_err"
+        "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10} {:>6}",
+        "tensor", "dtype", "group", "shape", "bytes", "rel_err", "layout"
     )?;
     for index in 0..model.tensor_count() {
         let e = model.entry(index).map_err(anyhow::Error::msg)?;
@@ -615,13 +615,14 @@ fn inspect(image: &AlignedImage) -> Result<()> {
             .collect();
         writeln!(
             out,
-            "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10.3e}",
+            "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10.3e} {:>6}",
             writer::tensor_name(e.layer_index(), e.role),
             e.dtype.name(),
             e.group_size,
             dims.join("x"),
-            e.data_len + e.scale_len,
-            e.quant_error
+            u64::from(e.data_len) + u64::from(e.scale_len),
+            e.quant_error,
+            e.layout.name()
         )?;
     }
     writeln!(

@@ -185,7 +185,7 @@ fn inspect_reports_dtype_group_bytes_error_flash_and_ram() {
     assert!(o.status.success());
     let report = String::from_utf8(o.stdout).unwrap();
     let header = report.lines().find(|l| l.starts_with("tensor")).unwrap();
-    for col in ["dtype", "group", "shape", "bytes", "rel_err"] {
+    for col in ["dtype", "group", "shape", "bytes", "rel_err", "layout"] {
         assert!(header.contains(col), "{header}");
     }
     let q = report
@@ -199,6 +199,7 @@ fn inspect_reports_dtype_group_bytes_error_flash_and_ram() {
     assert_eq!(f[4], "336");
     let err: f32 = f[5].parse().unwrap();
     assert!(err > 0.01 && err < 0.2, "{q}");
+    assert_eq!(f[6], "tiled", "{q}");
     let last = report.lines().last().unwrap();
     let flash = std::fs::metadata(out).unwrap().len();
     assert!(
