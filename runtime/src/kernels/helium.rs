@@ -1,8 +1,7 @@
-//! Cortex-M55 tile kernels: int8 in the Helium (MVE) assembly of the
-//! `ferrite-asm` crate (`VMLAVA.S8`, 16 multiply-accumulates per
-//! instruction), int4 in safe code that LLVM compiles, under
-//! `-C target-cpu=cortex-m55`, to MVE over widened nibbles. Should a wrapper
-//! refuse its inputs, the portable kernel computes the same result.
+//! Cortex-M55 tile kernels: the Helium (MVE) assembly of the `ferrite-asm`
+//! crate, int8 with `VMLAVA.S8` (16 multiply-accumulates per instruction),
+//! int4 with `VMLAVA.S16` over nibbles widened in registers. Should a
+//! wrapper refuse its inputs, the portable kernel computes the same result.
 
 use super::portable;
 use super::tiled::{QVec, TILE_COLS, TILE_ROWS};
@@ -44,25 +43,5 @@ pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
 /// As [`dot4_i8`] for int4 tiles (`32 * n` bytes), against `x.wide`.
 #[inline]
 pub fn dot4_i4(tiles: &[u8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
-    let mut acc = [0i32; TILE_ROWS];
-    for (tile, xs) in tiles
-        .chunks_exact(TILE_ROWS * TILE_COLS / 2)
-        .zip(x.wide.chunks_exact(TILE_COLS))
-    {
-        let (xlo, xhi) = xs.split_at(TILE_COLS / 2);
-        for (a, row) in acc.iter_mut().zip(tile.chunks_exact(TILE_COLS / 2)) {
-            let lo: i32 = row
-                .iter()
-                .zip(xlo)
-                .map(|(&b, &v)| i32::from(((b << 4) as i8) >> 4) * i32::from(v))
-                .sum();
-            let hi: i32 = row
-                .iter()
-                .zip(xhi)
-                .map(|(&b, &v)| i32::from((b as i8) >> 4) * i32::from(v))
-                .sum();
-            *a += lo + hi;
-        }
-    }
-    acc
+    mve::dot4_i4(tiles, x.wide).unwrap_or_else(|| portable::dot4_i4(tiles, x))
 }
