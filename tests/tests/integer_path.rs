@@ -151,6 +151,61 @@ fn mqar_int8_tiled_accuracy_within_0_005_of_f32() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+#[test]
+#[ignore = "the full MQAR measurement, ~4 minutes: cargo test --profile checked -p ferrite-tests --test integer_path -- --ignored --nocapture"]
+fn mqar_all_models_on_the_recorded_sequences() {
+    // Every shipped MQAR model on all 1,000 recorded sequences: the correct
+    // counts of tools/python/eval_models.py (f32, int8 rows, int8 tiled) and
+    // how many of the 8,000 predictions each int8 layout changes, which the
+    // accuracy alone hides (docs/quantization.md).
+    let seqs = generate(0, 1000, MqarParams::default()).unwrap();
+    let answers: Vec<u32> = seqs
+        .iter()
+        .flat_map(|s| s.targets.iter().map(|&(_, v)| v))
+        .collect();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("models/mqar"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("metrics.json").exists())
+        .collect();
+    dirs.sort();
+    let mut failures = Vec::new();
+    for dir in dirs {
+        let (f32_image, tiled) = images(&dir);
+        let rows = image_of(
+            &dir,
+            &WriteOptions {
+                dtype: DType::I8,
+                layout: Layout::RowMajor,
+                ..Default::default()
+            },
+        );
+        let reference = predictions(f32_image.model().unwrap(), &seqs);
+        let correct = |p: &[u32]| p.iter().zip(&answers).filter(|(a, b)| a == b).count();
+        let changed = |p: &[u32]| p.iter().zip(&reference).filter(|(a, b)| a != b).count();
+        let mut line = format!(
+            "{:<18} f32 {:>4}",
+            dir.file_name().unwrap().to_string_lossy(),
+            correct(&reference)
+        );
+        for (layout, image) in [("rows", &rows), ("tiled", &tiled)] {
+            let got = predictions(image.model().unwrap(), &seqs);
+            let delta = correct(&got) as i64 - correct(&reference) as i64;
+            line += &format!(
+                " | int8 {layout} {:>4} ({delta:+}), {:>3} changed",
+                correct(&got),
+                changed(&got)
+            );
+            if layout == "tiled" && delta.abs() as f64 > MAX_ACCURACY_CHANGE * answers.len() as f64
+            {
+                failures.push(line.clone());
+            }
+        }
+        println!("{line}");
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 fn number(v: &serde_json::Value, path: &[&str]) -> f64 {
     path.iter()
         .fold(v, |v, k| &v[k])
