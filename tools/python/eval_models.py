@@ -181,7 +181,10 @@ def activations(model_dir: Path, n: int) -> str:
     integer path's int8 quantization of x (one scale per vector) and W exact, or x
     exact and W' int8 per row (tiled default), int8 in groups (rows), int4 tiled.
     Also the vectors' crest factor max|x| / rms(x), which sets the int8 step of x
-    relative to its size. Returns a markdown table."""
+    relative to its size, and whether the maximum sits in a fixed channel: per
+    tensor the share of its input vectors whose largest entry is in the tensor's
+    most frequent such channel (the class's range over its tensors). Returns a
+    markdown table."""
     import numpy as np
 
     from ferrite_ref import mqar
@@ -206,6 +209,9 @@ def activations(model_dir: Path, n: int) -> str:
                 e = w @ (x - xq)
                 st["act"] += e @ e
                 st["worst"][name] = st["worst"].get(name, 0.0) + e @ e / max(y @ y, 1e-300)
+                argmaxes = st.setdefault("argmax", {}).setdefault(name, {})
+                c = int(np.abs(x).argmax())
+                argmaxes[c] = argmaxes.get(c, 0) + 1
                 for key, wq in self.quantized.items():
                     e = wq @ x - y
                     st[key] += e @ e
@@ -243,15 +249,18 @@ def activations(model_dir: Path, n: int) -> str:
             ref.logits(list(text[i:i + 512])[:-1])
         what = f"first {n} bytes of heldout.txt"
     out = [f"`{model_dir.relative_to(ROOT)}`, {what} | products | crest mean / max | "
-           "x int8 (integer path) | W int8 per row (tiled) | W int8 groups (rows) | W int4 tiled | worst tensor (x int8) |",
-           "|---|---:|---:|---:|---:|---:|---:|---|"]
+           "x int8 (integer path) | W int8 per row (tiled) | W int8 groups (rows) | W int4 tiled | worst tensor (x int8) "
+           "| max in the top channel |",
+           "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for cls in TENSOR_CLASSES:
         st = stats[cls]
         rel = {k: np.sqrt(st[k] / st["y"]) for k in ("act", "w8", "w8rows", "w4")}
         worst = max(st["worst"], key=st["worst"].get)
         crest = np.array(st["crest"])
+        shares = [max(a.values()) / sum(a.values()) for a in st["argmax"].values()]
         out.append(f"| {cls} | {len(crest)} | {crest.mean():.1f} / {crest.max():.1f} | {rel['act']:.2e} "
-                   f"| {rel['w8']:.2e} | {rel['w8rows']:.2e} | {rel['w4']:.2e} | `{worst}` |")
+                   f"| {rel['w8']:.2e} | {rel['w8rows']:.2e} | {rel['w4']:.2e} | `{worst}` "
+                   f"| {min(shares):.0%}-{max(shares):.0%} |")
     table = "\n".join(out)
     print(table + "\n", flush=True)
     return table
