@@ -98,20 +98,32 @@ fn image_size_on_the_fixtures() {
     // payload and scale block are a visible fraction. Measured, not bounded
     // at 3% (see the larger model below); bounded loosely so a regression in
     // padding shows.
-    for dtype in [DType::I8, DType::I4] {
-        let mut worst = 0.0f64;
-        for dir in fixture_dirs() {
-            let image = image_of(&dir, &opts(dtype));
-            let (len, ideal, over) = overhead(image.bytes());
+    for layout in [Layout::RowMajor, Layout::Tiled] {
+        for dtype in [DType::I8, DType::I4] {
+            let (mut worst, mut best) = (0.0f64, f64::MAX);
+            let (mut smallest, mut largest) = (usize::MAX, 0);
+            for dir in fixture_dirs() {
+                let image = image_of(&dir, &opts_with(dtype, layout));
+                let (len, ideal, over) = overhead(image.bytes());
+                println!(
+                    "{:<32} {:<4} {:<5} image {len:>6} B  params*bits/8+scales {ideal:>6} B  overhead {:>5.1}%",
+                    name(&dir),
+                    dtype.name(),
+                    layout.name(),
+                    100.0 * over
+                );
+                (worst, best) = (worst.max(over), best.min(over));
+                (smallest, largest) = (smallest.min(len), largest.max(len));
+            }
             println!(
-                "{:<32} {:<4} image {len:>6} B  params*bits/8+scales {ideal:>6} B  overhead {:>5.1}%",
-                name(&dir),
+                "{:<4} {:<5} over the fixtures: image {smallest}-{largest} B, overhead {:.1}%-{:.1}%",
                 dtype.name(),
-                100.0 * over
+                layout.name(),
+                100.0 * best,
+                100.0 * worst
             );
-            worst = worst.max(over);
+            assert!(worst < 0.10, "{} overhead {worst}", dtype.name());
         }
-        assert!(worst < 0.10, "{} overhead {worst}", dtype.name());
     }
 }
 
@@ -130,28 +142,31 @@ fn image_size_is_within_3_percent_on_a_real_sized_model() {
     });
     let config = ferrite_tools::config_json::parse(&json).unwrap();
     let dir = random_model(config, 5);
-    for (dtype, group) in [
-        (DType::I8, Some(64)),
-        (DType::I4, Some(64)),
-        (DType::I4, Some(32)),
-    ] {
-        let o = WriteOptions {
-            dtype,
-            group_size: group,
-            rules: Vec::new(),
-            ..Default::default()
-        };
-        let image = build_image(&dir, &o, |_, _| {}).unwrap();
-        let (len, ideal, over) = overhead(&image.bytes);
-        println!(
-            "3.6M-param model {:<4} group {:>3}: image {len} B, params*bits/8+scales {ideal} B, overhead {:.3}% ({} params)",
-            dtype.name(),
-            group.unwrap(),
-            100.0 * over,
-            image.params
-        );
-        assert!(over < 0.03, "{} overhead {over}", dtype.name());
-        assert!(over >= 0.0);
+    for layout in [Layout::RowMajor, Layout::Tiled] {
+        for (dtype, group) in [
+            (DType::I8, Some(64)),
+            (DType::I4, Some(64)),
+            (DType::I4, Some(32)),
+        ] {
+            let o = WriteOptions {
+                dtype,
+                group_size: group,
+                rules: Vec::new(),
+                layout,
+            };
+            let image = build_image(&dir, &o, |_, _| {}).unwrap();
+            let (len, ideal, over) = overhead(&image.bytes);
+            println!(
+                "3.6M-param model {:<4} {:<5} group {:>3}: image {len} B, params*bits/8+scales {ideal} B, overhead {:.3}% ({} params)",
+                dtype.name(),
+                layout.name(),
+                group.unwrap(),
+                100.0 * over,
+                image.params
+            );
+            assert!(over < 0.03, "{} overhead {over}", dtype.name());
+            assert!(over >= 0.0);
+        }
     }
 }
 
@@ -187,7 +202,7 @@ fn quantized_logits_stay_close_to_the_f32_path() {
     // (f32 activations): f16 worst 1.1e-3 / mean 4.9e-4; int8 worst 3.3e-2 /
     // mean 1.3e-2; int4 worst 0.45 / mean 0.22. Tiled (the integer path,
     // int8 activations too): int8 worst 4.8e-2 / mean 1.8e-2, agreement
-    // worst 93.8% / mean 98.8%; int4 worst 0.45 / mean 0.22.
+    // worst 93.8% / mean 98.5%; int4 worst 0.45 / mean 0.22.
     // The fixtures are random-weight models with hidden 32: no structure for
     // the quantizer to exploit and nearly flat logits, so greedy ties flip
     // easily; the trained models' bits per byte and MQAR accuracy are the

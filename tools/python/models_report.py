@@ -2,6 +2,7 @@
 
     python tools/python/models_report.py            # tables for docs/models.md, on stdout
     python tools/python/models_report.py --readme   # rewrite README.md's model section in place
+    python tools/python/models_report.py --integer  # the integer path's tables for docs/quantization.md
 """
 
 from __future__ import annotations
@@ -73,6 +74,49 @@ def state_efficiency_table() -> str:
     return "\n".join(out)
 
 
+# The integer path's targets against f32 (docs/quantization.md).
+MAX_BPB_RISE, MAX_ACCURACY_CHANGE = 0.01, 0.005
+VARIANTS = [("f32", "f32"), ("int8", "int8 rows"), ("int8_tiled", "int8 tiled"),
+            ("int4", "int4 rows"), ("int4_tiled", "int4 tiled")]
+
+
+def _integer_row(name: str, rt: dict, key: str) -> str:
+    f32 = rt["f32"][key]
+
+    def delta(v: str) -> float:
+        if key == "accuracy":  # exact, from the counts of 8,000 queries
+            return (rt[v]["correct"] - rt["f32"]["correct"]) / 8000
+        return rt[v][key] - f32
+
+    def ok(v: str) -> bool:
+        return abs(delta(v)) <= MAX_ACCURACY_CHANGE if key == "accuracy" else delta(v) <= MAX_BPB_RISE
+
+    cells = [f"{f32:.4f}"] + [f"{rt[v][key]:.4f} ({delta(v):+.4f}){'' if ok(v) else ' ✗'}"
+                              for v, _ in VARIANTS[1:]]
+    met = "**yes**" if ok("int8_tiled") else "**no**"
+    sizes = " / ".join(str(rt[v]["image_bytes"]) for v, _ in VARIANTS)
+    return f"| `{name}` | " + " | ".join(cells) + f" | {met} | {sizes} |"
+
+
+def integer_tables() -> str:
+    """docs/quantization.md's tables: every shipped model at f32 and int8/int4 in both
+    layouts (metrics.json, written by eval_models.py), the change against f32, whether
+    int8 on the integer path meets the target, and the image sizes."""
+    head = (" | f32 | " + " | ".join(label for _, label in VARIANTS[1:])
+            + " | int8 tiled meets the target | image bytes: " + " / ".join(label for _, label in VARIANTS) + " |\n"
+            + "|---|" + "---:|" * (len(VARIANTS) + 2))
+    lm = ["| model (bits per byte, heldout.txt; target +0.01)" + head]
+    for size in ("small", "large"):
+        d = json.loads((ROOT / "models/lm" / size / "metrics.json").read_text())
+        lm.append(_integer_row(f"lm/{size}", d["runtime"], "bits_per_byte"))
+    mq = ["| model (MQAR accuracy, 1,000 sequences of seed 0; target ±0.005)" + head]
+    rows = [json.loads(m.read_text()) for m in (ROOT / "models/mqar").glob("*/metrics.json")]
+    rows.sort(key=lambda d: (ORDER.index(d["family"]), d["runtime"]["state_bytes_per_layer"][0]))
+    for d in rows:
+        mq.append(_integer_row(d["name"], d["runtime"], "accuracy"))
+    return "\n".join(lm) + "\n\n" + "\n".join(mq)
+
+
 START, END = "<!-- models:start -->", "<!-- models:end -->"
 
 
@@ -93,6 +137,9 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["--readme"]:
         write_readme()
+        raise SystemExit(0)
+    if sys.argv[1:] == ["--integer"]:
+        print(integer_tables())
         raise SystemExit(0)
     print("## MQAR (shipped)\n\n" + mqar_table() + "\n\n## MQAR (all runs)\n\n" + runs_table()
           + "\n\n## LM\n\n" + lm_table())
