@@ -38,12 +38,36 @@
 //!
 //! ## Cargo features
 //!
-//! - `bpe` (default): the byte-level BPE tokenizer of format-2+ images. Off,
-//!   an image with one is refused at load, and about 8 KB of flash is saved.
+//! - `bpe` (default): the byte-level BPE tokenizer of format-2+ images
+//!   (`BpeTokenizer`, `Tokenizer::Bpe`). Off (`default-features = false`),
+//!   an image with one is refused at load with [`Error::BadConfig`] naming
+//!   the feature, and about 8 KB of flash is saved. It adds a variant to
+//!   [`Tokenizer`]: a crate that does not enable `bpe` itself should match a
+//!   `Tokenizer` with a `_` arm, as another crate in the build may enable it.
 //! - `defmt`: `defmt::Format` for the error and config types.
+//!
+//! Every combination is built in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
+//! and `thumbv7em-none-eabihf`; docs.rs documents all features.
+//!
+//! The tile kernels are not a feature but a build-time choice from the
+//! target (above); `FERRITE_KERNELS=portable|dsp|helium|v7m|rv32` in the
+//! build environment overrides it, [`kernels::arch::NAME`] says which one a
+//! build got.
+//!
+//! ## MSRV and versions
+//!
+//! Rust 1.95 (`rust-version`), the toolchain CI builds with; older
+//! toolchains are not checked, so none is claimed. The crate follows semantic
+//! versioning; the image format has its own version
+//! ([`image::FORMAT_VERSION`]); the repository's `CHANGELOG.md` says what
+//! bumps which.
 #![no_std]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+// `x % n == 0` stays: `is_multiple_of` (which clippy suggests at MSRV 1.87+)
+// answers rather than panics for n = 0, and changes code the boards' recorded
+// sizes and instruction counts depend on.
+#![allow(clippy::manual_is_multiple_of)]
 
 #[cfg(target_endian = "big")]
 compile_error!(

@@ -272,8 +272,11 @@ mod tests {
         assert!(t.components.iter().any(|c| c == "llvm-tools"));
     }
 
-    /// runtime/Cargo.toml does not inherit from the workspace (see its
-    /// header): its package fields must still equal the workspace's.
+    /// runtime/Cargo.toml and runtime/asm/Cargo.toml do not inherit from the
+    /// workspace (see their headers): their package fields must still equal
+    /// the workspace's (a field the workspace lacks, such as `repository`
+    /// today, they must lack too), and `ferrite` must require the
+    /// `ferrite-asm` version it is released with.
     #[test]
     fn runtime_package_fields_equal_the_workspace() {
         let read = |p: &str| -> toml::Table {
@@ -284,11 +287,26 @@ mod tests {
         };
         let root = read("Cargo.toml");
         let ws = root["workspace"]["package"].as_table().unwrap();
-        let runtime = read("runtime/Cargo.toml");
-        let pkg = runtime["package"].as_table().unwrap();
-        for key in ["version", "edition", "license", "rust-version"] {
-            assert_eq!(pkg.get(key), ws.get(key), "runtime/Cargo.toml {key}");
+        for manifest in ["runtime/Cargo.toml", "runtime/asm/Cargo.toml"] {
+            let table = read(manifest);
+            let pkg = table["package"].as_table().unwrap();
+            for key in [
+                "version",
+                "edition",
+                "license",
+                "rust-version",
+                "repository",
+            ] {
+                assert_eq!(pkg.get(key), ws.get(key), "{manifest} {key}");
+            }
         }
+        let runtime = read("runtime/Cargo.toml");
+        let asm = &runtime["dependencies"]["ferrite-asm"];
+        assert_eq!(
+            asm.get("version"),
+            ws.get("version"),
+            "ferrite's ferrite-asm"
+        );
     }
 
     #[test]

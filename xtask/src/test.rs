@@ -143,8 +143,38 @@ fn steps() -> Vec<Step> {
             run: Box::new(|| {
                 status({
                     let mut c = cargo();
-                    c.args(["doc", "--no-deps", "-p", "ferrite", "-p", "ferrite-tools"])
-                        .env("RUSTDOCFLAGS", "-D warnings");
+                    c.args([
+                        "doc",
+                        "--no-deps",
+                        "-p",
+                        "ferrite",
+                        "-p",
+                        "ferrite-asm",
+                        "-p",
+                        "ferrite-tools",
+                    ])
+                    .env("RUSTDOCFLAGS", "-D warnings");
+                    c
+                })
+            }),
+        },
+        Step {
+            name: "rustdoc -D warnings as docs.rs builds it (thumbv7em, all features)",
+            run: Box::new(|| {
+                status({
+                    let mut c = cargo();
+                    c.args([
+                        "doc",
+                        "--no-deps",
+                        "-p",
+                        "ferrite",
+                        "-p",
+                        "ferrite-asm",
+                        "--all-features",
+                        "--target",
+                        "thumbv7em-none-eabihf",
+                    ])
+                    .env("RUSTDOCFLAGS", "-D warnings");
                     c
                 })
             }),
@@ -184,6 +214,117 @@ fn steps() -> Vec<Step> {
                     ok &= status(c)?;
                 }
                 Ok(ok)
+            }),
+        },
+        Step {
+            name: "runtime feature combinations (none, bpe, defmt, both) for thumbv6m and thumbv7em, with clippy -D warnings",
+            run: Box::new(|| {
+                let mut ok = true;
+                for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
+                    for features in ["", "bpe", "defmt", "bpe,defmt"] {
+                        for command in ["build", "clippy"] {
+                            let mut c = cargo();
+                            c.args([command, "--quiet", "--release", "-p", "ferrite"])
+                                .args(["--no-default-features", "--target", target]);
+                            if !features.is_empty() {
+                                c.args(["--features", features]);
+                            }
+                            if command == "clippy" {
+                                c.args(["--", "-D", "warnings"]);
+                            }
+                            ok &= status(c)?;
+                        }
+                    }
+                }
+                // The host tests and examples without the default feature.
+                let mut c = cargo();
+                c.args(["clippy", "--quiet", "-p", "ferrite", "--no-default-features"])
+                    .args(["--all-targets", "--", "-D", "warnings"]);
+                ok &= status(c)?;
+                Ok(ok)
+            }),
+        },
+        Step {
+            name: "MSRV: ferrite and ferrite-asm build for Cortex-M with the toolchain rust-version names",
+            run: Box::new(|| {
+                let read = |path: &str| -> Result<toml::Table> {
+                    let text = std::fs::read_to_string(root_dir().join(path))
+                        .with_context(|| path.to_string())?;
+                    text.parse().with_context(|| path.to_string())
+                };
+                let runtime = read("runtime/Cargo.toml")?;
+                let msrv = runtime["package"]
+                    .get("rust-version")
+                    .and_then(toml::Value::as_str)
+                    .context("runtime/Cargo.toml declares no rust-version")?
+                    .to_string();
+                let pinned = read("rust-toolchain.toml")?;
+                let channel = pinned["toolchain"]
+                    .get("channel")
+                    .and_then(toml::Value::as_str)
+                    .context("rust-toolchain.toml has no channel")?
+                    .to_string();
+                // The pinned toolchain when it is that version, else a rustup
+                // toolchain named by it (never downloaded here).
+                let toolchain = if channel == msrv || channel.starts_with(&format!("{msrv}.")) {
+                    channel
+                } else {
+                    msrv.clone()
+                };
+                let rustup = |args: &[&str]| {
+                    let mut c = Command::new("rustup");
+                    c.current_dir(root_dir())
+                        .arg("run")
+                        .arg(&toolchain)
+                        .args(args)
+                        .env("RUSTUP_AUTO_INSTALL", "0");
+                    c
+                };
+                let version = rustup(&["rustc", "--version"]).output();
+                let version = match version {
+                    Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+                    _ => {
+                        eprintln!(
+                            "no toolchain {toolchain} for rust-version {msrv}: install it (with \
+                             thumbv6m-none-eabi and thumbv7em-none-eabihf) or declare a \
+                             rust-version CI builds with (docs/publishing.md)"
+                        );
+                        return Ok(false);
+                    }
+                };
+                eprintln!("rust-version {msrv}: {}", version.trim());
+                anyhow::ensure!(
+                    version.starts_with(&format!("rustc {msrv}")),
+                    "toolchain {toolchain} is not Rust {msrv}"
+                );
+                let mut ok = true;
+                for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
+                    ok &= status(rustup(&[
+                        "cargo",
+                        "build",
+                        "--quiet",
+                        "--release",
+                        "-p",
+                        "ferrite",
+                        "-p",
+                        "ferrite-asm",
+                        "--all-features",
+                        "--target",
+                        target,
+                    ]))?;
+                }
+                Ok(ok)
+            }),
+        },
+        Step {
+            name: "cargo package (ferrite-asm, ferrite, ferrite-tools: packaged and built as from crates.io)",
+            run: Box::new(|| {
+                status({
+                    let mut c = cargo();
+                    c.args(["package", "--quiet", "--allow-dirty"])
+                        .args(["-p", "ferrite-asm", "-p", "ferrite", "-p", "ferrite-tools"]);
+                    c
+                })
             }),
         },
         Step {
