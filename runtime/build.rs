@@ -56,4 +56,14 @@ fn main() {
     if hard_float {
         println!("cargo::rustc-cfg=ferrite_hard_float");
     }
+
+    // Measurement only: `FERRITE_MATH_NOINLINE=1` keeps the functions of
+    // `math` out of line, so that a profile (`cargo xtask profile
+    // --math-calls`) shows each as its own function with its calls. Same
+    // arithmetic, a call more per use.
+    println!("cargo::rustc-check-cfg=cfg(ferrite_math_noinline)");
+    println!("cargo::rerun-if-env-changed=FERRITE_MATH_NOINLINE");
+    if env::var("FERRITE_MATH_NOINLINE").is_ok_and(|v| v == "1") {
+        println!("cargo::rustc-cfg=ferrite_math_noinline");
+    }
 }

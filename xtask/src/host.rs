@@ -11,12 +11,42 @@ use crate::boards::{root_dir, Board};
 
 /// `target/release/ferrite`, built once per xtask run.
 pub fn ferrite() -> Result<&'static Path> {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(p) = BIN.get() {
+    ferrite_with(false)
+}
+
+/// The host CLI with the runtime's `fast-math` feature (`fast_math`), or
+/// without it: what a board built the same way must match bit for bit. The
+/// fast-math one builds into its own target directory (`target/fast-math`),
+/// so that neither build replaces the other's binary. Each is built once per
+/// xtask run.
+pub fn ferrite_with(fast_math: bool) -> Result<&'static Path> {
+    static BIN: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = &BIN[fast_math as usize];
+    if let Some(p) = slot.get() {
         return Ok(p);
     }
     let root = root_dir();
-    eprintln!("building the host CLI (cargo build --release -p ferrite-tools) ...");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let target = if fast_math {
+        target.join("fast-math")
+    } else {
+        target
+    };
+    let features: &[&str] = if fast_math {
+        &["--features", "fast-math"]
+    } else {
+        &[]
+    };
+    eprintln!(
+        "building the host CLI (cargo build --release -p ferrite-tools{}) ...",
+        if fast_math {
+            " --features fast-math"
+        } else {
+            ""
+        }
+    );
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(&root)
         .args([
@@ -28,15 +58,14 @@ pub fn ferrite() -> Result<&'static Path> {
             "--bin",
             "ferrite",
         ])
+        .args(features)
+        .env("CARGO_TARGET_DIR", &target)
         .status()
         .context("building the host CLI (cargo build -p ferrite-tools)")?;
     if !status.success() {
         bail!("building the host CLI failed");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(BIN.get_or_init(|| target.join("release").join("ferrite")))
+    Ok(slot.get_or_init(|| target.join("release").join("ferrite")))
 }
 
 pub fn images_dir() -> PathBuf {
@@ -124,19 +153,28 @@ pub fn shipped_image(rel: &str, dtype: &str) -> Result<PathBuf> {
     model_image(&root_dir().join(rel), &name, dtype)
 }
 
-/// `ferrite generate <image> --prompt P -n N --ids` (greedy).
-pub fn generate_ids(image: &Path, prompt: &str, n: usize) -> Result<Vec<u32>> {
-    generate_ids_with(image, prompt, n, &crate::boards::BuildOpts::default())
+/// `ferrite generate <image> --prompt P -n N --ids` (greedy), by the CLI
+/// with or without `fast_math`.
+pub fn generate_ids(image: &Path, prompt: &str, n: usize, fast_math: bool) -> Result<Vec<u32>> {
+    generate_ids_with(
+        image,
+        prompt,
+        n,
+        &crate::boards::BuildOpts::default(),
+        fast_math,
+    )
 }
 
-/// `ferrite generate <image> --prompt P -n N --ids` with the sampler of `opts`.
+/// `ferrite generate <image> --prompt P -n N --ids` with the sampler of
+/// `opts`, by the CLI with or without `fast_math`.
 pub fn generate_ids_with(
     image: &Path,
     prompt: &str,
     n: usize,
     opts: &crate::boards::BuildOpts,
+    fast_math: bool,
 ) -> Result<Vec<u32>> {
-    let o = Command::new(ferrite()?)
+    let o = Command::new(ferrite_with(fast_math)?)
         .arg("generate")
         .arg(image)
         .args(["--prompt", prompt, "-n", &n.to_string(), "--ids"])
@@ -153,10 +191,11 @@ pub fn generate_ids_with(
 }
 
 /// The last position's logits of `ferrite logits <image> --tokens ...`,
-/// parsed straight to f32 (shortest round-trip text gives the exact bits).
-pub fn last_logits(image: &Path, tokens: &[u32]) -> Result<Vec<f32>> {
+/// parsed straight to f32 (shortest round-trip text gives the exact bits),
+/// by the CLI with or without `fast_math`.
+pub fn last_logits(image: &Path, tokens: &[u32], fast_math: bool) -> Result<Vec<f32>> {
     let list: Vec<String> = tokens.iter().map(u32::to_string).collect();
-    let o = Command::new(ferrite()?)
+    let o = Command::new(ferrite_with(fast_math)?)
         .arg("logits")
         .arg(image)
         .args(["--tokens", &list.join(",")])
@@ -184,9 +223,9 @@ pub fn last_logits(image: &Path, tokens: &[u32]) -> Result<Vec<f32>> {
 }
 
 /// The key=value pairs of the line before last and the value of the last
-/// line of `ferrite eval <image> <args>`.
-fn eval(image: &Path, args: &[String]) -> Result<(Vec<(String, String)>, String)> {
-    let o = Command::new(ferrite()?)
+/// line of `ferrite eval <image> <args>` (the CLI with or without `fast_math`).
+fn eval(image: &Path, args: &[String], fast_math: bool) -> Result<(Vec<(String, String)>, String)> {
+    let o = Command::new(ferrite_with(fast_math)?)
         .arg("eval")
         .arg(image)
         .args(args)
@@ -222,7 +261,8 @@ fn field<T: std::str::FromStr>(kv: &[(String, String)], key: &str) -> Result<T> 
         .with_context(|| format!("ferrite eval: no valid {key}="))
 }
 
-/// MQAR on the host: `ferrite eval <image> --mqar ...`.
+/// MQAR on the host: `ferrite eval <image> --mqar ...` (the CLI with or
+/// without `fast_math`).
 pub struct HostMqar {
     pub correct: u64,
     pub total: u64,
@@ -236,6 +276,7 @@ pub fn eval_mqar(
     n: usize,
     pairs: usize,
     seq_len: usize,
+    fast_math: bool,
 ) -> Result<HostMqar> {
     let args: Vec<String> = [
         "--mqar",
@@ -251,7 +292,7 @@ pub fn eval_mqar(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let (kv, accuracy) = eval(image, &args)?;
+    let (kv, accuracy) = eval(image, &args, fast_math)?;
     Ok(HostMqar {
         correct: field(&kv, "correct")?,
         total: field(&kv, "total")?,
@@ -259,7 +300,8 @@ pub fn eval_mqar(
     })
 }
 
-/// Bits per byte on the host: `ferrite eval <image> --text F --chunk C`.
+/// Bits per byte on the host: `ferrite eval <image> --text F --chunk C` (the
+/// CLI with or without `fast_math`).
 pub struct HostText {
     /// Sum of -ln p over the predicted tokens (exact f64, parsed from the shortest round-trip text).
     pub nats: f64,
@@ -268,14 +310,14 @@ pub struct HostText {
     pub bits_per_byte: String,
 }
 
-pub fn eval_text(image: &Path, text: &Path, chunk: usize) -> Result<HostText> {
+pub fn eval_text(image: &Path, text: &Path, chunk: usize, fast_math: bool) -> Result<HostText> {
     let args = vec![
         "--text".to_string(),
         text.display().to_string(),
         "--chunk".to_string(),
         chunk.to_string(),
     ];
-    let (kv, bits_per_byte) = eval(image, &args)?;
+    let (kv, bits_per_byte) = eval(image, &args, fast_math)?;
     Ok(HostText {
         nats: field(&kv, "nats")?,
         predicted_bytes: field(&kv, "predicted_bytes")?,

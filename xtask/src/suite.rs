@@ -379,7 +379,9 @@ fn compare_with_host_as(
     opts: &BuildOpts,
 ) -> Result<String> {
     let n = report.count;
-    let host_ids = host::generate_ids_with(image, prompt, n, opts)?;
+    let board = Board::named(report.board)?;
+    let fast_math = opts.fast_math(board);
+    let host_ids = host::generate_ids_with(image, prompt, n, opts, fast_math)?;
     ensure!(
         host_ids.len() == n,
         "host generated {} ids, board {n}",
@@ -410,7 +412,7 @@ fn compare_with_host_as(
         fed.len()
     );
     fed.extend_from_slice(&host_ids[..n - 1]);
-    let logits = host::last_logits(image, &fed)?;
+    let logits = host::last_logits(image, &fed, fast_math)?;
     let host_fnv = boards::fnv1a(logits.iter().map(|l| l.to_bits()));
     if host_fnv == report.logits_fnv {
         return Ok(format!("{n} tokens, logits bit-identical"));
@@ -597,7 +599,7 @@ fn defmt_build() -> Result<String> {
         run.tail()
     );
     let text = String::from_utf8_lossy(&run.output);
-    let host_ids = host::generate_ids(&image, DEFAULT_PROMPT, 8)?;
+    let host_ids = host::generate_ids(&image, DEFAULT_PROMPT, 8, board.fast_math)?;
     let want = format!(
         "tokens: {}",
         host_ids
@@ -696,7 +698,7 @@ fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
         pairs: 8,
         seq_len: 64,
     };
-    let out = evalboard::run(board, &image, &task, false)?;
+    let out = evalboard::run(board, &image, &task, false, None)?;
     let (correct, total): (u64, u64) = (out.report.number("correct")?, out.report.number("total")?);
     let p = recorded(&dir, &["runtime", "int8", "accuracy"])?;
     let acc = correct as f64 / total as f64;
@@ -734,7 +736,7 @@ fn text_on_board(
         bytes: Some(bytes),
         chunk,
     };
-    let out = evalboard::run(board, &image, &task, false)?;
+    let out = evalboard::run(board, &image, &task, false, None)?;
     let bpb: f64 = out.report.result.parse().context("bits_per_byte")?;
     let rec = recorded(model, &["runtime", dtype, "bits_per_byte"])?;
     ensure!(
