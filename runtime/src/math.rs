@@ -2,14 +2,41 @@
 //!
 //! By default `exp`, `log1p` and `sqrt` come from `libm`. With the
 //! `fast-math` feature, [`exp`], [`sigmoid`] and [`silu`] (and so the
-//! softmaxes, `softplus` and `logsigmoid`, which call [`exp`]) run the
-//! integer versions of [`fast`] instead: within one unit in the last place,
-//! a tenth of the instructions on a core without an FPU. `log1p` and `sqrt`
-//! stay `libm`'s in both builds (docs/design.md, Numerics, says why).
+//! softmaxes, `softplus` and `logsigmoid`, which call [`exp`]) run one of
+//! two faster implementations, chosen for the target at build time
+//! (`runtime/build.rs`, cfg `ferrite_fast_math`) like the tile kernels:
+//!
+//! | `ferrite_fast_math` | targets | module |
+//! |---|---|---|
+//! | `int` | f32 in software (Cortex-M0/M3, RV32IMAC), or any target with the `fast-math-int` feature | [`fast_int`]: integer arithmetic on the f32 bits, within 0.55 ulp |
+//! | `float` | f32 in hardware (Cortex-M4F/M7/M55, RV32IMAFC, the host) | [`fast_float`]: f32 polynomial, no library call |
+//!
+//! Both are exact functions of their input on every target (integer steps,
+//! or IEEE-rounded f32 operations in a fixed order), so a host built with
+//! the same module computes a board's bits: the host CLI's `fast-math`
+//! feature gives the `float` module, `fast-math-int` the `int` one.
+//! [`FAST_MATH`] names the build's choice. `log1p` and `sqrt` stay `libm`'s
+//! in every build (docs/design.md, Numerics, says why).
 
-pub mod fast;
+pub mod fast_float;
+pub mod fast_int;
 
-/// `e^x`: `libm::expf`, or [`fast::exp`] with the `fast-math` feature.
+#[cfg(ferrite_fast_math = "float")]
+use fast_float as fast;
+#[cfg(ferrite_fast_math = "int")]
+use fast_int as fast;
+
+/// The `exp`/`sigmoid`/`silu` of this build: `"libm"` (the default),
+/// `"int"` ([`fast_int`]) or `"float"` ([`fast_float`]).
+pub const FAST_MATH: &str = if cfg!(ferrite_fast_math = "int") {
+    "int"
+} else if cfg!(ferrite_fast_math = "float") {
+    "float"
+} else {
+    "libm"
+};
+
+/// `e^x`: `libm::expf`, or the `fast-math` module's.
 #[inline]
 pub fn exp(x: f32) -> f32 {
     #[cfg(feature = "fast-math")]
@@ -130,6 +157,37 @@ mod tests {
                 (x as f64).exp().ln_1p()
             };
             assert!((softplus(x) as f64 - sp).abs() < 1e-5 * (1.0 + sp));
+        }
+    }
+
+    #[test]
+    fn the_build_runs_the_module_it_names() {
+        let expected = if cfg!(feature = "fast-math-int") {
+            "int"
+        } else if cfg!(feature = "fast-math") {
+            if cfg!(ferrite_hard_float) {
+                "float"
+            } else {
+                "int"
+            }
+        } else {
+            "libm"
+        };
+        assert_eq!(FAST_MATH, expected);
+        type Fns = (fn(f32) -> f32, fn(f32) -> f32, fn(f32) -> f32);
+        let (e, s, si): Fns = match FAST_MATH {
+            "int" => (fast_int::exp, fast_int::sigmoid, fast_int::silu),
+            "float" => (fast_float::exp, fast_float::sigmoid, fast_float::silu),
+            _ => (
+                libm::expf,
+                |x| 1.0 / (1.0 + libm::expf(-x)),
+                |x| x * (1.0 / (1.0 + libm::expf(-x))),
+            ),
+        };
+        for x in [-90.0f32, -3.5, -0.1, 0.0, 1e-30, 0.7, 20.0] {
+            assert_eq!(exp(x).to_bits(), e(x).to_bits());
+            assert_eq!(sigmoid(x).to_bits(), s(x).to_bits());
+            assert_eq!(silu(x).to_bits(), si(x).to_bits());
         }
     }
 

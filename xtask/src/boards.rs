@@ -32,10 +32,43 @@ pub struct Board {
     /// chosen by runtime/build.rs): the `kernels` check expects it.
     pub kernels: &'static str,
     /// Whether its firmware is built with the runtime's `fast-math` feature
-    /// by default (integer `exp`/`sigmoid`/`silu`; docs/benchmarks.md, "Fast
-    /// math"). The QEMU suite then compares it with a host CLI built with
-    /// the same feature.
+    /// by default (docs/benchmarks.md, "Fast math"): the integer module on a
+    /// target without hardware f32, the f32 polynomial on the others (see
+    /// [`Board::math`]). The QEMU suite then compares it with a host CLI
+    /// built with the same module.
     pub fast_math: bool,
+}
+
+/// The `exp`/`sigmoid`/`silu` a build runs (`ferrite::math::FAST_MATH`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Math {
+    /// `libm` (the runtime without `fast-math`).
+    Libm,
+    /// `math::fast_int` (`fast-math` on a target without hardware f32, or
+    /// `fast-math-int`).
+    Int,
+    /// `math::fast_float` (`fast-math` on a target with hardware f32).
+    Float,
+}
+
+impl Math {
+    pub fn name(self) -> &'static str {
+        match self {
+            Math::Libm => "libm",
+            Math::Int => "int",
+            Math::Float => "float",
+        }
+    }
+
+    /// The host CLI's cargo feature that gives the same module on the host
+    /// (which has hardware f32).
+    pub fn host_feature(self) -> Option<&'static str> {
+        match self {
+            Math::Libm => None,
+            Math::Int => Some("fast-math-int"),
+            Math::Float => Some("fast-math"),
+        }
+    }
 }
 
 /// The model every board runs unless told otherwise (`--image`).
@@ -123,6 +156,22 @@ pub const BOARDS: &[Board] = &[
 ];
 
 impl Board {
+    /// f32 in hardware: Arm hard-float ABIs and RISC-V with F (as
+    /// runtime/build.rs decides `ferrite_hard_float`).
+    pub fn hard_float(&self) -> bool {
+        self.target.ends_with("eabihf") || self.target.starts_with("riscv32imaf")
+    }
+
+    /// What a firmware for this board runs with (`fast_math`) or without
+    /// the runtime's `fast-math` feature.
+    pub fn math(&self, fast_math: bool) -> Math {
+        match (fast_math, self.hard_float()) {
+            (false, _) => Math::Libm,
+            (true, false) => Math::Int,
+            (true, true) => Math::Float,
+        }
+    }
+
     pub fn named(name: &str) -> Result<&'static Board> {
         BOARDS.iter().find(|b| b.name == name).with_context(|| {
             let names: Vec<_> = BOARDS.iter().map(|b| b.name).collect();
@@ -283,6 +332,12 @@ impl BuildOpts {
         self.fast_math.unwrap_or(board.fast_math)
     }
 
+    /// The `exp`/`sigmoid`/`silu` of a firmware for `board` built with these
+    /// options.
+    pub fn math(&self, board: &Board) -> Math {
+        board.math(self.fast_math(board))
+    }
+
     /// `ferrite generate` arguments for the same sampler.
     pub fn sampler_args(&self) -> Vec<String> {
         vec![
@@ -347,7 +402,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         forced.push_str(", FERRITE_MATH_NOINLINE=1");
     }
     if fast_math {
-        forced.push_str(", fast-math");
+        forced.push_str(&format!(", fast-math ({})", board.math(true).name()));
     }
     eprintln!(
         "building the {bin} firmware for {} ({}{forced}; the first build of a target takes a minute) ...",

@@ -69,7 +69,7 @@ pub fn run(
         fast_math,
         ..BuildOpts::default()
     };
-    let fast = opts.fast_math(board);
+    let math = opts.math(board);
     let mut n = 1;
     let text = match task {
         Task::Mqar {
@@ -105,7 +105,7 @@ pub fn run(
     let report = run.eval_report()?;
     let note = match text {
         None => {
-            let host = host::eval_mqar(image, opts.mqar_seed, n, opts.pairs, opts.seq_len, fast)?;
+            let host = host::eval_mqar(image, opts.mqar_seed, n, opts.pairs, opts.seq_len, math)?;
             let (correct, total): (u64, u64) = (report.number("correct")?, report.number("total")?);
             ensure!(
                 (correct, total) == (host.correct, host.total),
@@ -119,7 +119,7 @@ pub fn run(
             )
         }
         Some(path) => {
-            let host = host::eval_text(image, &path, opts.chunk, fast)?;
+            let host = host::eval_text(image, &path, opts.chunk, math)?;
             let bits = u64::from_str_radix(report.get("nats_bits").trim_start_matches("0x"), 16)
                 .context("eval: bad nats_bits")?;
             let board_nats = f64::from_bits(bits);

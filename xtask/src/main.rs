@@ -397,11 +397,7 @@ fn profile_cmd(opts: &Opts) -> Result<ExitCode> {
     println!(
         "profile: board={} math={} image={} tokens={fed} instructions={} instructions_per_token={}",
         board.name,
-        if opts_build.fast_math(board) {
-            "fast"
-        } else {
-            "libm"
-        },
+        opts_build.math(board).name(),
         image.display(),
         p.total,
         p.total / fed

@@ -1,5 +1,6 @@
 //! `exp`, `sigmoid` and `silu` of f32 in integer arithmetic: the `fast-math`
-//! feature's versions (see [`crate::math`]).
+//! feature's versions for cores without hardware f32, and for any target
+//! with `fast-math-int` (see [`crate::math`]).
 //!
 //! On a core without an FPU every f32 add, multiply or divide is a
 //! soft-float call of 40 to 100 instructions, and `libm::expf` makes about a
