@@ -86,7 +86,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M4F, QEMU mps2-an386",
         core: "Cortex-M4F (mps2-an386)",
         kernels: "dsp",
-        fast_math: false,
+        fast_math: true,
     },
     Board {
         name: "m7",
@@ -99,7 +99,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M7, QEMU mps2-an500",
         core: "Cortex-M7 (mps2-an500)",
         kernels: "dsp",
-        fast_math: false,
+        fast_math: true,
     },
     Board {
         name: "m55",
@@ -112,7 +112,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M55 (Helium), QEMU mps3-an547",
         core: "Cortex-M55 (mps3-an547)",
         kernels: "helium",
-        fast_math: false,
+        fast_math: true,
     },
     Board {
         name: "m3",
@@ -125,7 +125,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M3 (no FPU), QEMU lm3s6965evb, real budget 256 KB flash / 64 KB RAM",
         core: "Cortex-M3, 256 KB / 64 KB (lm3s6965evb)",
         kernels: "v7m",
-        fast_math: false,
+        fast_math: true,
     },
     Board {
         name: "rv32imac",
@@ -138,7 +138,7 @@ pub const BOARDS: &[Board] = &[
         about: "RISC-V rv32imac (no FPU), QEMU virt",
         core: "RV32IMAC (virt)",
         kernels: "rv32",
-        fast_math: false,
+        fast_math: true,
     },
     Board {
         name: "rv32imafc",
@@ -151,7 +151,7 @@ pub const BOARDS: &[Board] = &[
         about: "RISC-V rv32imafc, QEMU virt",
         core: "RV32IMAFC (virt)",
         kernels: "rv32",
-        fast_math: false,
+        fast_math: true,
     },
 ];
 
