@@ -1,7 +1,9 @@
 //! Chooses the tile kernels of the integer path from the target (see
 //! `src/kernels/mod.rs`): `cfg(ferrite_kernels = "dsp" | "helium" | "v7m" | "rv32" | "portable")`.
 //! Stable Rust reports neither the DSP nor the MVE target feature to `cfg`,
-//! so the choice reads the target triple and `-C target-cpu`.
+//! so the choice reads the target triple and `-C target-cpu`. Also the
+//! `fast-math` feature's module (`cfg(ferrite_fast_math = "int" | "float")`,
+//! see `src/math.rs`).
 
 use std::env;
 
@@ -55,5 +57,27 @@ fn main() {
         || matches!(arch.as_str(), "x86_64" | "x86" | "aarch64");
     if hard_float {
         println!("cargo::rustc-cfg=ferrite_hard_float");
+    }
+
+    // The `fast-math` feature's exp/sigmoid/silu (see src/math.rs): integer
+    // arithmetic where f32 is soft float or `fast-math-int` asks for it,
+    // f32 polynomials where f32 is in hardware.
+    println!("cargo::rustc-check-cfg=cfg(ferrite_fast_math, values(\"int\", \"float\"))");
+    let fast = env::var_os("CARGO_FEATURE_FAST_MATH").is_some();
+    let force_int = env::var_os("CARGO_FEATURE_FAST_MATH_INT").is_some();
+    if force_int || (fast && !hard_float) {
+        println!("cargo::rustc-cfg=ferrite_fast_math=\"int\"");
+    } else if fast {
+        println!("cargo::rustc-cfg=ferrite_fast_math=\"float\"");
+    }
+
+    // Measurement only: `FERRITE_MATH_NOINLINE=1` keeps the functions of
+    // `math` out of line, so that a profile (`cargo xtask profile
+    // --math-calls`) shows each as its own function with its calls. Same
+    // arithmetic, a call more per use.
+    println!("cargo::rustc-check-cfg=cfg(ferrite_math_noinline)");
+    println!("cargo::rerun-if-env-changed=FERRITE_MATH_NOINLINE");
+    if env::var("FERRITE_MATH_NOINLINE").is_ok_and(|v| v == "1") {
+        println!("cargo::rustc-cfg=ferrite_math_noinline");
     }
 }

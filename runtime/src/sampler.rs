@@ -89,7 +89,7 @@ impl Sampler {
             if l.is_nan() {
                 0.0
             } else {
-                libm::expf((l - max) * inv_t)
+                crate::math::exp((l - max) * inv_t)
             }
         };
         if c.top_k > 0 {

@@ -31,6 +31,44 @@ pub struct Board {
     /// The tile-kernel module its target gets (`ferrite::kernels::arch::NAME`,
     /// chosen by runtime/build.rs): the `kernels` check expects it.
     pub kernels: &'static str,
+    /// Whether its firmware is built with the runtime's `fast-math` feature
+    /// by default (docs/benchmarks.md, "Fast math"): the integer module on a
+    /// target without hardware f32, the f32 polynomial on the others (see
+    /// [`Board::math`]). The QEMU suite then compares it with a host CLI
+    /// built with the same module.
+    pub fast_math: bool,
+}
+
+/// The `exp`/`sigmoid`/`silu` a build runs (`ferrite::math::FAST_MATH`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Math {
+    /// `libm` (the runtime without `fast-math`).
+    Libm,
+    /// `math::fast_int` (`fast-math` on a target without hardware f32, or
+    /// `fast-math-int`).
+    Int,
+    /// `math::fast_float` (`fast-math` on a target with hardware f32).
+    Float,
+}
+
+impl Math {
+    pub fn name(self) -> &'static str {
+        match self {
+            Math::Libm => "libm",
+            Math::Int => "int",
+            Math::Float => "float",
+        }
+    }
+
+    /// The host CLI's cargo feature that gives the same module on the host
+    /// (which has hardware f32).
+    pub fn host_feature(self) -> Option<&'static str> {
+        match self {
+            Math::Libm => None,
+            Math::Int => Some("fast-math-int"),
+            Math::Float => Some("fast-math"),
+        }
+    }
 }
 
 /// The model every board runs unless told otherwise (`--image`).
@@ -48,6 +86,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M4F, QEMU mps2-an386",
         core: "Cortex-M4F (mps2-an386)",
         kernels: "dsp",
+        fast_math: true,
     },
     Board {
         name: "m7",
@@ -60,6 +99,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M7, QEMU mps2-an500",
         core: "Cortex-M7 (mps2-an500)",
         kernels: "dsp",
+        fast_math: true,
     },
     Board {
         name: "m55",
@@ -72,6 +112,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M55 (Helium), QEMU mps3-an547",
         core: "Cortex-M55 (mps3-an547)",
         kernels: "helium",
+        fast_math: true,
     },
     Board {
         name: "m3",
@@ -84,6 +125,7 @@ pub const BOARDS: &[Board] = &[
         about: "Cortex-M3 (no FPU), QEMU lm3s6965evb, real budget 256 KB flash / 64 KB RAM",
         core: "Cortex-M3, 256 KB / 64 KB (lm3s6965evb)",
         kernels: "v7m",
+        fast_math: true,
     },
     Board {
         name: "rv32imac",
@@ -96,6 +138,7 @@ pub const BOARDS: &[Board] = &[
         about: "RISC-V rv32imac (no FPU), QEMU virt",
         core: "RV32IMAC (virt)",
         kernels: "rv32",
+        fast_math: true,
     },
     Board {
         name: "rv32imafc",
@@ -108,10 +151,27 @@ pub const BOARDS: &[Board] = &[
         about: "RISC-V rv32imafc, QEMU virt",
         core: "RV32IMAFC (virt)",
         kernels: "rv32",
+        fast_math: true,
     },
 ];
 
 impl Board {
+    /// f32 in hardware: Arm hard-float ABIs and RISC-V with F (as
+    /// runtime/build.rs decides `ferrite_hard_float`).
+    pub fn hard_float(&self) -> bool {
+        self.target.ends_with("eabihf") || self.target.starts_with("riscv32imaf")
+    }
+
+    /// What a firmware for this board runs with (`fast_math`) or without
+    /// the runtime's `fast-math` feature.
+    pub fn math(&self, fast_math: bool) -> Math {
+        match (fast_math, self.hard_float()) {
+            (false, _) => Math::Libm,
+            (true, false) => Math::Int,
+            (true, true) => Math::Float,
+        }
+    }
+
     pub fn named(name: &str) -> Result<&'static Board> {
         BOARDS.iter().find(|b| b.name == name).with_context(|| {
             let names: Vec<_> = BOARDS.iter().map(|b| b.name).collect();
@@ -236,6 +296,13 @@ pub struct BuildOpts {
     /// (`boards/target/kernels-<module>`) so that switching back and forth
     /// rebuilds nothing; `None`: the module the target gets.
     pub kernels: Option<&'static str>,
+    /// Measurement only: the runtime's `math` functions out of line
+    /// (`FERRITE_MATH_NOINLINE=1`, its own target directory
+    /// `boards/target/math-noinline`), so that a profile shows each.
+    pub math_noinline: bool,
+    /// The runtime's `fast-math` feature on or off; `None`: the board's
+    /// default ([`Board::fast_math`]).
+    pub fast_math: Option<bool>,
 }
 
 impl Default for BuildOpts {
@@ -252,11 +319,25 @@ impl Default for BuildOpts {
             seq_len: 64,
             bench: None,
             kernels: None,
+            math_noinline: false,
+            fast_math: None,
         }
     }
 }
 
 impl BuildOpts {
+    /// Whether a firmware for `board` built with these options has the
+    /// runtime's `fast-math` feature (and so which host CLI it must match).
+    pub fn fast_math(&self, board: &Board) -> bool {
+        self.fast_math.unwrap_or(board.fast_math)
+    }
+
+    /// The `exp`/`sigmoid`/`silu` of a firmware for `board` built with these
+    /// options.
+    pub fn math(&self, board: &Board) -> Math {
+        board.math(self.fast_math(board))
+    }
+
     /// `ferrite generate` arguments for the same sampler.
     pub fn sampler_args(&self) -> Vec<String> {
         vec![
@@ -307,18 +388,31 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     if req.defmt {
         features.push_str(",defmt");
     }
+    let fast_math = req.opts.fast_math(board);
+    if fast_math {
+        features.push_str(",fast-math");
+    }
     let bin = req.firmware.bin();
-    let forced = req
+    let mut forced = req
         .opts
         .kernels
         .map(|k| format!(", FERRITE_KERNELS={k}"))
         .unwrap_or_default();
+    if req.opts.math_noinline {
+        forced.push_str(", FERRITE_MATH_NOINLINE=1");
+    }
+    if fast_math {
+        forced.push_str(&format!(", fast-math ({})", board.math(true).name()));
+    }
     eprintln!(
         "building the {bin} firmware for {} ({}{forced}; the first build of a target takes a minute) ...",
         board.name, board.target
     );
-    let target_dir = match req.opts.kernels {
-        Some(k) => boards_dir().join("target").join(format!("kernels-{k}")),
+    // Settings read from the environment by a build script force a rebuild
+    // when they change: each combination builds in its own directory.
+    let variant = variant_name(&req.opts);
+    let target_dir = match &variant {
+        Some(v) => boards_dir().join("target").join(v),
         None => boards_dir().join("target"),
     };
     let mut cmd = Command::new(cargo());
@@ -359,8 +453,15 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         None => cmd.env_remove("FERRITE_BENCH"),
     };
     if let Some(k) = req.opts.kernels {
-        cmd.env("FERRITE_KERNELS", k)
-            .env("CARGO_TARGET_DIR", &target_dir);
+        cmd.env("FERRITE_KERNELS", k);
+    }
+    if req.opts.math_noinline {
+        cmd.env("FERRITE_MATH_NOINLINE", "1");
+    } else {
+        cmd.env_remove("FERRITE_MATH_NOINLINE");
+    }
+    if variant.is_some() {
+        cmd.env("CARGO_TARGET_DIR", &target_dir);
     }
     // Every firmware of a board gets the same variables, so that switching
     // between them does not rebuild; only `generate` embeds the image.
@@ -403,13 +504,34 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     let built = target_dir.join(board.target).join("release").join(bin);
     let dir = work_dir().join(board.name);
     std::fs::create_dir_all(&dir)?;
-    let elf = dir.join(match (req.defmt, req.opts.kernels) {
-        (true, _) => format!("{bin}-defmt.elf"),
-        (false, Some(k)) => format!("{bin}-{k}.elf"),
-        (false, None) => format!("{bin}.elf"),
+    let math = if fast_math == board.fast_math {
+        ""
+    } else if fast_math {
+        "-fast-math"
+    } else {
+        "-libm"
+    };
+    let elf = dir.join(match (req.defmt, &variant) {
+        (true, _) => format!("{bin}-defmt{math}.elf"),
+        (false, Some(v)) => format!("{bin}-{v}{math}.elf"),
+        (false, None) => format!("{bin}{math}.elf"),
     });
     std::fs::copy(&built, &elf).with_context(|| format!("copying {}", built.display()))?;
     Ok(elf)
+}
+
+/// The build directory and ELF suffix of the environment settings of
+/// `opts` (`kernels-portable`, `math-noinline`, both joined by `-`); `None`
+/// for the default build.
+fn variant_name(opts: &BuildOpts) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(k) = opts.kernels {
+        parts.push(format!("kernels-{k}"));
+    }
+    if opts.math_noinline {
+        parts.push("math-noinline".to_string());
+    }
+    (!parts.is_empty()).then(|| parts.join("-"))
 }
 
 fn cargo() -> String {

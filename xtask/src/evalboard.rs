@@ -2,7 +2,8 @@
 //! board, checked against `ferrite eval` on the host with the same image and
 //! the same task: MQAR correct counts must be equal, and for a text the f64
 //! sum of -ln p (the board prints its bits) must be bit-identical, so the
-//! bits per byte are equal.
+//! bits per byte are equal. A firmware with the runtime's `fast-math`
+//! feature is compared with a host CLI built with it.
 
 use std::path::{Path, PathBuf};
 
@@ -56,8 +57,19 @@ fn excerpt(file: &Path, bytes: Option<usize>) -> Result<PathBuf> {
 
 /// Builds `eval` for `board` with `image` and `task`, runs it under QEMU,
 /// and compares it with the host runtime.
-pub fn run(board: &'static Board, image: &Path, task: &Task, echo: bool) -> Result<Outcome> {
-    let mut opts = BuildOpts::default();
+/// `fast_math`: the runtime's feature on or off (`None`: the board's default).
+pub fn run(
+    board: &'static Board,
+    image: &Path,
+    task: &Task,
+    echo: bool,
+    fast_math: Option<bool>,
+) -> Result<Outcome> {
+    let mut opts = BuildOpts {
+        fast_math,
+        ..BuildOpts::default()
+    };
+    let math = opts.math(board);
     let mut n = 1;
     let text = match task {
         Task::Mqar {
@@ -93,7 +105,7 @@ pub fn run(board: &'static Board, image: &Path, task: &Task, echo: bool) -> Resu
     let report = run.eval_report()?;
     let note = match text {
         None => {
-            let host = host::eval_mqar(image, opts.mqar_seed, n, opts.pairs, opts.seq_len)?;
+            let host = host::eval_mqar(image, opts.mqar_seed, n, opts.pairs, opts.seq_len, math)?;
             let (correct, total): (u64, u64) = (report.number("correct")?, report.number("total")?);
             ensure!(
                 (correct, total) == (host.correct, host.total),
@@ -107,7 +119,7 @@ pub fn run(board: &'static Board, image: &Path, task: &Task, echo: bool) -> Resu
             )
         }
         Some(path) => {
-            let host = host::eval_text(image, &path, opts.chunk)?;
+            let host = host::eval_text(image, &path, opts.chunk, math)?;
             let bits = u64::from_str_radix(report.get("nats_bits").trim_start_matches("0x"), 16)
                 .context("eval: bad nats_bits")?;
             let board_nats = f64::from_bits(bits);

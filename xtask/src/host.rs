@@ -7,18 +7,42 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
 
-use crate::boards::{root_dir, Board};
+use crate::boards::{root_dir, Board, Math};
 
 /// `target/release/ferrite`, built once per xtask run.
 pub fn ferrite() -> Result<&'static Path> {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(p) = BIN.get() {
+    ferrite_with(Math::Libm)
+}
+
+/// The host CLI that runs `math`, what a board built with it must match bit
+/// for bit: plain (`target/release/ferrite`), or with the tools' `fast-math`
+/// or `fast-math-int` feature, built in `target/fast-math` (so that neither
+/// replaces the plain binary) and copied to `target/fast-math/release/
+/// ferrite-<int|float>` right away (so that neither replaces the other).
+/// Each is built once per xtask run.
+pub fn ferrite_with(math: Math) -> Result<&'static Path> {
+    static BIN: [OnceLock<PathBuf>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = &BIN[math as usize];
+    if let Some(p) = slot.get() {
         return Ok(p);
     }
     let root = root_dir();
-    eprintln!("building the host CLI (cargo build --release -p ferrite-tools) ...");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(&root)
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let feature = math.host_feature();
+    let target = match feature {
+        Some(_) => target.join("fast-math"),
+        None => target,
+    };
+    eprintln!(
+        "building the host CLI (cargo build --release -p ferrite-tools{}) ...",
+        feature
+            .map(|f| format!(" --features {f}"))
+            .unwrap_or_default()
+    );
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(&root)
         .args([
             "build",
             "--quiet",
@@ -28,15 +52,34 @@ pub fn ferrite() -> Result<&'static Path> {
             "--bin",
             "ferrite",
         ])
+        .env("CARGO_TARGET_DIR", &target);
+    if let Some(f) = feature {
+        cmd.args(["--features", f]);
+    }
+    let status = cmd
         .status()
         .context("building the host CLI (cargo build -p ferrite-tools)")?;
     if !status.success() {
         bail!("building the host CLI failed");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(BIN.get_or_init(|| target.join("release").join("ferrite")))
+    let built = target.join("release").join("ferrite");
+    let bin = match feature {
+        Some(_) => {
+            let copy = target
+                .join("release")
+                .join(format!("ferrite-{}", math.name()));
+            // Copied beside it, then renamed over it: a copy still running
+            // (another xtask) keeps its file.
+            let tmp = copy.with_extension("tmp");
+            std::fs::copy(&built, &tmp)
+                .with_context(|| format!("copying {} to {}", built.display(), tmp.display()))?;
+            std::fs::rename(&tmp, &copy)
+                .with_context(|| format!("renaming {} to {}", tmp.display(), copy.display()))?;
+            copy
+        }
+        None => built,
+    };
+    Ok(slot.get_or_init(|| bin))
 }
 
 pub fn images_dir() -> PathBuf {
@@ -124,19 +167,22 @@ pub fn shipped_image(rel: &str, dtype: &str) -> Result<PathBuf> {
     model_image(&root_dir().join(rel), &name, dtype)
 }
 
-/// `ferrite generate <image> --prompt P -n N --ids` (greedy).
-pub fn generate_ids(image: &Path, prompt: &str, n: usize) -> Result<Vec<u32>> {
-    generate_ids_with(image, prompt, n, &crate::boards::BuildOpts::default())
+/// `ferrite generate <image> --prompt P -n N --ids` (greedy), by the CLI
+/// that runs `math`.
+pub fn generate_ids(image: &Path, prompt: &str, n: usize, math: Math) -> Result<Vec<u32>> {
+    generate_ids_with(image, prompt, n, &crate::boards::BuildOpts::default(), math)
 }
 
-/// `ferrite generate <image> --prompt P -n N --ids` with the sampler of `opts`.
+/// `ferrite generate <image> --prompt P -n N --ids` with the sampler of
+/// `opts`, by the CLI that runs `math`.
 pub fn generate_ids_with(
     image: &Path,
     prompt: &str,
     n: usize,
     opts: &crate::boards::BuildOpts,
+    math: Math,
 ) -> Result<Vec<u32>> {
-    let o = Command::new(ferrite()?)
+    let o = Command::new(ferrite_with(math)?)
         .arg("generate")
         .arg(image)
         .args(["--prompt", prompt, "-n", &n.to_string(), "--ids"])
@@ -153,10 +199,11 @@ pub fn generate_ids_with(
 }
 
 /// The last position's logits of `ferrite logits <image> --tokens ...`,
-/// parsed straight to f32 (shortest round-trip text gives the exact bits).
-pub fn last_logits(image: &Path, tokens: &[u32]) -> Result<Vec<f32>> {
+/// parsed straight to f32 (shortest round-trip text gives the exact bits),
+/// by the CLI that runs `math`.
+pub fn last_logits(image: &Path, tokens: &[u32], math: Math) -> Result<Vec<f32>> {
     let list: Vec<String> = tokens.iter().map(u32::to_string).collect();
-    let o = Command::new(ferrite()?)
+    let o = Command::new(ferrite_with(math)?)
         .arg("logits")
         .arg(image)
         .args(["--tokens", &list.join(",")])
@@ -184,9 +231,9 @@ pub fn last_logits(image: &Path, tokens: &[u32]) -> Result<Vec<f32>> {
 }
 
 /// The key=value pairs of the line before last and the value of the last
-/// line of `ferrite eval <image> <args>`.
-fn eval(image: &Path, args: &[String]) -> Result<(Vec<(String, String)>, String)> {
-    let o = Command::new(ferrite()?)
+/// line of `ferrite eval <image> <args>` (the CLI that runs `math`).
+fn eval(image: &Path, args: &[String], math: Math) -> Result<(Vec<(String, String)>, String)> {
+    let o = Command::new(ferrite_with(math)?)
         .arg("eval")
         .arg(image)
         .args(args)
@@ -222,7 +269,8 @@ fn field<T: std::str::FromStr>(kv: &[(String, String)], key: &str) -> Result<T> 
         .with_context(|| format!("ferrite eval: no valid {key}="))
 }
 
-/// MQAR on the host: `ferrite eval <image> --mqar ...`.
+/// MQAR on the host: `ferrite eval <image> --mqar ...` (the CLI with or
+/// that runs `math`).
 pub struct HostMqar {
     pub correct: u64,
     pub total: u64,
@@ -236,6 +284,7 @@ pub fn eval_mqar(
     n: usize,
     pairs: usize,
     seq_len: usize,
+    math: Math,
 ) -> Result<HostMqar> {
     let args: Vec<String> = [
         "--mqar",
@@ -251,7 +300,7 @@ pub fn eval_mqar(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let (kv, accuracy) = eval(image, &args)?;
+    let (kv, accuracy) = eval(image, &args, math)?;
     Ok(HostMqar {
         correct: field(&kv, "correct")?,
         total: field(&kv, "total")?,
@@ -259,7 +308,8 @@ pub fn eval_mqar(
     })
 }
 
-/// Bits per byte on the host: `ferrite eval <image> --text F --chunk C`.
+/// Bits per byte on the host: `ferrite eval <image> --text F --chunk C` (the
+/// CLI that runs `math`).
 pub struct HostText {
     /// Sum of -ln p over the predicted tokens (exact f64, parsed from the shortest round-trip text).
     pub nats: f64,
@@ -268,14 +318,14 @@ pub struct HostText {
     pub bits_per_byte: String,
 }
 
-pub fn eval_text(image: &Path, text: &Path, chunk: usize) -> Result<HostText> {
+pub fn eval_text(image: &Path, text: &Path, chunk: usize, math: Math) -> Result<HostText> {
     let args = vec![
         "--text".to_string(),
         text.display().to_string(),
         "--chunk".to_string(),
         chunk.to_string(),
     ];
-    let (kv, bits_per_byte) = eval(image, &args)?;
+    let (kv, bits_per_byte) = eval(image, &args, math)?;
     Ok(HostText {
         nats: field(&kv, "nats")?,
         predicted_bytes: field(&kv, "predicted_bytes")?,

@@ -45,22 +45,27 @@ usage: cargo xtask <command>
   demo                                    the trained LM (models/lm/large, f32) writing 200 sampled tokens on
                                           the M4F board (installs QEMU if missing)
   board <name> [--image F|DIR] [--dtype D] [--prompt P] [-n N] [--temperature T] [--top-k K]
-        [--top-p P] [--seed S] [--defmt]
+        [--top-p P] [--seed S] [--defmt] [--math fast|libm]
                                           build and run `generate` on a board; prints text, `tokens:`, `stats:`
-                                          (a model DIR is quantized to --dtype, default int8)
+                                          (a model DIR is quantized to --dtype, default int8; --math: the
+                                          runtime's fast-math feature on or off, default the board's)
   eval-board <name> --image F|DIR [--dtype D] (--mqar [-n N] [--seed S] [--pairs P] [--seq-len L]
-        | --text FILE [--bytes B] [--chunk C])
+        | --text FILE [--bytes B] [--chunk C]) [--math fast|libm]
                                           run the `eval` firmware: MQAR accuracy or bits per byte on the
-                                          board, checked against `ferrite eval` on the host
+                                          board, checked against `ferrite eval` on the host (built with the
+                                          same math)
   ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
                                           run the OTA example: the image arrives at run time over semihosting
   test-boards [--overwrite] [--only T]    QEMU suite: every board against the host runtime and boards/expected/,
                                           every board's tile kernels against the reference (--only: the checks
                                           whose name contains T, e.g. `kernels`)
   board-table                             regenerate docs/boards.md (board x model sizes and speed)
-  profile <name> [--image F|DIR] [--dtype D] [--prompt P] [-n N] [--top K]
+  profile <name> [--image F|DIR] [--dtype D] [--prompt P] [-n N] [--top K] [--math fast|libm]
+        [--math-calls]
                                           instructions per function while `generate` runs (QEMU counts
-                                          every block it executes), from the first token on
+                                          every block it executes), from the first token on, also with
+                                          the compiler builtins (soft float) each called, and calls;
+                                          --math-calls: the runtime's math functions kept out of line
   bench-kernels [--board B] [--record]    time the int8/int4 tiled and f32 matrix-vector products (256x256,
                                           64x512, 1024x64; weights in flash) on every board, or B, under QEMU;
                                           m4f, m55, m3, rv32imac also with the portable kernels; one `kernel:` line per
@@ -108,6 +113,9 @@ struct Opts {
     top: Option<usize>,
     record: bool,
     only: Option<String>,
+    math_calls: bool,
+    /// `--math fast|libm`: the runtime's `fast-math` feature on or off.
+    fast_math: Option<bool>,
 }
 
 impl Opts {
@@ -183,6 +191,8 @@ fn parse(args: &[String]) -> Result<Opts> {
         top: None,
         record: false,
         only: None,
+        math_calls: false,
+        fast_math: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -215,6 +225,14 @@ fn parse(args: &[String]) -> Result<Opts> {
             "--board" => o.board = Some(value("--board")?),
             "--record" => o.record = true,
             "--only" => o.only = Some(value("--only")?),
+            "--math-calls" => o.math_calls = true,
+            "--math" => {
+                o.fast_math = Some(match value("--math")?.as_str() {
+                    "fast" => true,
+                    "libm" => false,
+                    other => bail!("--math {other}: use fast or libm"),
+                })
+            }
             s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
             s if o.board.is_none() => o.board = Some(s.to_string()),
             s => bail!("unexpected argument {s}\n{USAGE}"),
@@ -332,6 +350,7 @@ fn sampler_opts(opts: &Opts) -> BuildOpts {
         top_k: opts.top_k.unwrap_or(d.top_k),
         top_p: opts.top_p.unwrap_or(d.top_p),
         seed: opts.seed.unwrap_or(d.seed),
+        fast_math: opts.fast_math,
         ..d
     }
 }
@@ -368,24 +387,37 @@ fn profile_cmd(opts: &Opts) -> Result<ExitCode> {
     let image = image_arg(opts, board)?;
     let prompt = opts.prompt.as_deref().unwrap_or(boards::DEFAULT_PROMPT);
     let n = opts.n.unwrap_or(8);
-    let p = profile::run(board, &image, prompt, n)?;
+    let opts_build = BuildOpts {
+        math_noinline: opts.math_calls,
+        fast_math: opts.fast_math,
+        ..BuildOpts::default()
+    };
+    let p = profile::run(board, &image, prompt, n, &opts_build)?;
     let fed = p.tokens.max(1);
     println!(
-        "profile: board={} image={} tokens={fed} instructions={} instructions_per_token={}",
+        "profile: board={} math={} image={} tokens={fed} instructions={} instructions_per_token={}",
         board.name,
+        opts_build.math(board).name(),
         image.display(),
         p.total,
         p.total / fed
     );
+    // own: blocks that start in the function; +builtins: with the compiler
+    // builtins it called (soft-float helpers on FPU-less cores); calls:
+    // entries into it. Inlined code counts for the function it is inlined in.
     println!(
-        "{:>6}  {:>12}  {:>10}  function",
-        "share", "instructions", "per_token"
+        "{:>6}  {:>12}  {:>10}  {:>10}  {:>8}  function",
+        "share", "instructions", "per_token", "+builtins", "calls/tok"
     );
-    for (name, count) in p.functions.iter().take(opts.top.unwrap_or(30)) {
+    for f in p.functions.iter().take(opts.top.unwrap_or(30)) {
         println!(
-            "{:>5.1}%  {count:>12}  {:>10}  {name}",
-            100.0 * *count as f64 / p.total.max(1) as f64,
-            count / fed
+            "{:>5.1}%  {:>12}  {:>10}  {:>10}  {:>8.1}  {}",
+            100.0 * f.own as f64 / p.total.max(1) as f64,
+            f.own,
+            f.own / fed,
+            f.with_builtins / fed,
+            f.calls as f64 / fed as f64,
+            f.name
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -411,7 +443,7 @@ fn eval_board_cmd(opts: &Opts) -> Result<ExitCode> {
         },
         _ => bail!("eval-board needs exactly one of --mqar and --text FILE\n{USAGE}"),
     };
-    let out = evalboard::run(board, &image, &task, true)?;
+    let out = evalboard::run(board, &image, &task, true, opts.fast_math)?;
     println!("host: {}", out.note);
     println!("{}", out.report.stats_line());
     Ok(ExitCode::SUCCESS)

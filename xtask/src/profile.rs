@@ -25,23 +25,56 @@ use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest};
 /// Instructions per function over whole tokens.
 #[derive(Debug, Default)]
 pub struct Profile {
-    /// (demangled function name, instructions), largest first.
-    pub functions: Vec<(String, u64)>,
-    /// Their sum.
+    /// Per function, largest `own` first.
+    pub functions: Vec<FunctionCount>,
+    /// Their sum (of `own`, which is also the sum of `with_builtins`).
     pub total: u64,
     /// Tokens counted: entries into the start symbol, minus one.
     pub tokens: u64,
 }
 
+/// One function's share of a [`Profile`].
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FunctionCount {
+    /// Demangled name, without the hash.
+    pub name: String,
+    /// Instructions in blocks that start in this function.
+    pub own: u64,
+    /// `own` plus the compiler builtins (soft-float helpers, `memcpy`, ...)
+    /// it called: a builtin's blocks count for the last function that is not
+    /// a builtin to run before them (the helpers call nothing else), so a
+    /// builtin itself keeps 0 here.
+    pub with_builtins: u64,
+    /// Executions of the function's entry block (its lowest executed
+    /// address): calls, tail calls included.
+    pub calls: u64,
+}
+
+/// Whether a symbol is a compiler builtin: a soft-float or integer helper
+/// (`__addsf3`, `__aeabi_fmul`, ...) or a `compiler_builtins` function.
+pub fn is_builtin(symbol: &str) -> bool {
+    (symbol.starts_with("__") && !symbol.starts_with("__ZN"))
+        || symbol.contains("compiler_builtins")
+}
+
 /// Folds a QEMU `-d in_asm,exec,nochain` log into a [`Profile`].
 pub fn fold(log: impl BufRead, start: &str) -> Result<Profile> {
+    #[derive(Clone, Default)]
+    struct Counts {
+        /// Executions per block start address.
+        runs: HashMap<u64, u64>,
+        /// Instructions per symbol, builtins folded into their caller.
+        with_builtins: HashMap<String, u64>,
+    }
     let mut block_len: HashMap<u64, u64> = HashMap::new();
-    let mut counts: HashMap<String, u64> = HashMap::new();
+    let mut symbol_at: HashMap<u64, String> = HashMap::new();
+    let mut counts = Counts::default();
+    let mut at_last_entry = Counts::default();
     let mut current: Option<(u64, u64)> = None;
     let mut on = false;
     let mut entries = 0u64;
-    let mut at_last_entry: HashMap<String, u64> = HashMap::new();
     let mut entry_pc = None;
+    let mut caller: Option<String> = None;
     for line in log.lines() {
         let line = line.context("reading the QEMU log")?;
         if line.starts_with("IN:") {
@@ -82,8 +115,14 @@ pub fn fold(log: impl BufRead, start: &str) -> Result<Profile> {
                 entries += 1;
                 at_last_entry.clone_from(&counts);
             }
+            if !is_builtin(symbol) && caller.as_deref() != Some(symbol) {
+                caller = Some(symbol.to_string());
+            }
             if on {
-                *counts.entry(symbol.to_string()).or_default() +=
+                symbol_at.entry(pc).or_insert_with(|| symbol.to_string());
+                *counts.runs.entry(pc).or_default() += 1;
+                let to = caller.as_deref().unwrap_or(symbol);
+                *counts.with_builtins.entry(to.to_string()).or_default() +=
                     block_len.get(&pc).copied().unwrap_or(0);
             }
         }
@@ -91,13 +130,31 @@ pub fn fold(log: impl BufRead, start: &str) -> Result<Profile> {
     if entries < 2 {
         bail!("the log entered {start} fewer than twice: no whole token to count");
     }
-    let mut merged: HashMap<String, u64> = HashMap::new();
-    for (sym, n) in at_last_entry {
-        *merged.entry(demangle(&sym)).or_default() += n;
+    // Per demangled name: own instructions, builtins folded in, and the
+    // runs of the lowest block address (the entry).
+    let mut merged: HashMap<String, FunctionCount> = HashMap::new();
+    let mut entry: HashMap<String, (u64, u64)> = HashMap::new();
+    for (&pc, &runs) in &at_last_entry.runs {
+        let sym = &symbol_at[&pc];
+        let f = merged.entry(demangle(sym)).or_default();
+        f.own += runs * block_len.get(&pc).copied().unwrap_or(0);
+        let e = entry.entry(sym.clone()).or_insert((pc, runs));
+        if pc < e.0 {
+            *e = (pc, runs);
+        }
     }
-    let mut functions: Vec<(String, u64)> = merged.into_iter().collect();
-    functions.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let total = functions.iter().map(|(_, n)| n).sum();
+    for (sym, (_, runs)) in entry {
+        merged.entry(demangle(&sym)).or_default().calls += runs;
+    }
+    for (sym, n) in at_last_entry.with_builtins {
+        merged.entry(demangle(&sym)).or_default().with_builtins += n;
+    }
+    let mut functions: Vec<FunctionCount> = merged
+        .into_iter()
+        .map(|(name, f)| FunctionCount { name, ..f })
+        .collect();
+    functions.sort_by(|a, b| b.own.cmp(&a.own).then_with(|| a.name.cmp(&b.name)));
+    let total = functions.iter().map(|f| f.own).sum();
     Ok(Profile {
         functions,
         total,
@@ -111,7 +168,13 @@ fn demangle(symbol: &str) -> String {
 }
 
 /// Builds `generate` for `board` with `image` and profiles `n` tokens after `prompt`.
-pub fn run(board: &'static Board, image: &Path, prompt: &str, n: usize) -> Result<Profile> {
+pub fn run(
+    board: &'static Board,
+    image: &Path,
+    prompt: &str,
+    n: usize,
+    opts: &BuildOpts,
+) -> Result<Profile> {
     let req = RunRequest {
         board,
         firmware: Firmware::Generate,
@@ -120,7 +183,7 @@ pub fn run(board: &'static Board, image: &Path, prompt: &str, n: usize) -> Resul
         n,
         defmt: false,
         echo: false,
-        opts: BuildOpts::default(),
+        opts: opts.clone(),
     };
     let elf = boards::build(&req)?;
     let dir = boards::work_dir().join(board.name).join("profile");
@@ -190,6 +253,16 @@ IN: expf
 0x00002002:  4770       bx lr
 
 Trace 0: 0x7f [00800400/00002000/00000110/ff020200] expf
+----------------
+IN: __aeabi_fmul
+0x00003000:  4770       bx lr
+
+Trace 0: 0x7f [00800400/00003000/00000110/ff020200] __aeabi_fmul
+----------------
+IN: expf
+0x00002004:  4770       bx lr
+
+Trace 0: 0x7f [00800400/00002004/00000110/ff020200] expf
 Trace 0: 0x7f [00800400/00002000/00000110/ff020200] expf
 Trace 0: 0x7f [00800400/00000400/00000110/ff020200] Reset
 Trace 0: 0x7f [00800400/00001000/00000110/ff020200] _ZN7ferrite7session7Session4feed17h0123456789abcdefE
@@ -199,13 +272,27 @@ Trace 0: 0x7f [00800400/00002000/00000110/ff020200] expf
         // block before the first and the expf after the second are out).
         let p = fold(log.as_bytes(), "Session4feed").unwrap();
         assert_eq!(p.tokens, 1);
-        assert_eq!(p.total, 3 + 2 + 2 + 1);
-        assert_eq!(p.functions[0], ("expf".to_string(), 4));
+        assert_eq!(p.total, 3 + 2 + 1 + 1 + 2 + 1);
+        let f = |name: &str, own, with_builtins, calls| FunctionCount {
+            name: name.into(),
+            own,
+            with_builtins,
+            calls,
+        };
+        assert_eq!(p.functions[0], f("expf", 5, 6, 2));
         assert_eq!(
             p.functions[1],
-            ("ferrite::session::Session::feed".to_string(), 3)
+            f("ferrite::session::Session::feed", 3, 3, 1)
         );
-        assert_eq!(p.functions[2], ("Reset".to_string(), 1));
+        assert_eq!(p.functions[2], f("Reset", 1, 1, 1));
+        // The helper's instruction counts for expf, which called it.
+        assert_eq!(p.functions[3], f("__aeabi_fmul", 1, 0, 1));
+        assert_eq!(p.functions.len(), 4);
+        assert!(
+            is_builtin("__addsf3")
+                && is_builtin("_ZN17compiler_builtins5float3add8__addsf317h0123E")
+        );
+        assert!(!is_builtin("expf") && !is_builtin("_ZN7ferrite4math7sigmoid17h0123E"));
         assert!(fold("".as_bytes(), "Session4feed").is_err());
     }
 }

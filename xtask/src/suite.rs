@@ -10,6 +10,12 @@
 //!   LOGITS_REL_TOL, except on the integer path (tiled int8/int4 images),
 //!   where they must not differ); the transcript and the stats line equal
 //!   boards/expected/<board>.out / .stats;
+//! - fast math: a board built with the runtime's `fast-math` feature (by
+//!   default where `Board::fast_math` is set) is compared, in every check,
+//!   with a host CLI that runs the same module (`fast-math` for the f32
+//!   polynomial, `fast-math-int` for the integer one; host::ferrite_with);
+//!   such a board also runs `generate` without the feature against the
+//!   plain host (boards/expected/<board>-libm.out / .stats);
 //! - BPE: a model with the committed byte-level BPE tokenizer
 //!   (tests/tokenizer/model) encodes the prompt and generates the host's
 //!   tokens, and its transcript equals boards/expected/bpe-<board>.out;
@@ -171,6 +177,23 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         s.check(&format!("{}: generate matches host", board.name), |s| {
             board_matches_host(s, board)
         });
+        // A board that runs fast math by default: the libm build too, so
+        // that the path without the feature stays checked on it.
+        if board.fast_math {
+            s.check(
+                &format!(
+                    "{}: generate without fast-math matches the libm host",
+                    board.name
+                ),
+                |s| {
+                    let opts = BuildOpts {
+                        fast_math: Some(false),
+                        ..BuildOpts::default()
+                    };
+                    board_matches_host_as(s, board, &opts, &format!("{}-libm", board.name))
+                },
+            );
+        }
     }
     for name in BPE_BOARDS {
         let board = Board::named(name)?;
@@ -351,6 +374,16 @@ fn parse_kernels(text: &str) -> Result<KernelsSummary> {
 }
 
 fn run_generate(board: &'static Board, image: &Path, n: usize) -> Result<(boards::Run, Report)> {
+    run_generate_as(board, image, n, &BuildOpts::default())
+}
+
+/// [`run_generate`] with the build options `opts`.
+fn run_generate_as(
+    board: &'static Board,
+    image: &Path,
+    n: usize,
+    opts: &BuildOpts,
+) -> Result<(boards::Run, Report)> {
     let req = RunRequest {
         board,
         firmware: Firmware::Generate,
@@ -359,7 +392,7 @@ fn run_generate(board: &'static Board, image: &Path, n: usize) -> Result<(boards
         n,
         defmt: false,
         echo: false,
-        opts: BuildOpts::default(),
+        opts: opts.clone(),
     };
     let run = boards::build_and_run(&req)?;
     let report = run.report()?;
@@ -379,7 +412,9 @@ fn compare_with_host_as(
     opts: &BuildOpts,
 ) -> Result<String> {
     let n = report.count;
-    let host_ids = host::generate_ids_with(image, prompt, n, opts)?;
+    let board = Board::named(report.board)?;
+    let math = opts.math(board);
+    let host_ids = host::generate_ids_with(image, prompt, n, opts, math)?;
     ensure!(
         host_ids.len() == n,
         "host generated {} ids, board {n}",
@@ -410,7 +445,7 @@ fn compare_with_host_as(
         fed.len()
     );
     fed.extend_from_slice(&host_ids[..n - 1]);
-    let logits = host::last_logits(image, &fed)?;
+    let logits = host::last_logits(image, &fed, math)?;
     let host_fnv = boards::fnv1a(logits.iter().map(|l| l.to_bits()));
     if host_fnv == report.logits_fnv {
         return Ok(format!("{n} tokens, logits bit-identical"));
@@ -436,16 +471,29 @@ fn compare_with_host_as(
 }
 
 fn board_matches_host(s: &mut Suite, board: &'static Board) -> Result<String> {
+    board_matches_host_as(s, board, &BuildOpts::default(), board.name)
+}
+
+/// `generate` with the build options `opts` against the host CLI that runs
+/// the same math; the transcript and stats are boards/expected/<stem>.out
+/// and .stats.
+fn board_matches_host_as(
+    s: &mut Suite,
+    board: &'static Board,
+    opts: &BuildOpts,
+    stem: &str,
+) -> Result<String> {
     let image = host::default_image(board)?;
-    let (run, report) = run_generate(board, &image, DEFAULT_N)?;
-    let note = compare_with_host(&image, &report)?;
-    s.expect(&format!("{}.out", board.name), &run.output)?;
+    let (run, report) = run_generate_as(board, &image, DEFAULT_N, opts)?;
+    let note = compare_with_host_as(&image, &report, DEFAULT_PROMPT, opts)?;
+    s.expect(&format!("{stem}.out"), &run.output)?;
     s.expect(
-        &format!("{}.stats", board.name),
+        &format!("{stem}.stats"),
         format!("{}\n", report.stats_line()).as_bytes(),
     )?;
     Ok(format!(
-        "{note}; {}",
+        "{note}; math {}; {}",
+        opts.math(board).name(),
         report.stats_line().trim_start_matches("stats: ")
     ))
 }
@@ -597,7 +645,7 @@ fn defmt_build() -> Result<String> {
         run.tail()
     );
     let text = String::from_utf8_lossy(&run.output);
-    let host_ids = host::generate_ids(&image, DEFAULT_PROMPT, 8)?;
+    let host_ids = host::generate_ids(&image, DEFAULT_PROMPT, 8, board.math(board.fast_math))?;
     let want = format!(
         "tokens: {}",
         host_ids
@@ -696,7 +744,7 @@ fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
         pairs: 8,
         seq_len: 64,
     };
-    let out = evalboard::run(board, &image, &task, false)?;
+    let out = evalboard::run(board, &image, &task, false, None)?;
     let (correct, total): (u64, u64) = (out.report.number("correct")?, out.report.number("total")?);
     let p = recorded(&dir, &["runtime", "int8", "accuracy"])?;
     let acc = correct as f64 / total as f64;
@@ -734,7 +782,7 @@ fn text_on_board(
         bytes: Some(bytes),
         chunk,
     };
-    let out = evalboard::run(board, &image, &task, false)?;
+    let out = evalboard::run(board, &image, &task, false, None)?;
     let bpb: f64 = out.report.result.parse().context("bits_per_byte")?;
     let rec = recorded(model, &["runtime", dtype, "bits_per_byte"])?;
     ensure!(

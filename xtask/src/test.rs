@@ -109,6 +109,27 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
+            name: "cargo clippy -D warnings (fast-math: the f32 and the integer module)",
+            run: Box::new(|| {
+                let mut ok = true;
+                for feature in ["ferrite/fast-math", "ferrite/fast-math-int"] {
+                    let mut c = cargo();
+                    c.args([
+                        "clippy",
+                        "--workspace",
+                        "--all-targets",
+                        "--features",
+                        feature,
+                        "--",
+                        "-D",
+                        "warnings",
+                    ]);
+                    ok &= status(c)?;
+                }
+                Ok(ok)
+            }),
+        },
+        Step {
             name: "cargo clippy -D warnings (boards on Arm and RISC-V, fuzz)",
             run: Box::new(|| {
                 let image = host::fixture_image(crate::boards::DEFAULT_MODEL, "f32")?;
@@ -127,7 +148,9 @@ fn steps() -> Vec<Step> {
                             "--target",
                             target,
                         ])
-                        .args(["--features", board, "--", "-D", "warnings"])
+                        // As xtask builds them: with the runtime's fast math.
+                        .args(["--features", &format!("{board},fast-math")])
+                        .args(["--", "-D", "warnings"])
                         .env("FERRITE_IMAGE", &image);
                     ok &= status(c)?;
                 }
@@ -192,6 +215,32 @@ fn steps() -> Vec<Step> {
                     c.args(["test", "--workspace", "--profile", "checked"]);
                     c
                 })
+            }),
+        },
+        Step {
+            name: "cargo test with fast-math (runtime tests, reference parity; both modules, checked)",
+            run: Box::new(|| {
+                let mut ok = true;
+                for feature in ["fast-math", "fast-math-int"] {
+                    let mut c = cargo();
+                    c.args(["test", "--profile", "checked", "-p", "ferrite", "--features"])
+                        .arg(feature);
+                    ok &= status(c)?;
+                    let mut c = cargo();
+                    c.args([
+                        "test",
+                        "--profile",
+                        "checked",
+                        "-p",
+                        "ferrite-tests",
+                        "--test",
+                        "parity",
+                        "--features",
+                    ])
+                    .arg(format!("ferrite/{feature}"));
+                    ok &= status(c)?;
+                }
+                Ok(ok)
             }),
         },
         Step {

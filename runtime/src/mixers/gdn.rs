@@ -10,7 +10,7 @@ use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, Step
 use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
-use crate::math::{l2norm_in_place, rms_scale, sigmoid, silu, softplus};
+use crate::math::{exp, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
 use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
 
@@ -207,7 +207,7 @@ impl Mixer for GdnConfig {
         for (j, s) in s_all.chunks_exact_mut(v * k).enumerate() {
             let (qh, kh) = (&q[(j / group) * k..][..k], &kk[(j / group) * k..][..k]);
             let beta = beta_scale * sigmoid(b[j]);
-            let decay = libm::expf(-libm::expf(a_log.at(j)) * softplus(a[j] + dt_bias.at(j)));
+            let decay = exp(-exp(a_log.at(j)) * softplus(a[j] + dt_bias.at(j)));
             let oj = &mut o[j * v..(j + 1) * v];
             for ((row, &vr), or) in s
                 .chunks_exact_mut(k)

@@ -12,7 +12,7 @@ use super::{product, push, sum, width, Mixer, Specs, StepCtx};
 use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
-use crate::math::{logsigmoid, rms_scale, silu, softmax_in_place};
+use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
 use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
 
@@ -222,7 +222,7 @@ impl Mixer for GsaConfig {
         // f becomes alpha = exp(logsigmoid(f) / normalizer).
         let inv_norm = 1.0 / self.gate_logit_normalizer;
         f.iter_mut()
-            .for_each(|e| *e = libm::expf(logsigmoid(*e) * inv_norm));
+            .for_each(|e| *e = exp(logsigmoid(*e) * inv_norm));
 
         let (hk_all, hv_all) = state.split_at_mut(hkv * k * m);
         for g in 0..hkv {

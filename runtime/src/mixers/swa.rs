@@ -225,12 +225,12 @@ impl<'o> OnlineSoftmax<'o> {
     /// Adds a logit with its value vector (`None`: a sink logit with no value).
     fn add(&mut self, logit: f32, value: Option<&[f32]>) {
         if logit > self.max {
-            let rescale = libm::expf(self.max - logit);
+            let rescale = crate::math::exp(self.max - logit);
             self.sum *= rescale;
             self.acc.iter_mut().for_each(|e| *e *= rescale);
             self.max = logit;
         }
-        let p = libm::expf(logit - self.max);
+        let p = crate::math::exp(logit - self.max);
         self.sum += p;
         if let Some(v) = value {
             self.acc.iter_mut().zip(v).for_each(|(e, &vc)| *e += p * vc);
