@@ -45,8 +45,16 @@
 //!   [`Tokenizer`]: a crate that does not enable `bpe` itself should match a
 //!   `Tokenizer` with a `_` arm, as another crate in the build may enable it.
 //! - `defmt`: `defmt::Format` for the error and config types.
+//! - `fast-math`: faster `exp`, `sigmoid` and `silu` than `libm`'s
+//!   ([`math`]): integer arithmetic on the f32 bits where f32 is not in
+//!   hardware (within 0.55 ulp), an f32 polynomial elsewhere (within 1.5 ulp
+//!   for `exp`). It changes the output bits: a host compared with a board
+//!   must use the same module. The QEMU boards enable it.
+//! - `fast-math-int`: `fast-math` with the integer module on every target,
+//!   for a host that must reproduce a board without an FPU bit for bit.
 //!
-//! Every combination is built in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
+//! Every combination of `bpe` and `defmt`, each fast-math module and all of
+//! them together are built in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
 //! and `thumbv7em-none-eabihf`; docs.rs documents all features.
 //!
 //! The tile kernels are not a feature but a build-time choice from the

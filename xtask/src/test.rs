@@ -266,11 +266,19 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
-            name: "runtime feature combinations (none, bpe, defmt, both) for thumbv6m and thumbv7em, with clippy -D warnings",
+            name: "runtime feature combinations (bpe x defmt, fast-math, fast-math-int, all) for thumbv6m and thumbv7em, with clippy -D warnings",
             run: Box::new(|| {
                 let mut ok = true;
                 for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
-                    for features in ["", "bpe", "defmt", "bpe,defmt"] {
+                    for features in [
+                        "",
+                        "bpe",
+                        "defmt",
+                        "bpe,defmt",
+                        "fast-math",
+                        "fast-math-int",
+                        "bpe,defmt,fast-math",
+                    ] {
                         for command in ["build", "clippy"] {
                             let mut c = cargo();
                             c.args([command, "--quiet", "--release", "-p", "ferrite"])
