@@ -89,20 +89,44 @@ pub fn encode(values: &[f32], cols: usize, dtype: DType, group: usize) -> Encode
     }
 }
 
+/// How the scales (and with a calibration, the values) of a tiled int4
+/// matrix are chosen. int8 always takes [`Scales::Absmax`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scales {
+    /// The ideal scale of each group, `max|w| / 7`, values in `-7..=7`
+    /// (the scheme before `search`; no value clips).
+    Absmax,
+    /// Per group, the multiplier `m` (on the same row step `d` as absmax)
+    /// that minimizes the squared error of the group, values in `-8..=7`:
+    /// every `m` from absmax's down to 40% of it is tried, so the error of
+    /// each group is never above absmax's (absmax's own `m` is a candidate
+    /// and gives the same values).
+    #[default]
+    Search,
+}
+
+/// Smallest multiplier tried by [`Scales::Search`], as a fraction of absmax's.
+const SEARCH_LOW: f32 = 0.4;
+
 /// Encodes a `[rows, cols]` int8/int4 matrix in the tiled layout
 /// (`ferrite::image::Layout::Tiled`; `cols` and `group` multiples of 16,
 /// `group` dividing `cols`, checked by the caller).
 ///
 /// Scales: per row and group the ideal `s = max|w| / qmax`; per row
-/// `d = max(s) / 255`; per group `m = ceil(s / d)` in 1..=255, so the
-/// stored scale `d * m` is never below `s` (no value clips) and at most one
-/// step of `d` above it; `q = round(w / (d * m))`.
+/// `d = max(s) / 255`; per group a multiplier `m` in 1..=255 and
+/// `q = round(w / (d * m))`. int8 and [`Scales::Absmax`] take
+/// `m = ceil(s / d)`, so the stored scale `d * m` is never below `s` (no
+/// value clips) and at most one step of `d` above it; [`Scales::Search`]
+/// searches `m` (int4). With a `hessian` of the inputs (int4, from
+/// `--calibrate`), the values are chosen by [`gptq_tiled`] instead.
 pub fn encode_tiled(
     values: &[f32],
     rows: usize,
     cols: usize,
     dtype: DType,
     group: usize,
+    scales: Scales,
+    hessian: Option<&[f64]>,
 ) -> Encoded {
     debug_assert!(dtype.is_quantized() && cols % TILE_COLS == 0 && cols % group == 0);
     let qm = qmax(dtype);
@@ -111,6 +135,7 @@ pub fn encode_tiled(
     let mut d = vec![0.0f32; prows];
     let mut m = vec![0u8; prows * groups];
     let mut q = vec![0i8; prows * cols];
+    let int4_search = dtype == DType::I4 && scales == Scales::Search;
     for (r, row) in values.chunks_exact(cols).enumerate().take(rows) {
         let s: Vec<f32> = row
             .chunks_exact(group)
@@ -122,13 +147,23 @@ pub fn encode_tiled(
         }
         d[r] = smax / 255.0;
         for (g, &sg) in s.iter().enumerate() {
-            let mg = (sg / d[r]).ceil().clamp(1.0, 255.0);
-            m[r * groups + g] = mg as u8;
-            let inv = 1.0 / (d[r] * mg);
-            for c in g * group..(g + 1) * group {
-                q[r * cols + c] = (row[c] * inv).round().clamp(-qm, qm) as i8;
+            let mceil = (sg / d[r]).ceil().clamp(1.0, 255.0);
+            let cells = g * group..(g + 1) * group;
+            let mg = if int4_search && hessian.is_none() {
+                search_mult(&row[cells.clone()], d[r], mceil as u8)
+            } else {
+                mceil as u8
+            };
+            m[r * groups + g] = mg;
+            let (lo, hi) = if int4_search { (-8.0, 7.0) } else { (-qm, qm) };
+            let inv = 1.0 / (d[r] * mg as f32);
+            for c in cells {
+                q[r * cols + c] = (row[c] * inv).round().clamp(lo, hi) as i8;
             }
         }
+    }
+    if let (true, Some(h)) = (int4_search, hessian) {
+        gptq_tiled(values, rows, cols, group, &d, &mut m, &mut q, h);
     }
     let decoded = (0..rows * cols).map(|i| {
         let (r, c) = (i / cols, i % cols);
@@ -161,6 +196,173 @@ pub fn encode_tiled(
         payload,
         scales,
         rel_rms_error,
+    }
+}
+
+/// The stored scale `d * m` as the runtime forms it.
+fn stored_scale(d: f32, m: u8) -> f32 {
+    d * m as f32
+}
+
+/// Squared error of `vals` quantized to `-8..=7` on `scale`.
+fn int4_error(vals: impl Iterator<Item = f64>, scale: f32) -> f64 {
+    let (scale, inv) = (scale as f64, 1.0 / scale as f64);
+    vals.map(|w| {
+        let q = (w * inv).round().clamp(-8.0, 7.0);
+        (q * scale - w).powi(2)
+    })
+    .sum()
+}
+
+/// [`Scales::Search`] for one group: the multiplier in
+/// `ceil(SEARCH_LOW * mceil)..=mceil` with the least squared error on the
+/// row step `d` (ties keep the larger; `mceil` is absmax's).
+fn search_mult(vals: &[f32], d: f32, mceil: u8) -> u8 {
+    let lo = ((SEARCH_LOW * mceil as f32).ceil() as u8).max(1);
+    let mut best = (f64::INFINITY, mceil);
+    for mg in (lo..=mceil).rev() {
+        let e = int4_error(vals.iter().map(|&v| v as f64), stored_scale(d, mg));
+        if e < best.0 {
+            best = (e, mg);
+        }
+    }
+    best.1
+}
+
+/// Lower Cholesky factor of the symmetric positive definite `a` (`n x n`),
+/// or `None` when it is not numerically positive definite.
+fn cholesky(a: &[f64], n: usize) -> Option<Vec<f64>> {
+    let mut l = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let mut sum = a[i * n + j];
+            for k in 0..j {
+                sum -= l[i * n + k] * l[j * n + k];
+            }
+            if i == j {
+                if sum <= 0.0 || !sum.is_finite() {
+                    return None;
+                }
+                l[i * n + i] = sum.sqrt();
+            } else {
+                l[i * n + j] = sum / l[j * n + j];
+            }
+        }
+    }
+    Some(l)
+}
+
+/// The upper triangular `U` with `H⁻¹ = Uᵀ U` of a damped `H` (GPTQ's
+/// form of the inverse): `damp` times the mean diagonal is added to the
+/// diagonal, and an input never seen (zero diagonal) gets a diagonal of 1.
+fn inverse_upper_cholesky(h: &[f64], n: usize) -> Option<Vec<f64>> {
+    let mut a = h.to_vec();
+    for i in 0..n {
+        if a[i * n + i] <= 0.0 {
+            a[i * n + i] = 1.0;
+        }
+    }
+    let mean = (0..n).map(|i| a[i * n + i]).sum::<f64>() / n as f64;
+    let mut damp = 0.01 * mean;
+    for _ in 0..6 {
+        let mut b = a.clone();
+        for i in 0..n {
+            b[i * n + i] += damp;
+        }
+        if let Some(l) = cholesky(&b, n) {
+            // L⁻¹ by forward substitution, then H⁻¹ = L⁻ᵀ L⁻¹.
+            let mut li = vec![0.0; n * n];
+            for c in 0..n {
+                for i in c..n {
+                    let mut sum = if i == c { 1.0 } else { 0.0 };
+                    for k in c..i {
+                        sum -= l[i * n + k] * li[k * n + c];
+                    }
+                    li[i * n + c] = sum / l[i * n + i];
+                }
+            }
+            let mut inv = vec![0.0; n * n];
+            for i in 0..n {
+                for j in 0..=i {
+                    let s: f64 = (i..n).map(|k| li[k * n + i] * li[k * n + j]).sum();
+                    inv[i * n + j] = s;
+                    inv[j * n + i] = s;
+                }
+            }
+            if let Some(lo) = cholesky(&inv, n) {
+                let mut u = vec![0.0; n * n];
+                for i in 0..n {
+                    for j in 0..=i {
+                        u[j * n + i] = lo[i * n + j];
+                    }
+                }
+                return Some(u);
+            }
+        }
+        damp *= 10.0;
+    }
+    None
+}
+
+/// GPTQ (Frantar et al., 2022) on the tiled int4 grid: the columns are
+/// quantized in order, and each one's rounding error, weighted by the
+/// inverse of the inputs' `hessian` (`E[x xᵀ]`, `cols x cols`), is moved
+/// onto the columns not yet quantized, so that the error of the products
+/// `W x` (not of the weights) is small. The row steps `d` stay absmax's;
+/// each group's multiplier is searched ([`search_mult`]) on the updated
+/// weights when the group is reached. Fills `m` and `q` of the first `rows`
+/// rows; falls back to [`Scales::Search`] values (already in `m`, `q`) when
+/// the damped hessian is not positive definite.
+#[allow(clippy::too_many_arguments)]
+pub fn gptq_tiled(
+    values: &[f32],
+    rows: usize,
+    cols: usize,
+    group: usize,
+    d: &[f32],
+    m: &mut [u8],
+    q: &mut [i8],
+    hessian: &[f64],
+) {
+    debug_assert_eq!(hessian.len(), cols * cols);
+    let Some(u) = inverse_upper_cholesky(hessian, cols) else {
+        return;
+    };
+    let groups = cols / group;
+    let mut w: Vec<f64> = values[..rows * cols].iter().map(|&v| v as f64).collect();
+    let mut scale = vec![0.0f64; rows];
+    for c in 0..cols {
+        if c % group == 0 {
+            let g = c / group;
+            for r in 0..rows {
+                if d[r] == 0.0 {
+                    continue;
+                }
+                let vals: Vec<f32> = w[r * cols + c..r * cols + c + group]
+                    .iter()
+                    .map(|&v| v as f32)
+                    .collect();
+                let amax = vals.iter().fold(0.0f32, |a, v| a.max(v.abs())) / 7.0;
+                let mceil = (amax / d[r]).ceil().clamp(1.0, 255.0) as u8;
+                let mg = search_mult(&vals, d[r], mceil);
+                m[r * groups + g] = mg;
+                scale[r] = stored_scale(d[r], mg) as f64;
+            }
+        }
+        let diag = u[c * cols + c];
+        for r in 0..rows {
+            if d[r] == 0.0 {
+                continue;
+            }
+            let wv = w[r * cols + c];
+            let qv = (wv / scale[r]).round().clamp(-8.0, 7.0);
+            q[r * cols + c] = qv as i8;
+            let err = (wv - qv * scale[r]) / diag;
+            let row = &mut w[r * cols..(r + 1) * cols];
+            for (j, x) in row.iter_mut().enumerate().skip(c + 1) {
+                *x -= err * u[c * cols + j];
+            }
+        }
     }
 }
 

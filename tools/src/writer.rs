@@ -1,5 +1,7 @@
 //! Writing flash images (format in `ferrite::image`, prose in `docs/image-format.md`).
 
+use std::collections::HashMap;
+
 use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, TokenizerKind};
 use ferrite::image::{
@@ -10,9 +12,10 @@ use ferrite::image::{
 use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
 use ferrite::mixers::{block_specs, global_specs};
 
+use crate::calibrate::Hessian;
 use crate::config_json::Config;
 use crate::model_dir::ModelDir;
-use crate::quant::{encode, encode_tiled, Encoded};
+use crate::quant::{encode, encode_tiled, Encoded, Scales};
 
 /// How to store tensors.
 #[derive(Clone, Debug)]
@@ -28,6 +31,12 @@ pub struct WriteOptions {
     /// matrices whose input width is not a multiple of 16 stay row-major)
     /// or [`Layout::RowMajor`] (format 1-2 images, f32 activations).
     pub layout: Layout,
+    /// How tiled int4 scales are chosen.
+    pub scales: Scales,
+    /// Input statistics per matrix name (`--calibrate`): tiled int4
+    /// matrices are then quantized for the error of their products (GPTQ),
+    /// except a tied embedding table (its lookups read the weights alone).
+    pub calibration: Option<HashMap<String, Hessian>>,
 }
 
 impl Default for WriteOptions {
@@ -37,6 +46,8 @@ impl Default for WriteOptions {
             group_size: None,
             rules: Vec::new(),
             layout: Layout::Tiled,
+            scales: Scales::default(),
+            calibration: None,
         }
     }
 }
@@ -222,6 +233,23 @@ pub fn check_options(dir: &ModelDir, opts: &WriteOptions, dtype_given: bool) -> 
         );
     }
     Ok(())
+}
+
+/// How many tensors of `dir` `opts` stores as tiled int4 (what `--scales`
+/// and `--calibrate` act on).
+pub fn tiled_int4_count(dir: &ModelDir, opts: &WriteOptions) -> Result<usize> {
+    let mut n = 0;
+    for spec in expected_specs(&dir.config) {
+        let name = tensor_name(spec.layer, spec.role);
+        let cols = spec.numel() / spec.dims[0] as usize;
+        if dtype_for(opts, &spec, &name)? == DType::I4
+            && opts.layout == Layout::Tiled
+            && tileable(spec.ndim(), cols, opts.group_size)
+        {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// One tensor as written, for reports.
@@ -413,7 +441,15 @@ pub fn build_image(
             (false, _) => (0, encode(&values, cols, dtype, 0)),
             (true, Layout::Tiled) => {
                 let group = tiled_group_for(opts.group_size, dtype, cols);
-                (group, encode_tiled(&values, rows, cols, dtype, group))
+                let hessian = opts
+                    .calibration
+                    .as_ref()
+                    .filter(|_| !(tied && spec.role == Role::Embeddings))
+                    .and_then(|c| c.get(name))
+                    .filter(|h| h.n == cols)
+                    .map(|h| h.h.as_slice());
+                let encoded = encode_tiled(&values, rows, cols, dtype, group, opts.scales, hessian);
+                (group, encoded)
             }
             (true, Layout::RowMajor) => {
                 let group = group_size_for(opts.group_size, dtype, cols, name)?;
