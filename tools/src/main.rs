@@ -593,6 +593,7 @@ fn quantize(
     for warning in &dir.warnings {
         eprintln!("warning: {warning}");
     }
+    let defaults = writer::apply_int4_defaults(&dir, &mut opts)?;
     if let Some(source) = &extras.calibration {
         let start = std::time::Instant::now();
         let h = calibrate::hessians(&dir, source)?;
@@ -606,6 +607,9 @@ fn quantize(
         opts.calibration = Some(h);
     }
     let opts = &opts;
+    if let Some(line) = defaults {
+        eprintln!("{line}");
+    }
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} tensors")
             .expect("static template")

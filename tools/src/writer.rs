@@ -54,8 +54,14 @@ impl Default for WriteOptions {
 
 /// Group sizes tried, largest first, when none is given (row-major layout).
 pub const AUTO_GROUP_SIZES: [usize; 4] = [64, 32, 16, 8];
-/// Group sizes tried, largest first, when none is given (tiled layout).
-pub const AUTO_TILED_GROUP_SIZES: [usize; 3] = [64, 32, 16];
+/// Group sizes tried, largest first, when none is given (tiled int4):
+/// groups of 32 score 0.02-0.04 bits per byte better than 64 on the shipped
+/// LMs for 0.5-2% more flash (docs/quantization.md, "int4").
+pub const AUTO_TILED_GROUP_SIZES: [usize; 2] = [32, 16];
+
+/// The int4 image the defaults aim at: at most this fraction of the int8
+/// image (issue 11's bound).
+pub const INT4_BUDGET: f64 = 0.6;
 
 /// Whether a quantized matrix with `cols` inputs and `ndim` dims can take
 /// the tiled layout (and with group `requested`, if given).
@@ -233,6 +239,63 @@ pub fn check_options(dir: &ModelDir, opts: &WriteOptions, dtype_given: bool) -> 
         );
     }
     Ok(())
+}
+
+/// `--dtype int4`'s per-tensor default, decided by measurement
+/// (docs/quantization.md, "int4"): the vocabulary matrices (the embedding
+/// table and an untied `lm_head`) cost the most bits per byte at int4, so
+/// they stay int8 when the image then stays within [`INT4_BUDGET`] of the
+/// int8 image (`lm/large`; not `lm/small` nor the MQAR models, whose tables
+/// are 11-18% of their weights). A `--rule` matching them decides instead.
+/// Returns the rules added (appended to `opts.rules`) and a line for the
+/// summary. Image sizes do not depend on the values, so they are measured
+/// without the calibration.
+pub fn apply_int4_defaults(dir: &ModelDir, opts: &mut WriteOptions) -> Result<Option<String>> {
+    if opts.dtype != DType::I4 || opts.layout != Layout::Tiled {
+        return Ok(None);
+    }
+    let vocab: Vec<String> = expected_specs(&dir.config)
+        .iter()
+        .filter(|s| matches!(s.role, Role::Embeddings | Role::LmHead))
+        .map(|s| tensor_name(s.layer, s.role))
+        .collect();
+    if vocab
+        .iter()
+        .any(|n| opts.rules.iter().any(|(g, _)| glob_match(g, n)))
+    {
+        return Ok(Some(format!(
+            "int4 defaults: {} as --rule says",
+            vocab.join(", ")
+        )));
+    }
+    let sized = |dtype: DType, extra: bool| -> Result<usize> {
+        let mut o = WriteOptions {
+            dtype,
+            calibration: None,
+            ..opts.clone()
+        };
+        if extra {
+            o.rules.extend(vocab.iter().map(|n| (n.clone(), DType::I8)));
+        }
+        Ok(build_image(dir, &o, |_, _| {})?.bytes.len())
+    };
+    let int8 = sized(DType::I8, false)?;
+    let with = sized(DType::I4, true)?;
+    let budget = INT4_BUDGET * int8 as f64;
+    let ratio = with as f64 / int8 as f64;
+    if with as f64 <= budget {
+        opts.rules
+            .extend(vocab.iter().map(|n| (n.clone(), DType::I8)));
+        Ok(Some(format!(
+            "int4 defaults: {} kept int8 (the image is {ratio:.3} x the int8 image's {int8} bytes, within {INT4_BUDGET})",
+            vocab.join(", ")
+        )))
+    } else {
+        Ok(Some(format!(
+            "int4 defaults: {} int4 (int8 would make the image {ratio:.3} x the int8 image's {int8} bytes, over {INT4_BUDGET}; --rule overrides)",
+            vocab.join(", ")
+        )))
+    }
 }
 
 /// How many tensors of `dir` `opts` stores as tiled int4 (what `--scales`
