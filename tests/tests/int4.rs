@@ -50,7 +50,11 @@ fn int4_images_stay_within_0_6_of_int8() {
         let int8 = image(&dir, DType::I8, Scales::Search, false);
         let int4 = image(&dir, DType::I4, Scales::Search, false);
         let ratio = int4.bytes().len() as f64 / int8.bytes().len() as f64;
-        println!("lm/{name}: int4 {} / int8 {} = {ratio:.3}", int4.bytes().len(), int8.bytes().len());
+        println!(
+            "lm/{name}: int4 {} / int8 {} = {ratio:.3}",
+            int4.bytes().len(),
+            int8.bytes().len()
+        );
         assert!(ratio <= INT4_BUDGET, "lm/{name}: {ratio}");
         let table = int4.model().unwrap().entry(0).unwrap();
         assert_eq!(table.dtype == DType::I8, int8_table, "lm/{name}");
@@ -79,7 +83,10 @@ fn small_lm_int4_bits_per_byte_on_an_excerpt() {
         calibrated - f32
     );
     assert!(search < absmax && calibrated < search);
-    assert!(search - f32 <= MAX_SEARCH_RISE, "search {search} vs f32 {f32}");
+    assert!(
+        search - f32 <= MAX_SEARCH_RISE,
+        "search {search} vs f32 {f32}"
+    );
     assert!(
         calibrated - f32 <= MAX_CALIBRATED_RISE,
         "calibrated {calibrated} vs f32 {f32}"
