@@ -52,7 +52,7 @@
 //!   must use the same module. The QEMU boards enable it.
 //! - `fast-math-int`: `fast-math` with the integer module on every target,
 //!   for a host that must reproduce a board without an FPU bit for bit.
-//! - `probe` (hosts only; nothing on targets without an OS): a per-thread
+//! - `probe`: hosts only (nothing on targets without an OS): a per-thread
 //!   hook that sees the input of every matrix-vector product
 //!   (`probe::set`), what `ferrite quantize --calibrate` measures with.
 //!
