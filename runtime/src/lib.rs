@@ -52,6 +52,9 @@
 //!   must use the same module. The QEMU boards enable it.
 //! - `fast-math-int`: `fast-math` with the integer module on every target,
 //!   for a host that must reproduce a board without an FPU bit for bit.
+//! - `probe`: hosts only (nothing on targets without an OS): a per-thread
+//!   hook that sees the input of every matrix-vector product
+//!   (`probe::set`), what `ferrite quantize --calibrate` measures with.
 //!
 //! Every combination of `bpe` and `defmt`, each fast-math module and all of
 //! them together are built in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
@@ -89,6 +92,8 @@ pub mod kernels;
 pub mod math;
 pub mod mixers;
 pub mod model;
+#[cfg(all(feature = "probe", not(target_os = "none")))]
+pub mod probe;
 pub mod sampler;
 pub mod session;
 pub mod tensor;

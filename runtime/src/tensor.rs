@@ -323,6 +323,8 @@ impl<'a> Tensor<'a> {
             ));
         }
         let xf = x.f;
+        #[cfg(all(feature = "probe", not(target_os = "none")))]
+        crate::probe::record(self.payload_addr(), xf);
         match self.data {
             TensorData::F32(w) => kernels::matvec_f32(w, self.cols, xf, y),
             TensorData::F16(w) => kernels::matvec_f16(w, self.cols, xf, y),
@@ -336,6 +338,19 @@ impl<'a> Tensor<'a> {
             TensorData::TiledI4(w) => tiled::matvec_i4(&w, Self::quantized(x)?, y),
         }
         Ok(())
+    }
+
+    /// The address of the payload's first byte (identifies the tensor).
+    #[cfg(all(feature = "probe", not(target_os = "none")))]
+    fn payload_addr(&self) -> usize {
+        match self.data {
+            TensorData::F32(w) => w.as_ptr() as usize,
+            TensorData::F16(w) => w.as_ptr() as usize,
+            TensorData::I8 { q, .. } => q.as_ptr() as usize,
+            TensorData::I4 { q, .. } => q.as_ptr() as usize,
+            TensorData::TiledI8(w) => w.q.as_ptr() as usize,
+            TensorData::TiledI4(w) => w.q.as_ptr() as usize,
+        }
     }
 
     fn quantized<'x>(x: &'x Input<'_>) -> Result<&'x QVec<'x>> {

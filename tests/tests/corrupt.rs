@@ -95,6 +95,7 @@ fn image_with(vocab: u32, tokenizer: Option<BpeSpec>) -> Vec<u8> {
         rules: Vec::new(),
         // The corpus predates the tiled layout; its images stay format 1-2.
         layout: ferrite::image::Layout::RowMajor,
+        ..Default::default()
     };
     build_image(&dir, &opts, |_, _| {})
         .expect("image builds")

@@ -153,6 +153,7 @@ fn image_size_is_within_3_percent_on_a_real_sized_model() {
                 group_size: group,
                 rules: Vec::new(),
                 layout,
+                ..Default::default()
             };
             let image = build_image(&dir, &o, |_, _| {}).unwrap();
             let (len, ideal, over) = overhead(&image.bytes);

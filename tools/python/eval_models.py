@@ -10,7 +10,9 @@ temporary directory, once per variant of VARIANTS,
     int8         --dtype int8 --layout rows   row-major, f32 group scales, f32 activations
     int8_tiled   --dtype int8 --layout tiled  the integer path (int8 activations)
     int4         --dtype int4 --layout rows
-    int4_tiled   --dtype int4 --layout tiled
+    int4_tiled   --dtype int4 --layout tiled  (the int4 defaults: scale search, groups of 32, ...)
+    int4_calibrated  int4_tiled with --calibrate models/lm/calibration.txt (LMs)
+                     or --calibrate-mqar 64 (MQAR models): GPTQ
 
 (`int8`/`int4` are the figures recorded before the integer path existed, when
 row-major was the only layout), then
@@ -45,7 +47,11 @@ VARIANTS = {
     "int8_tiled": ["--dtype", "int8", "--layout", "tiled"],
     "int4": ["--dtype", "int4", "--layout", "rows"],
     "int4_tiled": ["--dtype", "int4", "--layout", "tiled"],
+    "int4_calibrated": ["--dtype", "int4", "--layout", "tiled"],
 }
+# int4_calibrated's calibration (GPTQ, docs/quantization.md "int4"), per task:
+# 16 KB of the LMs' training pool, or 64 MQAR sequences of seed 1.
+CALIBRATION = {"lm": ["--calibrate", ROOT / "models/lm/calibration.txt"], "mqar": ["--calibrate-mqar", "64"]}
 # The recorded MQAR evaluation (docs/mqar.md defaults, the "eval" field of metrics.json).
 MQAR_SEED, MQAR_N = 0, 1000
 
@@ -72,7 +78,8 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
     runtime = dict(metrics.get("runtime", {}))
     for variant in variants:
         image = tmp / f"{model_dir.parent.name}-{model_dir.name}-{variant}.fer"
-        summary = run([bin_path, "quantize", model_dir, "-o", image, *VARIANTS[variant]], True).strip().splitlines()[-1]
+        args = VARIANTS[variant] + (CALIBRATION[task] if variant == "int4_calibrated" else [])
+        summary = run([bin_path, "quantize", model_dir, "-o", image, *args], True).strip().splitlines()[-1]
         flash = int(re.search(r"(\d+) bytes flash", summary).group(1))
         ram = re.search(r"(\d+) bytes RAM \((\d+) state\)", summary)
         entry = {"image_bytes": flash, "ram_bytes": int(ram.group(1)), "state_bytes": int(ram.group(2))}
@@ -86,7 +93,9 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
                 raise SystemExit(f"{model_dir.relative_to(ROOT)} {variant}: measured {entry}, recorded {runtime[variant]}")
         runtime[variant] = entry
     runtime["commands"] = ("ferrite quantize <dir> -o <img> --dtype {f32,int8,int4} [--layout rows] "
-                           "(int8/int4: --layout rows; int8_tiled/int4_tiled: --layout tiled); "
+                           "(int8/int4: --layout rows; int8_tiled/int4_tiled: --layout tiled; int4_calibrated: "
+                           + ("--layout tiled --calibrate models/lm/calibration.txt" if task == "lm"
+                              else "--layout tiled --calibrate-mqar 64") + "); "
                            + (f"ferrite eval <img> --mqar --seed {MQAR_SEED} --n {MQAR_N}" if task == "mqar"
                               else "ferrite eval <img> --text models/lm/heldout.txt"))
     metrics["runtime"] = {k: runtime[k] for k in ["state_bytes_per_layer", *VARIANTS, "commands"] if k in runtime}

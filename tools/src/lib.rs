@@ -5,6 +5,7 @@
 // answers rather than panics for n = 0 (as in the runtime).
 #![allow(clippy::manual_is_multiple_of)]
 
+pub mod calibrate;
 pub mod config_json;
 pub mod eval;
 pub mod fla;

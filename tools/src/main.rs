@@ -15,8 +15,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use ferrite::{LayerConfig, Model, Sampler, SamplerConfig, Session, Tokenizer};
+use ferrite_tools::calibrate::{self, Source};
 use ferrite_tools::fla::{self, FlaOptions};
 use ferrite_tools::model_dir::ModelDir;
+use ferrite_tools::quant::Scales;
 use ferrite_tools::run::{self, AlignedImage};
 use ferrite_tools::writer::{self, WriteOptions};
 use ferrite_tools::{eval, mqar};
@@ -68,6 +70,23 @@ enum Command {
         /// or `rows` (row-major with f32 group scales, f32 activations, format 1-2).
         #[arg(long, default_value = "tiled", value_parser = ["tiled", "rows"])]
         layout: String,
+        /// Scales of tiled int4 matrices: `search` (per group, the scale with
+        /// the least squared weight error, values -8..7) or `absmax` (max|w|/7,
+        /// values -7..7: the scheme before search). An error when no tensor is
+        /// tiled int4.
+        #[arg(long, value_parser = ["search", "absmax"])]
+        scales: Option<String>,
+        /// Calibration text: the f32 model is run over it (512-token chunks)
+        /// and tiled int4 matrices are quantized for the error of their
+        /// products on its activations (GPTQ) instead of their weights'. Use
+        /// text like the model's (never the evaluation text). An error when no
+        /// tensor is tiled int4.
+        #[arg(long, value_name = "FILE", conflicts_with = "calibrate_mqar")]
+        calibrate: Option<PathBuf>,
+        /// Calibrate (as --calibrate) on N MQAR sequences of seed 1
+        /// (docs/mqar.md; the evaluation uses seed 0), for MQAR models.
+        #[arg(long, value_name = "N")]
+        calibrate_mqar: Option<usize>,
         /// fla checkpoints: run attention layers that have no window_size as
         /// sliding-window attention with this window (changes their outputs).
         /// An error when no layer lacks a window_size.
@@ -251,9 +270,21 @@ fn run(command: Command) -> Result<()> {
             group_size,
             rules,
             layout,
+            scales,
+            calibrate,
+            calibrate_mqar,
             window,
         } => {
             let dtype_given = dtype.is_some();
+            let calibration = match (calibrate, calibrate_mqar) {
+                (Some(path), _) => {
+                    Some(Source::Text(std::fs::read(&path).with_context(|| {
+                        format!("cannot read {}", path.display())
+                    })?))
+                }
+                (None, Some(n)) => Some(Source::Mqar(n)),
+                (None, None) => None,
+            };
             let opts = WriteOptions {
                 dtype: writer::parse_dtype(dtype.as_deref().unwrap_or("f32"))?,
                 group_size,
@@ -266,12 +297,22 @@ fn run(command: Command) -> Result<()> {
                 } else {
                     ferrite::image::Layout::Tiled
                 },
+                scales: if scales.as_deref() == Some("absmax") {
+                    Scales::Absmax
+                } else {
+                    Scales::Search
+                },
+                calibration: None,
             };
             quantize(
                 &model_dir,
                 &output,
-                &opts,
-                dtype_given,
+                opts,
+                QuantizeExtras {
+                    dtype_given,
+                    scales_given: scales.is_some(),
+                    calibration,
+                },
                 &FlaOptions { window },
             )
         }
@@ -524,17 +565,50 @@ fn parse_tokens(s: &str) -> Result<Vec<u32>> {
     Ok(tokens)
 }
 
+/// Quantize options the CLI checks before building.
+struct QuantizeExtras {
+    dtype_given: bool,
+    scales_given: bool,
+    calibration: Option<Source>,
+}
+
 fn quantize(
     model_dir: &std::path::Path,
     output: &std::path::Path,
-    opts: &WriteOptions,
-    dtype_given: bool,
+    mut opts: WriteOptions,
+    extras: QuantizeExtras,
     fla_options: &FlaOptions,
 ) -> Result<()> {
     let dir = ModelDir::open_with(model_dir, fla_options)?;
-    writer::check_options(&dir, opts, dtype_given)?;
+    writer::check_options(&dir, &opts, extras.dtype_given)?;
+    let int4_tiled = writer::tiled_int4_count(&dir, &opts)?;
+    if int4_tiled == 0 {
+        if extras.scales_given {
+            bail!("--scales does nothing: no tensor is stored as tiled int4");
+        }
+        if extras.calibration.is_some() {
+            bail!("--calibrate does nothing: no tensor is stored as tiled int4");
+        }
+    }
     for warning in &dir.warnings {
         eprintln!("warning: {warning}");
+    }
+    let defaults = writer::apply_int4_defaults(&dir, &mut opts)?;
+    if let Some(source) = &extras.calibration {
+        let start = std::time::Instant::now();
+        let h = calibrate::hessians(&dir, source)?;
+        let vectors = h.values().map(|h| h.count).max().unwrap_or(0);
+        eprintln!(
+            "calibrated: {} input vectors per matrix, {} matrices, {:.1} s",
+            vectors,
+            h.len(),
+            start.elapsed().as_secs_f64()
+        );
+        opts.calibration = Some(h);
+    }
+    let opts = &opts;
+    if let Some(line) = defaults {
+        eprintln!("{line}");
     }
     let bar = ProgressBar::new(0).with_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} tensors")

@@ -1,5 +1,7 @@
 //! Writing flash images (format in `ferrite::image`, prose in `docs/image-format.md`).
 
+use std::collections::HashMap;
+
 use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, TokenizerKind};
 use ferrite::image::{
@@ -10,9 +12,10 @@ use ferrite::image::{
 use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
 use ferrite::mixers::{block_specs, global_specs};
 
+use crate::calibrate::Hessian;
 use crate::config_json::Config;
 use crate::model_dir::ModelDir;
-use crate::quant::{encode, encode_tiled, Encoded};
+use crate::quant::{encode, encode_tiled, Encoded, Scales};
 
 /// How to store tensors.
 #[derive(Clone, Debug)]
@@ -28,6 +31,12 @@ pub struct WriteOptions {
     /// matrices whose input width is not a multiple of 16 stay row-major)
     /// or [`Layout::RowMajor`] (format 1-2 images, f32 activations).
     pub layout: Layout,
+    /// How tiled int4 scales are chosen.
+    pub scales: Scales,
+    /// Input statistics per matrix name (`--calibrate`): tiled int4
+    /// matrices are then quantized for the error of their products (GPTQ),
+    /// except a tied embedding table (its lookups read the weights alone).
+    pub calibration: Option<HashMap<String, Hessian>>,
 }
 
 impl Default for WriteOptions {
@@ -37,14 +46,22 @@ impl Default for WriteOptions {
             group_size: None,
             rules: Vec::new(),
             layout: Layout::Tiled,
+            scales: Scales::default(),
+            calibration: None,
         }
     }
 }
 
 /// Group sizes tried, largest first, when none is given (row-major layout).
 pub const AUTO_GROUP_SIZES: [usize; 4] = [64, 32, 16, 8];
-/// Group sizes tried, largest first, when none is given (tiled layout).
-pub const AUTO_TILED_GROUP_SIZES: [usize; 3] = [64, 32, 16];
+/// Group sizes tried, largest first, when none is given (tiled int4):
+/// groups of 32 score 0.02-0.04 bits per byte better than 64 on the shipped
+/// LMs for 0.5-2% more flash (docs/quantization.md, "int4").
+pub const AUTO_TILED_GROUP_SIZES: [usize; 2] = [32, 16];
+
+/// The int4 image the defaults aim at: at most this fraction of the int8
+/// image (issue 11's bound).
+pub const INT4_BUDGET: f64 = 0.6;
 
 /// Whether a quantized matrix with `cols` inputs and `ndim` dims can take
 /// the tiled layout (and with group `requested`, if given).
@@ -222,6 +239,80 @@ pub fn check_options(dir: &ModelDir, opts: &WriteOptions, dtype_given: bool) -> 
         );
     }
     Ok(())
+}
+
+/// `--dtype int4`'s per-tensor default, decided by measurement
+/// (docs/quantization.md, "int4"): the vocabulary matrices (the embedding
+/// table and an untied `lm_head`) cost the most bits per byte at int4, so
+/// they stay int8 when the image then stays within [`INT4_BUDGET`] of the
+/// int8 image (`lm/large`; not `lm/small` nor the MQAR models, whose tables
+/// are 11-18% of their weights). A `--rule` matching them decides instead.
+/// Returns the rules added (appended to `opts.rules`) and a line for the
+/// summary. Image sizes do not depend on the values, so they are measured
+/// without the calibration.
+pub fn apply_int4_defaults(dir: &ModelDir, opts: &mut WriteOptions) -> Result<Option<String>> {
+    if opts.dtype != DType::I4 || opts.layout != Layout::Tiled {
+        return Ok(None);
+    }
+    let vocab: Vec<String> = expected_specs(&dir.config)
+        .iter()
+        .filter(|s| matches!(s.role, Role::Embeddings | Role::LmHead))
+        .map(|s| tensor_name(s.layer, s.role))
+        .collect();
+    if vocab
+        .iter()
+        .any(|n| opts.rules.iter().any(|(g, _)| glob_match(g, n)))
+    {
+        return Ok(Some(format!(
+            "int4 defaults: {} as --rule says",
+            vocab.join(", ")
+        )));
+    }
+    let sized = |dtype: DType, extra: bool| -> Result<usize> {
+        let mut o = WriteOptions {
+            dtype,
+            calibration: None,
+            ..opts.clone()
+        };
+        if extra {
+            o.rules.extend(vocab.iter().map(|n| (n.clone(), DType::I8)));
+        }
+        Ok(build_image(dir, &o, |_, _| {})?.bytes.len())
+    };
+    let int8 = sized(DType::I8, false)?;
+    let with = sized(DType::I4, true)?;
+    let budget = INT4_BUDGET * int8 as f64;
+    let ratio = with as f64 / int8 as f64;
+    if with as f64 <= budget {
+        opts.rules
+            .extend(vocab.iter().map(|n| (n.clone(), DType::I8)));
+        Ok(Some(format!(
+            "int4 defaults: {} kept int8 (the image is {ratio:.3} x the int8 image's {int8} bytes, within {INT4_BUDGET})",
+            vocab.join(", ")
+        )))
+    } else {
+        Ok(Some(format!(
+            "int4 defaults: {} int4 (int8 would make the image {ratio:.3} x the int8 image's {int8} bytes, over {INT4_BUDGET}; --rule overrides)",
+            vocab.join(", ")
+        )))
+    }
+}
+
+/// How many tensors of `dir` `opts` stores as tiled int4 (what `--scales`
+/// and `--calibrate` act on).
+pub fn tiled_int4_count(dir: &ModelDir, opts: &WriteOptions) -> Result<usize> {
+    let mut n = 0;
+    for spec in expected_specs(&dir.config) {
+        let name = tensor_name(spec.layer, spec.role);
+        let cols = spec.numel() / spec.dims[0] as usize;
+        if dtype_for(opts, &spec, &name)? == DType::I4
+            && opts.layout == Layout::Tiled
+            && tileable(spec.ndim(), cols, opts.group_size)
+        {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// One tensor as written, for reports.
@@ -413,7 +504,15 @@ pub fn build_image(
             (false, _) => (0, encode(&values, cols, dtype, 0)),
             (true, Layout::Tiled) => {
                 let group = tiled_group_for(opts.group_size, dtype, cols);
-                (group, encode_tiled(&values, rows, cols, dtype, group))
+                let hessian = opts
+                    .calibration
+                    .as_ref()
+                    .filter(|_| !(tied && spec.role == Role::Embeddings))
+                    .and_then(|c| c.get(name))
+                    .filter(|h| h.n == cols)
+                    .map(|h| h.h.as_slice());
+                let encoded = encode_tiled(&values, rows, cols, dtype, group, opts.scales, hessian);
+                (group, encoded)
             }
             (true, Layout::RowMajor) => {
                 let group = group_size_for(opts.group_size, dtype, cols, name)?;
