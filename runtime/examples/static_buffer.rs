@@ -2,7 +2,7 @@
 //! compile time from the image itself — the shape of every board's `main`.
 //!
 //! ```text
-//! cargo run -p ferrite --example static_buffer
+//! cargo run -p ferrite-lm --example static_buffer
 //! ```
 //!
 //! The image is `tests/images/tiny_int8.fer` (4 layers, one per mixer family,

@@ -6,7 +6,7 @@
 //! `fast_math_error_bounds` walks every 61st f32 of each range plus every
 //! f32 within 4096 steps of each edge; `fast_math_error_bounds_exhaustive`
 //! (ignored: minutes) walks every f32 and prints the table of
-//! docs/design.md (Numerics): `cargo test --release -p ferrite --test
+//! docs/design.md (Numerics): `cargo test --release -p ferrite-lm --test
 //! fast_math -- --ignored --nocapture`.
 
 use ferrite::math::{fast_float, fast_int};

@@ -23,7 +23,7 @@ use ferrite_tools::run::{logits, AlignedImage};
 /// The crates meant for crates.io: (directory, package name).
 const CRATES: [(&str, &str); 3] = [
     ("runtime/asm", "ferrite-asm"),
-    ("runtime", "ferrite"),
+    ("runtime", "ferrite-lm"),
     ("tools", "ferrite-tools"),
 ];
 
@@ -436,7 +436,7 @@ fn packaged_runtime_runs_outside_the_workspace() {
         let mut c = cargo();
         c.current_dir(&root)
             .args(["package", "--quiet", "--no-verify", "--allow-dirty"])
-            .args(["-p", "ferrite-asm", "-p", "ferrite", "--target-dir"])
+            .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "--target-dir"])
             .arg(&packages);
         c
     });
@@ -448,7 +448,7 @@ fn packaged_runtime_runs_outside_the_workspace() {
     let _ = std::fs::remove_dir_all(&vendor);
     std::fs::create_dir_all(app.join("src")).unwrap();
     std::fs::create_dir_all(&vendor).unwrap();
-    for name in ["ferrite-asm", "ferrite"] {
+    for name in ["ferrite-asm", "ferrite-lm"] {
         let mut tar = Command::new("tar");
         tar.arg("xzf")
             .arg(
@@ -460,7 +460,7 @@ fn packaged_runtime_runs_outside_the_workspace() {
             .arg(&vendor);
         ok(tar);
     }
-    let shipped = vendor.join(format!("ferrite-{version}"));
+    let shipped = vendor.join(format!("ferrite-lm-{version}"));
     for file in [
         "LICENSE-MIT",
         "LICENSE-APACHE",
@@ -470,14 +470,14 @@ fn packaged_runtime_runs_outside_the_workspace() {
     ] {
         assert!(
             shipped.join(file).is_file(),
-            "the ferrite package lacks {file}"
+            "the ferrite-lm package lacks {file}"
         );
     }
     std::fs::write(
         app.join("Cargo.toml"),
         format!(
             "[package]\nname = \"static-buffer\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-             [dependencies]\nferrite = {{ path = \"vendor/ferrite-{version}\" }}\n\n\
+             [dependencies]\nferrite = {{ package = \"ferrite-lm\", path = \"vendor/ferrite-lm-{version}\" }}\n\n\
              # Not on crates.io yet: the packaged one.\n\
              [patch.crates-io]\nferrite-asm = {{ path = \"vendor/ferrite-asm-{version}\" }}\n\n\
              [workspace]\n"
@@ -516,7 +516,7 @@ fn packaged_runtime_runs_outside_the_workspace() {
             "--quiet",
             "--release",
             "-p",
-            "ferrite",
+            "ferrite-lm",
             "--example",
             "static_buffer",
         ]);

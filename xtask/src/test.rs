@@ -170,7 +170,7 @@ fn steps() -> Vec<Step> {
                         "doc",
                         "--no-deps",
                         "-p",
-                        "ferrite",
+                        "ferrite-lm",
                         "-p",
                         "ferrite-asm",
                         "-p",
@@ -190,7 +190,7 @@ fn steps() -> Vec<Step> {
                         "doc",
                         "--no-deps",
                         "-p",
-                        "ferrite",
+                        "ferrite-lm",
                         "-p",
                         "ferrite-asm",
                         "--all-features",
@@ -223,7 +223,7 @@ fn steps() -> Vec<Step> {
                 let mut ok = true;
                 for feature in ["fast-math", "fast-math-int"] {
                     let mut c = cargo();
-                    c.args(["test", "--profile", "checked", "-p", "ferrite", "--features"])
+                    c.args(["test", "--profile", "checked", "-p", "ferrite-lm", "--features"])
                         .arg(feature);
                     ok &= status(c)?;
                     let mut c = cargo();
@@ -254,7 +254,7 @@ fn steps() -> Vec<Step> {
                         "--quiet",
                         "--release",
                         "-p",
-                        "ferrite",
+                        "ferrite-lm",
                         "--features",
                         "defmt",
                         "--target",
@@ -281,7 +281,7 @@ fn steps() -> Vec<Step> {
                     ] {
                         for command in ["build", "clippy"] {
                             let mut c = cargo();
-                            c.args([command, "--quiet", "--release", "-p", "ferrite"])
+                            c.args([command, "--quiet", "--release", "-p", "ferrite-lm"])
                                 .args(["--no-default-features", "--target", target]);
                             if !features.is_empty() {
                                 c.args(["--features", features]);
@@ -295,7 +295,7 @@ fn steps() -> Vec<Step> {
                 }
                 // The host tests and examples without the default feature.
                 let mut c = cargo();
-                c.args(["clippy", "--quiet", "-p", "ferrite", "--no-default-features"])
+                c.args(["clippy", "--quiet", "-p", "ferrite-lm", "--no-default-features"])
                     .args(["--all-targets", "--", "-D", "warnings"]);
                 ok &= status(c)?;
                 Ok(ok)
@@ -362,7 +362,7 @@ fn steps() -> Vec<Step> {
                         "--quiet",
                         "--release",
                         "-p",
-                        "ferrite",
+                        "ferrite-lm",
                         "-p",
                         "ferrite-asm",
                         "--all-features",
@@ -379,7 +379,7 @@ fn steps() -> Vec<Step> {
                 status({
                     let mut c = cargo();
                     c.args(["package", "--quiet", "--allow-dirty"])
-                        .args(["-p", "ferrite-asm", "-p", "ferrite", "-p", "ferrite-tools"]);
+                        .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "-p", "ferrite-tools"]);
                     c
                 })
             }),
