@@ -309,7 +309,7 @@ fn inverse_upper_cholesky(h: &[f64], n: usize) -> Option<Vec<f64>> {
 /// inverse of the inputs' `hessian` (`E[x xᵀ]`, `cols x cols`), is moved
 /// onto the columns not yet quantized, so that the error of the products
 /// `W x` (not of the weights) is small. The row steps `d` stay absmax's;
-/// each group's multiplier is searched ([`search_mult`]) on the updated
+/// each group's multiplier is searched (`search_mult`) on the updated
 /// weights when the group is reached. Fills `m` and `q` of the first `rows`
 /// rows; falls back to [`Scales::Search`] values (already in `m`, `q`) when
 /// the damped hessian is not positive definite.
