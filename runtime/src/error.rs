@@ -119,6 +119,9 @@ pub enum Error {
         /// Which size.
         what: &'static str,
     },
+    /// The stream reached the last position a 64-bit counter holds
+    /// (`u64::MAX`); reset or seek the session to go on.
+    PositionOverflow,
 }
 
 impl fmt::Display for Error {
@@ -177,6 +180,10 @@ impl fmt::Display for Error {
                 what,
             } => write!(f, "size overflow in layer {l}: {what}"),
             Error::SizeOverflow { layer: None, what } => write!(f, "size overflow: {what}"),
+            Error::PositionOverflow => write!(
+                f,
+                "the stream reached position 2^64 - 1: reset or seek the session to go on"
+            ),
         }
     }
 }

@@ -28,7 +28,10 @@ pub struct Session<'a, 'b> {
     act_len: usize,
     /// End of the used buffer (`session_len` words).
     used: usize,
+    /// Absolute position of the next token.
     pos: u64,
+    /// Absolute position of the stream's first token.
+    start: u64,
     pinned: usize,
     pinned_max: usize,
 }
@@ -80,6 +83,7 @@ impl<'a, 'b> Session<'a, 'b> {
             act_len,
             used: len.total,
             pos: 0,
+            start: 0,
             pinned: 0,
             pinned_max,
         };
@@ -92,15 +96,36 @@ impl<'a, 'b> Session<'a, 'b> {
         &self.model
     }
 
-    /// Tokens fed so far.
+    /// Absolute position of the next token: the tokens fed since the last
+    /// reset, plus the position given to [`Session::seek`].
     pub fn position(&self) -> u64 {
         self.pos
     }
 
-    /// Returns to the initial state: zero state, position 0, no pinned prefix kept.
+    /// Tokens fed since the stream started (the last reset or seek).
+    pub fn stream_len(&self) -> u64 {
+        self.pos - self.start
+    }
+
+    /// Returns to the initial state: zero state, position 0. The pinned
+    /// count set by [`Session::reset_pinned`] stays.
     pub fn reset(&mut self) {
+        self.seek(0);
+    }
+
+    /// Resets the state and starts a new stream whose first token sits at
+    /// absolute position `pos`.
+    ///
+    /// Only RoPE angles see absolute positions, and they are computed from
+    /// 64-bit fixed-point phases (docs/spec.md, "Positions"), so a stream
+    /// behaves the same at every start position up to angle rounding (below
+    /// 1e-6 rad); windows, sinks and BLA phases count from the stream's
+    /// start. This is how tests run past 2^24 and 2^32 without feeding the
+    /// tokens before, and how a device can resume a clock.
+    pub fn seek(&mut self, pos: u64) {
         self.buf[..self.state_len].fill(0.0);
-        self.pos = 0;
+        self.pos = pos;
+        self.start = pos;
     }
 
     /// Resets and pins the first `pinned` tokens of the next stream (after
@@ -123,6 +148,9 @@ impl<'a, 'b> Session<'a, 'b> {
     }
 
     /// Feeds one token and returns the logits for the next one.
+    ///
+    /// Errors on a token outside the vocabulary and at position `u64::MAX`
+    /// ([`Error::PositionOverflow`]); the state is unchanged then.
     pub fn feed(&mut self, token: u32) -> Result<&[f32]> {
         let cfg = *self.model.config();
         if token >= cfg.vocab_size {
@@ -131,6 +159,7 @@ impl<'a, 'b> Session<'a, 'b> {
                 vocab: cfg.vocab_size,
             });
         }
+        let next = self.pos.checked_add(1).ok_or(Error::PositionOverflow)?;
         let (d, i, vocab) = (
             cfg.hidden_size as usize,
             cfg.intermediate_size as usize,
@@ -154,7 +183,8 @@ impl<'a, 'b> Session<'a, 'b> {
         let up = take(&mut scratch, i);
         let logits = take(&mut scratch, vocab);
         let ctx = StepCtx {
-            pos: self.pos,
+            pos: self.pos - self.start,
+            abs_pos: self.pos,
             pinned: self.pinned,
             pinned_max: self.pinned_max,
             norm_eps: cfg.norm_eps,
@@ -189,7 +219,7 @@ impl<'a, 'b> Session<'a, 'b> {
         self.model
             .global(Role::LmHead)?
             .matvec(&act.input(x)?, logits)?;
-        self.pos += 1;
+        self.pos = next;
         Ok(logits)
     }
 

@@ -27,8 +27,12 @@ pub type Specs = heapless::Vec<TensorSpec, MAX_LAYER_TENSORS>;
 /// What a mixer needs to know about the stream besides its state.
 #[derive(Clone, Copy, Debug)]
 pub struct StepCtx {
-    /// Position of the current token in the stream (0-based).
+    /// Tokens before the current one since the stream started: windows,
+    /// sinks and BLA phases count with it.
     pub pos: u64,
+    /// Absolute position of the current token: `pos` plus the position the
+    /// stream started at ([`crate::Session::seek`]); RoPE angles use it.
+    pub abs_pos: u64,
     /// Tokens pinned after the model's sinks (SWA only).
     pub pinned: usize,
     /// Pinned-prefix capacity the state was sized for (SWA only).

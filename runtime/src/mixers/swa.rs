@@ -9,8 +9,11 @@
 //! `min(t, S_eff + W - 1)`: window scores depend only on `t - s`, which cache
 //! positions preserve.
 //!
-//! Positions are f32 in RoPE (as in fla/PyTorch), so absolute positions are
-//! exact up to 2^24 tokens.
+//! RoPE angles come from 64-bit fixed-point phases (turns per token times
+//! the absolute position, modulo one turn, in wrapping integer arithmetic),
+//! so the angle between a query and a key depends only on their distance, at
+//! every position a `u64` holds: no f32 position loses precision past 2^24
+//! (docs/spec.md, "Positions").
 //!
 //! State layout: keys `[S + pinned_max + W][Hkv][d]`, values likewise, then
 //! the short-convolution caches when `use_short_conv` is set.
@@ -175,15 +178,30 @@ impl SwaConfig {
         sum(&[product(&[2, h, d]), product(&[2, hkv, d]), product(&[3, d])])
     }
 
-    /// Fills `cs` (`[d]`: cosines then sines) for position `pos`.
-    fn rope_table(&self, pos: f32, cs: &mut [f32]) {
+    /// Fills `cs` (`[d]`: cosines then sines) for position `pos`, taken
+    /// modulo 2^64 (so `pos.wrapping_neg()` rotates back by `pos`).
+    ///
+    /// Frequency `i` turns `theta^(-2i/d) / 2 pi` times per token; as a 0.64
+    /// fixed-point number of turns `step_i`, the phase at `pos` is
+    /// `pos * step_i mod 2^64` exactly, and its top 32 bits give the angle in
+    /// `[-pi, pi)` (rounded to 24 bits when converted to f32).
+    fn rope_table(&self, pos: u64, cs: &mut [f32]) {
+        /// One turn as a 0.64 fixed-point number, in f64.
+        const TURN: f64 = 18_446_744_073_709_551_616.0;
+        /// Radians per unit of the phase's top 32 bits.
+        const RAD_PER_UNIT: f32 = core::f32::consts::TAU / 4_294_967_296.0;
         let half = self.head_dim as usize / 2;
+        let ratio = libm::pow(self.rope_theta as f64, -2.0 / self.head_dim as f64);
+        let mut turns_per_token = 1.0 / core::f64::consts::TAU;
         let (cos, sin) = cs.split_at_mut(half);
-        for (i, (c, s)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
-            let inv_freq = libm::powf(self.rope_theta, -2.0 * i as f32 / self.head_dim as f32);
-            let angle = pos * inv_freq;
+        for (c, s) in cos.iter_mut().zip(sin.iter_mut()) {
+            // In [0, 2^64 / 2 pi]: the conversion neither saturates nor wraps.
+            let step = (turns_per_token * TURN) as u64;
+            let phase = pos.wrapping_mul(step);
+            let angle = ((phase >> 32) as u32 as i32) as f32 * RAD_PER_UNIT;
             *c = libm::cosf(angle);
             *s = libm::sinf(angle);
+            turns_per_token *= ratio;
         }
     }
 
@@ -298,7 +316,7 @@ impl Mixer for SwaConfig {
             conv::step_qkv(w, self.conv_size as usize, conv_state, q, k, v)?;
         }
 
-        self.rope_table(t as f32, cs);
+        self.rope_table(ctx.abs_pos, cs);
         self.rotate(cs, q);
         self.rotate(cs, k);
         let row = hkv * d;
@@ -319,7 +337,7 @@ impl Mixer for SwaConfig {
         if rerotate {
             // R(cache position) = R(cache position - t) R(t): rotate the query back.
             let back = t - t.min(s_eff + window - 1);
-            self.rope_table(-(back as f32), cs);
+            self.rope_table(back.wrapping_neg(), cs);
         }
         let sinks = match self.sink_logits {
             true => Some(w.get(Role::Sinks)?),
@@ -355,5 +373,62 @@ impl Mixer for SwaConfig {
         }
         w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(head_dim: u32, rope_theta: f32) -> SwaConfig {
+        SwaConfig {
+            num_heads: 1,
+            num_kv_heads: 1,
+            head_dim,
+            window: 4,
+            sinks: 0,
+            rope_theta,
+            use_rope: true,
+            cache_positions: false,
+            sink_logits: false,
+            conv_size: 0,
+        }
+    }
+
+    /// The fixed-point phases give `pos * theta^(-2i/d)` radians (computed
+    /// here in f64 from the definition) within 1e-6, where f32 positions
+    /// would be off by up to a radian at 2^24.
+    #[test]
+    fn rope_angles_match_the_definition() {
+        for (d, theta) in [(16u32, 10_000.0f32), (32, 100.0), (8, 500_000.0)] {
+            let c = config(d, theta);
+            let mut cs = [0f32; 32];
+            for pos in [0u64, 1, 2, 63, 1000, (1 << 20) + 5, (1 << 24) + 3] {
+                c.rope_table(pos, &mut cs[..d as usize]);
+                for i in 0..d as usize / 2 {
+                    let inv_freq = libm::pow(theta as f64, -2.0 * i as f64 / d as f64);
+                    let angle = pos as f64 * inv_freq;
+                    let (cos, sin) = (cs[i] as f64, cs[d as usize / 2 + i] as f64);
+                    assert!((cos - libm::cos(angle)).abs() < 1e-6, "cos {d} {pos} {i}");
+                    assert!((sin - libm::sin(angle)).abs() < 1e-6, "sin {d} {pos} {i}");
+                }
+            }
+        }
+    }
+
+    /// `pos.wrapping_neg()` rotates back: the tables of `p` and `-p` are
+    /// conjugate, at every magnitude.
+    #[test]
+    fn negative_positions_rotate_back() {
+        let c = config(16, 10_000.0);
+        let (mut a, mut b) = ([0f32; 16], [0f32; 16]);
+        for pos in [1u64, 77, 1 << 33, u64::MAX / 5] {
+            c.rope_table(pos, &mut a);
+            c.rope_table(pos.wrapping_neg(), &mut b);
+            for i in 0..8 {
+                assert!((a[i] - b[i]).abs() < 1e-6);
+                assert!((a[8 + i] + b[8 + i]).abs() < 1e-6);
+            }
+        }
     }
 }
