@@ -67,8 +67,18 @@ fn dtype_code(dtype: Dtype) -> u32 {
 /// widest-loss source dtype code seen.
 fn read_safetensors(path: &Path, tensors: &mut BTreeMap<String, SourceTensor>) -> Result<u32> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| anyhow::anyhow!("{} is not a valid safetensors file: {e}", path.display()))?;
+    parse_safetensors(&bytes, tensors)
+        .with_context(|| format!("{} is not a valid safetensors file", path.display()))
+}
+
+/// Reads every tensor of one safetensors file's bytes into `tensors` (an
+/// error on a name already there); returns the widest-loss source dtype code
+/// seen. Untrusted bytes: fuzzed (`fuzz/fuzz_targets/tools_inputs.rs`).
+pub fn parse_safetensors(
+    bytes: &[u8],
+    tensors: &mut BTreeMap<String, SourceTensor>,
+) -> Result<u32> {
+    let st = SafeTensors::deserialize(bytes).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut code = 0;
     for (name, view) in st.tensors() {
         let values = to_f32(view.dtype(), view.data(), &name)?;

@@ -1,6 +1,6 @@
-//! `cargo xtask fuzz [--seconds N]`: builds the libFuzzer target of `fuzz/`
-//! on the pinned stable toolchain and runs it over the committed corpus and
-//! seeds. CI runs it for a minute as a smoke test (docs/fuzzing.md has the
+//! `cargo xtask fuzz [--seconds N] [--only T]`: builds the libFuzzer
+//! targets of `fuzz/` on the pinned stable toolchain and runs each over its
+//! committed corpus and seeds. CI runs it for a minute as a smoke test (docs/fuzzing.md has the
 //! long runs, made the same way).
 //!
 //! `cargo fuzz` needs nightly only for its sanitizers; the coverage
@@ -23,43 +23,91 @@ const FUZZ_RUSTFLAGS: &str = "-Cpasses=sancov-module \
     -Cllvm-args=-sanitizer-coverage-trace-compares \
     --cfg fuzzing -Cdebug-assertions -Coverflow-checks";
 
-/// The fuzz target's binary, built for the host.
+/// A fuzz target of `fuzz/`: its name, its seed directory (under `fuzz/`)
+/// and the largest input it is given.
+pub struct Target {
+    pub name: &'static str,
+    pub seeds: &'static str,
+    pub max_len: usize,
+    /// Share of a smoke run's seconds.
+    pub share: u64,
+}
+
+/// Every target (docs/fuzzing.md), each with its committed corpus in
+/// `fuzz/corpus/<name>`.
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "load_and_feed",
+        seeds: "seeds",
+        max_len: 32768,
+        share: 2,
+    },
+    Target {
+        name: "bpe_tokenizer",
+        seeds: "seeds-bpe",
+        max_len: 65536,
+        share: 1,
+    },
+    Target {
+        name: "tools_inputs",
+        seeds: "seeds-tools",
+        max_len: 65536,
+        share: 1,
+    },
+];
+
+/// Builds every target's binary for the host; returns the directory.
 fn build() -> Result<PathBuf> {
     let fuzz = root_dir().join("fuzz");
     let host = crate::setup::host_triple()?;
-    eprintln!("building the fuzz target load_and_feed (libFuzzer, instrumented) ...");
+    eprintln!("building the fuzz targets (libFuzzer, instrumented) ...");
     let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(&fuzz)
-        .args(["build", "--release", "--quiet", "--bin", "load_and_feed"])
+        .args(["build", "--release", "--quiet", "--bins"])
         .args(["--target", &host])
         .env("RUSTFLAGS", FUZZ_RUSTFLAGS)
         .status()
         .context("running cargo build in fuzz/")?
         .success();
-    anyhow::ensure!(ok, "building the fuzz target failed");
-    Ok(fuzz
-        .join("target")
-        .join(host)
-        .join("release")
-        .join("load_and_feed"))
+    anyhow::ensure!(ok, "building the fuzz targets failed");
+    Ok(fuzz.join("target").join(host).join("release"))
 }
 
-/// Runs the target for `seconds` from the committed corpus and seeds; new
-/// inputs go to a scratch directory, so the committed corpus stays as it is.
-/// `Ok(false)` when libFuzzer found a crash (it prints the input's path).
-pub fn run(seconds: u64) -> Result<bool> {
-    let bin = build()?;
+/// Runs every target (or those whose name contains `only`) from its
+/// committed corpus and seeds, `seconds` split by their shares (each at
+/// least 1 s); new inputs go to a scratch directory, so the committed corpus
+/// stays as it is. `Ok(false)` when libFuzzer found a crash (it prints the
+/// input's path).
+pub fn run(seconds: u64, only: Option<&str>) -> Result<bool> {
+    let bins = build()?;
+    let targets: Vec<&Target> = TARGETS
+        .iter()
+        .filter(|t| only.is_none_or(|o| t.name.contains(o)))
+        .collect();
+    anyhow::ensure!(!targets.is_empty(), "no fuzz target matches {only:?}");
+    let shares: u64 = targets.iter().map(|t| t.share).sum();
+    let mut ok = true;
+    for t in targets {
+        let secs = (seconds * t.share / shares).max(1);
+        ok &= run_one(&bins, t, secs)?;
+    }
+    Ok(ok)
+}
+
+fn run_one(bins: &std::path::Path, t: &Target, seconds: u64) -> Result<bool> {
     let fuzz = root_dir().join("fuzz");
-    let scratch = fuzz.join("target").join("smoke-corpus");
+    let scratch = fuzz.join("target").join("smoke-corpus").join(t.name);
     std::fs::create_dir_all(&scratch)?;
     let artifacts = fuzz.join("target").join("artifacts");
     std::fs::create_dir_all(&artifacts)?;
-    eprintln!("fuzzing Model::load + Session for {seconds} s ...");
-    let out = Command::new(bin)
+    let corpus = fuzz.join("corpus").join(t.name);
+    std::fs::create_dir_all(&corpus)?;
+    eprintln!("fuzzing {} for {seconds} s ...", t.name);
+    let out = Command::new(bins.join(t.name))
         .arg(&scratch)
-        .arg(fuzz.join("corpus").join("load_and_feed"))
-        .arg(fuzz.join("seeds"))
-        .arg("-max_len=32768")
+        .arg(&corpus)
+        .arg(fuzz.join(t.seeds))
+        .arg(format!("-max_len={}", t.max_len))
         .arg(format!("-max_total_time={seconds}"))
         .arg(format!("-artifact_prefix={}/", artifacts.display()))
         .arg("-print_final_stats=1")
@@ -73,7 +121,8 @@ pub fn run(seconds: u64) -> Result<bool> {
     };
     if out.status.success() {
         eprintln!(
-            "fuzz: no crash in {} runs ({} s, {} new corpus units)",
+            "fuzz: {}: no crash in {} runs ({} s, {} new corpus units)",
+            t.name,
             stat("stat::number_of_executed_units:"),
             seconds,
             stat("stat::new_units_added:")
@@ -84,7 +133,7 @@ pub fn run(seconds: u64) -> Result<bool> {
         for line in tail.into_iter().rev() {
             eprintln!("{line}");
         }
-        eprintln!("fuzz: the target failed ({})", out.status);
+        eprintln!("fuzz: {}: the target failed ({})", t.name, out.status);
         Ok(false)
     }
 }

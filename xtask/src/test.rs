@@ -398,7 +398,7 @@ fn steps() -> Vec<Step> {
         },
         Step {
             name: "fuzz smoke (cargo xtask fuzz --seconds 60)",
-            run: Box::new(|| crate::fuzz::run(60)),
+            run: Box::new(|| crate::fuzz::run(60, None)),
         },
         Step {
             name: "boards under QEMU (cargo xtask test-boards)",
