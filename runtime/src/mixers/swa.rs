@@ -191,7 +191,10 @@ impl SwaConfig {
         /// Radians per unit of the phase's top 32 bits.
         const RAD_PER_UNIT: f32 = core::f32::consts::TAU / 4_294_967_296.0;
         let half = self.head_dim as usize / 2;
-        let ratio = libm::pow(self.rope_theta as f64, -2.0 / self.head_dim as f64);
+        // theta^(-2/d) as exp(ln theta * -2/d): f64 `exp` and `log` are
+        // smaller than `pow` in soft-float firmware (and the eval firmware
+        // links them anyway).
+        let ratio = libm::exp(libm::log(self.rope_theta as f64) * (-2.0 / self.head_dim as f64));
         let mut turns_per_token = 1.0 / core::f64::consts::TAU;
         let (cos, sin) = cs.split_at_mut(half);
         for (c, s) in cos.iter_mut().zip(sin.iter_mut()) {
