@@ -161,15 +161,7 @@ pub fn tokens_score(
         session.reset();
         for pair in piece.windows(2) {
             let logits = session.feed(pair[0]).map_err(err)?;
-            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-            let log_z = max
-                + libm::log(
-                    logits
-                        .iter()
-                        .map(|&l| libm::exp(l as f64 - max))
-                        .sum::<f64>(),
-                );
-            nats += log_z - logits[pair[1] as usize] as f64;
+            nats += next_token_nats(logits, pair[1]);
             bytes += tokenizer.decode(pair[1]).len();
         }
         done += piece.len();
@@ -179,6 +171,22 @@ pub fn tokens_score(
         bail!("no byte to predict (is --chunk larger than 1?)");
     }
     Ok(TextScore { nats, bytes })
+}
+
+/// `-ln p(next)` under `logits`: an f64 log-sum-exp with `libm`'s `exp` and
+/// `log` (not the platform's), so that a board running the same expression
+/// on the same f32 logits gets the same bits. NaN when `next` is not an
+/// index of `logits`.
+pub fn next_token_nats(logits: &[f32], next: u32) -> f64 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let log_z = max
+        + libm::log(
+            logits
+                .iter()
+                .map(|&l| libm::exp(l as f64 - max))
+                .sum::<f64>(),
+        );
+    log_z - logits.get(next as usize).map_or(f64::NAN, |&l| l as f64)
 }
 
 /// `text` in the ids of the model's tokenizer; fails (rather than aborting)

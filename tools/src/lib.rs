@@ -13,5 +13,6 @@ pub mod model_dir;
 pub mod mqar;
 pub mod quant;
 pub mod run;
+pub mod soak;
 pub mod tokenizer_json;
 pub mod writer;

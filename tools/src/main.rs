@@ -21,7 +21,7 @@ use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::quant::Scales;
 use ferrite_tools::run::{self, AlignedImage};
 use ferrite_tools::writer::{self, WriteOptions};
-use ferrite_tools::{eval, mqar};
+use ferrite_tools::{eval, mqar, soak};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser)]
@@ -216,6 +216,33 @@ enum Command {
         )]
         seq_len: usize,
     },
+    /// Stream many tokens through one session with no reset (a soak run): counts
+    /// non-finite logits, tracks the largest state magnitude and scores the
+    /// first and last windows. The last stdout line is `soak: tokens=..`.
+    Soak {
+        /// The image.
+        image: PathBuf,
+        /// Byte-level text to repeat; the stream's last window scores the same
+        /// bytes as its first (bits per byte).
+        #[arg(long, conflicts_with = "mqar", required_unless_present = "mqar")]
+        text: Option<PathBuf>,
+        /// Stream MQAR sequences (8 pairs, 64 tokens) back to back instead;
+        /// windows score recall accuracy.
+        #[arg(long)]
+        mqar: bool,
+        /// MQAR seed.
+        #[arg(long, default_value_t = 0, conflicts_with = "text")]
+        seed: u64,
+        /// Tokens to stream (text rounds up to end on a whole repeat).
+        #[arg(long, default_value_t = 1_000_000)]
+        tokens: u64,
+        /// Tokens in the first and last windows.
+        #[arg(long, default_value_t = 10_000)]
+        window: u64,
+        /// Scan the state for its largest magnitude every N tokens.
+        #[arg(long, default_value_t = 1000)]
+        scan_every: u64,
+    },
     /// Print MQAR sequences (one per line, comma-separated ids), for cross-checks;
     /// streamed in constant memory.
     MqarSample {
@@ -404,6 +431,42 @@ fn run(command: Command) -> Result<()> {
                     writeln!(out, "accuracy={:.4}", correct as f64 / total as f64)?;
                 }
             }
+            Ok(())
+        }
+        Command::Soak {
+            image,
+            text,
+            mqar: _,
+            seed,
+            tokens,
+            window,
+            scan_every,
+        } => {
+            let image = AlignedImage::read(&image)?;
+            let model = image.model()?;
+            let bytes = match &text {
+                Some(path) => Some(
+                    std::fs::read(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?,
+                ),
+                None => None,
+            };
+            let source = match &bytes {
+                Some(b) => soak::SoakSource::Text(b),
+                None => soak::SoakSource::Mqar {
+                    seed,
+                    params: mqar::MqarParams::default(),
+                },
+            };
+            let opts = soak::SoakOptions {
+                tokens,
+                window,
+                scan_every,
+            };
+            let bar = progress_bar(tokens, "tokens");
+            let report = soak::soak(model, source, opts, |done| bar.set_position(done))?;
+            bar.finish_and_clear();
+            writeln!(out, "{}", report.line())?;
             Ok(())
         }
         Command::MqarSample {

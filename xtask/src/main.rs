@@ -20,6 +20,7 @@ mod host;
 mod image_check;
 mod profile;
 mod setup;
+mod soak;
 mod suite;
 mod table;
 mod test;
@@ -70,8 +71,12 @@ usage: cargo xtask <command>
                                           64x512, 1024x64; weights in flash) on every board, or B, under QEMU;
                                           m4f, m55, m3, rv32imac also with the portable kernels; one `kernel:` line per
                                           case; --record writes the table into docs/benchmarks.md
-  fuzz [--seconds N]                      build the libFuzzer target (fuzz/) on stable and run it N s (60)
-                                          over the committed corpus; fails on a crash
+  soak [--tokens N] [--board-tokens N] [--only T] [--record]
+                                          long streams with no reset (docs/soak.md): 1M tokens per model on
+                                          the host, 100k on m4f; finite logits, state size, first vs last
+                                          window; --record writes docs/soak.md (minutes; not in `test`)
+  fuzz [--seconds N] [--only T]           build the libFuzzer targets (fuzz/) on stable and run them N s in all
+                                          (60) over their committed corpora; fails on a crash
   setup                                   install what the other commands need and a fresh machine lacks: the
                                           targets and components of rust-toolchain.toml (rustup), QEMU (apt-get)
   test                                    every check (the README's test command and CI): fmt, clippy,
@@ -250,6 +255,9 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
         println!("{USAGE}");
         return Ok(ExitCode::SUCCESS);
     }
+    if cmd == "soak" {
+        return soak::run(rest);
+    }
     let opts = parse(rest)?;
     if opts.help {
         println!("{USAGE}");
@@ -295,11 +303,13 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             setup::ensure_board_tools()?;
             profile_cmd(&opts)
         }
-        "fuzz" => Ok(if fuzz::run(opts.seconds.unwrap_or(60))? {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        }),
+        "fuzz" => Ok(
+            if fuzz::run(opts.seconds.unwrap_or(60), opts.only.as_deref())? {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            },
+        ),
         "setup" => {
             setup::ensure_board_tools()?;
             eprintln!("setup: the targets, components and QEMU the commands need are installed");

@@ -1,0 +1,323 @@
+//! `cargo xtask soak [--tokens N] [--board-tokens N] [--only T] [--record]`:
+//! long streams with no reset (docs/soak.md). On the host, `ferrite soak`
+//! streams `--tokens` (default 1,000,000) tokens through each LM (the held-out
+//! text, repeated) and one MQAR model per mixer family (sequences back to
+//! back), int8; lm/small also with its SWA sinks removed. On the m4f board the
+//! `eval` firmware scores `--board-tokens` (default 100,000) bytes of the
+//! repeated text through `models/lm/small` int8 in one chunk (never reset),
+//! and its f64 sum must equal the host's bit for bit. `--record` writes the
+//! table into docs/soak.md. Not part of `cargo xtask test` (minutes).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::boards::{self, root_dir, Board};
+use crate::{evalboard, host};
+
+/// One host stream: a row of the table.
+struct HostCase {
+    /// Row label.
+    label: &'static str,
+    /// Model directory under the repo root.
+    dir: &'static str,
+    /// Stream the held-out text (else MQAR).
+    text: bool,
+    /// Remove the sinks of every SWA layer (a model trained with them).
+    drop_sinks: bool,
+}
+
+const HOST_CASES: &[HostCase] = &[
+    HostCase {
+        label: "lm/small (gdn+swa+gsa+bla, 4 sinks)",
+        dir: "models/lm/small",
+        text: true,
+        drop_sinks: false,
+    },
+    HostCase {
+        label: "lm/small, sinks removed",
+        dir: "models/lm/small",
+        text: true,
+        drop_sinks: true,
+    },
+    HostCase {
+        label: "lm/large (4 sinks)",
+        dir: "models/lm/large",
+        text: true,
+        drop_sinks: false,
+    },
+    HostCase {
+        label: "mqar/bla-m7",
+        dir: "models/mqar/bla-m7",
+        text: false,
+        drop_sinks: false,
+    },
+    HostCase {
+        label: "mqar/gdn-8k-lr3e-3",
+        dir: "models/mqar/gdn-8k-lr3e-3",
+        text: false,
+        drop_sinks: false,
+    },
+    HostCase {
+        label: "mqar/gsa-m16-lr3e-3",
+        dir: "models/mqar/gsa-m16-lr3e-3",
+        text: false,
+        drop_sinks: false,
+    },
+    HostCase {
+        label: "mqar/swa-w32 (no sinks)",
+        dir: "models/mqar/swa-w32",
+        text: false,
+        drop_sinks: false,
+    },
+    HostCase {
+        label: "mqar/swa-s4-w28 (4 sinks)",
+        dir: "models/mqar/swa-s4-w28",
+        text: false,
+        drop_sinks: false,
+    },
+];
+
+/// The text every text stream repeats.
+const TEXT: &str = "models/lm/heldout.txt";
+/// Where `--record` writes, between these markers.
+const DOC: &str = "docs/soak.md";
+const BEGIN: &str = "<!-- soak:begin -->";
+const END: &str = "<!-- soak:end -->";
+
+struct Opts {
+    tokens: u64,
+    board_tokens: usize,
+    only: Option<String>,
+    record: bool,
+}
+
+fn parse(args: &[String]) -> Result<Opts> {
+    let mut o = Opts {
+        tokens: 1_000_000,
+        board_tokens: 100_000,
+        only: None,
+        record: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--tokens" => o.tokens = number(a, value()?)?,
+            "--board-tokens" => o.board_tokens = number(a, value()?)?,
+            "--only" => o.only = Some(value()?.clone()),
+            "--record" => o.record = true,
+            other => bail!(
+                "soak: unexpected {other} (usage: cargo xtask soak [--tokens N] \
+                 [--board-tokens N] [--only T] [--record])"
+            ),
+        }
+    }
+    ensure!(
+        o.tokens >= 20_000,
+        "--tokens must be at least 20000 (two windows)"
+    );
+    Ok(o)
+}
+
+fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
+    v.parse()
+        .ok()
+        .with_context(|| format!("{name} {v}: not a valid number"))
+}
+
+/// `key=value` fields of a `soak:` line.
+fn fields(line: &str) -> Vec<(&str, &str)> {
+    line.trim_start_matches("soak:")
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .collect()
+}
+
+fn field<'l>(f: &[(&str, &'l str)], key: &str) -> Result<&'l str> {
+    f.iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| *v)
+        .with_context(|| format!("soak line without {key}"))
+}
+
+/// A copy of `dir` whose config.json has `sinks: 0` on every SWA layer.
+fn without_sinks(dir: &Path) -> Result<PathBuf> {
+    let out = boards::work_dir().join("soak").join("lm-small-nosinks");
+    std::fs::create_dir_all(&out)?;
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+    let layers = config["layers"]
+        .as_array_mut()
+        .context("config.json without layers")?;
+    for layer in layers.iter_mut().filter(|l| l["mixer"] == "swa") {
+        layer["sinks"] = 0.into();
+    }
+    std::fs::write(
+        out.join("config.json"),
+        serde_json::to_string_pretty(&config)?,
+    )?;
+    std::fs::copy(dir.join("model.safetensors"), out.join("model.safetensors"))?;
+    Ok(out)
+}
+
+/// Runs one host case; returns its table row.
+fn host_case(case: &HostCase, tokens: u64) -> Result<String> {
+    let mut dir = root_dir().join(case.dir);
+    if case.drop_sinks {
+        dir = without_sinks(&dir)?;
+    }
+    let name = format!(
+        "soak-{}",
+        case.label.replace(['/', ' ', '(', ')', ',', '+'], "_")
+    );
+    let image = host::model_image(&dir, &name, "int8")?;
+    let mut cmd = Command::new(host::ferrite()?);
+    cmd.arg("soak")
+        .arg(&image)
+        .args(["--tokens", &tokens.to_string()]);
+    match case.text {
+        true => cmd.arg("--text").arg(root_dir().join(TEXT)),
+        false => cmd.arg("--mqar"),
+    };
+    eprintln!("soak: {} ({tokens} tokens) ...", case.label);
+    let o = cmd.output().context("running ferrite soak")?;
+    if !o.status.success() {
+        bail!(
+            "ferrite soak {}: {}",
+            case.label,
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .rfind(|l| l.starts_with("soak:"))
+        .context("ferrite soak printed no soak: line")?;
+    eprintln!("{line}");
+    let f = fields(line);
+    let nonfinite: u64 = number("nonfinite_logits", field(&f, "nonfinite_logits")?)?;
+    let (metric, first, last) = match case.text {
+        true => ("bpb", field(&f, "first_bpb")?, field(&f, "last_bpb")?),
+        false => (
+            "accuracy",
+            field(&f, "first_accuracy")?,
+            field(&f, "last_accuracy")?,
+        ),
+    };
+    let row = format!(
+        "| {} | host | {} | {} | {} | {} | {} / {} / {} | {metric} {first} → {last} |",
+        case.label,
+        field(&f, "tokens")?,
+        field(&f, "state_bytes")?,
+        field(&f, "session_bytes")?,
+        nonfinite,
+        field(&f, "max_state_first")?,
+        field(&f, "max_state_last")?,
+        field(&f, "max_state")?,
+    );
+    ensure!(
+        nonfinite == 0,
+        "{}: {nonfinite} non-finite logits",
+        case.label
+    );
+    Ok(row)
+}
+
+/// The held-out text repeated to at least `bytes` bytes, cut there.
+fn board_text(bytes: usize) -> Result<PathBuf> {
+    let text = std::fs::read(root_dir().join(TEXT))?;
+    let stream: Vec<u8> = text.iter().copied().cycle().take(bytes).collect();
+    let dir = boards::work_dir().join("soak");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("heldout-repeated-{bytes}.txt"));
+    if std::fs::read(&path).ok().as_deref() != Some(&stream[..]) {
+        std::fs::write(&path, &stream)?;
+    }
+    Ok(path)
+}
+
+/// The m4f run: one chunk of `bytes` tokens, compared with the host.
+fn board_case(bytes: usize) -> Result<String> {
+    let board: &'static Board = Board::named("m4f")?;
+    let image = host::model_image(&root_dir().join("models/lm/small"), "lm_small", "int8")?;
+    let file = board_text(bytes)?;
+    eprintln!("soak: m4f, models/lm/small int8, {bytes} tokens in one stream (QEMU, minutes) ...");
+    let task = evalboard::Task::Text {
+        file,
+        bytes: None,
+        chunk: bytes,
+    };
+    let out = evalboard::run(board, &image, &task, false, None)?;
+    eprintln!("{}", out.note);
+    let r = &out.report;
+    Ok(format!(
+        "| lm/small (4 sinks) | m4f (QEMU) | {} | {} | {} static + {} stack | finite sum, = host bit for bit | — | bpb {} over the whole stream; {} instructions/token |",
+        r.run_get("tokens"),
+        r.run_get("state_bytes"),
+        r.run_get("ram_bytes"),
+        r.run_get("stack_bytes"),
+        r.result,
+        r.run_get("instructions_per_token"),
+    ))
+}
+
+/// Replaces the text between the markers of docs/soak.md.
+fn record(rows: &[String]) -> Result<()> {
+    let path = root_dir().join(DOC);
+    let doc = std::fs::read_to_string(&path).with_context(|| format!("reading {DOC}"))?;
+    let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
+        bail!("{DOC} lacks the {BEGIN} / {END} markers");
+    };
+    let table = format!(
+        "{BEGIN}\n\n| model (int8) | where | tokens | state bytes | session bytes | non-finite logits | max abs state: first 10k / last 10k / all | first 10k → last 10k |\n|---|---|---:|---:|---:|---:|---|---|\n{}\n\n",
+        rows.join("\n")
+    );
+    let new = format!("{}{table}{}", &doc[..b], &doc[e..]);
+    std::fs::write(&path, new)?;
+    eprintln!("soak: wrote the table into {DOC}");
+    Ok(())
+}
+
+/// The command.
+pub fn run(args: &[String]) -> Result<ExitCode> {
+    let o = parse(args)?;
+    let wanted = |label: &str| o.only.as_deref().is_none_or(|t| label.contains(t));
+    let mut rows = Vec::new();
+    for case in HOST_CASES.iter().filter(|c| wanted(c.label)) {
+        rows.push(host_case(case, o.tokens)?);
+    }
+    if o.board_tokens > 0 && wanted("m4f") {
+        crate::setup::ensure_board_tools()?;
+        rows.push(board_case(o.board_tokens)?);
+    }
+    println!("{}", rows.join("\n"));
+    if o.record {
+        record(&rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_soak_line() {
+        let line = "soak: tokens=140980 state_bytes=27392 nonfinite_logits=0 first_bpb=2.3355";
+        let f = fields(line);
+        assert_eq!(field(&f, "tokens").unwrap(), "140980");
+        assert_eq!(field(&f, "first_bpb").unwrap(), "2.3355");
+        assert!(field(&f, "last_bpb").is_err());
+    }
+
+    #[test]
+    fn refuses_unknown_options_and_short_runs() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert!(parse(&args("--tokens 5000")).is_err());
+        assert!(parse(&args("--frobnicate")).is_err());
+        let o = parse(&args("--tokens 50000 --board-tokens 0 --record")).unwrap();
+        assert_eq!((o.tokens, o.board_tokens, o.record), (50_000, 0, true));
+    }
+}
