@@ -337,6 +337,38 @@ impl<'a> Model<'a> {
     pub fn state_bytes(&self, pinned_max: usize) -> Result<usize> {
         words_to_bytes(self.state_len(pinned_max)?)
     }
+
+    /// Checks every stored number that is a float: f32 and f16 values and the
+    /// f32 scales of int8/int4 tensors must be finite, else
+    /// [`Error::BadTensor`] names the first tensor that is not.
+    ///
+    /// [`Model::load`] checks structure (header, CRC, records, shapes and
+    /// offsets) in time independent of the weights; this reads every weight
+    /// once (linear in the image), for a loader that must not switch to an
+    /// image whose CRC is valid but whose numbers would make every logit NaN
+    /// (an A/B update: `boards/src/bin/ota.rs`).
+    pub fn check_values(&self) -> Result<()> {
+        use crate::tensor::TensorData;
+        fn finite(xs: &[f32]) -> bool {
+            xs.iter().all(|x| x.is_finite())
+        }
+        for index in 0..self.tensor_count() {
+            let ok = match *self.tensor(index)?.data() {
+                TensorData::F32(v) => finite(v),
+                TensorData::F16(v) => v.iter().all(|x| x.is_finite()),
+                TensorData::I8 { scales, .. } | TensorData::I4 { scales, .. } => finite(scales),
+                TensorData::TiledI8(t) => finite(t.row_scales),
+                TensorData::TiledI4(t) => finite(t.row_scales),
+            };
+            if !ok {
+                return Err(Error::BadTensor {
+                    index,
+                    reason: "a value or scale is NaN or infinite",
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Bytes of `words` f32 words (never more than `isize::MAX` for a size that
