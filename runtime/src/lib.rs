@@ -98,6 +98,7 @@ pub mod sampler;
 pub mod session;
 pub mod tensor;
 pub mod tokenizer;
+pub mod update;
 
 pub use config::{LayerConfig, ModelConfig};
 pub use error::{Error, Result};
