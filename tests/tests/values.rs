@@ -55,8 +55,7 @@ fn a_nan_or_infinity_with_a_valid_crc_is_refused() {
         // row scale (int8, tiled: row scales come first).
         let (index, entry) = (0..model.tensor_count())
             .map(|i| (i, model.entry(i).unwrap()))
-            .filter(|(_, e)| e.dtype == dtype)
-            .last()
+            .rfind(|(_, e)| e.dtype == dtype)
             .unwrap();
         let at = match dtype {
             DType::I8 => entry.scale_off,
