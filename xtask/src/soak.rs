@@ -253,10 +253,10 @@ fn board_case(bytes: usize) -> Result<String> {
     eprintln!("{}", out.note);
     let r = &out.report;
     Ok(format!(
-        "| lm/small (4 sinks) | m4f (QEMU) | {} | {} | {} static + {} stack | finite sum, = host bit for bit | — | bpb {} over the whole stream; {} instructions/token |",
+        "| lm/small (4 sinks) | m4f (QEMU) | {} | {} | {} static (4 per text byte for the token ids) + {} stack | finite sum, = host bit for bit | — | bpb {} over the whole stream; {} instructions/token (with the f64 scoring) |",
         r.run_get("tokens"),
         r.run_get("state_bytes"),
-        r.run_get("ram_bytes"),
+        r.sizes.ram,
         r.run_get("stack_bytes"),
         r.result,
         r.run_get("instructions_per_token"),
