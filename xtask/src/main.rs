@@ -10,7 +10,7 @@
 //! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
 //! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
 //! ```
-//! Boards: m4f (default), m7, m55, m3, rv32imac, rv32imafc. See boards/README.md.
+//! Boards: the table of `ferrite_common::board` (m4f is the demo's). See boards/README.md.
 
 mod bench;
 mod boards;
@@ -75,8 +75,13 @@ usage: cargo xtask <command>
   setup                                   install what the other commands need and a fresh machine lacks: the
                                           targets and components of rust-toolchain.toml (rustup), QEMU (apt-get)
   test                                    every check (the README's test command and CI): fmt, clippy,
-                                          rustdoc, cargo test, embedded builds, Python tests, test-boards
-boards: m4f m7 m55 m3 rv32imac rv32imafc";
+                                          rustdoc, cargo test, embedded builds, Python tests, test-boards";
+
+/// The usage text with the boards of the table.
+fn usage() -> String {
+    let names: Vec<_> = ferrite_common::board::names().collect();
+    format!("{USAGE}\nboards: {}", names.join(" "))
+}
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -233,9 +238,9 @@ fn parse(args: &[String]) -> Result<Opts> {
                     other => bail!("--math {other}: use fast or libm"),
                 })
             }
-            s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
+            s if s.starts_with('-') => bail!("unknown option {s}\n{}", usage()),
             s if o.board.is_none() => o.board = Some(s.to_string()),
-            s => bail!("unexpected argument {s}\n{USAGE}"),
+            s => bail!("unexpected argument {s}\n{}", usage()),
         }
     }
     Ok(o)
@@ -243,16 +248,16 @@ fn parse(args: &[String]) -> Result<Opts> {
 
 fn run(args: Vec<String>) -> Result<ExitCode> {
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("{USAGE}");
+        eprintln!("{}", usage());
         return Ok(ExitCode::FAILURE);
     };
     if matches!(cmd.as_str(), "-h" | "--help" | "help") {
-        println!("{USAGE}");
+        println!("{}", usage());
         return Ok(ExitCode::SUCCESS);
     }
     let opts = parse(rest)?;
     if opts.help {
-        println!("{USAGE}");
+        println!("{}", usage());
         return Ok(ExitCode::SUCCESS);
     }
     opts.check()?;
@@ -313,7 +318,7 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             setup::ensure_board_tools()?;
             table::run().map(|()| ExitCode::SUCCESS)
         }
-        other => bail!("unknown command {other}\n{USAGE}"),
+        other => bail!("unknown command {other}\n{}", usage()),
     }
 }
 
@@ -321,8 +326,8 @@ fn pick_board(opts: &Opts) -> Result<&'static Board> {
     let name = opts
         .board
         .as_deref()
-        .context(format!("which board?\n{USAGE}"))?;
-    Board::named(name)
+        .context(format!("which board?\n{}", usage()))?;
+    boards::named(name)
 }
 
 /// `--image`: an image file, or a model directory quantized to `--dtype` (default int8).
@@ -426,7 +431,10 @@ fn profile_cmd(opts: &Opts) -> Result<ExitCode> {
 fn eval_board_cmd(opts: &Opts) -> Result<ExitCode> {
     let board = pick_board(opts)?;
     if opts.image.is_none() {
-        bail!("eval-board needs --image (an image or a model directory)\n{USAGE}");
+        bail!(
+            "eval-board needs --image (an image or a model directory)\n{}",
+            usage()
+        );
     }
     let image = image_arg(opts, board)?;
     let task = match (&opts.text, opts.mqar) {
@@ -441,7 +449,10 @@ fn eval_board_cmd(opts: &Opts) -> Result<ExitCode> {
             pairs: opts.pairs.unwrap_or(8),
             seq_len: opts.seq_len.unwrap_or(64),
         },
-        _ => bail!("eval-board needs exactly one of --mqar and --text FILE\n{USAGE}"),
+        _ => bail!(
+            "eval-board needs exactly one of --mqar and --text FILE\n{}",
+            usage()
+        ),
     };
     let out = evalboard::run(board, &image, &task, true, opts.fast_math)?;
     println!("host: {}", out.note);

@@ -42,7 +42,7 @@ use std::process::ExitCode;
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{
-    self, Board, BuildOpts, Download, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
+    self, Board, BoardExt, BuildOpts, Download, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
     DEFAULT_PROMPT,
 };
 use crate::evalboard::{self, Task};
@@ -196,20 +196,20 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         }
     }
     for name in BPE_BOARDS {
-        let board = Board::named(name)?;
+        let board = boards::named(name)?;
         s.check(&format!("{name}: BPE model generates like the host"), |s| {
             bpe_matches_host(s, board)
         });
     }
     for name in LONG_RUN_BOARDS {
-        let board = Board::named(name)?;
+        let board = boards::named(name)?;
         s.check(
             &format!("{name}: constant memory, {LONG_N} vs {SHORT_N} tokens"),
             |_| constant_memory(board),
         );
     }
     for name in OTA_BOARDS {
-        let board = Board::named(name)?;
+        let board = boards::named(name)?;
         s.check(
             &format!("{name}: ota download generates like the host"),
             |s| ota_intact(s, board),
@@ -412,7 +412,7 @@ fn compare_with_host_as(
     opts: &BuildOpts,
 ) -> Result<String> {
     let n = report.count;
-    let board = Board::named(report.board)?;
+    let board = boards::named(report.board)?;
     let math = opts.math(board);
     let host_ids = host::generate_ids_with(image, prompt, n, opts, math)?;
     ensure!(
@@ -578,7 +578,7 @@ fn ota_refused(board: &'static Board, download: Download) -> Result<String> {
 }
 
 fn too_big_for_m3() -> Result<String> {
-    let board = Board::named("m3")?;
+    let board = boards::named("m3")?;
     let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
     let (flash, _) = board.budget()?;
     // The f32 default model plus the code must not fit 256 KB; otherwise pick a bigger one.
@@ -612,7 +612,7 @@ fn too_big_for_m3() -> Result<String> {
 }
 
 fn defmt_build() -> Result<String> {
-    let board = Board::named("m4f")?;
+    let board = boards::named("m4f")?;
     let image = host::default_image(board)?;
     let req = RunRequest {
         board,
@@ -664,7 +664,7 @@ fn defmt_build() -> Result<String> {
 
 /// The demo of `cargo xtask demo`: the trained LM, f32, sampled with a seed.
 fn demo_matches_host(s: &mut Suite) -> Result<String> {
-    let board = Board::named("m4f")?;
+    let board = boards::named("m4f")?;
     let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE)?;
     let opts = BuildOpts {
         temperature: crate::DEMO_TEMPERATURE,
@@ -698,7 +698,7 @@ fn demo_matches_host(s: &mut Suite) -> Result<String> {
 /// `cargo xtask board m3 --image <lm-small int8>`: the trained small LM in
 /// the M3's real budget, greedy, against the host.
 fn small_lm_on_m3(s: &mut Suite) -> Result<String> {
-    let board = Board::named("m3")?;
+    let board = boards::named("m3")?;
     let image = host::shipped_image("models/lm/small", "int8")?;
     let (run, report) = run_generate(board, &image, DEFAULT_N)?;
     let note = compare_with_host(&image, &report)?;
@@ -735,7 +735,7 @@ fn recorded(model_dir: &str, path: &[&str]) -> Result<f64> {
 /// recorded 1,000-sequence figure: within 4 binomial standard deviations of
 /// it for the subset's queries (+ 1/total for the record's 4-decimal rounding).
 fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
-    let board = Board::named("m4f")?;
+    let board = boards::named("m4f")?;
     let dir = format!("models/mqar/{name}");
     let image = host::shipped_image(&dir, "int8")?;
     let task = Task::Mqar {
@@ -775,7 +775,7 @@ fn text_on_board(
     bytes: usize,
     chunk: usize,
 ) -> Result<String> {
-    let board = Board::named(board)?;
+    let board = boards::named(board)?;
     let image = host::shipped_image(model, dtype)?;
     let task = Task::Text {
         file: boards::root_dir().join("models/lm/heldout.txt"),

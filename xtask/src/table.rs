@@ -100,7 +100,7 @@ pub fn run() -> Result<()> {
     );
     let mut trained = Vec::new();
     for &(name, dir, dtype, what) in TRAINED {
-        let board = boards::Board::named(name)?;
+        let board = boards::named(name)?;
         let image = host::shipped_image(dir, dtype)?;
         let image_bytes = std::fs::metadata(&image)?.len();
         let req = table_run(board, &image);

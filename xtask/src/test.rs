@@ -134,10 +134,9 @@ fn steps() -> Vec<Step> {
             run: Box::new(|| {
                 let image = host::fixture_image(crate::boards::DEFAULT_MODEL, "f32")?;
                 let mut ok = true;
-                for (target, board) in [
-                    ("thumbv7em-none-eabihf", "board-m4f"),
-                    ("riscv32imac-unknown-none-elf", "board-rv32imac"),
-                ] {
+                // Arm v7E-M, v6-M (no atomic read-modify-write, no DSP) and RISC-V.
+                for board in ["m4f", "m0", "rv32imac"] {
+                    let board = crate::boards::named(board)?;
                     let mut c = cargo();
                     c.current_dir(root_dir().join("boards"))
                         .args([
@@ -146,11 +145,16 @@ fn steps() -> Vec<Step> {
                             "--release",
                             "--bins",
                             "--target",
-                            target,
+                            board.target,
                         ])
                         // As xtask builds them: with the runtime's fast math.
-                        .args(["--features", &format!("{board},fast-math")])
+                        .args(["--features", "fast-math"])
                         .args(["--", "-D", "warnings"])
+                        .env("FERRITE_BOARD", board.name)
+                        .env(
+                            "CARGO_ENCODED_RUSTFLAGS",
+                            crate::boards::firmware::rustflags(board),
+                        )
                         .env("FERRITE_IMAGE", &image);
                     ok &= status(c)?;
                 }
@@ -175,6 +179,8 @@ fn steps() -> Vec<Step> {
                         "ferrite-asm",
                         "-p",
                         "ferrite-tools",
+                        "-p",
+                        "ferrite-common",
                     ])
                     .env("RUSTDOCFLAGS", "-D warnings");
                     c
@@ -374,12 +380,13 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
-            name: "cargo package (ferrite-asm, ferrite, ferrite-tools: packaged and built as from crates.io)",
+            name: "cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)",
             run: Box::new(|| {
                 status({
                     let mut c = cargo();
                     c.args(["package", "--quiet", "--allow-dirty"])
-                        .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "-p", "ferrite-tools"]);
+                        .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "-p", "ferrite-common"])
+                        .args(["-p", "ferrite-tools"]);
                     c
                 })
             }),
