@@ -60,8 +60,14 @@ const SHORT_N: usize = 100;
 const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run the OTA example.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
-/// Shipped MQAR models evaluated on the M4F at int8: two strong, one mid.
-const MQAR_MODELS: &[&str] = &["bla-m15", "gdn-2k-lr3e-3", "bla-m7"];
+/// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
+/// strong and one mid; on the M0 the one its 16 KB of RAM is made for.
+const MQAR_MODELS: &[(&str, &str)] = &[
+    ("m4f", "bla-m15"),
+    ("m4f", "gdn-2k-lr3e-3"),
+    ("m4f", "bla-m7"),
+    ("m0", "gdn-2k-lr3e-3"),
+];
 /// MQAR sequences of seed 0 on the board (the first 100 of the recorded 1,000).
 const MQAR_N: usize = 100;
 /// Held-out excerpts scored on the boards: (board, model, dtype, bytes, chunk).
@@ -236,10 +242,10 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     s.check("m3: models/lm/small int8 generates like the host", |s| {
         small_lm_on_m3(s)
     });
-    for name in MQAR_MODELS {
+    for &(board, name) in MQAR_MODELS {
         s.check(
-            &format!("m4f: MQAR {name} int8, {MQAR_N} sequences, like the host and the record"),
-            |s| mqar_on_board(s, name),
+            &format!("{board}: MQAR {name} int8, {MQAR_N} sequences, like the host and the record"),
+            |s| mqar_on_board(s, board, name),
         );
     }
     for &(board, model, dtype, bytes, chunk) in TEXT_EVALS {
@@ -730,12 +736,12 @@ fn recorded(model_dir: &str, path: &[&str]) -> Result<f64> {
         .with_context(|| format!("{}: {} is not a number", file.display(), path.join(".")))
 }
 
-/// MQAR on the M4F: the board's correct count equals the host's on the same
+/// MQAR on a board: the board's correct count equals the host's on the same
 /// int8 image and sequences, and the subset accuracy is consistent with the
 /// recorded 1,000-sequence figure: within 4 binomial standard deviations of
 /// it for the subset's queries (+ 1/total for the record's 4-decimal rounding).
-fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
-    let board = boards::named("m4f")?;
+fn mqar_on_board(s: &mut Suite, board: &str, name: &str) -> Result<String> {
+    let board = boards::named(board)?;
     let dir = format!("models/mqar/{name}");
     let image = host::shipped_image(&dir, "int8")?;
     let task = Task::Mqar {
@@ -753,9 +759,9 @@ fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
         (acc - p).abs() <= tol,
         "{correct}/{total} = {acc:.4} on {MQAR_N} sequences is not within {tol:.4} of the recorded {p:.4}"
     );
-    s.expect(&format!("eval-{name}-m4f.out"), &out.run.output)?;
+    s.expect(&format!("eval-{name}-{}.out", board.name), &out.run.output)?;
     s.expect(
-        &format!("eval-{name}-m4f.stats"),
+        &format!("eval-{name}-{}.stats", board.name),
         format!("{}\n", out.report.stats_line()).as_bytes(),
     )?;
     Ok(format!(
