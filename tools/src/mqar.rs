@@ -5,8 +5,8 @@
 
 use anyhow::{bail, Result};
 
-pub use ferrite_common::mqar::{SplitMix64, KEYS, NOISE, VALUES};
 use ferrite_common::mqar::{Sequence, RANGE as RANGE_USIZE};
+pub use ferrite_common::mqar::{SplitMix64, KEYS, NOISE, VALUES};
 
 /// Size of each token range.
 pub const RANGE: u32 = RANGE_USIZE as u32;

@@ -48,7 +48,8 @@ fn python_env() -> Result<std::path::PathBuf> {
             .success();
         anyhow::ensure!(ok, "python3 -m venv failed");
     }
-    let requirements = root.join("tools/python/requirements.txt");
+    // tools/python as a package (pyproject.toml), editable: the tests import
+    // ferrite_ref and the fixture scripts from it, with no sys.path edits.
     let ok = Command::new(&python)
         .args([
             "-m",
@@ -56,12 +57,12 @@ fn python_env() -> Result<std::path::PathBuf> {
             "install",
             "-q",
             "--disable-pip-version-check",
-            "-r",
+            "-e",
         ])
-        .arg(&requirements)
+        .arg(format!("{}[test]", root.join("tools/python").display()))
         .status()?
         .success();
-    anyhow::ensure!(ok, "pip install -r tools/python/requirements.txt failed");
+    anyhow::ensure!(ok, "pip install -e 'tools/python[test]' failed");
     Ok(python)
 }
 
