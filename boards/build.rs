@@ -160,22 +160,11 @@ int4:256x256,int4:64x512,int4:1024x64,f32:256x256,f32:64x512,f32:1024x64";
 /// Columns of an int4 group in the `bench` weights (int8: one group per row).
 const BENCH_INT4_GROUP: usize = 32;
 
-/// The splitmix64 stream (as `src/mqar.rs`).
-struct SplitMix64(u64);
+use ferrite_common::mqar::SplitMix64;
 
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A float in `[lo, hi)`.
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
-    }
+/// A float in `[lo, hi)` from the next draw of `rng`.
+fn uniform(rng: &mut SplitMix64, lo: f32, hi: f32) -> f32 {
+    lo + (hi - lo) * ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
 }
 
 /// Parses `FERRITE_BENCH` and writes the weights its cases read: one blob
@@ -230,13 +219,13 @@ fn bench_weights(out: &std::path::Path) -> Vec<(String, usize, usize)> {
     let m_len =
         most("int8", &|r, _| padded(r)).max(most("int4", &|r, c| padded(r) * c / BENCH_INT4_GROUP));
 
-    let mut rng = SplitMix64(0xFE77_17E5);
+    let mut rng = SplitMix64::new(0xFE77_17E5);
     let bytes = |rng: &mut SplitMix64, n: usize| -> Vec<u8> {
         (0..n).map(|_| rng.next_u64() as u8).collect()
     };
     let floats = |rng: &mut SplitMix64, n: usize, lo: f32, hi: f32| -> Vec<u8> {
         (0..n)
-            .flat_map(|_| rng.uniform(lo, hi).to_le_bytes())
+            .flat_map(|_| uniform(rng, lo, hi).to_le_bytes())
             .collect()
     };
     fs::write(out.join("bench_i8.bin"), bytes(&mut rng, i8_bytes)).unwrap();

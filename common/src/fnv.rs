@@ -11,7 +11,9 @@ impl Fnv1a {
         Fnv1a(0x811c_9dc5)
     }
 
-    /// Mixes in the four little-endian bytes of `word`.
+    /// Mixes in the four little-endian bytes of `word`. `#[inline]`: built
+    /// in the crate that calls it, as if written there (the firmware's
+    /// recorded sizes and instruction counts are those of a local function).
     #[inline]
     pub fn word(&mut self, word: u32) {
         for b in word.to_le_bytes() {

@@ -2,11 +2,38 @@
 //! f64 over the predicted tokens by `ferrite eval --text` on the host and by
 //! the `eval` firmware on a board, which must get the same f64 bits.
 
-/// `-ln p(target)` under the softmax of `logits`: `ln(sum(exp(l - max))) +
-/// max - logits[target]`, in f64, with `libm`'s `exp` and `log` (not the
-/// platform's), in one fixed order, so that every target computes the same
-/// bits from the same f32 logits. Not inlined: the firmware calls it from
-/// one place and keeps one copy.
+/// `-ln p(target)` under the softmax of `logits` (`&[f32]`), `target` a
+/// `u32` index: `ln(sum(exp(l - max))) + max - logits[target]`, in f64, with
+/// `libm`'s `exp` and `log` (not the platform's), in one fixed order, so that
+/// every target computes the same bits from the same f32 logits.
+///
+/// A macro, so that the firmware expands it in a function of its own (the
+/// `eval` firmware's `nll`, kept out of line there): the code, and so the
+/// instruction counts the suite records, is what it would be written in
+/// place. The host calls [`nll`], the same expression.
+///
+/// Panics (out-of-bounds index) if `target` is not an index of `logits`.
+#[macro_export]
+macro_rules! nll {
+    ($logits:expr, $target:expr) => {{
+        let logits: &[f32] = $logits;
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let log_z = max
+            + $crate::nll::libm::log(
+                logits
+                    .iter()
+                    .map(|&l| $crate::nll::libm::exp(l as f64 - max))
+                    .sum::<f64>(),
+            );
+        log_z - logits[$target as usize] as f64
+    }};
+}
+
+#[doc(hidden)]
+pub use libm;
+
+/// [`nll!`](crate::nll!) as a function: `-ln p(target)` under the softmax
+/// of `logits`.
 ///
 /// # Panics
 ///
@@ -14,15 +41,7 @@
 /// model accepted, which are below its vocabulary size).
 #[inline(never)]
 pub fn nll(logits: &[f32], target: u32) -> f64 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let log_z = max
-        + libm::log(
-            logits
-                .iter()
-                .map(|&l| libm::exp(l as f64 - max))
-                .sum::<f64>(),
-        );
-    log_z - logits[target as usize] as f64
+    crate::nll!(logits, target)
 }
 
 /// Bits per byte of a sum of `nats` over tokens that decode to `bytes`

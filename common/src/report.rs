@@ -192,6 +192,9 @@ pub fn parse_tokens(rest: &str, mut id: impl FnMut(u32)) -> Option<bool> {
 pub struct Tokens<'a>(pub &'a [u32], pub bool);
 
 impl core::fmt::Display for Tokens<'_> {
+    /// `#[inline]`: built in the firmware crate that prints it, as if
+    /// written there (its recorded sizes are those of a local type).
+    #[inline]
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         for (i, id) in self.0.iter().enumerate() {
             if i > 0 {

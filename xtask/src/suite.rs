@@ -28,7 +28,8 @@
 //! - trained models (models/): the demo (lm-large f32, sampled with a seed)
 //!   on m4f and lm-small int8 on m3 generate the host's tokens; the `eval`
 //!   firmware scores MQAR (100 sequences of seed 0, int8) for three MQAR
-//!   models on m4f with the host's correct count, consistent with the
+//!   models on m4f and gdn-2k-lr3e-3 on m0 (its 16 KB of RAM) with the
+//!   host's correct count, consistent with the
 //!   recorded 1,000-sequence accuracy (metrics.json, binomial tolerance), and
 //!   the bits per byte of a held-out excerpt for lm-small int8 on m3 and
 //!   lm-large int8 on m4f bit-identical to the host's.
