@@ -99,6 +99,18 @@ macro_rules! eval_text_line {
     };
 }
 
+/// The `kernels` firmware's summary: `kernels: board=.. module=.. cases=..
+/// failed=.. max_cols=..`.
+#[macro_export]
+macro_rules! kernels_line {
+    ($board:expr, $module:expr, $cases:expr, $failed:expr, $max_cols:expr) => {
+        format_args!(
+            "kernels: board={} module={} cases={} failed={} max_cols={}",
+            $board, $module, $cases, $failed, $max_cols
+        )
+    };
+}
+
 /// The rest of the last line of `text` that contains `prefix`, after it,
 /// trimmed (a report line may follow model text on the same line only if the
 /// firmware forgot a newline; the last one wins).
@@ -290,6 +302,20 @@ mod tests {
         assert_eq!(
             (f.get("eval"), f.number("tokens")),
             (Some("mqar"), Some(6400))
+        );
+    }
+
+    #[test]
+    fn kernels_line_round_trips() {
+        let k = line(kernels_line!("m0", "portable", 1036u64, 0u64, 256));
+        assert_eq!(
+            k,
+            "kernels: board=m0 module=portable cases=1036 failed=0 max_cols=256\n"
+        );
+        let f = Fields(last_value(&k, KERNELS).unwrap());
+        assert_eq!(
+            (f.get("module"), f.number("cases"), f.number("failed")),
+            (Some("portable"), Some(1036), Some(0))
         );
     }
 

@@ -357,23 +357,22 @@ struct KernelsSummary {
 }
 
 fn parse_kernels(text: &str) -> Result<KernelsSummary> {
+    use ferrite_common::report::{last_value, Fields, KERNELS};
     let line = text
         .lines()
         .rev()
         .find(|l| l.starts_with("kernels: board="))
         .with_context(|| format!("no `kernels: board=` line in the output:\n{text}"))?;
-    let get = |key: &str| {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-            .with_context(|| format!("no {key}= in {line:?}"))
-    };
-    let number = |key: &str| -> Result<u64> {
-        get(key)?
-            .parse()
-            .with_context(|| format!("bad {key}= in {line:?}"))
+    let f = Fields(last_value(line, KERNELS).unwrap_or(""));
+    let number = |key: &str| {
+        f.number(key)
+            .with_context(|| format!("bad or no {key}= in {line:?}"))
     };
     Ok(KernelsSummary {
-        module: get("module")?.to_string(),
+        module: f
+            .get("module")
+            .with_context(|| format!("no module= in {line:?}"))?
+            .to_string(),
         cases: number("cases")?,
         failed: number("failed")?,
         max_cols: number("max_cols")?,
@@ -575,7 +574,7 @@ fn ota_refused(board: &'static Board, download: Download) -> Result<String> {
             )
         })?;
     ensure!(
-        run.status == 2,
+        run.status == ferrite_common::status::RUNTIME_ERROR,
         "exit status {} (want 2, a refusal):\n{}",
         run.status,
         run.tail()

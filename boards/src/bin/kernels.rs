@@ -478,14 +478,13 @@ fn main() -> ! {
         }
     }
 
-    say!(
-        "kernels: board={} module={} cases={} failed={} max_cols={}",
+    ferrite_boards::console::line(ferrite_common::kernels_line!(
         config::BOARD,
         arch::NAME,
         t.cases,
         t.failed,
         max_cols
-    );
+    ));
     ferrite_boards::exit(if t.failed == 0 {
         status::OK
     } else {

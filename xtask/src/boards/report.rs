@@ -104,7 +104,7 @@ impl Run {
 
     /// A non-zero exit is an error with the reason.
     fn check_status(&self) -> Result<()> {
-        if self.status != 0 {
+        if self.status != ferrite_common::status::OK {
             let why = ferrite_common::status::describe(self.status)
                 .map_or_else(|| format!("exit status {}", self.status), str::to_string);
             bail!(
