@@ -473,7 +473,7 @@ mod tests {
         assert_eq!((o.math_calls, o.top), (true, Some(10)));
         let mut f = flags("m4f --board m3");
         assert!(BoardOpts::take(&mut f).is_err());
-        let mut f = flags("-h");
+        let f = flags("-h");
         assert!(f.help);
         f.finish("x").unwrap();
     }

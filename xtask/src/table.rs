@@ -21,7 +21,8 @@ const MODELS: &[(&str, &str)] = &[
     ("swa_sink_logits", "f32"),
 ];
 
-/// Trained LMs: (board, model directory, dtype, what).
+/// Trained models: (board, model directory, dtype, what). The LMs, and the
+/// MQAR model the M0's 16 KB of RAM runs (its default image).
 const TRAINED: &[(&str, &str, &str, &str)] = &[
     (
         "m4f",
@@ -40,6 +41,12 @@ const TRAINED: &[(&str, &str, &str, &str)] = &[
         "models/lm/small",
         "int8",
         "lm-small int8 (trained, 151k params)",
+    ),
+    (
+        "m0",
+        "models/mqar/gdn-2k-lr3e-3",
+        "int8",
+        "mqar gdn-2k-lr3e-3 int8 (trained MQAR recall, 88k params; the board's default)",
     ),
 ];
 
@@ -150,11 +157,13 @@ pub fn run() -> Result<()> {
          Boards: {boards}.\n\n\
          Models are the random-weight fixtures of tests/fixtures (vocab 256, byte tokenizer); see\n\
          boards/README.md for the memory maps.\n\n{table}\n\
-         ## Trained language models\n\n\
+         ## Trained models\n\n\
          The byte-level LMs of models/lm (docs/models.md), same run (prompt {DEFAULT_PROMPT:?},\n\
          {DEFAULT_N} greedy tokens), on the boards they are made for: `small` fits the M3's real\n\
          256 KB / 64 KB at int8, `large` is for the M4F (f32 is what `cargo xtask demo` runs; int8\n\
-         takes more instructions on the M4F, whose FPU makes f32 cheap).\n\n{trained}"
+         takes more instructions on the M4F, whose FPU makes f32 cheap). And the M0's default, the\n\
+         MQAR recall model `models/mqar/gdn-2k-lr3e-3` at int8 (docs/mqar.md; 0.966 recall): two\n\
+         Gated DeltaNet layers whose session fits the nRF51's 16 KB of RAM with the stack.\n\n{trained}"
     );
     let path = boards::root_dir().join("docs").join("boards.md");
     std::fs::create_dir_all(path.parent().unwrap())?;
