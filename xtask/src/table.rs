@@ -153,7 +153,7 @@ pub fn run() -> Result<()> {
          - stack = peak measured by stack painting; state = the recurrent state inside the session buffer;\n\
          - instructions/token = instructions retired (QEMU `-icount shift=0,sleep=off`: SysTick on\n  \
            Cortex-M, `instret` on RISC-V) from the first prompt token to the last sample, divided by the\n  \
-           tokens fed. These are instruction counts, not cycles: M3 and rv32imac have no FPU (soft float).\n\n\
+           tokens fed. These are instruction counts, not cycles: M3, M0 and rv32imac have no FPU (soft float).\n\n\
          Boards: {boards}.\n\n\
          Models are the random-weight fixtures of tests/fixtures (vocab 256, byte tokenizer); see\n\
          boards/README.md for the memory maps.\n\n{table}\n\
