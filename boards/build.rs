@@ -1,6 +1,7 @@
 //! Build-time configuration of the firmware (`cargo xtask board` sets all of it):
 //!
-//! - feature `board-<name>`: exactly one; picks `memory/<name>.x` and the clock ratio;
+//! - `FERRITE_BOARD`: a board of the table (`ferrite_common::board`, in
+//!   `common/src/board.rs`); picks its memory map, clock ratio and OTA heap;
 //! - `FERRITE_IMAGE`: path of the `.fer` image that `generate` embeds in flash;
 //! - `FERRITE_PROMPT` (default `"Once upon a time"`) and `FERRITE_N` (default 32):
 //!   the prompt and the number of tokens `generate` produces (for `eval --mqar`:
@@ -21,40 +22,33 @@
 
 use std::{env, fs, path::PathBuf};
 
-/// (name, memory file, SysTick/instret instructions per tick as num/den,
-/// heap of the OTA example in bytes).
-/// Cortex-M SysTick on the core clock under `-icount shift=0` ticks once per
-/// `1e9 / cpu_hz` instructions: mps2 25 MHz -> 40, mps3-an547 32 MHz -> 31.25,
-/// lm3s6965evb 12.5 MHz (reset clock) -> 80 (measured with the `calibrate` binary). RISC-V reads `instret` directly.
-const BOARDS: &[(&str, &str, u64, u64, usize)] = &[
-    ("m4f", "m4f.x", 40, 1, 1 << 20),
-    ("m7", "m7.x", 40, 1, 1 << 20),
-    ("m55", "m55.x", 125, 4, 384 << 10),
-    ("m3", "m3.x", 80, 1, 40 << 10),
-    ("rv32imac", "rv32.x", 1, 1, 1 << 20),
-    ("rv32imafc", "rv32.x", 1, 1, 1 << 20),
-];
-
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").unwrap());
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
 
-    let chosen: Vec<_> = BOARDS
-        .iter()
-        .filter(|(name, ..)| {
-            env::var_os(format!("CARGO_FEATURE_BOARD_{}", name.to_uppercase())).is_some()
-        })
-        .collect();
-    let &&(board, memory, num, den, heap) = match chosen.as_slice() {
-        [one] => one,
-        _ => panic!(
-            "enable exactly one board-<name> feature (m4f, m7, m55, m3, rv32imac, rv32imafc)"
-        ),
+    // The board, from the one table (common/src/board.rs) xtask reads too.
+    println!("cargo:rerun-if-env-changed=FERRITE_BOARD");
+    let names = || {
+        ferrite_common::board::names()
+            .collect::<Vec<_>>()
+            .join(", ")
     };
+    let name = env::var("FERRITE_BOARD").unwrap_or_else(|_| {
+        panic!(
+            "set FERRITE_BOARD to a board ({}); `cargo xtask board` does",
+            names()
+        )
+    });
+    let b = ferrite_common::Board::named(&name)
+        .unwrap_or_else(|| panic!("FERRITE_BOARD={name:?}: not a board ({})", names()));
+    let (board, memory, (num, den), heap) = (b.name, b.memory, b.instr_per_tick, b.ota_heap);
 
     // Linker scripts: memory.x from the board, link.x from cortex-m-rt / riscv-rt.
     let mem = manifest.join("memory").join(memory);
     fs::copy(&mem, out.join("memory.x")).unwrap();
+    let mem_text = fs::read_to_string(&mem).unwrap();
+    let ram_bytes = ferrite_common::board::region_length(&mem_text, "RAM")
+        .unwrap_or_else(|| panic!("{}: no RAM region LENGTH", mem.display()));
     println!("cargo:rerun-if-changed={}", mem.display());
     println!("cargo:rustc-link-search={}", out.display());
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap();
@@ -133,6 +127,8 @@ fn main() {
          pub const MQAR_SEQ_LEN: usize = {seq_len};\n\
          /// Instructions per counter tick, as a fraction.\n\
          pub const INSTR_PER_TICK: (u64, u64) = ({num}, {den});\n\
+         /// RAM of the board's memory map, bytes.\n\
+         pub const RAM_BYTES: usize = {ram_bytes};\n\
          /// Heap of the OTA example, bytes.\n\
          pub const HEAP_BYTES: usize = {heap};\n\
          /// The `bench` cases (FERRITE_BENCH): (dtype, rows, cols).\n\
@@ -164,22 +160,11 @@ int4:256x256,int4:64x512,int4:1024x64,f32:256x256,f32:64x512,f32:1024x64";
 /// Columns of an int4 group in the `bench` weights (int8: one group per row).
 const BENCH_INT4_GROUP: usize = 32;
 
-/// The splitmix64 stream (as `src/mqar.rs`).
-struct SplitMix64(u64);
+use ferrite_common::mqar::SplitMix64;
 
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A float in `[lo, hi)`.
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
-    }
+/// A float in `[lo, hi)` from the next draw of `rng`.
+fn uniform(rng: &mut SplitMix64, lo: f32, hi: f32) -> f32 {
+    lo + (hi - lo) * ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
 }
 
 /// Parses `FERRITE_BENCH` and writes the weights its cases read: one blob
@@ -234,13 +219,13 @@ fn bench_weights(out: &std::path::Path) -> Vec<(String, usize, usize)> {
     let m_len =
         most("int8", &|r, _| padded(r)).max(most("int4", &|r, c| padded(r) * c / BENCH_INT4_GROUP));
 
-    let mut rng = SplitMix64(0xFE77_17E5);
+    let mut rng = SplitMix64::new(0xFE77_17E5);
     let bytes = |rng: &mut SplitMix64, n: usize| -> Vec<u8> {
         (0..n).map(|_| rng.next_u64() as u8).collect()
     };
     let floats = |rng: &mut SplitMix64, n: usize, lo: f32, hi: f32| -> Vec<u8> {
         (0..n)
-            .flat_map(|_| rng.uniform(lo, hi).to_le_bytes())
+            .flat_map(|_| uniform(rng, lo, hi).to_le_bytes())
             .collect()
     };
     fs::write(out.join("bench_i8.bin"), bytes(&mut rng, i8_bytes)).unwrap();

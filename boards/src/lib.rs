@@ -2,8 +2,8 @@
 //! instruction counter, stack measurement, panic and fault handlers.
 //!
 //! One crate serves every board: the ISA comes from the target
-//! (`cortex_m` / `riscv`), the board from a `board-<name>` feature (memory map
-//! and clock ratio, see `build.rs`). Everything reaches the host through
+//! (`cortex_m` / `riscv`), the board from `FERRITE_BOARD` (a row of the board
+//! table in `ferrite_common::board`: memory map and clock ratio, see `build.rs`). Everything reaches the host through
 //! semihosting, which QEMU implements on both ISAs.
 #![no_std]
 
@@ -12,25 +12,17 @@
 pub mod platform;
 
 pub mod console;
-pub mod mqar;
+/// The MQAR generator, shared with the host's `ferrite eval --mqar`.
+pub use ferrite_common::mqar;
+/// Process exit statuses the host (xtask) tells apart.
+pub use ferrite_common::status;
+/// FNV-1a over 32-bit words, the checksum the firmware prints for logits
+/// (over their f32 bit patterns) and token ids; xtask computes the same.
+pub use ferrite_common::Fnv1a;
 
 /// Build-time configuration: board, prompt, N, sampler, eval parameters (see `build.rs`).
 pub mod config {
     include!(concat!(env!("OUT_DIR"), "/build_config.rs"));
-}
-
-/// Process exit statuses the host (xtask) tells apart.
-pub mod status {
-    /// Ran to the end.
-    pub const OK: i32 = 0;
-    /// A self-check found a wrong result (the `kernels` and `bench` firmware).
-    pub const CHECK_FAILED: i32 = 1;
-    /// The runtime returned an error (bad image, buffer too small, ...).
-    pub const RUNTIME_ERROR: i32 = 2;
-    /// A panic: a bug in the firmware or the runtime.
-    pub const PANIC: i32 = 101;
-    /// A CPU fault (HardFault, illegal instruction, bus error, ...).
-    pub const FAULT: i32 = 3;
 }
 
 /// Ends the program: QEMU exits with `code` (semihosting SYS_EXIT_EXTENDED).
@@ -45,30 +37,6 @@ pub fn exit(code: i32) -> ! {
 pub fn instructions() -> u64 {
     let (num, den) = config::INSTR_PER_TICK;
     platform::ticks() * num / den
-}
-
-/// FNV-1a over 32-bit words, the checksum the firmware prints for logits
-/// (over their f32 bit patterns) and token ids; xtask computes the same.
-#[derive(Clone, Copy)]
-pub struct Fnv1a(pub u32);
-
-impl Fnv1a {
-    /// The FNV-1a offset basis.
-    pub const fn new() -> Self {
-        Fnv1a(0x811c_9dc5)
-    }
-    /// Mixes in the four little-endian bytes of `word`.
-    pub fn word(&mut self, word: u32) {
-        for b in word.to_le_bytes() {
-            self.0 = (self.0 ^ b as u32).wrapping_mul(0x0100_0193);
-        }
-    }
-}
-
-impl Default for Fnv1a {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// What one generation produced, beyond the streamed text.
@@ -144,30 +112,13 @@ pub fn generate(
 
 /// Prints the `tokens:`, `tokens_hash:` and `checksum:` lines of a run of
 /// `n` tokens whose first ids are in `log`.
+/// The lines are `ferrite_common::report`'s, which xtask parses.
 pub fn print_outcome(out: &Outcome, log: &[u32], n: usize) {
-    struct Ids<'a>(&'a [u32], bool);
-    impl core::fmt::Display for Ids<'_> {
-        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-            for (i, id) in self.0.iter().enumerate() {
-                if i > 0 {
-                    f.write_str(",")?;
-                }
-                write!(f, "{}", id)?;
-            }
-            if self.1 {
-                f.write_str(",...")?;
-            }
-            Ok(())
-        }
-    }
+    use ferrite_common::{checksum_line, report::Tokens, tokens_hash_line};
     let shown = &log[..n.min(log.len())];
-    say!("tokens: {}", Ids(shown, n > shown.len()));
-    say!("tokens_hash: fnv1a={:#010x} count={}", out.ids.0, n);
-    say!(
-        "checksum: fnv1a={:#010x} sum_bits={:#010x}",
-        out.logits_fnv.0,
-        out.logits_sum.to_bits()
-    );
+    say!("tokens: {}", Tokens(shown, n > shown.len()));
+    console::line(tokens_hash_line!(out.ids.0, n));
+    console::line(checksum_line!(out.logits_fnv.0, out.logits_sum.to_bits()));
 }
 
 #[panic_handler]

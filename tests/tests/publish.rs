@@ -21,9 +21,10 @@ use ferrite::Model;
 use ferrite_tools::run::{logits, AlignedImage};
 
 /// The crates meant for crates.io: (directory, package name).
-const CRATES: [(&str, &str); 3] = [
+const CRATES: [(&str, &str); 4] = [
     ("runtime/asm", "ferrite-asm"),
     ("runtime", "ferrite-lm"),
+    ("common", "ferrite-common"),
     ("tools", "ferrite-tools"),
 ];
 
@@ -118,6 +119,7 @@ fn publishable_manifests_carry_what_crates_io_and_docs_rs_show() {
         "Cargo.toml",
         "runtime/Cargo.toml",
         "runtime/asm/Cargo.toml",
+        "common/Cargo.toml",
         "tools/Cargo.toml",
     ] {
         assert!(
@@ -202,7 +204,7 @@ fn publishable_manifests_carry_what_crates_io_and_docs_rs_show() {
             "{}",
             at("categories")
         );
-        if dir.starts_with("runtime") {
+        if dir.starts_with("runtime") || dir == "common" {
             assert!(keywords.iter().any(|k| k == "no-std"), "{}", at("keywords"));
             assert!(
                 categories.iter().any(|c| c == "no-std"),
@@ -312,7 +314,7 @@ fn the_versioning_policy_is_written_down_and_referenced() {
 /// paths at run time: no `env!`/`option_env!`, no `include_*!` of a file.
 #[test]
 fn no_published_source_reaches_into_the_repository() {
-    for dir in ["runtime/src", "runtime/asm/src", "tools/src"] {
+    for dir in ["runtime/src", "runtime/asm/src", "common/src", "tools/src"] {
         for file in rust_files(&root().join(dir)) {
             let text = std::fs::read_to_string(&file).unwrap();
             for (n, line) in text.lines().enumerate() {

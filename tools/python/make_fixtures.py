@@ -17,10 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from ferrite_ref import Reference, write_model_dir  # noqa: E402
-from ferrite_ref.safetensors_io import save_safetensors  # noqa: E402
+from ferrite_ref import Reference, write_model_dir
+from ferrite_ref.safetensors_io import save_safetensors
 
 FIXTURES_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 REGENERATE = "python tools/python/make_fixtures.py"

@@ -119,13 +119,14 @@ pub struct TextScore {
 impl TextScore {
     /// `nats / bytes / ln 2`.
     pub fn bits_per_byte(&self) -> f64 {
-        self.nats / self.bytes as f64 / std::f64::consts::LN_2
+        ferrite_common::nll::bits_per_byte(self.nats, self.bytes)
     }
 }
 
-/// Scores `text` as [`bits_per_byte`] does. The log-sum-exp uses `libm`'s
-/// `exp` and `log` (not the platform's), so a board running the same
-/// expression on the same f32 logits gets the same f64 bits of `nats`.
+/// Scores `text` as [`bits_per_byte`] does. Each token's cost is
+/// `ferrite_common::nll::nll` (libm's `exp` and `log`, not the platform's),
+/// the function the board's `eval` firmware runs, so a board gets the same
+/// f64 bits of `nats` from the same f32 logits.
 pub fn text_score(
     model: Model<'_>,
     text: &[u8],
@@ -161,7 +162,8 @@ pub fn tokens_score(
         session.reset();
         for pair in piece.windows(2) {
             let logits = session.feed(pair[0]).map_err(err)?;
-            nats += next_token_nats(logits, pair[1]);
+            // The board's `eval` firmware adds up the same function.
+            nats += ferrite_common::nll::nll(logits, pair[1]);
             bytes += tokenizer.decode(pair[1]).len();
         }
         done += piece.len();
@@ -171,22 +173,6 @@ pub fn tokens_score(
         bail!("no byte to predict (is --chunk larger than 1?)");
     }
     Ok(TextScore { nats, bytes })
-}
-
-/// `-ln p(next)` under `logits`: an f64 log-sum-exp with `libm`'s `exp` and
-/// `log` (not the platform's), so that a board running the same expression
-/// on the same f32 logits gets the same bits. NaN when `next` is not an
-/// index of `logits`.
-pub fn next_token_nats(logits: &[f32], next: u32) -> f64 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let log_z = max
-        + libm::log(
-            logits
-                .iter()
-                .map(|&l| libm::exp(l as f64 - max))
-                .sum::<f64>(),
-        );
-    log_z - logits.get(next as usize).map_or(f64::NAN, |&l| l as f64)
 }
 
 /// `text` in the ids of the model's tokenizer; fails (rather than aborting)

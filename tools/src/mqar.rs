@@ -1,41 +1,15 @@
 //! The MQAR task generator of `docs/mqar.md` (mirrored in
 //! `tools/python/ferrite_ref/mqar.py`): seeded, identical in both languages.
+//! The draws are `ferrite_common::mqar`'s, the very code the board's `eval`
+//! firmware runs; this module streams and collects them.
 
 use anyhow::{bail, Result};
 
-/// First key token; keys are `KEYS..KEYS + RANGE`.
-pub const KEYS: u32 = 0;
-/// First value token.
-pub const VALUES: u32 = 64;
-/// First noise token.
-pub const NOISE: u32 = 128;
+use ferrite_common::mqar::{Sequence, RANGE as RANGE_USIZE};
+pub use ferrite_common::mqar::{SplitMix64, KEYS, NOISE, VALUES};
+
 /// Size of each token range.
-pub const RANGE: u32 = 64;
-
-/// The splitmix64 stream of `docs/mqar.md`.
-#[derive(Clone, Debug)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A stream starting at `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// `next() % n`.
-    pub fn below(&mut self, n: u32) -> u32 {
-        (self.next_u64() % n as u64) as u32
-    }
-}
+pub const RANGE: u32 = RANGE_USIZE as u32;
 
 /// Task shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,27 +37,6 @@ pub struct MqarSequence {
     /// `(position of a query key, expected value)`: the logits after reading
     /// `tokens[position]` must put the value first.
     pub targets: Vec<(usize, u32)>,
-}
-
-/// Partial Fisher-Yates: the first `k` items of a shuffle of `0..n`.
-fn shuffle_prefix(rng: &mut SplitMix64, n: u32, k: usize) -> Vec<u32> {
-    let mut a: Vec<u32> = (0..n).collect();
-    for j in 0..k {
-        let r = j + rng.below(n - j as u32) as usize;
-        a.swap(j, r);
-    }
-    a.truncate(k);
-    a
-}
-
-/// The splitmix64 increment.
-const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-impl SplitMix64 {
-    /// Skips `k` draws in O(1): the state after `k` draws is `seed + k * GAMMA`.
-    pub fn skip(&mut self, k: u64) {
-        self.0 = self.0.wrapping_add(k.wrapping_mul(GAMMA));
-    }
 }
 
 /// One token of a sequence and whether the model is scored after it.
@@ -135,16 +88,11 @@ impl MqarStream {
         self.left -= 1;
         let p = self.params;
         let rng = &mut self.rng;
-        let keys: Vec<u32> = shuffle_prefix(rng, RANGE, p.pairs)
-            .iter()
-            .map(|k| KEYS + k)
-            .collect();
-        let values: Vec<u32> = (0..p.pairs).map(|_| VALUES + rng.below(RANGE)).collect();
+        let seq = Sequence::pairs(rng, p.pairs);
         Some(SequenceTokens {
             rng,
-            keys,
-            values,
-            order: Vec::new(),
+            seq,
+            ordered: false,
             noise_left: p.seq_len - 4 * p.pairs,
             next: 0,
         })
@@ -157,10 +105,10 @@ impl MqarStream {
 #[derive(Debug)]
 pub struct SequenceTokens<'s> {
     rng: &'s mut SplitMix64,
-    keys: Vec<u32>,
-    values: Vec<u32>,
-    /// Query order, drawn after the noise (empty until then).
-    order: Vec<u32>,
+    /// Keys, values and (once `ordered`) the query order.
+    seq: Sequence,
+    /// Whether the query order is drawn (after the noise).
+    ordered: bool,
     noise_left: usize,
     /// Index within the pairs (`0..2P`) and then within the queries.
     next: usize,
@@ -168,8 +116,8 @@ pub struct SequenceTokens<'s> {
 
 impl SequenceTokens<'_> {
     fn draw_order(&mut self) {
-        let pairs = self.keys.len();
-        self.order = shuffle_prefix(self.rng, pairs as u32, pairs);
+        self.seq.draw_order(self.rng);
+        self.ordered = true;
         self.next = 0;
     }
 }
@@ -178,29 +126,33 @@ impl Iterator for SequenceTokens<'_> {
     type Item = MqarToken;
 
     fn next(&mut self) -> Option<MqarToken> {
-        let pairs = self.keys.len();
+        let pairs = self.seq.pairs;
         let plain = |token| {
             Some(MqarToken {
                 token,
                 expect: None,
             })
         };
-        if self.order.is_empty() {
+        if !self.ordered {
             if self.next < 2 * pairs {
                 let (i, value) = (self.next / 2, self.next % 2 == 1);
                 self.next += 1;
-                return plain(if value { self.values[i] } else { self.keys[i] });
+                return plain(if value {
+                    self.seq.values[i]
+                } else {
+                    self.seq.keys[i]
+                });
             }
             if self.noise_left > 0 {
                 self.noise_left -= 1;
-                return plain(NOISE + self.rng.below(RANGE));
+                return plain(self.rng.noise());
             }
             self.draw_order();
         }
         let (q, value) = (self.next / 2, self.next % 2 == 1);
-        let &pair = self.order.get(q)?;
+        let &pair = self.seq.order[..pairs].get(q)?;
         self.next += 1;
-        let (k, v) = (self.keys[pair as usize], self.values[pair as usize]);
+        let (k, v) = (self.seq.keys[pair as usize], self.seq.values[pair as usize]);
         Some(if value {
             MqarToken {
                 token: v,
@@ -218,7 +170,7 @@ impl Iterator for SequenceTokens<'_> {
 impl Drop for SequenceTokens<'_> {
     fn drop(&mut self) {
         // Keep the stream in step: the rest of the noise, then the query order.
-        if self.order.is_empty() {
+        if !self.ordered {
             self.rng.skip(self.noise_left as u64);
             self.draw_order();
         }
@@ -245,24 +197,6 @@ pub fn generate(seed: u64, n: usize, p: MqarParams) -> Result<Vec<MqarSequence>>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splitmix_matches_the_published_reference_values() {
-        // First outputs of splitmix64 seeded with 0 (Vigna's reference implementation).
-        let mut r = SplitMix64::new(0);
-        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
-        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
-    }
-
-    #[test]
-    fn skipping_equals_drawing() {
-        let (mut a, mut b) = (SplitMix64::new(5), SplitMix64::new(5));
-        for _ in 0..1000 {
-            a.next_u64();
-        }
-        b.skip(1000);
-        assert_eq!(a.next_u64(), b.next_u64());
-    }
 
     #[test]
     fn a_sequence_dropped_part_way_leaves_the_stream_in_step() {

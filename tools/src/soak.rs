@@ -15,9 +15,9 @@ use anyhow::{bail, Result};
 use ferrite::sampler::argmax;
 use ferrite::{Model, Session};
 
-use crate::eval::next_token_nats;
 use crate::mqar::{MqarParams, MqarStream, MqarToken};
 use crate::run::session_buffer;
+use ferrite_common::nll::nll;
 
 fn err(e: ferrite::Error) -> anyhow::Error {
     anyhow::anyhow!("{e}")
@@ -222,9 +222,7 @@ pub fn soak(
                 let next = byte(t + 1);
                 // The last token predicts nothing scored (it is outside the stream).
                 let scored = t + 1 < total;
-                feed(t, byte(t), &|logits| {
-                    scored.then(|| next_token_nats(logits, next))
-                })?;
+                feed(t, byte(t), &|logits| scored.then(|| nll(logits, next)))?;
             }
         }
         SoakSource::Mqar { seed, params } => {

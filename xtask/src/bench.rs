@@ -257,7 +257,7 @@ pub fn run(board: Option<&str>, record: bool) -> Result<ExitCode> {
         );
     }
     let boards: Vec<&'static Board> = match board {
-        Some(name) => vec![Board::named(name)?],
+        Some(name) => vec![boards::named(name)?],
         None => BOARDS.iter().collect(),
     };
     let mut results = Vec::new();

@@ -128,7 +128,10 @@ pub fn model_image(dir: &Path, model: &str, dtype: &str) -> Result<PathBuf> {
 
 /// The image a board runs by default.
 pub fn default_image(board: &Board) -> Result<PathBuf> {
-    fixture_image(board.model.0, board.model.1)
+    match board.model {
+        (dir, dtype) if dir.contains('/') => shipped_image(dir, dtype),
+        (fixture, dtype) => fixture_image(fixture, dtype),
+    }
 }
 
 /// `ferrite tokenize <image> --text T`: the prompt's ids in the image's tokenizer.

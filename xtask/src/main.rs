@@ -10,10 +10,11 @@
 //! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
 //! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
 //! ```
-//! Boards: m4f (default), m7, m55, m3, rv32imac, rv32imafc. See boards/README.md.
+//! Boards: the table of `ferrite_common::board` (m4f is the demo's). See boards/README.md.
 
 mod bench;
 mod boards;
+mod cli;
 mod evalboard;
 mod fuzz;
 mod host;
@@ -80,8 +81,13 @@ usage: cargo xtask <command>
   setup                                   install what the other commands need and a fresh machine lacks: the
                                           targets and components of rust-toolchain.toml (rustup), QEMU (apt-get)
   test                                    every check (the README's test command and CI): fmt, clippy,
-                                          rustdoc, cargo test, embedded builds, Python tests, test-boards
-boards: m4f m7 m55 m3 rv32imac rv32imafc";
+                                          rustdoc, cargo test, embedded builds, Python tests, test-boards";
+
+/// The usage text with the boards of the table.
+fn usage() -> String {
+    let names: Vec<_> = ferrite_common::board::names().collect();
+    format!("{USAGE}\nboards: {}", names.join(" "))
+}
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -93,188 +99,42 @@ fn main() -> ExitCode {
     }
 }
 
-/// Options shared by `board` and `ota`.
-struct Opts {
-    board: Option<String>,
-    image: Option<String>,
-    prompt: Option<String>,
-    n: Option<usize>,
-    defmt: bool,
-    corrupt: bool,
-    overwrite: bool,
-    dtype: Option<String>,
-    temperature: Option<f32>,
-    top_k: Option<usize>,
-    top_p: Option<f32>,
-    seed: Option<u64>,
-    mqar: bool,
-    text: Option<String>,
-    bytes: Option<usize>,
-    chunk: Option<usize>,
-    pairs: Option<usize>,
-    seq_len: Option<usize>,
-    help: bool,
-    seconds: Option<u64>,
-    top: Option<usize>,
-    record: bool,
-    only: Option<String>,
-    math_calls: bool,
-    /// `--math fast|libm`: the runtime's `fast-math` feature on or off.
-    fast_math: Option<bool>,
-}
-
-impl Opts {
-    /// Refuses values the firmware's build script would reject, before
-    /// anything is built (one line each, not a build-script panic).
-    fn check(&self) -> Result<()> {
-        if self.n == Some(0) {
-            bail!("-n 0: the firmware needs at least one token (or MQAR sequence)");
-        }
-        if let Some(p) = &self.prompt {
-            if p.is_empty() {
-                bail!("--prompt must not be empty");
-            }
-        }
-        if let Some(c) = self.chunk {
-            if c < 2 {
-                bail!("--chunk {c}: needs at least 2 tokens per chunk");
-            }
-        }
-        if let Some(t) = self.temperature {
-            if !(t >= 0.0 && t.is_finite()) {
-                bail!("--temperature {t}: must be a finite number >= 0");
-            }
-        }
-        if let Some(p) = self.top_p {
-            if !(p > 0.0 && p <= 1.0) {
-                bail!("--top-p {p}: must be in (0, 1]");
-            }
-        }
-        let pairs = self.pairs.unwrap_or(8);
-        let seq_len = self.seq_len.unwrap_or(64);
-        if !(1..=64).contains(&pairs) {
-            bail!("--pairs {pairs}: MQAR takes 1 to 64 key-value pairs");
-        }
-        if seq_len < 4 * pairs {
-            bail!(
-                "--seq-len {seq_len}: MQAR with {pairs} pairs needs at least {}",
-                4 * pairs
-            );
-        }
-        Ok(())
-    }
-}
-
-fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
-    v.parse()
-        .ok()
-        .with_context(|| format!("{name} {v}: not a valid number"))
-}
-
-fn parse(args: &[String]) -> Result<Opts> {
-    let mut o = Opts {
-        board: None,
-        image: None,
-        prompt: None,
-        n: None,
-        defmt: false,
-        corrupt: false,
-        overwrite: false,
-        dtype: None,
-        temperature: None,
-        top_k: None,
-        top_p: None,
-        seed: None,
-        mqar: false,
-        text: None,
-        bytes: None,
-        chunk: None,
-        pairs: None,
-        seq_len: None,
-        help: false,
-        seconds: None,
-        top: None,
-        record: false,
-        only: None,
-        math_calls: false,
-        fast_math: None,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .with_context(|| format!("{name} needs a value"))
-        };
-        match a.as_str() {
-            "--image" => o.image = Some(value("--image")?),
-            "--prompt" => o.prompt = Some(value("--prompt")?),
-            "-n" | "--n" | "--tokens" => o.n = Some(number("-n", &value("-n")?)?),
-            "--dtype" => o.dtype = Some(value("--dtype")?),
-            "--temperature" => o.temperature = Some(number(a, &value(a)?)?),
-            "--top-k" => o.top_k = Some(number(a, &value(a)?)?),
-            "--top-p" => o.top_p = Some(number(a, &value(a)?)?),
-            "--seed" => o.seed = Some(number(a, &value(a)?)?),
-            "--mqar" => o.mqar = true,
-            "--text" => o.text = Some(value("--text")?),
-            "--bytes" => o.bytes = Some(number(a, &value(a)?)?),
-            "--chunk" => o.chunk = Some(number(a, &value(a)?)?),
-            "--pairs" => o.pairs = Some(number(a, &value(a)?)?),
-            "--seq-len" => o.seq_len = Some(number(a, &value(a)?)?),
-            "--defmt" => o.defmt = true,
-            "--corrupt" => o.corrupt = true,
-            "--overwrite" => o.overwrite = true,
-            "-h" | "--help" => o.help = true,
-            "--seconds" => o.seconds = Some(number(a, &value(a)?)?),
-            "--top" => o.top = Some(number(a, &value(a)?)?),
-            "--board" => o.board = Some(value("--board")?),
-            "--record" => o.record = true,
-            "--only" => o.only = Some(value("--only")?),
-            "--math-calls" => o.math_calls = true,
-            "--math" => {
-                o.fast_math = Some(match value("--math")?.as_str() {
-                    "fast" => true,
-                    "libm" => false,
-                    other => bail!("--math {other}: use fast or libm"),
-                })
-            }
-            s if s.starts_with('-') => bail!("unknown option {s}\n{USAGE}"),
-            s if o.board.is_none() => o.board = Some(s.to_string()),
-            s => bail!("unexpected argument {s}\n{USAGE}"),
-        }
-    }
-    Ok(o)
-}
-
 fn run(args: Vec<String>) -> Result<ExitCode> {
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("{USAGE}");
+        eprintln!("{}", usage());
         return Ok(ExitCode::FAILURE);
     };
     if matches!(cmd.as_str(), "-h" | "--help" | "help") {
-        println!("{USAGE}");
+        println!("{}", usage());
         return Ok(ExitCode::SUCCESS);
     }
-    if cmd == "soak" {
-        return soak::run(rest);
-    }
-    let opts = parse(rest)?;
-    if opts.help {
-        println!("{USAGE}");
+    let mut flags = cli::Flags::parse(rest).map_err(|e| anyhow::anyhow!("{e}\n{}", usage()))?;
+    if flags.help {
+        println!("{}", usage());
         return Ok(ExitCode::SUCCESS);
     }
-    opts.check()?;
+    // Each command takes its own options; whatever is left is refused.
+    macro_rules! take {
+        ($t:ty) => {{
+            let o = <$t>::take(&mut flags)?;
+            flags.finish(cmd)?;
+            o
+        }};
+    }
     match cmd.as_str() {
         "demo" => {
+            let opts = take!(cli::BoardOpts);
             setup::ensure_board_tools()?;
-            let (image, dtype) = match opts.image {
-                Some(i) => (i, opts.dtype),
-                None => (DEMO_MODEL.into(), Some(DEMO_DTYPE.into())),
+            let image = match opts.image.image {
+                Some(_) => opts.image,
+                None => cli::ImageOpts {
+                    image: Some(DEMO_MODEL.into()),
+                    dtype: Some(DEMO_DTYPE.into()),
+                },
             };
-            board_cmd(&Opts {
+            board_cmd(&cli::BoardOpts {
                 board: Some("m4f".into()),
-                image: Some(image),
-                dtype,
+                image,
                 prompt: Some(opts.prompt.unwrap_or_else(|| DEMO_PROMPT.into())),
                 n: Some(opts.n.unwrap_or(DEMO_N)),
                 temperature: Some(opts.temperature.unwrap_or(DEMO_TEMPERATURE)),
@@ -283,60 +143,74 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             })
         }
         "eval-board" => {
+            let opts = take!(cli::EvalBoardOpts);
             setup::ensure_board_tools()?;
             eval_board_cmd(&opts)
         }
         "board" => {
+            let opts = take!(cli::BoardOpts);
             setup::ensure_board_tools()?;
             board_cmd(&opts)
         }
         "ota" => {
+            let opts = take!(cli::OtaOpts);
             setup::ensure_board_tools()?;
             ota_cmd(&opts)
         }
         "test-boards" => {
+            let opts = take!(cli::SuiteOpts);
             setup::ensure_board_tools()?;
             suite::run(opts.overwrite, opts.only.as_deref())
         }
-        "test" => test::run(),
+        "test" => {
+            flags.finish(cmd)?;
+            test::run()
+        }
         "profile" => {
+            let opts = take!(cli::ProfileOpts);
             setup::ensure_board_tools()?;
             profile_cmd(&opts)
         }
-        "fuzz" => Ok(
-            if fuzz::run(opts.seconds.unwrap_or(60), opts.only.as_deref())? {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            },
-        ),
+        "fuzz" => {
+            let opts = take!(cli::FuzzOpts);
+            Ok(
+                if fuzz::run(opts.seconds.unwrap_or(60), opts.only.as_deref())? {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                },
+            )
+        }
+        "soak" => soak::run(take!(cli::SoakOpts)),
         "setup" => {
+            flags.finish(cmd)?;
             setup::ensure_board_tools()?;
             eprintln!("setup: the targets, components and QEMU the commands need are installed");
             Ok(ExitCode::SUCCESS)
         }
         "bench-kernels" => {
+            let opts = take!(cli::BenchOpts);
             setup::ensure_board_tools()?;
             bench::run(opts.board.as_deref(), opts.record)
         }
         "board-table" => {
+            flags.finish(cmd)?;
             setup::ensure_board_tools()?;
             table::run().map(|()| ExitCode::SUCCESS)
         }
-        other => bail!("unknown command {other}\n{USAGE}"),
+        other => bail!("unknown command {other}\n{}", usage()),
     }
 }
 
-fn pick_board(opts: &Opts) -> Result<&'static Board> {
-    let name = opts
-        .board
+fn pick_board(board: &Option<String>) -> Result<&'static Board> {
+    let name = board
         .as_deref()
-        .context(format!("which board?\n{USAGE}"))?;
-    Board::named(name)
+        .context(format!("which board?\n{}", usage()))?;
+    boards::named(name)
 }
 
 /// `--image`: an image file, or a model directory quantized to `--dtype` (default int8).
-fn image_arg(opts: &Opts, board: &Board) -> Result<std::path::PathBuf> {
+fn image_arg(opts: &cli::ImageOpts, board: &Board) -> Result<std::path::PathBuf> {
     let Some(p) = &opts.image else {
         return host::default_image(board);
     };
@@ -353,7 +227,7 @@ fn image_arg(opts: &Opts, board: &Board) -> Result<std::path::PathBuf> {
     host::model_image(&path, &name, dtype)
 }
 
-fn sampler_opts(opts: &Opts) -> BuildOpts {
+fn sampler_opts(opts: &cli::BoardOpts) -> BuildOpts {
     let d = BuildOpts::default();
     BuildOpts {
         temperature: opts.temperature.unwrap_or(d.temperature),
@@ -365,9 +239,9 @@ fn sampler_opts(opts: &Opts) -> BuildOpts {
     }
 }
 
-fn board_cmd(opts: &Opts) -> Result<ExitCode> {
-    let board = pick_board(opts)?;
-    let image = image_arg(opts, board)?;
+fn board_cmd(opts: &cli::BoardOpts) -> Result<ExitCode> {
+    let board = pick_board(&opts.board)?;
+    let image = image_arg(&opts.image, board)?;
     let req = RunRequest {
         board,
         firmware: Firmware::Generate,
@@ -392,9 +266,9 @@ fn board_cmd(opts: &Opts) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn profile_cmd(opts: &Opts) -> Result<ExitCode> {
-    let board = pick_board(opts)?;
-    let image = image_arg(opts, board)?;
+fn profile_cmd(opts: &cli::ProfileOpts) -> Result<ExitCode> {
+    let board = pick_board(&opts.board)?;
+    let image = image_arg(&opts.image, board)?;
     let prompt = opts.prompt.as_deref().unwrap_or(boards::DEFAULT_PROMPT);
     let n = opts.n.unwrap_or(8);
     let opts_build = BuildOpts {
@@ -433,12 +307,15 @@ fn profile_cmd(opts: &Opts) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn eval_board_cmd(opts: &Opts) -> Result<ExitCode> {
-    let board = pick_board(opts)?;
-    if opts.image.is_none() {
-        bail!("eval-board needs --image (an image or a model directory)\n{USAGE}");
+fn eval_board_cmd(opts: &cli::EvalBoardOpts) -> Result<ExitCode> {
+    let board = pick_board(&opts.board)?;
+    if opts.image.image.is_none() {
+        bail!(
+            "eval-board needs --image (an image or a model directory)\n{}",
+            usage()
+        );
     }
-    let image = image_arg(opts, board)?;
+    let image = image_arg(&opts.image, board)?;
     let task = match (&opts.text, opts.mqar) {
         (Some(file), false) => evalboard::Task::Text {
             file: std::fs::canonicalize(file).with_context(|| format!("--text {file}"))?,
@@ -451,7 +328,10 @@ fn eval_board_cmd(opts: &Opts) -> Result<ExitCode> {
             pairs: opts.pairs.unwrap_or(8),
             seq_len: opts.seq_len.unwrap_or(64),
         },
-        _ => bail!("eval-board needs exactly one of --mqar and --text FILE\n{USAGE}"),
+        _ => bail!(
+            "eval-board needs exactly one of --mqar and --text FILE\n{}",
+            usage()
+        ),
     };
     let out = evalboard::run(board, &image, &task, true, opts.fast_math)?;
     println!("host: {}", out.note);
@@ -459,9 +339,9 @@ fn eval_board_cmd(opts: &Opts) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ota_cmd(opts: &Opts) -> Result<ExitCode> {
-    let board = pick_board(opts)?;
-    let image = image_arg(opts, board)?;
+fn ota_cmd(opts: &cli::OtaOpts) -> Result<ExitCode> {
+    let board = pick_board(&opts.board)?;
+    let image = image_arg(&opts.image, board)?;
     let download = if opts.corrupt {
         boards::Download::FlipByte
     } else {

@@ -272,6 +272,23 @@ mod tests {
         assert!(t.components.iter().any(|c| c == "llvm-tools"));
     }
 
+    /// rust-toolchain.toml lists exactly the targets of the board table, so
+    /// that a fresh machine gets every target a board needs on the first
+    /// cargo call, and none that no board uses.
+    #[test]
+    fn toolchain_targets_are_the_board_tables() {
+        let mut pinned = Toolchain::of_repo().unwrap().targets;
+        let mut boards: Vec<String> = ferrite_common::board::targets()
+            .map(str::to_string)
+            .collect();
+        pinned.sort();
+        boards.sort();
+        assert_eq!(
+            pinned, boards,
+            "rust-toolchain.toml targets vs the board table (common/src/board.rs)"
+        );
+    }
+
     /// runtime/Cargo.toml and runtime/asm/Cargo.toml do not inherit from the
     /// workspace (see their headers): their package fields must still equal
     /// the workspace's (a field the workspace lacks, such as `repository`
@@ -287,7 +304,11 @@ mod tests {
         };
         let root = read("Cargo.toml");
         let ws = root["workspace"]["package"].as_table().unwrap();
-        for manifest in ["runtime/Cargo.toml", "runtime/asm/Cargo.toml"] {
+        for manifest in [
+            "runtime/Cargo.toml",
+            "runtime/asm/Cargo.toml",
+            "common/Cargo.toml",
+        ] {
             let table = read(manifest);
             let pkg = table["package"].as_table().unwrap();
             for key in [

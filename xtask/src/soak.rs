@@ -14,6 +14,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{self, root_dir, Board};
+use crate::cli::SoakOpts;
 use crate::{evalboard, host};
 
 /// One host stream: a row of the table.
@@ -79,13 +80,7 @@ const HOST_CASES: &[HostCase] = &[
     },
 ];
 
-/// The text every text stream repeats.
-const TEXT: &str = "models/lm/heldout.txt";
-/// Where `--record` writes, between these markers.
-const DOC: &str = "docs/soak.md";
-const BEGIN: &str = "<!-- soak:begin -->";
-const END: &str = "<!-- soak:end -->";
-
+/// The command's options with their defaults.
 struct Opts {
     tokens: u64,
     board_tokens: usize,
@@ -93,33 +88,12 @@ struct Opts {
     record: bool,
 }
 
-fn parse(args: &[String]) -> Result<Opts> {
-    let mut o = Opts {
-        tokens: 1_000_000,
-        board_tokens: 100_000,
-        only: None,
-        record: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--tokens" => o.tokens = number(a, value()?)?,
-            "--board-tokens" => o.board_tokens = number(a, value()?)?,
-            "--only" => o.only = Some(value()?.clone()),
-            "--record" => o.record = true,
-            other => bail!(
-                "soak: unexpected {other} (usage: cargo xtask soak [--tokens N] \
-                 [--board-tokens N] [--only T] [--record])"
-            ),
-        }
-    }
-    ensure!(
-        o.tokens >= 20_000,
-        "--tokens must be at least 20000 (two windows)"
-    );
-    Ok(o)
-}
+/// The text every text stream repeats.
+const TEXT: &str = "models/lm/heldout.txt";
+/// Where `--record` writes, between these markers.
+const DOC: &str = "docs/soak.md";
+const BEGIN: &str = "<!-- soak:begin -->";
+const END: &str = "<!-- soak:end -->";
 
 fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
     v.parse()
@@ -240,7 +214,7 @@ fn board_text(bytes: usize) -> Result<PathBuf> {
 
 /// The m4f run: one chunk of `bytes` tokens, compared with the host.
 fn board_case(bytes: usize) -> Result<String> {
-    let board: &'static Board = Board::named("m4f")?;
+    let board: &'static Board = boards::named("m4f")?;
     let image = host::model_image(&root_dir().join("models/lm/small"), "lm_small", "int8")?;
     let file = board_text(bytes)?;
     eprintln!("soak: m4f, models/lm/small int8, {bytes} tokens in one stream (QEMU, minutes) ...");
@@ -281,8 +255,17 @@ fn record(rows: &[String]) -> Result<()> {
 }
 
 /// The command.
-pub fn run(args: &[String]) -> Result<ExitCode> {
-    let o = parse(args)?;
+pub fn run(opts: SoakOpts) -> Result<ExitCode> {
+    let o = Opts {
+        tokens: opts.tokens.unwrap_or(1_000_000),
+        board_tokens: opts.board_tokens.unwrap_or(100_000),
+        only: opts.only,
+        record: opts.record,
+    };
+    ensure!(
+        o.tokens >= 20_000,
+        "--tokens must be at least 20000 (two windows)"
+    );
     let wanted = |label: &str| o.only.as_deref().is_none_or(|t| label.contains(t));
     let mut rows = Vec::new();
     for case in HOST_CASES.iter().filter(|c| wanted(c.label)) {
@@ -310,14 +293,5 @@ mod tests {
         assert_eq!(field(&f, "tokens").unwrap(), "140980");
         assert_eq!(field(&f, "first_bpb").unwrap(), "2.3355");
         assert!(field(&f, "last_bpb").is_err());
-    }
-
-    #[test]
-    fn refuses_unknown_options_and_short_runs() {
-        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
-        assert!(parse(&args("--tokens 5000")).is_err());
-        assert!(parse(&args("--frobnicate")).is_err());
-        let o = parse(&args("--tokens 50000 --board-tokens 0 --record")).unwrap();
-        assert_eq!((o.tokens, o.board_tokens, o.record), (50_000, 0, true));
     }
 }

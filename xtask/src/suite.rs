@@ -28,7 +28,8 @@
 //! - trained models (models/): the demo (lm-large f32, sampled with a seed)
 //!   on m4f and lm-small int8 on m3 generate the host's tokens; the `eval`
 //!   firmware scores MQAR (100 sequences of seed 0, int8) for three MQAR
-//!   models on m4f with the host's correct count, consistent with the
+//!   models on m4f and gdn-2k-lr3e-3 on m0 (its 16 KB of RAM) with the
+//!   host's correct count, consistent with the
 //!   recorded 1,000-sequence accuracy (metrics.json, binomial tolerance), and
 //!   the bits per byte of a held-out excerpt for lm-small int8 on m3 and
 //!   lm-large int8 on m4f bit-identical to the host's.
@@ -42,7 +43,7 @@ use std::process::ExitCode;
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{
-    self, Board, BuildOpts, Download, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
+    self, Board, BoardExt, BuildOpts, Download, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
     DEFAULT_PROMPT,
 };
 use crate::evalboard::{self, Task};
@@ -60,8 +61,14 @@ const SHORT_N: usize = 100;
 const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run the OTA example.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
-/// Shipped MQAR models evaluated on the M4F at int8: two strong, one mid.
-const MQAR_MODELS: &[&str] = &["bla-m15", "gdn-2k-lr3e-3", "bla-m7"];
+/// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
+/// strong and one mid; on the M0 the one its 16 KB of RAM is made for.
+const MQAR_MODELS: &[(&str, &str)] = &[
+    ("m4f", "bla-m15"),
+    ("m4f", "gdn-2k-lr3e-3"),
+    ("m4f", "bla-m7"),
+    ("m0", "gdn-2k-lr3e-3"),
+];
 /// MQAR sequences of seed 0 on the board (the first 100 of the recorded 1,000).
 const MQAR_N: usize = 100;
 /// Held-out excerpts scored on the boards: (board, model, dtype, bytes, chunk).
@@ -196,20 +203,20 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         }
     }
     for name in BPE_BOARDS {
-        let board = Board::named(name)?;
+        let board = boards::named(name)?;
         s.check(&format!("{name}: BPE model generates like the host"), |s| {
             bpe_matches_host(s, board)
         });
     }
     for name in LONG_RUN_BOARDS {
-        let board = Board::named(name)?;
+        let board = boards::named(name)?;
         s.check(
             &format!("{name}: constant memory, {LONG_N} vs {SHORT_N} tokens"),
             |_| constant_memory(board),
         );
     }
     for name in OTA_BOARDS {
-        let board = Board::named(name)?;
+        let board = boards::named(name)?;
         s.check(
             &format!("{name}: ota download generates like the host"),
             |s| ota_intact(s, board),
@@ -236,10 +243,10 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     s.check("m3: models/lm/small int8 generates like the host", |s| {
         small_lm_on_m3(s)
     });
-    for name in MQAR_MODELS {
+    for &(board, name) in MQAR_MODELS {
         s.check(
-            &format!("m4f: MQAR {name} int8, {MQAR_N} sequences, like the host and the record"),
-            |s| mqar_on_board(s, name),
+            &format!("{board}: MQAR {name} int8, {MQAR_N} sequences, like the host and the record"),
+            |s| mqar_on_board(s, board, name),
         );
     }
     for &(board, model, dtype, bytes, chunk) in TEXT_EVALS {
@@ -350,23 +357,22 @@ struct KernelsSummary {
 }
 
 fn parse_kernels(text: &str) -> Result<KernelsSummary> {
+    use ferrite_common::report::{last_value, Fields, KERNELS};
     let line = text
         .lines()
         .rev()
         .find(|l| l.starts_with("kernels: board="))
         .with_context(|| format!("no `kernels: board=` line in the output:\n{text}"))?;
-    let get = |key: &str| {
-        line.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-            .with_context(|| format!("no {key}= in {line:?}"))
-    };
-    let number = |key: &str| -> Result<u64> {
-        get(key)?
-            .parse()
-            .with_context(|| format!("bad {key}= in {line:?}"))
+    let f = Fields(last_value(line, KERNELS).unwrap_or(""));
+    let number = |key: &str| {
+        f.number(key)
+            .with_context(|| format!("bad or no {key}= in {line:?}"))
     };
     Ok(KernelsSummary {
-        module: get("module")?.to_string(),
+        module: f
+            .get("module")
+            .with_context(|| format!("no module= in {line:?}"))?
+            .to_string(),
         cases: number("cases")?,
         failed: number("failed")?,
         max_cols: number("max_cols")?,
@@ -412,7 +418,7 @@ fn compare_with_host_as(
     opts: &BuildOpts,
 ) -> Result<String> {
     let n = report.count;
-    let board = Board::named(report.board)?;
+    let board = boards::named(report.board)?;
     let math = opts.math(board);
     let host_ids = host::generate_ids_with(image, prompt, n, opts, math)?;
     ensure!(
@@ -568,7 +574,7 @@ fn ota_refused(board: &'static Board, download: Download) -> Result<String> {
             )
         })?;
     ensure!(
-        run.status == 2,
+        run.status == ferrite_common::status::RUNTIME_ERROR,
         "exit status {} (want 2, a refusal):\n{}",
         run.status,
         run.tail()
@@ -578,7 +584,7 @@ fn ota_refused(board: &'static Board, download: Download) -> Result<String> {
 }
 
 fn too_big_for_m3() -> Result<String> {
-    let board = Board::named("m3")?;
+    let board = boards::named("m3")?;
     let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
     let (flash, _) = board.budget()?;
     // The f32 default model plus the code must not fit 256 KB; otherwise pick a bigger one.
@@ -612,7 +618,7 @@ fn too_big_for_m3() -> Result<String> {
 }
 
 fn defmt_build() -> Result<String> {
-    let board = Board::named("m4f")?;
+    let board = boards::named("m4f")?;
     let image = host::default_image(board)?;
     let req = RunRequest {
         board,
@@ -664,7 +670,7 @@ fn defmt_build() -> Result<String> {
 
 /// The demo of `cargo xtask demo`: the trained LM, f32, sampled with a seed.
 fn demo_matches_host(s: &mut Suite) -> Result<String> {
-    let board = Board::named("m4f")?;
+    let board = boards::named("m4f")?;
     let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE)?;
     let opts = BuildOpts {
         temperature: crate::DEMO_TEMPERATURE,
@@ -698,7 +704,7 @@ fn demo_matches_host(s: &mut Suite) -> Result<String> {
 /// `cargo xtask board m3 --image <lm-small int8>`: the trained small LM in
 /// the M3's real budget, greedy, against the host.
 fn small_lm_on_m3(s: &mut Suite) -> Result<String> {
-    let board = Board::named("m3")?;
+    let board = boards::named("m3")?;
     let image = host::shipped_image("models/lm/small", "int8")?;
     let (run, report) = run_generate(board, &image, DEFAULT_N)?;
     let note = compare_with_host(&image, &report)?;
@@ -730,12 +736,12 @@ fn recorded(model_dir: &str, path: &[&str]) -> Result<f64> {
         .with_context(|| format!("{}: {} is not a number", file.display(), path.join(".")))
 }
 
-/// MQAR on the M4F: the board's correct count equals the host's on the same
+/// MQAR on a board: the board's correct count equals the host's on the same
 /// int8 image and sequences, and the subset accuracy is consistent with the
 /// recorded 1,000-sequence figure: within 4 binomial standard deviations of
 /// it for the subset's queries (+ 1/total for the record's 4-decimal rounding).
-fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
-    let board = Board::named("m4f")?;
+fn mqar_on_board(s: &mut Suite, board: &str, name: &str) -> Result<String> {
+    let board = boards::named(board)?;
     let dir = format!("models/mqar/{name}");
     let image = host::shipped_image(&dir, "int8")?;
     let task = Task::Mqar {
@@ -753,9 +759,9 @@ fn mqar_on_board(s: &mut Suite, name: &str) -> Result<String> {
         (acc - p).abs() <= tol,
         "{correct}/{total} = {acc:.4} on {MQAR_N} sequences is not within {tol:.4} of the recorded {p:.4}"
     );
-    s.expect(&format!("eval-{name}-m4f.out"), &out.run.output)?;
+    s.expect(&format!("eval-{name}-{}.out", board.name), &out.run.output)?;
     s.expect(
-        &format!("eval-{name}-m4f.stats"),
+        &format!("eval-{name}-{}.stats", board.name),
         format!("{}\n", out.report.stats_line()).as_bytes(),
     )?;
     Ok(format!(
@@ -775,7 +781,7 @@ fn text_on_board(
     bytes: usize,
     chunk: usize,
 ) -> Result<String> {
-    let board = Board::named(board)?;
+    let board = boards::named(board)?;
     let image = host::shipped_image(model, dtype)?;
     let task = Task::Text {
         file: boards::root_dir().join("models/lm/heldout.txt"),

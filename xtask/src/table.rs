@@ -21,7 +21,8 @@ const MODELS: &[(&str, &str)] = &[
     ("swa_sink_logits", "f32"),
 ];
 
-/// Trained LMs: (board, model directory, dtype, what).
+/// Trained models: (board, model directory, dtype, what). The LMs, and the
+/// MQAR model the M0's 16 KB of RAM runs (its default image).
 const TRAINED: &[(&str, &str, &str, &str)] = &[
     (
         "m4f",
@@ -40,6 +41,12 @@ const TRAINED: &[(&str, &str, &str, &str)] = &[
         "models/lm/small",
         "int8",
         "lm-small int8 (trained, 151k params)",
+    ),
+    (
+        "m0",
+        "models/mqar/gdn-2k-lr3e-3",
+        "int8",
+        "mqar gdn-2k-lr3e-3 int8 (trained MQAR recall, 88k params; the board's default)",
     ),
 ];
 
@@ -100,7 +107,7 @@ pub fn run() -> Result<()> {
     );
     let mut trained = Vec::new();
     for &(name, dir, dtype, what) in TRAINED {
-        let board = boards::Board::named(name)?;
+        let board = boards::named(name)?;
         let image = host::shipped_image(dir, dtype)?;
         let image_bytes = std::fs::metadata(&image)?.len();
         let req = table_run(board, &image);
@@ -146,15 +153,17 @@ pub fn run() -> Result<()> {
          - stack = peak measured by stack painting; state = the recurrent state inside the session buffer;\n\
          - instructions/token = instructions retired (QEMU `-icount shift=0,sleep=off`: SysTick on\n  \
            Cortex-M, `instret` on RISC-V) from the first prompt token to the last sample, divided by the\n  \
-           tokens fed. These are instruction counts, not cycles: M3 and rv32imac have no FPU (soft float).\n\n\
+           tokens fed. These are instruction counts, not cycles: M3, M0 and rv32imac have no FPU (soft float).\n\n\
          Boards: {boards}.\n\n\
          Models are the random-weight fixtures of tests/fixtures (vocab 256, byte tokenizer); see\n\
          boards/README.md for the memory maps.\n\n{table}\n\
-         ## Trained language models\n\n\
+         ## Trained models\n\n\
          The byte-level LMs of models/lm (docs/models.md), same run (prompt {DEFAULT_PROMPT:?},\n\
          {DEFAULT_N} greedy tokens), on the boards they are made for: `small` fits the M3's real\n\
          256 KB / 64 KB at int8, `large` is for the M4F (f32 is what `cargo xtask demo` runs; int8\n\
-         takes more instructions on the M4F, whose FPU makes f32 cheap).\n\n{trained}"
+         takes more instructions on the M4F, whose FPU makes f32 cheap). And the M0's default, the\n\
+         MQAR recall model `models/mqar/gdn-2k-lr3e-3` at int8 (docs/mqar.md; 0.966 recall): two\n\
+         Gated DeltaNet layers whose session fits the nRF51's 16 KB of RAM with the stack.\n\n{trained}"
     );
     let path = boards::root_dir().join("docs").join("boards.md");
     std::fs::create_dir_all(path.parent().unwrap())?;

@@ -48,7 +48,8 @@ fn python_env() -> Result<std::path::PathBuf> {
             .success();
         anyhow::ensure!(ok, "python3 -m venv failed");
     }
-    let requirements = root.join("tools/python/requirements.txt");
+    // tools/python as a package (pyproject.toml), editable: the tests import
+    // ferrite_ref and the fixture scripts from it, with no sys.path edits.
     let ok = Command::new(&python)
         .args([
             "-m",
@@ -56,12 +57,12 @@ fn python_env() -> Result<std::path::PathBuf> {
             "install",
             "-q",
             "--disable-pip-version-check",
-            "-r",
+            "-e",
         ])
-        .arg(&requirements)
+        .arg(format!("{}[test]", root.join("tools/python").display()))
         .status()?
         .success();
-    anyhow::ensure!(ok, "pip install -r tools/python/requirements.txt failed");
+    anyhow::ensure!(ok, "pip install -e 'tools/python[test]' failed");
     Ok(python)
 }
 
@@ -134,10 +135,9 @@ fn steps() -> Vec<Step> {
             run: Box::new(|| {
                 let image = host::fixture_image(crate::boards::DEFAULT_MODEL, "f32")?;
                 let mut ok = true;
-                for (target, board) in [
-                    ("thumbv7em-none-eabihf", "board-m4f"),
-                    ("riscv32imac-unknown-none-elf", "board-rv32imac"),
-                ] {
+                // Arm v7E-M, v6-M (no atomic read-modify-write, no DSP) and RISC-V.
+                for board in ["m4f", "m0", "rv32imac"] {
+                    let board = crate::boards::named(board)?;
                     let mut c = cargo();
                     c.current_dir(root_dir().join("boards"))
                         .args([
@@ -146,11 +146,16 @@ fn steps() -> Vec<Step> {
                             "--release",
                             "--bins",
                             "--target",
-                            target,
+                            board.target,
                         ])
                         // As xtask builds them: with the runtime's fast math.
-                        .args(["--features", &format!("{board},fast-math")])
+                        .args(["--features", "fast-math"])
                         .args(["--", "-D", "warnings"])
+                        .env("FERRITE_BOARD", board.name)
+                        .env(
+                            "CARGO_ENCODED_RUSTFLAGS",
+                            crate::boards::firmware::rustflags(board),
+                        )
                         .env("FERRITE_IMAGE", &image);
                     ok &= status(c)?;
                 }
@@ -175,6 +180,8 @@ fn steps() -> Vec<Step> {
                         "ferrite-asm",
                         "-p",
                         "ferrite-tools",
+                        "-p",
+                        "ferrite-common",
                     ])
                     .env("RUSTDOCFLAGS", "-D warnings");
                     c
@@ -374,12 +381,13 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
-            name: "cargo package (ferrite-asm, ferrite, ferrite-tools: packaged and built as from crates.io)",
+            name: "cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)",
             run: Box::new(|| {
                 status({
                     let mut c = cargo();
                     c.args(["package", "--quiet", "--allow-dirty"])
-                        .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "-p", "ferrite-tools"]);
+                        .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "-p", "ferrite-common"])
+                        .args(["-p", "ferrite-tools"]);
                     c
                 })
             }),

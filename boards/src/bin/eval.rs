@@ -8,8 +8,9 @@
 //!   and `accuracy=..`.
 //! - Text (`FERRITE_TEXT`): the embedded text in the model's tokenizer,
 //!   scored in chunks of `FERRITE_CHUNK` tokens with a reset before each; the
-//!   negative log-likelihood in nats is summed in f64 with `libm`'s `exp` and
-//!   `log`, in the host's order, so the sum has the host's bits. Prints
+//!   negative log-likelihood in nats is summed in f64 by
+//!   `ferrite_common::nll!`, the host's own expression, so the sum has the
+//!   host's bits. Prints
 //!   `eval: text ... predicted_bytes=B nats_bits=<f64 bits>` and
 //!   `bits_per_byte=..`.
 //!
@@ -19,7 +20,7 @@
 #![no_main]
 
 use ferrite::{sampler::argmax, Aligned, Model, Session};
-use ferrite_boards::{config, mqar, platform, say, status};
+use ferrite_boards::{config, console, mqar, platform, say, status};
 
 const IMAGE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/model.fer"));
 static IMAGE: Aligned<[u8; IMAGE_BYTES.len()]> =
@@ -61,19 +62,12 @@ fn feed<'s>(session: &'s mut Session<'_, '_>, token: u32) -> ferrite::Result<&'s
     session.feed(token)
 }
 
-/// `ln(sum(exp(logits - max))) + max` in f64, and `logits[target]`: the
-/// host's expression (tools/src/eval.rs, with libm there too), in its order.
+/// `-ln p(target)`: `ferrite_common::nll!`, the host's expression
+/// (tools/src/eval.rs sums `ferrite_common::nll::nll`), expanded here so that
+/// the firmware's code is what it was written in place.
 #[inline(never)]
 fn nll(logits: &[f32], target: u32) -> f64 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let log_z = max
-        + libm::log(
-            logits
-                .iter()
-                .map(|&l| libm::exp(l as f64 - max))
-                .sum::<f64>(),
-        );
-    log_z - logits[target as usize] as f64
+    ferrite_common::nll!(logits, target)
 }
 
 /// What an evaluation fed, for the `run:` line.
@@ -107,15 +101,14 @@ fn mqar(session: &mut Session<'_, '_>) -> ferrite::Result<Fed> {
         }
     }
     let instructions = ferrite_boards::instructions() - start;
-    say!(
-        "eval: mqar sequences={} pairs={} seq_len={} seed={} correct={} total={}",
+    console::line(ferrite_common::eval_mqar_line!(
         config::N,
         pairs,
         seq_len,
         config::MQAR_SEED,
         correct,
         total
-    );
+    ));
     say!("accuracy={}", Fixed4(correct, total.max(1)));
     Ok(Fed {
         tokens: (config::N * seq_len) as u64,
@@ -138,14 +131,13 @@ fn text(session: &mut Session<'_, '_>, ids: &mut [u32]) -> ferrite::Result<Fed> 
         }
     }
     let instructions = ferrite_boards::instructions() - start;
-    say!(
-        "eval: text bytes={} tokens={} chunk={} predicted_bytes={} nats_bits={:#018x}",
+    console::line(ferrite_common::eval_text_line!(
         TEXT.len(),
         k,
         config::CHUNK,
         bytes,
         nats.to_bits()
-    );
+    ));
     // bits per byte = nats / bytes / ln 2, to 4 decimals (scaled to an integer
     // to keep float formatting out of flash).
     let scaled = nats / bytes.max(1) as f64 / core::f64::consts::LN_2 * 1e6;
@@ -176,8 +168,7 @@ fn main() -> ! {
         mqar(&mut session)
     }
     .unwrap_or_else(|e| fail(e));
-    say!(
-        "run: board={} eval={} tokens={} instructions={} instructions_per_token={} stack_bytes={} state_bytes={} session_bytes={}",
+    console::line(ferrite_common::eval_run_line!(
         config::BOARD,
         if config::EVAL_TEXT { "text" } else { "mqar" },
         fed.tokens,
@@ -185,7 +176,7 @@ fn main() -> ! {
         fed.instructions / fed.tokens.max(1),
         platform::stack_peak(),
         state_bytes,
-        4 * SESSION_LEN,
-    );
+        4 * SESSION_LEN
+    ));
     ferrite_boards::exit(status::OK)
 }

@@ -56,8 +56,7 @@ fn main() -> ! {
     let out = ferrite_boards::generate(&mut session, config::PROMPT, config::N, log)
         .unwrap_or_else(|e| fail(e));
     ferrite_boards::print_outcome(&out, log, config::N);
-    say!(
-        "run: board={} prompt_tokens={} tokens={} instructions={} instructions_per_token={} stack_bytes={} state_bytes={} session_bytes={}",
+    ferrite_boards::console::line(ferrite_common::generate_run_line!(
         config::BOARD,
         out.prompt_tokens,
         config::N,
@@ -65,7 +64,7 @@ fn main() -> ! {
         out.instructions / out.fed as u64,
         platform::stack_peak(),
         state_bytes,
-        4 * SESSION_LEN,
-    );
+        4 * SESSION_LEN
+    ));
     ferrite_boards::exit(status::OK)
 }

@@ -38,17 +38,25 @@ use ferrite::Aligned;
 use ferrite_boards::mqar::SplitMix64;
 use ferrite_boards::{config, platform, say, status};
 
-/// Bytes of weights the largest case may take: the M3 has 64 KB of RAM.
-#[cfg(feature = "board-m3")]
-const W_BYTES: usize = 16 << 10;
-#[cfg(not(feature = "board-m3"))]
-const W_BYTES: usize = 32 << 10;
-/// Widest input.
-const MAX_COLS: usize = 4096;
+/// Bytes of weights the largest case may take: the M3 has 64 KB of RAM, the
+/// M0 16 KB.
+const W_BYTES: usize = if config::RAM_BYTES <= 16 << 10 {
+    4 << 10
+} else if config::RAM_BYTES <= 64 << 10 {
+    16 << 10
+} else {
+    32 << 10
+};
+/// Widest input (the M0: as wide as its largest case).
+const MAX_COLS: usize = if config::RAM_BYTES <= 16 << 10 {
+    1024
+} else {
+    4096
+};
 /// Most padded rows of a case (random cases; the extremes have at most 8).
 const MAX_ROWS: usize = 64;
 /// Most multipliers of a case (padded rows x groups).
-const M_LEN: usize = 4096;
+const M_LEN: usize = MAX_COLS;
 
 /// All the memory the test uses, static (no heap, bounded stack).
 struct Bufs {
@@ -470,14 +478,13 @@ fn main() -> ! {
         }
     }
 
-    say!(
-        "kernels: board={} module={} cases={} failed={} max_cols={}",
+    ferrite_boards::console::line(ferrite_common::kernels_line!(
         config::BOARD,
         arch::NAME,
         t.cases,
         t.failed,
         max_cols
-    );
+    ));
     ferrite_boards::exit(if t.failed == 0 {
         status::OK
     } else {

@@ -22,17 +22,14 @@ Forms used (all exact, not approximations of the per-token recurrences):
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ferrite_ref import bla as ref_bla  # noqa: E402
-from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, ModelConfig, SwaConfig, parse_config  # noqa: E402
+from ferrite_ref import bla as ref_bla
+from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, ModelConfig, SwaConfig, parse_config
 
 
 class RMSNorm(nn.Module):

@@ -1,6 +1,4 @@
-"""Make ``ferrite_ref`` and ``make_fixtures`` importable from tools/python."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+"""pytest configuration. ``ferrite_ref`` and the fixture scripts come from the
+installed package (``pip install -e 'tools/python[test]'``, what ``cargo xtask
+test`` does); ``helpers`` sits beside the tests (pytest puts this directory on
+the path)."""
