@@ -27,6 +27,9 @@ const VALUED: &[&str] = &[
     "--board",
     "--only",
     "--math",
+    "--board-tokens",
+    "--update",
+    "--cut-at",
 ];
 
 /// Options without a value.
