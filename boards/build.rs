@@ -1,7 +1,7 @@
 //! Build-time configuration of the firmware (`cargo xtask board` sets all of it):
 //!
 //! - `FERRITE_BOARD`: a board of the table (`ferrite_common::board`, in
-//!   `common/src/board.rs`); picks its memory map, clock ratio and OTA heap;
+//!   `common/src/board.rs`); picks its memory map, clock ratio and update slot;
 //! - `FERRITE_IMAGE`: path of the `.fer` image that `generate` embeds in flash;
 //! - `FERRITE_PROMPT` (default `"Once upon a time"`) and `FERRITE_N` (default 32):
 //!   the prompt and the number of tokens `generate` produces (for `eval --mqar`:
@@ -41,7 +41,8 @@ fn main() {
     });
     let b = ferrite_common::Board::named(&name)
         .unwrap_or_else(|| panic!("FERRITE_BOARD={name:?}: not a board ({})", names()));
-    let (board, memory, (num, den), heap) = (b.name, b.memory, b.instr_per_tick, b.ota_heap);
+    let (board, memory, (num, den)) = (b.name, b.memory, b.instr_per_tick);
+    let (slot, update_session) = (b.update_slot, b.update_session);
 
     // Linker scripts: memory.x from the board, link.x from cortex-m-rt / riscv-rt.
     let mem = manifest.join("memory").join(memory);
@@ -68,7 +69,7 @@ fn main() {
             println!("cargo:rerun-if-changed={}", p.display());
             fs::read(&p).unwrap_or_else(|e| panic!("FERRITE_IMAGE={}: {e}", p.display()))
         }
-        None => Vec::new(), // `generate` then fails to build with "bad image"; `ota` needs none.
+        None => Vec::new(), // the firmware then fails to build with "bad image".
     };
     fs::write(out.join("model.fer"), &image).unwrap();
 
@@ -129,8 +130,10 @@ fn main() {
          pub const INSTR_PER_TICK: (u64, u64) = ({num}, {den});\n\
          /// RAM of the board's memory map, bytes.\n\
          pub const RAM_BYTES: usize = {ram_bytes};\n\
-         /// Heap of the OTA example, bytes.\n\
-         pub const HEAP_BYTES: usize = {heap};\n\
+         /// The `ota` firmware's update slot, bytes.\n\
+         pub const UPDATE_SLOT_BYTES: usize = {slot};\n\
+         /// RAM the `ota` firmware reserves for an update's session, bytes.\n\
+         pub const UPDATE_SESSION_BYTES: usize = {update_session};\n\
          /// The `bench` cases (FERRITE_BENCH): (dtype, rows, cols).\n\
          pub const BENCH: &[(&str, usize, usize)] = &{bench:?};\n\
          /// Columns of a group of the `bench` int4 weights (int8: one group per row).\n\

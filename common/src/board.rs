@@ -1,6 +1,6 @@
 //! The board table: every QEMU board the firmware runs on, in one place.
 //!
-//! `boards/build.rs` reads it (memory map, clock ratio, OTA heap), `cargo
+//! `boards/build.rs` reads it (memory map, clock ratio, update slot), `cargo
 //! xtask` reads it (target, rustflags, QEMU machine, default model, kernels,
 //! fast math) and writes the docs' board lists from it. Adding a board is a
 //! row here plus its memory map, `boards/memory/<memory>`.
@@ -43,8 +43,13 @@ pub struct Board {
     /// per `1e9 / cpu_hz` instructions; RISC-V reads `instret` (1/1).
     /// Measured with the `calibrate` firmware (`cargo xtask test-boards`).
     pub instr_per_tick: (u64, u64),
-    /// Heap of the OTA example, in bytes.
-    pub ota_heap: usize,
+    /// The `ota` firmware's update slot (slot B), bytes: where a new model
+    /// lands before it is validated (a flash partition on a real chip; RAM
+    /// under QEMU).
+    pub update_slot: usize,
+    /// RAM the `ota` firmware reserves for the session of an update, bytes
+    /// (the serving model's buffer is the larger of this and A's session).
+    pub update_session: usize,
 }
 
 /// The model every board runs unless told otherwise (`--image`).
@@ -67,7 +72,8 @@ pub const BOARDS: &[Board] = &[
         fast_math: true,
         // mps2: 25 MHz.
         instr_per_tick: (40, 1),
-        ota_heap: 1 << 20,
+        update_slot: 960 << 10,
+        update_session: 64 << 10,
     },
     Board {
         name: "m7",
@@ -83,7 +89,8 @@ pub const BOARDS: &[Board] = &[
         kernels: "dsp",
         fast_math: true,
         instr_per_tick: (40, 1),
-        ota_heap: 1 << 20,
+        update_slot: 960 << 10,
+        update_session: 64 << 10,
     },
     Board {
         name: "m55",
@@ -102,7 +109,8 @@ pub const BOARDS: &[Board] = &[
         fast_math: true,
         // mps3-an547: 32 MHz.
         instr_per_tick: (125, 4),
-        ota_heap: 384 << 10,
+        update_slot: 320 << 10,
+        update_session: 64 << 10,
     },
     Board {
         name: "m3",
@@ -119,7 +127,8 @@ pub const BOARDS: &[Board] = &[
         fast_math: true,
         // lm3s6965evb: 12.5 MHz (the reset clock).
         instr_per_tick: (80, 1),
-        ota_heap: 40 << 10,
+        update_slot: 32 << 10,
+        update_session: 8 << 10,
     },
     Board {
         name: "rv32imac",
@@ -135,7 +144,8 @@ pub const BOARDS: &[Board] = &[
         kernels: "rv32",
         fast_math: true,
         instr_per_tick: (1, 1),
-        ota_heap: 1 << 20,
+        update_slot: 960 << 10,
+        update_session: 64 << 10,
     },
     Board {
         name: "rv32imafc",
@@ -151,7 +161,8 @@ pub const BOARDS: &[Board] = &[
         kernels: "rv32",
         fast_math: true,
         instr_per_tick: (1, 1),
-        ota_heap: 1 << 20,
+        update_slot: 960 << 10,
+        update_session: 64 << 10,
     },
     Board {
         name: "m33",
@@ -168,7 +179,8 @@ pub const BOARDS: &[Board] = &[
         fast_math: true,
         // mps2-an505: 20 MHz.
         instr_per_tick: (50, 1),
-        ota_heap: 1 << 20,
+        update_slot: 960 << 10,
+        update_session: 64 << 10,
     },
     Board {
         name: "m0",
@@ -187,7 +199,8 @@ pub const BOARDS: &[Board] = &[
         fast_math: true,
         // nRF51: 16 MHz.
         instr_per_tick: (125, 2),
-        ota_heap: 8 << 10,
+        update_slot: 6 << 10,
+        update_session: 2 << 10,
     },
 ];
 

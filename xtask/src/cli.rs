@@ -292,10 +292,15 @@ impl EvalBoardOpts {
 pub struct OtaOpts {
     /// The board's name.
     pub board: Option<String>,
-    /// The image to download.
+    /// Model A, embedded (`--image`, default the board's model).
     pub image: ImageOpts,
-    /// `--corrupt`: flip a byte of the download.
+    /// `--update B`: the image offered as the update (file or model dir,
+    /// quantized to int8); none: no update is offered.
+    pub update: Option<String>,
+    /// `--corrupt`: flip a byte in the middle of the update.
     pub corrupt: bool,
+    /// `--cut-at K`: the transfer stops after K bytes.
+    pub cut_at: Option<usize>,
     /// `--prompt`.
     pub prompt: Option<String>,
     /// `-n`.
@@ -305,13 +310,22 @@ pub struct OtaOpts {
 impl OtaOpts {
     /// Takes `ota`'s options from `f`.
     pub fn take(f: &mut Flags) -> Result<OtaOpts> {
-        Ok(OtaOpts {
+        let o = OtaOpts {
             board: f.board()?,
             image: ImageOpts::take(f)?,
+            update: f.value("--update")?,
             corrupt: f.switch("--corrupt"),
+            cut_at: f.value("--cut-at")?,
             prompt: prompt(f)?,
             n: count(f)?,
-        })
+        };
+        if o.update.is_none() && (o.corrupt || o.cut_at.is_some()) {
+            bail!("--corrupt and --cut-at damage an update: give one with --update B.fer");
+        }
+        if o.corrupt && o.cut_at.is_some() {
+            bail!("--corrupt and --cut-at: one damage at a time");
+        }
+        Ok(o)
     }
 }
 
@@ -495,9 +509,16 @@ mod tests {
         let o = BenchOpts::take(&mut f).unwrap();
         f.finish("bench-kernels").unwrap();
         assert_eq!((o.board.as_deref(), o.record), (Some("m33"), true));
-        let mut f = flags("m4f --corrupt -n 4");
+        let mut f = flags("m4f --update b.fer --corrupt -n 4");
         let o = OtaOpts::take(&mut f).unwrap();
-        assert_eq!((o.corrupt, o.n), (true, Some(4)));
+        assert_eq!(
+            (o.corrupt, o.n, o.update.as_deref()),
+            (true, Some(4), Some("b.fer"))
+        );
+        let mut f = flags("m4f --update b.fer --cut-at 100");
+        assert_eq!(OtaOpts::take(&mut f).unwrap().cut_at, Some(100));
+        assert!(OtaOpts::take(&mut flags("m4f --corrupt")).is_err());
+        assert!(OtaOpts::take(&mut flags("m4f --update b --corrupt --cut-at 1")).is_err());
         let mut f = flags("--seconds 5");
         assert_eq!(FuzzOpts::take(&mut f).unwrap().seconds, Some(5));
         let mut f = flags("--tokens 50000 --board-tokens 0 --record --only lm");

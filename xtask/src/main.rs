@@ -4,7 +4,7 @@
 //! cargo xtask demo                                  # M4F board, the trained LM (models/lm/large); installs QEMU if missing
 //! cargo xtask board <name> [--image F|DIR] [--prompt P] [-n N] [--temperature T --seed S] [--defmt]
 //! cargo xtask eval-board <name> --image F|DIR (--mqar [-n N] [--seed S] | --text FILE [--bytes B])
-//! cargo xtask ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
+//! cargo xtask ota <name> [--image A] [--update B [--corrupt | --cut-at K]] [--prompt P] [-n N]
 //! cargo xtask test-boards [--overwrite] [--only T]  # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
 //! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
@@ -56,8 +56,11 @@ usage: cargo xtask <command>
                                           run the `eval` firmware: MQAR accuracy or bits per byte on the
                                           board, checked against `ferrite eval` on the host (built with the
                                           same math)
-  ota <name> [--image F] [--corrupt] [--prompt P] [-n N]
-                                          run the OTA example: the image arrives at run time over semihosting
+  ota <name> [--image A] [--update B [--corrupt | --cut-at K]] [--prompt P] [-n N]
+                                          A/B update: the board serves A (F|DIR), receives B in chunks over
+                                          semihosting (--corrupt flips a byte, --cut-at stops the transfer),
+                                          validates it, prints `ota: accepted` or `ota: refused <reason>`,
+                                          then generates with the model that serves
   test-boards [--overwrite] [--only T]    QEMU suite: every board against the host runtime and boards/expected/,
                                           every board's tile kernels against the reference (--only: the checks
                                           whose name contains T, e.g. `kernels`)
@@ -342,15 +345,27 @@ fn eval_board_cmd(opts: &cli::EvalBoardOpts) -> Result<ExitCode> {
 fn ota_cmd(opts: &cli::OtaOpts) -> Result<ExitCode> {
     let board = pick_board(&opts.board)?;
     let image = image_arg(&opts.image, board)?;
-    let download = if opts.corrupt {
-        boards::Download::FlipByte
-    } else {
-        boards::Download::Intact
+    let update = match &opts.update {
+        None => None,
+        Some(u) => Some(image_arg(
+            &cli::ImageOpts {
+                image: Some(u.clone()),
+                dtype: None,
+            },
+            board,
+        )?),
+    };
+    let delivery = match (&update, opts.corrupt, opts.cut_at) {
+        (None, _, _) => boards::Delivery::None,
+        (Some(_), true, _) => boards::Delivery::FlipByte,
+        (Some(_), false, Some(k)) => boards::Delivery::CutAt(k),
+        (Some(_), false, None) => boards::Delivery::Intact,
     };
     let run = boards::run_ota(
         board,
         &image,
-        download,
+        update.as_deref(),
+        delivery,
         opts.prompt.as_deref().unwrap_or(boards::DEFAULT_PROMPT),
         opts.n.unwrap_or(boards::DEFAULT_N),
         true,

@@ -43,7 +43,7 @@ use std::process::ExitCode;
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{
-    self, Board, BoardExt, BuildOpts, Download, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
+    self, Board, BoardExt, BuildOpts, Delivery, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
     DEFAULT_PROMPT,
 };
 use crate::evalboard::{self, Task};
@@ -218,15 +218,43 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     for name in OTA_BOARDS {
         let board = boards::named(name)?;
         s.check(
-            &format!("{name}: ota download generates like the host"),
-            |s| ota_intact(s, board),
+            &format!("{name}: ota accepts a good update and serves it like the host"),
+            |s| ota_accepts(s, board),
         );
-        s.check(&format!("{name}: ota refuses a corrupted download"), |_| {
-            ota_refused(board, Download::FlipByte)
-        });
-        s.check(&format!("{name}: ota refuses a truncated download"), |_| {
-            ota_refused(board, Download::Truncated)
-        });
+        s.check(
+            &format!("{name}: ota refuses a corrupted update, A serves"),
+            |_| {
+                let b = host::fixture_image(OTA_UPDATE, "int8")?;
+                ota_refuses(
+                    board,
+                    &b,
+                    Delivery::FlipByte,
+                    "invalid image: image corrupted: CRC mismatch",
+                )
+            },
+        );
+        s.check(
+            &format!("{name}: ota refuses an interrupted update at any stage, A serves"),
+            |_| ota_cuts(board),
+        );
+        s.check(
+            &format!("{name}: ota refuses a hostile update with a valid CRC, A serves"),
+            |_| {
+                let b = boards::root_dir().join("tests/corrupt/overflow_gdn_heads.fer");
+                ota_refuses(board, &b, Delivery::Intact, "invalid image: size overflow")
+            },
+        );
+        s.check(
+            &format!("{name}: ota refuses an update whose session does not fit, A serves"),
+            |_| {
+                let b = host::model_image(
+                    &boards::root_dir().join("models/lm/large"),
+                    "lm_large",
+                    "int8",
+                )?;
+                ota_refuses(board, &b, Delivery::Intact, "its session needs")
+            },
+        );
     }
     s.check(
         "m3: an image over the flash budget is refused clearly",
@@ -543,44 +571,84 @@ fn constant_memory(board: &'static Board) -> Result<String> {
     ))
 }
 
-fn ota_intact(s: &mut Suite, board: &'static Board) -> Result<String> {
-    let image = host::default_image(board)?;
+/// The fixture every OTA check offers as the good update (model B).
+const OTA_UPDATE: &str = "swa_gqa";
+
+/// Runs the update firmware with the board's model as A and `update`
+/// delivered as `delivery`; returns the verdict line and the report.
+fn ota_run(
+    board: &'static Board,
+    update: Option<&Path>,
+    delivery: Delivery,
+) -> Result<(String, Report, boards::Run)> {
+    let a = host::default_image(board)?;
     let run = boards::run_ota(
         board,
-        &image,
-        Download::Intact,
+        &a,
+        update,
+        delivery,
         DEFAULT_PROMPT,
         DEFAULT_N,
         false,
     )?;
+    let verdict = boards::verdict(&run).with_context(|| {
+        format!(
+            "no `ota:` verdict (exit status {}):\n{}",
+            run.status,
+            run.tail()
+        )
+    })?;
     let report = run.report()?;
-    let note = compare_with_host(&image, &report)?;
-    s.expect(&format!("ota-{}.out", board.name), &run.output)?;
-    Ok(format!("{note}; heap {} B", report.get("heap_bytes")))
+    Ok((verdict, report, run))
 }
 
-fn ota_refused(board: &'static Board, download: Download) -> Result<String> {
-    let image = host::default_image(board)?;
-    let run = boards::run_ota(board, &image, download, DEFAULT_PROMPT, DEFAULT_N, false)?;
-    let text = String::from_utf8_lossy(&run.output);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("ota: refused"))
-        .with_context(|| {
-            format!(
-                "no `ota: refused` line (exit status {}):\n{}",
-                run.status,
-                run.tail()
-            )
-        })?;
+/// A good update is accepted and serves: its tokens are the host's for B.
+fn ota_accepts(s: &mut Suite, board: &'static Board) -> Result<String> {
+    let b = host::fixture_image(OTA_UPDATE, "int8")?;
+    let (verdict, report, run) = ota_run(board, Some(&b), Delivery::Intact)?;
+    ensure!(verdict == "ota: accepted", "{verdict}");
+    let note = compare_with_host(&b, &report)?;
+    s.expect(&format!("ota-{}.out", board.name), &run.output)?;
+    Ok(format!("{verdict}; B serves: {note}"))
+}
+
+/// A refused update leaves A serving: the verdict starts with `want`, and
+/// the tokens are the host's for A.
+fn ota_refuses(
+    board: &'static Board,
+    update: &Path,
+    delivery: Delivery,
+    want: &str,
+) -> Result<String> {
+    let (verdict, report, _) = ota_run(board, Some(update), delivery)?;
     ensure!(
-        run.status == ferrite_common::status::RUNTIME_ERROR,
-        "exit status {} (want 2, a refusal):\n{}",
-        run.status,
-        run.tail()
+        verdict.starts_with(&format!("ota: refused {want}")),
+        "{delivery:?}: `{verdict}`, want `ota: refused {want}...`"
     );
-    ensure!(!text.contains("tokens:"), "generated from a bad image");
-    Ok(line.to_string())
+    compare_with_host(&host::default_image(board)?, &report)
+        .with_context(|| format!("A does not serve after `{verdict}`"))?;
+    Ok(verdict)
+}
+
+/// A transfer cut anywhere — before the header, in it, after the first
+/// chunk, in the middle, one byte short — is refused and A serves.
+fn ota_cuts(board: &'static Board) -> Result<String> {
+    let b = host::fixture_image(OTA_UPDATE, "int8")?;
+    let len = std::fs::metadata(&b)?.len() as usize;
+    let mut seen = Vec::new();
+    for cut in [0, 10, 1024, len / 2, len - 1] {
+        let want = if cut < 20 {
+            "the transfer ended"
+        } else {
+            "the transfer stopped"
+        };
+        ota_refuses(board, &b, Delivery::CutAt(cut), want)?;
+        seen.push(cut.to_string());
+    }
+    Ok(format!(
+        "cut at {} of {len} bytes: each refused, A serves",
+        seen.join(", ")
+    ))
 }
 
 fn too_big_for_m3() -> Result<String> {

@@ -1,129 +1,117 @@
-//! A model that is not known at build time: the image arrives at run time
-//! (read through semihosting from `ota.fer`, as an over-the-air download
-//! would), into a heap buffer. The firmware validates it with `Model::load`
-//! (header, config, tensor table, CRC), sizes the session from it, and
-//! generates; a damaged download is refused with a message, not a crash.
+//! A/B model update: the board serves model A (embedded in flash at build
+//! time), receives model B in 1 KB chunks into a second slot — through
+//! semihosting from `update.fer` in QEMU's working directory, standing in for
+//! the radio — validates it completely with `ferrite::update` (length
+//! against the slot at the header, every byte, `Model::load`,
+//! `Model::check_values`, its session against the RAM reserved for it) and
+//! only then switches to it. Any failure leaves A serving.
+//!
+//! Prints `ota: accepted` or `ota: refused <reason>` (or `ota: no update`),
+//! then generates with the model that now serves: its text, `tokens:` and a
+//! `run:` line, as `generate` does. All memory is static: the update slot
+//! (`UPDATE_SLOT_BYTES` of the board table; a flash partition on a real
+//! chip, RAM under QEMU) and one session buffer sized for the larger of A's
+//! session and `UPDATE_SESSION_BYTES`.
 #![no_std]
 #![no_main]
 
-extern crate alloc;
-
-use alloc::vec::Vec;
-use core::mem::MaybeUninit;
-
-use embedded_alloc::LlffHeap as Heap;
-use ferrite::{Model, Session};
+use ferrite::update::{self, Refusal};
+use ferrite::{Aligned, Model, Session};
 use ferrite_boards::{config, platform, say, status};
 
-#[global_allocator]
-static HEAP: Heap = Heap::empty();
-static mut HEAP_MEM: [MaybeUninit<u8>; config::HEAP_BYTES] =
-    [MaybeUninit::uninit(); config::HEAP_BYTES];
+/// Model A, as `cargo xtask ota --image` gave it.
+const IMAGE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/model.fer"));
+static IMAGE: Aligned<[u8; IMAGE_BYTES.len()]> =
+    Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/model.fer")));
 
-/// Where the download lands (relative to QEMU's working directory).
-const DOWNLOAD: &core::ffi::CStr = c"ota.fer";
-/// The runtime requires 16-byte aligned images.
-const IMAGE_ALIGN: usize = 16;
+/// A's session, from the image at compile time.
+const A_SESSION_LEN: usize = match ferrite::session_len(IMAGE_BYTES, 0) {
+    Ok(n) => n,
+    Err(_) => {
+        panic!("FERRITE_IMAGE is missing or not a ferrite image (build through `cargo xtask ota`)")
+    }
+};
+/// f32 words for the serving model's session: A's, or what the board
+/// reserves for an update, whichever is larger.
+const SESSION_LEN: usize = {
+    let update = config::UPDATE_SESSION_BYTES / 4;
+    if A_SESSION_LEN > update {
+        A_SESSION_LEN
+    } else {
+        update
+    }
+};
+static mut SESSION_BUF: [f32; SESSION_LEN] = [0.0; SESSION_LEN];
 
-fn refuse(why: core::fmt::Arguments<'_>) -> ! {
-    say!(
-        "ota: refused the download: {}; keeping the current model",
-        why
-    );
+/// Slot B: where an update lands before it is validated.
+static mut SLOT_B: Aligned<[u8; config::UPDATE_SLOT_BYTES]> =
+    Aligned([0; config::UPDATE_SLOT_BYTES]);
+
+/// The transfer's chunk size.
+const CHUNK: usize = 1024;
+/// Where the update arrives (relative to QEMU's working directory).
+const UPDATE: &core::ffi::CStr = c"update.fer";
+
+const TOKEN_LOG: usize = 256;
+static mut TOKENS: [u32; TOKEN_LOG] = [0; TOKEN_LOG];
+
+fn fail(e: ferrite::Error) -> ! {
+    say!("error: {}", e);
     ferrite_boards::exit(status::RUNTIME_ERROR)
 }
 
-/// Reads the whole download into a 16-byte aligned heap buffer.
-fn receive() -> &'static [u8] {
+/// Receives and validates the update in `slot`; `None` when none is offered.
+fn try_update(slot: &'static mut [u8]) -> Option<Result<Model<'static>, Refusal>> {
     use semihosting::io::Read as _;
-    let mut file = semihosting::fs::File::open(DOWNLOAD)
-        .unwrap_or_else(|_| refuse(format_args!("no download (ota.fer not found)")));
-    let len = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
-    if len == 0 {
-        refuse(format_args!("the download is empty"));
-    }
-    let layout = core::alloc::Layout::from_size_align(len, IMAGE_ALIGN).unwrap();
-    // SAFETY: non-zero size; the buffer is initialized by the reads below
-    // before it is turned into a slice, and lives for the rest of the program.
-    let ptr = unsafe { alloc::alloc::alloc(layout) };
-    if ptr.is_null() {
-        refuse(format_args!(
-            "{} bytes do not fit the {} byte heap",
-            len,
-            config::HEAP_BYTES
-        ));
-    }
-    let buf = unsafe {
-        ptr.write_bytes(0, len);
-        core::slice::from_raw_parts_mut(ptr, len)
-    };
-    let mut got = 0;
-    while got < len {
-        match file.read(&mut buf[got..]) {
-            Ok(0) => refuse(format_args!(
-                "the transfer stopped at {} of {} bytes",
-                got, len
-            )),
-            Ok(n) => got += n,
-            Err(_) => refuse(format_args!("read error at {} of {} bytes", got, len)),
-        }
-    }
-    buf
+    let mut file = semihosting::fs::File::open(UPDATE).ok()?;
+    say!(
+        "ota: receiving an update into slot B ({} bytes) in {} byte chunks",
+        slot.len(),
+        CHUNK
+    );
+    let received = update::receive(slot, CHUNK, |buf| file.read(buf).map_err(|_| ()));
+    Some(received.and_then(|len| {
+        let slot: &'static [u8] = slot;
+        update::validate(&slot[..len], SESSION_LEN)
+    }))
 }
 
 #[platform::entry]
 fn main() -> ! {
     platform::init();
-    // SAFETY: called once, before any allocation; HEAP_MEM is used by nothing else.
-    unsafe {
-        HEAP.init(
-            core::ptr::addr_of_mut!(HEAP_MEM) as usize,
-            config::HEAP_BYTES,
+
+    let a = Model::load(&IMAGE.0).unwrap_or_else(|e| fail(e));
+    say!("ota: serving model A ({} bytes)", IMAGE_BYTES.len());
+    // SAFETY: the only references to these statics, taken once.
+    let (slot, buf, log) = unsafe {
+        (
+            &mut (&mut *core::ptr::addr_of_mut!(SLOT_B)).0[..],
+            &mut *core::ptr::addr_of_mut!(SESSION_BUF),
+            &mut *core::ptr::addr_of_mut!(TOKENS),
         )
-    }
-
-    let image = receive();
-    say!("ota: received {} bytes", image.len());
-    let model = Model::load(image).unwrap_or_else(|e| refuse(format_args!("{}", e)));
-    let words = model
-        .session_len(0)
-        .unwrap_or_else(|e| refuse(format_args!("{}", e)));
-    let state_bytes = model
-        .state_bytes(0)
-        .unwrap_or_else(|e| refuse(format_args!("{}", e)));
-    say!(
-        "ota: image valid; session needs {} bytes ({} of state)",
-        4 * words,
-        state_bytes
-    );
-
-    let mut buf: Vec<f32> = Vec::new();
-    if buf.try_reserve_exact(words).is_err() {
-        refuse(format_args!(
-            "the session's {} bytes do not fit the heap",
-            4 * words
-        ));
-    }
-    buf.resize(words, 0.0);
-    let mut log: Vec<u32> = Vec::new();
-    let shown = config::N.min(256);
-    if log.try_reserve_exact(shown).is_err() {
-        refuse(format_args!("no heap left for the token log"));
-    }
-    log.resize(shown, 0);
-
-    let mut session =
-        Session::new(model, &mut buf).unwrap_or_else(|e| refuse(format_args!("{}", e)));
-    let out = match ferrite_boards::generate(&mut session, config::PROMPT, config::N, &mut log) {
-        Ok(o) => o,
-        Err(e) => {
-            say!("error: {}", e);
-            ferrite_boards::exit(status::RUNTIME_ERROR)
+    };
+    let model = match try_update(slot) {
+        None => {
+            say!("ota: no update");
+            a
+        }
+        Some(Ok(b)) => {
+            say!("ota: accepted");
+            b
+        }
+        Some(Err(why)) => {
+            say!("ota: refused {}", why);
+            a
         }
     };
-    ferrite_boards::print_outcome(&out, &log, config::N);
-    say!(
-        "run: board={} prompt_tokens={} tokens={} instructions={} instructions_per_token={} stack_bytes={} state_bytes={} session_bytes={} heap_bytes={}",
+
+    let state_bytes = model.state_bytes(0).unwrap_or_else(|e| fail(e));
+    let session_words = model.session_len(0).unwrap_or_else(|e| fail(e));
+    let mut session = Session::new(model, buf).unwrap_or_else(|e| fail(e));
+    let out = ferrite_boards::generate(&mut session, config::PROMPT, config::N, log)
+        .unwrap_or_else(|e| fail(e));
+    ferrite_boards::print_outcome(&out, log, config::N);
+    ferrite_boards::console::line(ferrite_common::generate_run_line!(
         config::BOARD,
         out.prompt_tokens,
         config::N,
@@ -131,8 +119,7 @@ fn main() -> ! {
         out.instructions / out.fed as u64,
         platform::stack_peak(),
         state_bytes,
-        4 * words,
-        config::HEAP_BYTES,
-    );
+        4 * session_words
+    ));
     ferrite_boards::exit(status::OK)
 }

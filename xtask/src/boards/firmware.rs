@@ -13,7 +13,7 @@ use super::{boards_dir, work_dir, Board, BoardExt, Math};
 pub enum Firmware {
     /// `src/bin/generate.rs`: image in flash, static state.
     Generate,
-    /// `src/bin/ota.rs`: image read at run time into a heap buffer.
+    /// `src/bin/ota.rs`: serves the image, receives an update at run time (A/B).
     Ota,
     /// `src/bin/calibrate.rs`: counts a loop of exactly 2,000,000 instructions.
     Calibrate,
@@ -137,7 +137,10 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     let (flash, ram) = board.budget()?;
     // The image is checked with the runtime's own loader before a firmware
     // embeds it (a bad one would otherwise fail inside rustc's const eval).
-    let facts = if matches!(req.firmware, Firmware::Generate | Firmware::Eval) {
+    let facts = if matches!(
+        req.firmware,
+        Firmware::Generate | Firmware::Eval | Firmware::Ota
+    ) {
         let facts = crate::image_check::check(req.image)?;
         if facts.bytes > flash {
             bail!(
@@ -156,11 +159,8 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     };
     let mut features = Vec::new();
     // The BPE tokenizer's code only where the image needs it (and for the
-    // OTA example, which reads any image at run time).
-    if facts
-        .as_ref()
-        .map_or(req.firmware == Firmware::Ota, |f| f.bpe)
-    {
+    // OTA example, which may receive any image at run time).
+    if req.firmware == Firmware::Ota || facts.as_ref().is_some_and(|f| f.bpe) {
         features.push("bpe");
     }
     if req.defmt {
@@ -249,7 +249,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         cmd.env("CARGO_TARGET_DIR", &target_dir);
     }
     // Every firmware of a board gets the same variables, so that switching
-    // between them does not rebuild; only `generate` embeds the image.
+    // between them does not rebuild; generate, eval and ota embed the image.
     if req.image.as_os_str().is_empty() {
         cmd.env_remove("FERRITE_IMAGE");
     } else {

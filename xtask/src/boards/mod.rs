@@ -18,7 +18,7 @@ pub mod size;
 pub use board::{named, Board, BoardExt, Math, BOARDS, DEFAULT_MODEL};
 pub use ferrite_common::fnv1a;
 pub use firmware::{build, BuildOpts, Firmware, RunRequest};
-pub use ota::{run_ota, Download};
+pub use ota::{run_ota, verdict, Delivery};
 pub use qemu::{build_and_run, run_qemu, timeout_for, Run};
 pub use report::{EvalReport, Report};
 pub use size::{sizes, Sizes};

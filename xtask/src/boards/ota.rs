@@ -1,4 +1,6 @@
-//! The OTA example: the image arrives at run time over semihosting.
+//! The A/B update firmware (`src/bin/ota.rs`): model A is embedded, model B
+//! arrives at run time over semihosting as `update.fer`, possibly damaged on
+//! the way.
 
 use std::path::Path;
 
@@ -6,22 +8,26 @@ use anyhow::{Context, Result};
 
 use super::{build, run_qemu, timeout_for, work_dir, Board, BuildOpts, Firmware, Run, RunRequest};
 
-/// How the OTA example's download reaches the board.
+/// What reaches the board of the update.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Download {
+pub enum Delivery {
+    /// No update is offered.
+    None,
+    /// The whole image.
     Intact,
-    /// One byte in the middle of the image flipped (a corrupted transfer).
+    /// One byte in the middle flipped (a corrupted transfer).
     FlipByte,
-    /// Only the first half arrives.
-    Truncated,
+    /// The transfer stops after this many bytes (an interrupted download).
+    CutAt(usize),
 }
 
-/// Builds the OTA example, puts the image (possibly damaged) where the
-/// board reads it (`ota.fer` in the semihosting working directory), runs it.
+/// Builds the firmware with model A, offers `update` as `delivery` says
+/// (`update.fer` in the semihosting working directory), runs it.
 pub fn run_ota(
     board: &'static Board,
-    image: &Path,
-    download: Download,
+    a: &Path,
+    update: Option<&Path>,
+    delivery: Delivery,
     prompt: &str,
     n: usize,
     echo: bool,
@@ -29,7 +35,7 @@ pub fn run_ota(
     let req = RunRequest {
         board,
         firmware: Firmware::Ota,
-        image,
+        image: a,
         prompt,
         n,
         defmt: false,
@@ -39,15 +45,32 @@ pub fn run_ota(
     let elf = build(&req)?;
     let cwd = work_dir().join(board.name).join("ota");
     std::fs::create_dir_all(&cwd)?;
-    let mut bytes = std::fs::read(image).with_context(|| image.display().to_string())?;
-    match download {
-        Download::Intact => {}
-        Download::FlipByte => {
-            let i = bytes.len() / 2;
-            bytes[i] ^= 0x40;
+    let target = cwd.join("update.fer");
+    let _ = std::fs::remove_file(&target);
+    if let (Some(update), false) = (update, delivery == Delivery::None) {
+        let mut bytes = std::fs::read(update).with_context(|| update.display().to_string())?;
+        match delivery {
+            Delivery::None | Delivery::Intact => {}
+            Delivery::FlipByte => {
+                let i = bytes.len() / 2;
+                bytes[i] ^= 0x40;
+            }
+            Delivery::CutAt(k) => bytes.truncate(k),
         }
-        Download::Truncated => bytes.truncate(bytes.len() / 2),
+        std::fs::write(&target, &bytes)?;
     }
-    std::fs::write(cwd.join("ota.fer"), &bytes)?;
     run_qemu(board, &elf, &cwd, echo, false, timeout_for(n))
+}
+
+/// The firmware's verdict line: `ota: accepted`, `ota: refused <reason>` or
+/// `ota: no update`.
+pub fn verdict(run: &Run) -> Option<String> {
+    String::from_utf8_lossy(&run.output)
+        .lines()
+        .find(|l| {
+            l.starts_with("ota: accepted")
+                || l.starts_with("ota: refused")
+                || l.starts_with("ota: no update")
+        })
+        .map(str::to_string)
 }
