@@ -271,6 +271,25 @@ impl LayerConfig {
         }
     }
 
+    /// The oldest image format version whose layer record can hold this
+    /// configuration: [`crate::image::MIXER_OPTIONS_FORMAT_VERSION`] for the
+    /// GDN family members other than Gated DeltaNet, GSA with a short
+    /// convolution and dilated SWA; [`crate::image::MIN_FORMAT_VERSION`]
+    /// otherwise.
+    pub const fn min_format_version(&self) -> u32 {
+        let new = match self {
+            LayerConfig::Gdn(c) => !c.is_gated_deltanet() || c.conv_size == 0,
+            LayerConfig::Gsa(c) => c.conv_size > 0,
+            LayerConfig::Swa(c) => c.dilation > 1,
+            LayerConfig::Bla(_) => false,
+        };
+        if new {
+            crate::image::MIXER_OPTIONS_FORMAT_VERSION
+        } else {
+            crate::image::MIN_FORMAT_VERSION
+        }
+    }
+
     /// f32 words of recurrent state this layer keeps (`pinned_max`: SWA
     /// pinned-prefix capacity). u64 so that no configuration overflows it.
     pub const fn state_len(&self, pinned_max: usize) -> u64 {

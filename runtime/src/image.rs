@@ -26,11 +26,15 @@ use crate::error::{Error, Result};
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
 /// Newest format version this runtime reads and the tools write.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Version that first stores weights in [`Layout::Tiled`].
 pub const TILED_FORMAT_VERSION: u32 = 3;
+/// Version that first carries the mixer options of the GDN family (DeltaNet,
+/// linear attention, retention), GSA's short convolution and SWA's dilation
+/// (layer-record words and flag bits that version 3 readers refuse).
+pub const MIXER_OPTIONS_FORMAT_VERSION: u32 = 4;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.

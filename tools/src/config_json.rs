@@ -8,7 +8,8 @@
 use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GsaConfig, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, QkActivation,
+    QkNorm, SwaConfig,
 };
 use serde_json::{Map, Value};
 
@@ -150,7 +151,8 @@ impl Fields {
 fn parse_gdn(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     let num_heads = f.int("num_heads", None, 1)?;
     let head_k_dim = f.head_dim(hidden, num_heads)?;
-    gdn_rest(f, num_heads, head_k_dim)
+    let layer = gdn_rest(f, num_heads, head_k_dim)?;
+    gdn_family(f, layer)
 }
 
 /// The rest of a GDN layer once its head count and head size are known (their
@@ -165,15 +167,78 @@ pub(crate) fn gdn_rest(f: &mut Fields, num_heads: u32, head_k_dim: u32) -> Resul
     }
     let expand_v = f.positive("expand_v", 2.0)?;
     let head_v_dim = f.exact_div(head_k_dim as f64 * expand_v, 1, "head_dim * expand_v")?;
+    let conv_size = f.int("conv_size", Some(4), 1)?;
+    if conv_size > 64 {
+        bail!(
+            "{}: field 'conv_size' must be 1..=64, got {conv_size}",
+            f.at
+        );
+    }
     Ok(LayerConfig::Gdn(GdnConfig {
         num_heads,
         num_v_heads,
         head_k_dim,
         head_v_dim,
-        conv_size: f.int("conv_size", Some(4), 1)?,
+        conv_size,
         use_gate: f.flag("use_gate", true)?,
         allow_neg_eigval: f.flag("allow_neg_eigval", false)?,
+        decay: GdnDecay::Gated,
+        delta_rule: true,
+        use_beta: true,
+        qk_activation: QkActivation::Silu,
+        qk_norm: QkNorm::L2,
     }))
+}
+
+/// The GDN family options of ferrite's `config.json` (docs/spec.md §3.1.1):
+/// `decay`, `update`, `use_beta`, `qk_activation`, `qk_norm` and
+/// `use_short_conv`, applied to a parsed Gated DeltaNet layer.
+fn gdn_family(f: &mut Fields, layer: LayerConfig) -> Result<LayerConfig> {
+    let LayerConfig::Gdn(mut c) = layer else {
+        return Ok(layer);
+    };
+    c.decay = match f
+        .choice("decay", &["gated", "none", "retention"], Some("gated"))?
+        .as_str()
+    {
+        "none" => GdnDecay::None,
+        "retention" => GdnDecay::Retention,
+        _ => GdnDecay::Gated,
+    };
+    c.delta_rule = f.choice("update", &["delta", "additive"], Some("delta"))? == "delta";
+    c.use_beta = f.flag("use_beta", true)?;
+    c.qk_activation = qk_activation(f)?;
+    c.qk_norm = match f
+        .choice("qk_norm", &["l2", "sum", "none"], Some("l2"))?
+        .as_str()
+    {
+        "sum" => QkNorm::Sum,
+        "none" => QkNorm::None,
+        _ => QkNorm::L2,
+    };
+    if !f.flag("use_short_conv", true)? {
+        c.conv_size = 0;
+    }
+    Ok(LayerConfig::Gdn(c))
+}
+
+/// `qk_activation`: `silu` (default), `relu`, `elu` (elu + 1) or `identity`.
+pub(crate) fn qk_activation(f: &mut Fields) -> Result<QkActivation> {
+    Ok(
+        match f
+            .choice(
+                "qk_activation",
+                &["silu", "relu", "elu", "identity"],
+                Some("silu"),
+            )?
+            .as_str()
+        {
+            "relu" => QkActivation::Relu,
+            "elu" => QkActivation::EluPlusOne,
+            "identity" => QkActivation::Identity,
+            _ => QkActivation::Silu,
+        },
+    )
 }
 
 /// A GSA layer; `default_heads` is fla's class default (ferrite's format has none).
@@ -209,6 +274,7 @@ pub(crate) fn parse_gsa(
         num_slots: f.int("num_slots", Some(64), 1)?,
         feature_map,
         gate_logit_normalizer: f.positive("gate_logit_normalizer", 8.0)? as f32,
+        conv_size: f.short_conv()?,
     }))
 }
 
@@ -231,6 +297,7 @@ fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
             == "cache",
         sink_logits: f.flag("sink_logits", false)?,
         conv_size: f.short_conv()?,
+        dilation: f.int("dilation", Some(1), 1)?,
     }))
 }
 

@@ -8,7 +8,7 @@ mod gsa;
 mod swa;
 
 pub use bla::{BlaConfig, BlaDecay, BlaKernel};
-pub use gdn::GdnConfig;
+pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub use gsa::{FeatureMap, GsaConfig};
 pub use swa::SwaConfig;
 
@@ -265,6 +265,11 @@ mod tests {
                 conv_size: m,
                 use_gate: true,
                 allow_neg_eigval: false,
+                decay: GdnDecay::Gated,
+                delta_rule: true,
+                use_beta: true,
+                qk_activation: QkActivation::Silu,
+                qk_norm: QkNorm::L2,
             }),
             LayerConfig::Gsa(GsaConfig {
                 num_heads: m,
@@ -274,6 +279,7 @@ mod tests {
                 num_slots: m,
                 feature_map: FeatureMap::Swish,
                 gate_logit_normalizer: 1.0,
+                conv_size: m,
             }),
             LayerConfig::Swa(SwaConfig {
                 num_heads: m,
@@ -286,6 +292,7 @@ mod tests {
                 cache_positions: false,
                 sink_logits: true,
                 conv_size: m,
+                dilation: m,
             }),
             LayerConfig::Bla(BlaConfig {
                 num_heads: m,

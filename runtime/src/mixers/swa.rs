@@ -12,11 +12,17 @@
 //! Positions are f32 in RoPE (as in fla/PyTorch), so absolute positions are
 //! exact up to 2^24 tokens.
 //!
-//! State layout: keys `[S + pinned_max + W][Hkv][d]`, values likewise, then
-//! the short-convolution caches when `use_short_conv` is set.
+//! With `dilation` `r > 1` the window keys are the tokens at distances
+//! `0, r, 2r, ..., (W-1) r`; the ring then holds the whole span of
+//! `(W-1) r + 1` tokens, because the next `r - 1` queries read the residue
+//! classes in between (docs/spec.md §3.3, "Dilated window").
+//!
+//! State layout: keys `[S + pinned_max + span][Hkv][d]` (`span = (W-1) r + 1`,
+//! `W` without dilation), values likewise, then the short-convolution caches
+//! when `use_short_conv` is set.
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
+use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords, MAX_DIM};
 use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::dot;
@@ -34,9 +40,10 @@ mod flag {
 
 /// Sliding-window attention layer configuration.
 ///
-/// Record words: `H | Hkv | d | W | S | rope_theta (f32 bits) | flags | conv_size`
-/// with flags bit 0 cache positions, bit 1 learned sink logits, bit 2 short
-/// convolution, bit 3 no RoPE.
+/// Record words: `H | Hkv | d | W | S | rope_theta (f32 bits) | flags | conv_size
+/// | dilation` with flags bit 0 cache positions, bit 1 learned sink logits,
+/// bit 2 short convolution, bit 3 no RoPE; dilation 0 (format 1-3 records)
+/// means 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SwaConfig {
     /// Query heads H.
@@ -59,6 +66,8 @@ pub struct SwaConfig {
     pub sink_logits: bool,
     /// Short convolution width on q, k, v (0 = none).
     pub conv_size: u32,
+    /// Distance between the window's keys (1 = a plain window).
+    pub dilation: u32,
 }
 
 impl SwaConfig {
@@ -80,6 +89,7 @@ impl SwaConfig {
             } else {
                 0
             },
+            dilation: if w[8] == 0 { 1 } else { w[8] },
         };
         ensure!(flags & !flag::ALL == 0, layer, "unknown swa flags");
         ensure!(
@@ -116,6 +126,16 @@ impl SwaConfig {
             layer,
             "swa conv_size must be 1..=64"
         );
+        ensure!(
+            c.dilation == 1 || !c.cache_positions,
+            layer,
+            "a dilated window needs absolute RoPE positions"
+        );
+        ensure_size!(
+            c.span() <= MAX_DIM as u64,
+            layer,
+            "swa (window - 1) * dilation + 1 exceeds 2^20"
+        );
         Ok(c)
     }
 
@@ -127,6 +147,7 @@ impl SwaConfig {
             | bit(self.conv_size > 0, flag::SHORT_CONV)
             | bit(!self.use_rope, flag::NO_ROPE);
         let mut w = [0; 15];
+        w[8] = if self.dilation > 1 { self.dilation } else { 0 };
         w[..8].copy_from_slice(&[
             self.num_heads,
             self.num_kv_heads,
@@ -156,11 +177,21 @@ impl SwaConfig {
         )
     }
 
-    /// State words: `(S + pinned_max + W) * Hkv * 2d` plus the convolution caches
+    /// Ring slots: the span `(W - 1) * dilation + 1` of tokens a dilated
+    /// window reaches (`W` without dilation).
+    pub const fn span(&self) -> u64 {
+        let r = if self.dilation == 0 { 1 } else { self.dilation };
+        sum(&[
+            product(&[(self.window as u64).saturating_sub(1), r as u64]),
+            1,
+        ])
+    }
+
+    /// State words: `(S + pinned_max + span) * Hkv * 2d` plus the convolution caches
     /// (saturating: an absurd `pinned_max` yields a size no buffer has).
     pub const fn state_len(&self, pinned_max: usize) -> u64 {
         let (h, hkv, d) = self.dims64();
-        let slots = sum(&[self.sinks as u64, self.window as u64, pinned_max as u64]);
+        let slots = sum(&[self.sinks as u64, self.span(), pinned_max as u64]);
         let channels = sum(&[product(&[h, d]), product(&[2, hkv, d])]);
         sum(&[
             product(&[slots, 2, hkv, d]),
@@ -276,7 +307,8 @@ impl Mixer for SwaConfig {
     ) -> Result<()> {
         let x = act.input(x)?;
         let (h, hkv, d) = self.dims();
-        let (window, t) = (self.window as u64, ctx.pos);
+        let (span, t) = (self.span(), ctx.pos);
+        let r = self.dilation.max(1) as u64;
         let (q, rest) = scratch.split_at_mut(h * d);
         let (o, rest) = rest.split_at_mut(h * d);
         let (k, rest) = rest.split_at_mut(hkv * d);
@@ -291,7 +323,7 @@ impl Mixer for SwaConfig {
         w.get(Role::VProj)?.matvec(&x, v)?;
 
         let sink_cap = self.sinks as usize + ctx.pinned_max;
-        let kv_len = (sink_cap + self.window as usize) * hkv * d;
+        let kv_len = (sink_cap + span as usize) * hkv * d;
         let (keys, rest) = state.split_at_mut(kv_len);
         let (values, conv_state) = rest.split_at_mut(kv_len);
         if self.conv_size > 0 {
@@ -307,18 +339,25 @@ impl Mixer for SwaConfig {
             values[slot * row..(slot + 1) * row].copy_from_slice(v);
         };
         let s_eff = (self.sinks as usize + ctx.pinned) as u64;
-        store(sink_cap + (t % window) as usize, keys, values);
+        store(sink_cap + (t % span) as usize, keys, values);
         if t < s_eff {
             store(t as usize, keys, values);
         }
 
-        // Visible keys: window [first, t] and sinks [0, min(s_eff, first)).
-        let first = (t + 1).saturating_sub(window);
-        let sink_end = s_eff.min(first);
+        // Visible keys: window {t - i r : i < W} within [first, t], and the
+        // sinks [0, s_eff) that are not window keys (r = 1: [0, min(s_eff, first))).
+        let first = (t + 1).saturating_sub(span);
+        let sink_end = if r == 1 {
+            s_eff.min(first)
+        } else {
+            s_eff.min(t + 1)
+        };
+        let in_window = |s: u64| s >= first && (t - s) % r == 0;
+        // Cache positions are refused with dilation, so `span` is W here.
         let rerotate = self.cache_positions && self.use_rope && sink_end > 0;
         if rerotate {
             // R(cache position) = R(cache position - t) R(t): rotate the query back.
-            let back = t - t.min(s_eff + window - 1);
+            let back = t - t.min(s_eff + span - 1);
             self.rope_table(-(back as f32), cs);
         }
         let sinks = match self.sink_logits {
@@ -344,12 +383,18 @@ impl Mixer for SwaConfig {
                     qh
                 };
                 for slot in 0..sink_end as usize {
+                    if r > 1 && in_window(slot as u64) {
+                        continue;
+                    }
                     softmax.add(dot(qs, key(slot)) * scale, Some(value(slot)));
                 }
             }
-            for s in first..=t {
-                let slot = sink_cap + (s % window) as usize;
+            // Oldest first: s = first + ((t - first) mod r), step r, up to t.
+            let mut s = first + (t - first) % r;
+            while s <= t {
+                let slot = sink_cap + (s % span) as usize;
                 softmax.add(dot(qh, key(slot)) * scale, Some(value(slot)));
+                s += r;
             }
             softmax.finish();
         }
