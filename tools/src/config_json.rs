@@ -279,11 +279,20 @@ pub(crate) fn parse_gsa(
 }
 
 fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let dilation = f.int("dilation", Some(1), 1)?;
     let num_heads = f.int("num_heads", None, 1)?;
     let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
     let head_dim = f.head_dim(hidden, num_heads)?;
     if head_dim % 2 != 0 {
         bail!("{}: head_dim {head_dim} must be even for RoPE", f.at);
+    }
+    let cache_positions =
+        f.choice("rope_positions", &["absolute", "cache"], Some("absolute"))? == "cache";
+    if dilation > 1 && cache_positions {
+        bail!(
+            "{}: field 'dilation' > 1 needs rope_positions \"absolute\"",
+            f.at
+        );
     }
     Ok(LayerConfig::Swa(SwaConfig {
         num_heads,
@@ -293,11 +302,10 @@ fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         sinks: f.int("sinks", Some(0), 0)?,
         rope_theta: f.positive("rope_theta", 10000.0)? as f32,
         use_rope: true,
-        cache_positions: f.choice("rope_positions", &["absolute", "cache"], Some("absolute"))?
-            == "cache",
+        cache_positions,
         sink_logits: f.flag("sink_logits", false)?,
         conv_size: f.short_conv()?,
-        dilation: f.int("dilation", Some(1), 1)?,
+        dilation,
     }))
 }
 
