@@ -219,6 +219,13 @@ fn gdn_family(f: &mut Fields, layer: LayerConfig) -> Result<LayerConfig> {
     if !f.flag("use_short_conv", true)? {
         c.conv_size = 0;
     }
+    if c.delta_rule && c.qk_norm == QkNorm::None {
+        // I - beta k k^T has eigenvalues beyond (-1, 1) once |k| > 1: the state diverges.
+        bail!(
+            "{}: field 'qk_norm' = \"none\" needs 'update' = \"additive\": the delta rule diverges without normalised keys",
+            f.at
+        );
+    }
     Ok(LayerConfig::Gdn(c))
 }
 

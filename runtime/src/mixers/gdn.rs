@@ -188,6 +188,11 @@ impl GdnConfig {
             "gdn num_v_heads * head_v_dim exceeds 2^20"
         );
         ensure!(c.conv_size <= 64, layer, "gdn conv_size must be 0..=64");
+        ensure!(
+            !c.delta_rule || !matches!(c.qk_norm, QkNorm::None),
+            layer,
+            "the delta rule needs normalised keys (qk_norm l2 or sum)"
+        );
         Ok(c)
     }
 

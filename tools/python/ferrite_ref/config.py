@@ -205,6 +205,11 @@ def _parse_gdn(f: _Fields, hidden: int) -> GdnConfig:
     conv_size = f.integer("conv_size", 4)
     if conv_size > 64:
         raise f.error(f"field 'conv_size' must be 1..=64, got {conv_size}")
+    update = f.choice("update", ("delta", "additive"), "delta")
+    qk_norm = f.choice("qk_norm", ("l2", "sum", "none"), "l2")
+    if update == "delta" and qk_norm == "none":
+        raise f.error("field 'qk_norm' = 'none' needs 'update' = 'additive': "
+                      "the delta rule diverges without normalised keys")
     use_gate = f.flag("use_gate", True)
     allow_neg_eigval = f.flag("allow_neg_eigval", False)
     return GdnConfig(
@@ -215,10 +220,10 @@ def _parse_gdn(f: _Fields, hidden: int) -> GdnConfig:
         use_gate=use_gate,
         allow_neg_eigval=allow_neg_eigval,
         decay=f.choice("decay", ("gated", "none", "retention"), "gated"),
-        update=f.choice("update", ("delta", "additive"), "delta"),
+        update=update,
         use_beta=f.flag("use_beta", True),
         qk_activation=f.choice("qk_activation", ("silu", "relu", "elu", "identity"), "silu"),
-        qk_norm=f.choice("qk_norm", ("l2", "sum", "none"), "l2"),
+        qk_norm=qk_norm,
         conv_size=conv_size if f.flag("use_short_conv", True) else 0,
     )
 
