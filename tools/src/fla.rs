@@ -472,4 +472,89 @@ mod tests {
             .to_string()
             .contains("clamp_min"));
     }
+
+    fn delta_net_config() -> Value {
+        json!({"model_type": "delta_net", "hidden_size": 32, "num_hidden_layers": 2, "num_heads": 4,
+               "expand_k": 1.0, "expand_v": 2.0, "use_gate": true, "use_beta": false,
+               "qk_activation": "relu", "qk_norm": "sum", "conv_size": 3, "use_short_conv": true,
+               "use_output_norm": true, "allow_neg_eigval": false, "vocab_size": 256,
+               "tie_word_embeddings": false,
+               "intermediate_size": 64, "attn": null, "attnres_block_size": null})
+    }
+
+    #[test]
+    fn delta_net_maps_to_gdn_without_decay() {
+        let import = parse(&delta_net_config(), &FlaOptions::default()).unwrap();
+        let c = import.config;
+        assert_eq!(c.model.provenance, source::FLA_DELTA_NET);
+        assert!(!c.model.tie_word_embeddings);
+        let LayerConfig::Gdn(g) = c.layers[1] else {
+            panic!("{:?}", c.layers[1])
+        };
+        assert_eq!(
+            (
+                g.num_heads,
+                g.num_v_heads,
+                g.head_k_dim,
+                g.head_v_dim,
+                g.conv_size
+            ),
+            (4, 4, 8, 16, 3)
+        );
+        assert_eq!(g.decay, GdnDecay::None);
+        assert!(g.delta_rule && g.use_gate && !g.use_beta);
+        assert_eq!(g.qk_norm, QkNorm::Sum);
+        assert_eq!(g.qk_activation, ferrite::mixers::QkActivation::Relu);
+        assert!(import.warnings.is_empty());
+        // fla's defaults: 16 heads, expand 1, beta, conv 4, silu, l2, no gate.
+        let d = parse(
+            &json!({"model_type": "delta_net", "hidden_size": 64}),
+            &FlaOptions::default(),
+        )
+        .unwrap();
+        let LayerConfig::Gdn(g) = d.config.layers[0] else {
+            panic!()
+        };
+        assert_eq!((g.num_heads, g.head_k_dim, g.conv_size), (16, 4, 4));
+        assert!(g.use_beta && !g.use_gate && g.qk_norm == QkNorm::L2);
+        assert_eq!(d.config.layers.len(), 24);
+    }
+
+    #[test]
+    fn delta_net_without_output_norm_warns_and_keeps_it_like_fla() {
+        let mut c = delta_net_config();
+        c["use_output_norm"] = json!(false);
+        let import = parse(&c, &FlaOptions::default()).unwrap();
+        assert_eq!(import.warnings.len(), 1);
+        assert!(import.warnings[0].contains("use_output_norm"));
+    }
+
+    #[test]
+    fn delta_net_values_ferrite_lacks_are_refused_by_name() {
+        for (field, v) in [
+            ("qk_norm", json!("none")),
+            ("qk_activation", json!("gelu")),
+            ("conv_bias", json!(true)),
+            ("expand_k", json!(0.3)),
+            ("hidden_act", json!("gelu")),
+        ] {
+            let mut c = delta_net_config();
+            c[field] = v;
+            let err = parse(&c, &FlaOptions::default()).unwrap_err().to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        let mut c = delta_net_config();
+        c["model_type"] = json!("retnet");
+        assert!(!is_fla(&c));
+        assert!(is_fla(&delta_net_config()));
+    }
+
+    #[test]
+    fn gsa_short_conv_is_imported() {
+        let c = json!({"model_type": "gsa", "hidden_size": 64, "num_hidden_layers": 1, "num_heads": 4,
+                       "num_slots": 8, "use_short_conv": true, "conv_size": 2, "vocab_size": 256,
+                       "intermediate_size": 128});
+        let import = parse(&c, &FlaOptions::default()).unwrap();
+        assert!(matches!(import.config.layers[0], LayerConfig::Gsa(g) if g.conv_size == 2));
+    }
 }

@@ -58,7 +58,7 @@ pub enum QkNorm {
 /// The fixed retention decay of value head `j`: `1 - 2^(-5 - j)` (RetNet's
 /// per-head decays), exact in f32 (it rounds to 1 from `j = 20` on).
 pub const fn retention_gamma(j: usize) -> f32 {
-    let e = 5 + j;
+    let e = j.saturating_add(5);
     if e > 126 {
         return 1.0;
     }
@@ -450,5 +450,135 @@ impl Mixer for GdnConfig {
         }
         w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gdn() -> GdnConfig {
+        GdnConfig {
+            num_heads: 2,
+            num_v_heads: 4,
+            head_k_dim: 8,
+            head_v_dim: 16,
+            conv_size: 4,
+            use_gate: true,
+            allow_neg_eigval: true,
+            decay: GdnDecay::Gated,
+            delta_rule: true,
+            use_beta: true,
+            qk_activation: QkActivation::Silu,
+            qk_norm: QkNorm::L2,
+        }
+    }
+
+    #[test]
+    fn gated_deltanet_records_keep_their_format_1_words() {
+        let w = gdn().to_words();
+        assert_eq!(&w[..6], &[2, 4, 8, 16, 4, 3]);
+        assert!(w[6..].iter().all(|&x| x == 0));
+        assert!(gdn().is_gated_deltanet());
+        assert_eq!(gdn().family_name(), "gated_deltanet");
+    }
+
+    #[test]
+    fn every_family_option_round_trips_through_the_record() {
+        let decays = [GdnDecay::Gated, GdnDecay::None, GdnDecay::Retention];
+        let acts = [
+            QkActivation::Silu,
+            QkActivation::Relu,
+            QkActivation::EluPlusOne,
+            QkActivation::Identity,
+        ];
+        let norms = [QkNorm::L2, QkNorm::Sum, QkNorm::None];
+        let mut seen = 0;
+        for decay in decays {
+            for act in acts {
+                for norm in norms {
+                    for (delta_rule, use_beta, conv_size) in
+                        [(true, true, 4), (false, false, 0), (false, true, 2)]
+                    {
+                        let c = GdnConfig {
+                            decay,
+                            qk_activation: act,
+                            qk_norm: norm,
+                            delta_rule,
+                            use_beta,
+                            conv_size,
+                            ..gdn()
+                        };
+                        let parsed = GdnConfig::from_words(&c.to_words(), Some(0));
+                        if delta_rule && norm == QkNorm::None {
+                            assert!(matches!(parsed, Err(Error::BadConfig { .. })), "{c:?}");
+                            continue;
+                        }
+                        assert_eq!(parsed, Ok(c));
+                        seen += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(seen, 3 * 4 * (3 * 3 - 1));
+    }
+
+    #[test]
+    fn unknown_codes_are_refused_not_misread() {
+        let mut w = gdn().to_words();
+        w[5] = 3 << 2; // decay code 3
+        assert!(matches!(
+            GdnConfig::from_words(&w, None),
+            Err(Error::BadConfig {
+                reason: "unknown gdn decay",
+                ..
+            })
+        ));
+        w[5] = 3 << 8; // qk_norm code 3
+        assert!(GdnConfig::from_words(&w, None).is_err());
+        w[5] = 1 << 10;
+        assert!(GdnConfig::from_words(&w, None).is_err());
+        w[5] = 0;
+        w[4] = 65;
+        assert!(GdnConfig::from_words(&w, None).is_err());
+    }
+
+    #[test]
+    fn retention_decays_are_retnets_exactly() {
+        for j in 0..200 {
+            let want = 1.0 - 2f64.powi(-5 - j as i32);
+            assert_eq!(retention_gamma(j), want as f32, "head {j}");
+        }
+        assert_eq!(retention_gamma(0), 0.96875);
+        assert_eq!(retention_gamma(19), 1.0 - 2f32.powi(-24));
+        assert_eq!(retention_gamma(20), 1.0);
+        assert_eq!(retention_gamma(usize::MAX - 4), 1.0);
+    }
+
+    #[test]
+    fn family_names_follow_the_options() {
+        let none = GdnConfig {
+            decay: GdnDecay::None,
+            ..gdn()
+        };
+        assert_eq!(none.family_name(), "delta_net");
+        let additive = GdnConfig {
+            delta_rule: false,
+            ..none
+        };
+        assert_eq!(additive.family_name(), "linear_attention");
+        let retention = GdnConfig {
+            decay: GdnDecay::Retention,
+            ..additive
+        };
+        assert_eq!(retention.family_name(), "retention");
+        assert_eq!(
+            GdnConfig {
+                qk_norm: QkNorm::Sum,
+                ..gdn()
+            }
+            .family_name(),
+            "gdn_variant"
+        );
     }
 }

@@ -304,3 +304,50 @@ impl Mixer for GsaConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gsa(conv_size: u32) -> GsaConfig {
+        GsaConfig {
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_k_dim: 8,
+            head_v_dim: 6,
+            num_slots: 5,
+            feature_map: FeatureMap::Relu,
+            gate_logit_normalizer: 8.0,
+            conv_size,
+        }
+    }
+
+    #[test]
+    fn short_convolution_round_trips_and_old_records_are_unchanged() {
+        let plain = gsa(0).to_words();
+        assert!(plain[7..].iter().all(|&x| x == 0), "format 1 words");
+        assert_eq!(GsaConfig::from_words(&plain, None), Ok(gsa(0)));
+        let conv = gsa(3).to_words();
+        assert_eq!((conv[7], conv[8]), (1, 3));
+        assert_eq!(GsaConfig::from_words(&conv, None), Ok(gsa(3)));
+        // State: Hkv*M*(K+V) + (H*K + Hkv*(K+V)) * (W-1).
+        assert_eq!(gsa(0).state_len(), 2 * 5 * 14);
+        assert_eq!(gsa(3).state_len(), 2 * 5 * 14 + (32 + 28) * 2);
+    }
+
+    #[test]
+    fn inconsistent_conv_words_are_refused() {
+        for (flags, width) in [(0, 4), (1, 0), (1, 65), (2, 0)] {
+            let mut w = gsa(0).to_words();
+            w[7] = flags;
+            w[8] = width;
+            assert!(
+                matches!(
+                    GsaConfig::from_words(&w, Some(1)),
+                    Err(Error::BadConfig { layer: Some(1), .. })
+                ),
+                "flags {flags} conv {width}"
+            );
+        }
+    }
+}

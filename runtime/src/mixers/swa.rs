@@ -402,3 +402,61 @@ impl Mixer for SwaConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn swa(window: u32, dilation: u32) -> SwaConfig {
+        SwaConfig {
+            num_heads: 2,
+            num_kv_heads: 1,
+            head_dim: 4,
+            window,
+            sinks: 2,
+            rope_theta: 10000.0,
+            use_rope: true,
+            cache_positions: false,
+            sink_logits: false,
+            conv_size: 0,
+            dilation,
+        }
+    }
+
+    #[test]
+    fn dilation_round_trips_and_plain_records_are_unchanged() {
+        assert_eq!(swa(8, 1).to_words()[8], 0, "format 1 word");
+        assert_eq!(
+            SwaConfig::from_words(&swa(8, 1).to_words(), None),
+            Ok(swa(8, 1))
+        );
+        let w = swa(8, 3).to_words();
+        assert_eq!(w[8], 3);
+        assert_eq!(SwaConfig::from_words(&w, None), Ok(swa(8, 3)));
+    }
+
+    #[test]
+    fn a_dilated_window_keeps_its_whole_span() {
+        // W = 4 keys at distances 0, 3, 6, 9: span 10 ring slots + 2 sinks.
+        let c = swa(4, 3);
+        assert_eq!(c.span(), 10);
+        assert_eq!(c.state_len(0), (2 + 10) * 2 * 4);
+        assert_eq!(c.state_len(0), swa(10, 1).state_len(0));
+        assert_eq!(swa(1, 1000).span(), 1);
+    }
+
+    #[test]
+    fn dilation_with_cache_positions_or_an_oversized_span_is_refused() {
+        let mut c = swa(4, 2);
+        c.cache_positions = true;
+        assert!(matches!(
+            SwaConfig::from_words(&c.to_words(), Some(0)),
+            Err(Error::BadConfig { .. })
+        ));
+        let big = swa(1 << 12, 1 << 9);
+        assert!(matches!(
+            SwaConfig::from_words(&big.to_words(), Some(0)),
+            Err(Error::SizeOverflow { .. })
+        ));
+    }
+}

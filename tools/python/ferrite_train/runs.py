@@ -59,6 +59,13 @@ def mqar_runs() -> dict:
     for name in [n for n in out if n.startswith("gsa-")]:
         out[name + "-lr3e-3"] = dict(out[name], lr=3e-3)
     out["gdn-16k-seed2-lr3e-3"] = dict(out["gdn-16k"], lr=3e-3, seed=2)
+    # Issue 14: GSA with fla's short convolution (the usual cure for the ~0.36 plateau above).
+    for m in (8, 16):
+        name = f"gsa-m{m}-conv"
+        config = _model([dict(layer, use_short_conv=True, conv_size=4) for layer in out[f"gsa-m{m}"]["config"]["layers"]],
+                        D_MQAR, 2 * D_MQAR)
+        out[name] = dict(out[f"gsa-m{m}"], family="gsa-conv", config=config)
+        out[name + "-lr3e-3"] = dict(out[name], lr=3e-3)
     return out
 
 
