@@ -149,7 +149,8 @@ fn tiled_images_are_version_3_and_an_older_label_is_refused() {
 fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
     use ferrite_tools::writer::WriteOptions;
     // Each of these fixtures has a layer with an option that format 4 added
-    // (GDN family, GSA short convolution, dilated SWA); the others have none.
+    // (GDN family, GSA short convolution, dilated SWA, the mla kind); the
+    // others have none.
     let new = [
         "gdn_delta_net",
         "gdn_delta_net_noconv_elu",
@@ -157,6 +158,7 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
         "gdn_retention",
         "gsa_short_conv",
         "swa_dilated",
+        "mla_latent_window",
     ];
     for dir in ferrite_tests::fixture_dirs() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();

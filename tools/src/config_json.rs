@@ -8,8 +8,8 @@
 use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, QkActivation,
-    QkNorm, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, MlaConfig,
+    QkActivation, QkNorm, SwaConfig,
 };
 use serde_json::{Map, Value};
 
@@ -361,6 +361,24 @@ fn parse_bla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     }))
 }
 
+fn parse_mla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let head_dim = f.head_dim(hidden, num_heads)?;
+    let rope_dim = f.int("rope_dim", Some(0), 0)?;
+    if rope_dim % 2 != 0 {
+        bail!("{}: rope_dim {rope_dim} must be even for RoPE", f.at);
+    }
+    Ok(LayerConfig::Mla(MlaConfig {
+        num_heads,
+        head_dim,
+        v_head_dim: f.int("v_head_dim", Some(head_dim as u64), 1)?,
+        rope_dim,
+        kv_lora_rank: f.int("kv_lora_rank", None, 1)?,
+        window: f.int("window", None, 1)?,
+        rope_theta: f.positive("rope_theta", 10000.0)? as f32,
+    }))
+}
+
 /// A parsed `config.json`: the model record and one record per layer.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -382,11 +400,12 @@ pub fn parse(value: &Value) -> Result<Config> {
     let mut layers = Vec::with_capacity(raw_layers.len());
     for (i, raw) in raw_layers.iter().enumerate() {
         let mut lf = Fields::new(raw, format!("layers[{i}]"))?;
-        let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla"], None)?;
+        let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla", "mla"], None)?;
         let layer = match kind.as_str() {
             "gdn" => parse_gdn(&mut lf, hidden)?,
             "gsa" => parse_gsa(&mut lf, hidden, None)?,
             "swa" => parse_swa(&mut lf, hidden)?,
+            "mla" => parse_mla(&mut lf, hidden)?,
             _ => parse_bla(&mut lf, hidden)?,
         };
         lf.finish()?;

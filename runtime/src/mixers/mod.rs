@@ -5,11 +5,13 @@ mod bla;
 mod conv;
 mod gdn;
 mod gsa;
+mod mla;
 mod swa;
 
 pub use bla::{BlaConfig, BlaDecay, BlaKernel};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub use gsa::{FeatureMap, GsaConfig};
+pub use mla::MlaConfig;
 pub use swa::SwaConfig;
 
 use crate::config::{LayerConfig, ModelConfig};
@@ -67,6 +69,7 @@ impl LayerConfig {
             LayerConfig::Gsa(c) => c,
             LayerConfig::Swa(c) => c,
             LayerConfig::Bla(c) => c,
+            LayerConfig::Mla(c) => c,
         }
     }
 }
@@ -305,6 +308,15 @@ mod tests {
                 decay: BlaDecay::Gated,
                 gamma: 1.0,
                 conv_size: m,
+            }),
+            LayerConfig::Mla(MlaConfig {
+                num_heads: m,
+                head_dim: m,
+                v_head_dim: m,
+                rope_dim: m,
+                kv_lora_rank: m,
+                window: m,
+                rope_theta: 1.0,
             }),
         ];
         for c in layers {

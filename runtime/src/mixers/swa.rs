@@ -237,14 +237,14 @@ impl SwaConfig {
 }
 
 /// Streaming softmax accumulator over keys (running max, sum and weighted values).
-struct OnlineSoftmax<'o> {
+pub(super) struct OnlineSoftmax<'o> {
     max: f32,
     sum: f32,
     acc: &'o mut [f32],
 }
 
 impl<'o> OnlineSoftmax<'o> {
-    fn new(acc: &'o mut [f32]) -> Self {
+    pub(super) fn new(acc: &'o mut [f32]) -> Self {
         acc.fill(0.0);
         OnlineSoftmax {
             max: f32::NEG_INFINITY,
@@ -254,7 +254,7 @@ impl<'o> OnlineSoftmax<'o> {
     }
 
     /// Adds a logit with its value vector (`None`: a sink logit with no value).
-    fn add(&mut self, logit: f32, value: Option<&[f32]>) {
+    pub(super) fn add(&mut self, logit: f32, value: Option<&[f32]>) {
         if logit > self.max {
             let rescale = crate::math::exp(self.max - logit);
             self.sum *= rescale;
@@ -268,7 +268,7 @@ impl<'o> OnlineSoftmax<'o> {
         }
     }
 
-    fn finish(self) {
+    pub(super) fn finish(self) {
         if self.sum > 0.0 {
             let inv = 1.0 / self.sum;
             self.acc.iter_mut().for_each(|e| *e *= inv);

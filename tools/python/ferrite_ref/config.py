@@ -87,7 +87,20 @@ class BlaConfig:
     conv_size: int
 
 
-MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig]
+@dataclass(frozen=True)
+class MlaConfig:
+    """Latent-compressed (MLA-style) sliding window (docs/spec.md §3.6)."""
+
+    num_heads: int
+    head_dim: int  # d: q/k size without RoPE
+    v_head_dim: int  # dv
+    rope_dim: int  # dr: RoPE part of q and the shared RoPE key (even, 0 = none)
+    kv_lora_rank: int  # R: latent size
+    window: int  # W
+    rope_theta: float
+
+
+MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig]
 
 
 @dataclass(frozen=True)
@@ -294,7 +307,24 @@ def _parse_bla(f: _Fields, hidden: int) -> BlaConfig:
     )
 
 
-_MIXER_PARSERS = {"gdn": _parse_gdn, "gsa": _parse_gsa, "swa": _parse_swa, "bla": _parse_bla}
+def _parse_mla(f: _Fields, hidden: int) -> MlaConfig:
+    num_heads = f.integer("num_heads")
+    head_dim = _head_dim(f, hidden, num_heads)
+    rope_dim = f.integer("rope_dim", 0, minimum=0)
+    if rope_dim % 2 != 0:
+        raise f.error(f"rope_dim {rope_dim} must be even for RoPE")
+    return MlaConfig(
+        num_heads=num_heads,
+        head_dim=head_dim,
+        v_head_dim=f.integer("v_head_dim", head_dim),
+        rope_dim=rope_dim,
+        kv_lora_rank=f.integer("kv_lora_rank"),
+        window=f.integer("window"),
+        rope_theta=f.number("rope_theta", 10000.0),
+    )
+
+
+_MIXER_PARSERS = {"gdn": _parse_gdn, "gsa": _parse_gsa, "swa": _parse_swa, "bla": _parse_bla, "mla": _parse_mla}
 
 
 def _parse_layer(raw: Any, index: int, hidden: int) -> MixerConfig:
