@@ -36,7 +36,15 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ferrite_ref import bla as ref_bla  # noqa: E402
-from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, ModelConfig, SwaConfig, parse_config  # noqa: E402
+from ferrite_ref.config import (  # noqa: E402
+    BlaConfig,
+    GdnConfig,
+    GsaConfig,
+    MlaConfig,
+    ModelConfig,
+    SwaConfig,
+    parse_config,
+)
 
 
 class RMSNorm(nn.Module):
@@ -404,6 +412,44 @@ class BlurryWindowAttention(nn.Module):
 # ---------------------------------------------------------------------------- model
 
 
+# ---------------------------------------------------------------------------- mla
+
+
+class LatentWindowAttention(nn.Module):
+    """MLA-style window (docs/spec.md §3.6), trained in its explicit form: keys
+    [Wuk_h c ; RoPE(kr)] and values Wuv_h c from the latent c, masked window attention."""
+
+    def __init__(self, cfg: MlaConfig, d: int):
+        super().__init__()
+        self.cfg = cfg
+        h, hd, dv, dr, r = cfg.num_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope_dim, cfg.kv_lora_rank
+        self.q_proj = _linear(d, h * (hd + dr))
+        self.kv_a_proj = _linear(d, r + dr)
+        self.kv_b_proj = _linear(r, h * (hd + dv))
+        self.o_proj = _linear(h * dv, d)
+
+    def forward(self, x, pinned: int = 0):
+        cfg = self.cfg
+        b, t, _ = x.shape
+        h, hd, dv, dr, r = cfg.num_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope_dim, cfg.kv_lora_rank
+        q = self.q_proj(x).view(b, t, h, hd + dr).transpose(1, 2)  # [B, H, T, d+dr]
+        a = self.kv_a_proj(x)
+        c, kr = a[..., :r], a[..., r:]
+        kv = self.kv_b_proj(c).view(b, t, h, hd + dv).transpose(1, 2)
+        k_nope, v = kv[..., :hd], kv[..., hd:]
+        q_nope, q_rope = q[..., :hd], q[..., hd:]
+        pos = torch.arange(t, device=x.device)
+        scores = q_nope @ k_nope.transpose(-1, -2)
+        if dr > 0:
+            cos, sin = _rope_tables(pos, dr, cfg.rope_theta, x.dtype, x.device)
+            scores = scores + _rope(q_rope, cos, sin) @ _rope(kr, cos, sin)[:, None].transpose(-1, -2)
+        ti, si = pos[:, None], pos[None, :]
+        visible = (si <= ti) & (si > ti - cfg.window)
+        scores = (scores / math.sqrt(hd + dr)).masked_fill(~visible, float("-inf"))
+        o = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, h * dv)
+        return self.o_proj(o)
+
+
 def build_mixer(layer, d: int, norm_eps: float) -> nn.Module:
     if isinstance(layer, GdnConfig):
         return GatedDeltaNet(layer, d, norm_eps)
@@ -411,6 +457,8 @@ def build_mixer(layer, d: int, norm_eps: float) -> nn.Module:
         return GatedSlotAttention(layer, d)
     if isinstance(layer, SwaConfig):
         return SlidingWindowAttention(layer, d)
+    if isinstance(layer, MlaConfig):
+        return LatentWindowAttention(layer, d)
     return BlurryWindowAttention(layer, d)
 
 

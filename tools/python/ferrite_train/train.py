@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from ferrite_ref import mqar
-from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, SwaConfig
+from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, MlaConfig, SwaConfig
 
 from .export import export_model_dir
 from .model import FerriteLM
@@ -60,6 +60,8 @@ def layer_state_floats(layer) -> int:
         conv = (h * d + 2 * hkv * d) * (layer.conv_size - 1) if layer.use_short_conv else 0
         span = (layer.window - 1) * layer.dilation + 1
         return (layer.sinks + span) * hkv * 2 * d + conv
+    if isinstance(layer, MlaConfig):
+        return layer.window * (layer.kv_lora_rank + layer.rope_dim)
     assert isinstance(layer, BlaConfig)
     h, k, n = layer.num_heads, layer.head_dim, layer.slots
     conv = 3 * h * k * (layer.conv_size - 1) if layer.use_short_conv else 0
