@@ -29,7 +29,11 @@ TOLERANCE = 1e-4
 def _random_layer(rng: random.Random, hidden: int) -> dict:
     """One mixer with randomly drawn options (all valid per docs/spec.md)."""
     heads = rng.choice([1, 2, 4])
-    kind = rng.choice(["gdn", "gsa", "swa", "bla"])
+    kind = rng.choice(["gdn", "gsa", "swa", "bla", "mla"])
+    if kind == "mla":
+        return {"mixer": "mla", "num_heads": heads, "head_dim": rng.choice([4, 8]), "v_head_dim": rng.choice([4, 6]),
+                "rope_dim": rng.choice([0, 2, 4]), "kv_lora_rank": rng.choice([1, 5, 12]),
+                "window": rng.choice([1, 3, 16]), "rope_theta": rng.choice([100.0, 10000.0])}
     if kind == "gdn":
         layer = {"mixer": "gdn", "num_heads": heads, "head_dim": rng.choice([4, 8]),
                  "num_v_heads": heads * rng.choice([1, 2]), "expand_v": rng.choice([1.0, 2.0]),
