@@ -150,10 +150,10 @@ FIXTURES = [
      model([swa(window=4, dilation=3, sinks=2), swa(window=3, dilation=2, sink_logits=True, use_short_conv=True)]),
      "swa dilated: window 4 x dilation 3 (span 10) with 2 sinks; window 3 x dilation 2, sink logits, short conv"),
     ("mla_latent_window", 127, 0,
-     model([{"mixer": "mla", "num_heads": 4, "head_dim": 8, "v_head_dim": 6, "rope_dim": 4, "kv_lora_rank": 10,
+     model([{"mixer": "mla", "num_heads": 4, "head_dim": 8, "v_head_dim": 4, "rope_dim": 4, "kv_lora_rank": 10,
              "window": 12},
             {"mixer": "mla", "num_heads": 2, "kv_lora_rank": 8, "window": 5, "rope_theta": 100.0}]),
-     "mla: latent 10 + RoPE key 4 per slot, 4 heads (d 8, dv 6), window 12; then no RoPE part, window 5"),
+     "mla: latent 10 + RoPE key 4 per slot, 4 heads (d 8, dv 4), window 12; then no RoPE part, window 5"),
 ]
 
 
