@@ -244,6 +244,10 @@ impl LayerConfig {
                 Ok(c) => Ok(LayerConfig::Bla(c)),
                 Err(e) => Err(e),
             },
+            kind::MLA if cfg!(not(feature = "mla")) => Err(Error::BadConfig {
+                layer: l,
+                reason: crate::mixers::MLA_NOT_BUILT,
+            }),
             kind::MLA => match MlaConfig::from_words(&w, l) {
                 Ok(c) => Ok(LayerConfig::Mla(c)),
                 Err(e) => Err(e),

@@ -12,6 +12,10 @@
 //! State layout: `[W][R + dr]` (slot `t mod W`: the latent, then the
 //! RoPE-rotated shared key).
 
+// Without the `mla` feature only the record (parse, sizes, tensor list)
+// remains; the step's helpers are then unused.
+#![cfg_attr(not(feature = "mla"), allow(dead_code, unused_imports))]
+
 use super::swa::OnlineSoftmax;
 use super::{product, push, rope, sum, width, Mixer, Specs, StepCtx};
 use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
@@ -42,6 +46,10 @@ pub struct MlaConfig {
     /// RoPE base.
     pub rope_theta: f32,
 }
+
+/// The refusal of `mla` layers by a runtime built without the `mla` feature.
+pub(crate) const NOT_BUILT: &str =
+    "mla layers need the runtime's `mla` feature (on by default; firmware turns it on when its image has one)";
 
 impl MlaConfig {
     /// Parses and validates a layer record.
@@ -184,6 +192,44 @@ impl Mixer for MlaConfig {
     }
 
     fn step(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_, '_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.run(ctx, w, state, scratch, act, x, out)
+    }
+}
+
+impl MlaConfig {
+    /// [`Mixer::step`] without the `mla` feature: never reached, because
+    /// [`crate::LayerConfig::parse`] refuses `mla` layers then.
+    #[cfg(not(feature = "mla"))]
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        _: &StepCtx,
+        _: &LayerWeights<'_, '_>,
+        _: &mut [f32],
+        _: &mut [f32],
+        _: &mut ActBuf<'_>,
+        _: &[f32],
+        _: &mut [f32],
+    ) -> Result<()> {
+        Err(Error::BadConfig {
+            layer: None,
+            reason: NOT_BUILT,
+        })
+    }
+
+    /// One token (docs/spec.md §3.6).
+    #[cfg(feature = "mla")]
+    #[allow(clippy::too_many_arguments)]
+    fn run(
         &self,
         ctx: &StepCtx,
         w: &LayerWeights<'_, '_>,

@@ -13,6 +13,7 @@ pub use bla::{BlaConfig, BlaDecay, BlaKernel};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub use gsa::{FeatureMap, GsaConfig};
 pub use mla::MlaConfig;
+pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;
 
 use crate::config::{LayerConfig, ModelConfig};
