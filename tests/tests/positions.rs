@@ -25,7 +25,7 @@ const STARTS: [u64; 8] = [
 
 /// `max |a - b| / max |a|` allowed between a stream at 0 and one started
 /// elsewhere (measured: at most 1e-6). Only the f32 rounding of the RoPE
-/// angles differs (below 2e-7 rad each, docs/spec.md); models without RoPE
+/// tables differs (within 1.5e-7 each, docs/spec.md); models without RoPE
 /// agree bit for bit.
 const TOLERANCE: f32 = 1e-5;
 
