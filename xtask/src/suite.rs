@@ -59,6 +59,19 @@ const LONG_N: usize = 10_000;
 const SHORT_N: usize = 100;
 /// Boards that run a model with a byte-level BPE tokenizer.
 const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
+/// The fixtures of the mixer options added with image format 4 (the GDN
+/// family, GSA short convolution, dilated SWA, `mla`), run on these boards
+/// at int8: host and board must agree bit for bit.
+const FORMAT4_FIXTURES: &[&str] = &[
+    "gdn_delta_net",
+    "gdn_delta_net_noconv_elu",
+    "gdn_linear_attention",
+    "gdn_retention",
+    "gsa_short_conv",
+    "swa_dilated",
+    "mla_latent_window",
+];
+const FORMAT4_BOARDS: &[&str] = &["m4f"];
 /// Boards that run the OTA example.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
@@ -201,6 +214,13 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
                 },
             );
         }
+    }
+    for name in FORMAT4_BOARDS {
+        let board = boards::named(name)?;
+        s.check(
+            &format!("{name}: the format-4 mixer options generate like the host (int8)"),
+            |_| format4_matches_host(board),
+        );
     }
     for name in BPE_BOARDS {
         let board = boards::named(name)?;
@@ -529,6 +549,20 @@ fn board_matches_host_as(
         "{note}; math {}; {}",
         opts.math(board).name(),
         report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+/// Every format-4 fixture at int8 on `board`: the host's tokens and final
+/// logits, bit for bit.
+fn format4_matches_host(board: &'static Board) -> Result<String> {
+    for fixture in FORMAT4_FIXTURES {
+        let image = host::fixture_image(fixture, "int8")?;
+        let (_, report) = run_generate(board, &image, 16)?;
+        compare_with_host(&image, &report).with_context(|| format!("fixture {fixture}"))?;
+    }
+    Ok(format!(
+        "{} fixtures, 16 tokens each, logits bit-identical",
+        FORMAT4_FIXTURES.len()
     ))
 }
 
