@@ -1,5 +1,5 @@
 //! What ferrite's host side (`ferrite-tools`, `cargo xtask`) and its firmware
-//! (`boards/`) must agree on, defined once: the board table, the exit
+//! (`boards/`, `chips/`) must agree on, defined once: the board table, the chip table, the exit
 //! statuses, the FNV-1a checksum, the MQAR generator, the bits-per-byte sum
 //! and the report lines. `no_std`, no allocation.
 #![no_std]
@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod board;
+pub mod chip;
 pub mod fnv;
 pub mod mqar;
 pub mod nll;
@@ -14,4 +15,5 @@ pub mod report;
 pub mod status;
 
 pub use board::{Board, BOARDS};
+pub use chip::{Chip, CHIPS};
 pub use fnv::{fnv1a, Fnv1a};
