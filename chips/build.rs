@@ -29,7 +29,10 @@ fn main() {
     let names = || ferrite_common::chip::names().collect::<Vec<_>>().join(", ");
     let chip = match chips.as_slice() {
         [c] => *c,
-        [] => panic!("enable one chip feature ({}); `cargo xtask chip` does", names()),
+        [] => panic!(
+            "enable one chip feature ({}); `cargo xtask chip` does",
+            names()
+        ),
         _ => panic!("enable only one chip feature"),
     };
 
@@ -70,6 +73,8 @@ fn main() {
     let config = format!(
         "/// Chip name (the chip table's), as printed on the `run:` line.\n\
          pub const CHIP: &str = {name:?};\n\
+         /// The tile kernels the chip table says its core gets.\n\
+         pub const EXPECTED_KERNELS: &str = {kernels:?};\n\
          /// Core clock the firmware sets up, Hz.\n\
          pub const CLOCK_HZ: u32 = {clock};\n\
          /// Prompt bytes (FERRITE_PROMPT).\n\
@@ -79,6 +84,7 @@ fn main() {
          /// The sampler (FERRITE_TEMPERATURE, _TOP_K, _TOP_P, _SEED).\n\
          pub const SAMPLER: ferrite::SamplerConfig = ferrite::SamplerConfig {{ temperature: {temperature:?}, top_k: {top_k}, top_p: {top_p:?}, seed: {seed} }};\n",
         name = chip.name,
+        kernels = chip.kernels,
         clock = chip.clock_hz,
         prompt = prompt.as_bytes(),
     );

@@ -30,14 +30,37 @@ pub static IMAGE: Aligned<[u8; IMAGE_BYTES.len()]> =
 /// firmware's session buffer is exactly this long.
 pub const SESSION_LEN: usize = match ferrite::session_len(IMAGE_BYTES, 0) {
     Ok(n) => n,
-    Err(_) => panic!(
-        "FERRITE_IMAGE is missing or not a ferrite image (build through `cargo xtask chip`)"
-    ),
+    Err(_) => {
+        panic!("FERRITE_IMAGE is missing or not a ferrite image (build through `cargo xtask chip`)")
+    }
 };
 
 /// The tile-kernel module this build runs (`dsp`, `rv32`, ...), picked by
 /// runtime/build.rs from the target and `-C target-cpu`.
 pub const KERNELS: &str = ferrite::kernels::arch::NAME;
+
+/// Whether two strings are equal, in a const context.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+// The kernels runtime/build.rs picked for this target and `-C target-cpu`
+// are the ones the chip table (and docs/chips.md) promise, or the build fails.
+const _: () = assert!(
+    same(KERNELS, config::EXPECTED_KERNELS),
+    "the runtime picked other tile kernels than the chip table's `kernels` for this chip"
+);
 
 /// Ids shown on the `tokens:` line (longer runs end it with `,...`).
 pub const TOKEN_LOG: usize = 256;
@@ -102,7 +125,8 @@ pub fn generate<P: Platform>(
         tick(p);
     }
     let n = config::N;
-    let (mut token, mut ids_fnv, mut logits_fnv, mut sum) = (last, Fnv1a::new(), Fnv1a::new(), 0f32);
+    let (mut token, mut ids_fnv, mut logits_fnv, mut sum) =
+        (last, Fnv1a::new(), Fnv1a::new(), 0f32);
     for i in 0..n {
         let logits = session.feed(token)?;
         if i + 1 == n {

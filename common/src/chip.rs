@@ -105,6 +105,29 @@ pub const CHIPS: &[Chip] = &[
         model: ("models/lm/small", "int8"),
         clock_hz: 100_000_000,
     },
+    Chip {
+        name: "esp32c3",
+        board: "ESP32-C3-DevKitM-1 / ESP32-C3 SuperMini",
+        mcu: "ESP32-C3",
+        core: "RV32IMC (no F, no P)",
+        target: "riscv32imc-unknown-none-elf",
+        cpu: None,
+        package: "chips/esp32c3",
+        hal: "esp-hal 1.2, esp-bootloader-esp-idf 0.6, esp-println 0.18",
+        console: "esp-println (USB-serial-JTAG or UART0; espflash monitor)",
+        memory: None,
+        // The factory app partition of ESP-IDF's single-app partition
+        // table (1 MB), not the module's whole 4 MB: a larger partition
+        // table allows more.
+        flash: 1 << 20,
+        // esp-hal's DRAM region (313 KB of SRAM after the ROM's and the
+        // 16 KB instruction cache's share), which code in IRAM shares.
+        ram: 313 << 10,
+        kernels: "rv32",
+        flash_cmd: "espflash flash --chip esp32c3 --monitor {elf}",
+        model: ("models/lm/small", "int8"),
+        clock_hz: 160_000_000,
+    },
 ];
 
 impl Chip {
