@@ -219,6 +219,43 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
     })
 }
 
+/// `cargo clippy -D warnings` on every chip's firmware, built as xtask
+/// builds it (its feature, target, `-C target-cpu`, fast math, an image).
+pub fn clippy() -> Result<bool> {
+    let mut ok = true;
+    for chip in CHIPS {
+        let image = image_of(&cli::ImageOpts::default(), chip)?;
+        let mut features = vec!["fast-math"];
+        if chip.package == "chips" {
+            features.push(chip.name);
+        }
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(root_dir().join(chip.package))
+            .args([
+                "clippy",
+                "--quiet",
+                "--release",
+                "--bins",
+                "--target",
+                chip.target,
+            ])
+            .args(["--features", &features.join(",")])
+            .args(["--", "-D", "warnings"])
+            .env(
+                "CARGO_ENCODED_RUSTFLAGS",
+                chip.cpu
+                    .map(|cpu| format!("-C\x1ftarget-cpu={cpu}"))
+                    .unwrap_or_default(),
+            )
+            .env("FERRITE_IMAGE", &image)
+            .env("DEFMT_LOG", "info")
+            .status()
+            .with_context(|| format!("running cargo clippy for chip {}", chip.name))?;
+        ok &= status.success();
+    }
+    Ok(ok)
+}
+
 /// `part of whole` as a percentage with one decimal.
 fn pct(part: u64, whole: u64) -> String {
     format!("{:.1}%", 100.0 * part as f64 / whole.max(1) as f64)
