@@ -287,7 +287,7 @@ mod tests {
         boards.dedup();
         assert_eq!(
             pinned, boards,
-            "rust-toolchain.toml targets vs the board and chip tables (common/src/{board,chip}.rs)"
+            "rust-toolchain.toml targets vs the board and chip tables (common/src/board.rs, common/src/chip.rs)"
         );
     }
 
