@@ -36,14 +36,18 @@ fn main() {
         _ => panic!("enable only one chip feature"),
     };
 
-    // Linker scripts for the Arm chips: memory.x + cortex-m-rt's link.x +
-    // defmt's. (A chip whose HAL brings its own scripts links them from its
+    // Linker scripts for the chips with a map here: memory.x +
+    // cortex-m-rt's / riscv-rt's link.x + defmt's. (A chip whose HAL brings its own scripts links them from its
     // own package's build script.)
     if let Some(memory) = chip.memory {
         let mem = manifest.join("memory").join(memory);
         fs::copy(&mem, out.join("memory.x")).unwrap();
         println!("cargo:rerun-if-changed={}", mem.display());
         println!("cargo:rustc-link-search={}", out.display());
+        // riscv-rt's link.x wants the map (with its REGION_ALIAS lines) first.
+        if env::var("CARGO_CFG_TARGET_ARCH").unwrap() == "riscv32" {
+            println!("cargo:rustc-link-arg=-Tmemory.x");
+        }
         println!("cargo:rustc-link-arg=-Tlink.x");
         println!("cargo:rustc-link-arg=-Tdefmt.x");
     }

@@ -7,16 +7,23 @@
 #![no_main]
 
 #[cfg_attr(feature = "rp2350", path = "../chip/rp2350.rs")]
+#[cfg_attr(feature = "rp2350-riscv", path = "../chip/rp2350_riscv.rs")]
 #[cfg_attr(feature = "nrf52840", path = "../chip/nrf52840.rs")]
 #[cfg_attr(feature = "stm32f411", path = "../chip/stm32f411.rs")]
 mod chip;
 
 use ferrite_chips::{Platform, SESSION_LEN, TOKEN_LOG};
 
+#[cfg(feature = "rp2350-riscv")]
+use chip::idle;
+/// Sleeps forever after the run (or a panic).
+#[cfg(feature = "arm")]
+use ferrite_chips::arm::idle;
+
 static mut SESSION_BUF: [f32; SESSION_LEN] = [0.0; SESSION_LEN];
 static mut TOKENS: [u32; TOKEN_LOG] = [0; TOKEN_LOG];
 
-#[cfg_attr(feature = "rp2350", rp235x_hal::entry)]
+#[cfg_attr(any(feature = "rp2350", feature = "rp2350-riscv"), rp235x_hal::entry)]
 #[cfg_attr(any(feature = "nrf52840", feature = "stm32f411"), cortex_m_rt::entry)]
 fn main() -> ! {
     let mut p = chip::init();
@@ -30,11 +37,11 @@ fn main() -> ! {
     if let Err(e) = ferrite_chips::generate(&mut p, buf, log) {
         p.line(format_args!("error: {e}"));
     }
-    ferrite_chips::arm::idle()
+    idle()
 }
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
     ferrite_chips::rtt::panic(info);
-    ferrite_chips::arm::idle()
+    idle()
 }
