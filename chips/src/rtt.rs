@@ -1,7 +1,7 @@
 //! Text over defmt-RTT (what `probe-rs run` shows): model output is
 //! gathered into lines, each sent as one defmt frame once it ends (or the
-//! buffer fills), cut only at UTF-8 character boundaries; other lines are
-//! frames of their own.
+//! 96-byte buffer fills), cut only at UTF-8 character boundaries; other
+//! lines are frames of their own.
 
 use core::fmt;
 
@@ -28,25 +28,40 @@ impl Rtt {
         }
     }
 
-    /// Streams model text (see the module docs).
+    /// Streams model text (see the module docs). Control bytes (but tab)
+    /// are written as `\xNN`, as the QEMU boards show them, so that a random
+    /// model cannot drive the terminal.
     pub fn text(&mut self, bytes: &[u8]) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         for &b in bytes {
             if b == b'\n' {
                 self.flush(self.len);
                 continue;
             }
-            if self.len == self.buf.len() {
-                // Cut at the last complete character; keep its tail.
-                let cut = match core::str::from_utf8(&self.buf) {
-                    Ok(_) => self.buf.len(),
-                    Err(e) if e.valid_up_to() > 0 => e.valid_up_to(),
-                    Err(_) => self.buf.len(),
-                };
-                self.flush(cut);
+            if (b < 0x20 && b != b'\t') || b == 0x7f {
+                self.push(b'\\');
+                self.push(b'x');
+                self.push(HEX[usize::from(b >> 4)]);
+                self.push(HEX[usize::from(b & 15)]);
+            } else {
+                self.push(b);
             }
-            self.buf[self.len] = b;
-            self.len += 1;
         }
+    }
+
+    /// Appends one byte, first sending what is buffered when it is full.
+    fn push(&mut self, b: u8) {
+        if self.len == self.buf.len() {
+            // Cut at the last complete character; keep its tail.
+            let cut = match core::str::from_utf8(&self.buf) {
+                Ok(_) => self.buf.len(),
+                Err(e) if e.valid_up_to() > 0 => e.valid_up_to(),
+                Err(_) => self.buf.len(),
+            };
+            self.flush(cut);
+        }
+        self.buf[self.len] = b;
+        self.len += 1;
     }
 
     /// Sends the first `n` buffered bytes as a frame and keeps the rest.
