@@ -2,7 +2,8 @@
 //!
 //! - the chip: the one chip feature enabled (`rp2350`, `nrf52840`, ...; a
 //!   name of the chip table, `ferrite_common::chip`), which picks the memory
-//!   map `memory/<chip>.x` and the linker scripts;
+//!   map `memory/<chip>.x` and the linker scripts (or `host` alone: the
+//!   library's tests on the host);
 //! - `FERRITE_IMAGE`: the `.fer` image to embed in flash (copied to
 //!   `$OUT_DIR/model.fer`);
 //! - `FERRITE_PROMPT` (default `Once upon a time`), `FERRITE_N` (32), and
@@ -27,8 +28,11 @@ fn main() {
         })
         .collect();
     let names = || ferrite_common::chip::names().collect::<Vec<_>>().join(", ");
+    let host = env::var_os("CARGO_FEATURE_HOST").is_some();
     let chip = match chips.as_slice() {
-        [c] => *c,
+        [c] => Some(*c),
+        // The library's own tests, on the host: no chip.
+        [] if host => None,
         [] => panic!(
             "enable one chip feature ({}); `cargo xtask chip` does",
             names()
@@ -37,9 +41,9 @@ fn main() {
     };
 
     // Linker scripts for the chips with a map here: memory.x +
-    // cortex-m-rt's / riscv-rt's link.x + defmt's. (A chip whose HAL brings its own scripts links them from its
-    // own package's build script.)
-    if let Some(memory) = chip.memory {
+    // cortex-m-rt's / riscv-rt's link.x + defmt's. (A chip whose HAL brings
+    // its own scripts links them from its own package's build script.)
+    if let Some(memory) = chip.and_then(|c| c.memory) {
         let mem = manifest.join("memory").join(memory);
         fs::copy(&mem, out.join("memory.x")).unwrap();
         println!("cargo:rerun-if-changed={}", mem.display());
@@ -87,9 +91,10 @@ fn main() {
          pub const N: usize = {n};\n\
          /// The sampler (FERRITE_TEMPERATURE, _TOP_K, _TOP_P, _SEED).\n\
          pub const SAMPLER: ferrite::SamplerConfig = ferrite::SamplerConfig {{ temperature: {temperature:?}, top_k: {top_k}, top_p: {top_p:?}, seed: {seed} }};\n",
-        name = chip.name,
-        kernels = chip.kernels,
-        clock = chip.clock_hz,
+        // The host: the portable kernels, a 1 MHz counter.
+        name = chip.map_or("host", |c| c.name),
+        kernels = chip.map_or("portable", |c| c.kernels),
+        clock = chip.map_or(1_000_000, |c| c.clock_hz),
         prompt = prompt.as_bytes(),
     );
     fs::write(out.join("build_config.rs"), config).unwrap();

@@ -4,7 +4,7 @@
 //! ids, a checksum of the last logits and a `run:` line). Each chip brings a
 //! [`Platform`]: its console (defmt over RTT, or esp-println) and a cycle or
 //! microsecond counter. No semihosting: nothing here needs a debugger to run.
-#![no_std]
+#![cfg_attr(not(test), no_std)]
 
 use core::fmt;
 
@@ -173,3 +173,93 @@ pub fn generate<P: Platform>(
 
 #[cfg(feature = "arm")]
 pub mod arm;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_common::report::{parse_tokens, Checksum, TokensHash};
+
+    /// Records what the firmware prints; the counter steps 1,000 per read.
+    #[derive(Default)]
+    struct Host {
+        text: Vec<u8>,
+        lines: Vec<String>,
+        now: u32,
+    }
+
+    impl Platform for Host {
+        const TICK_HZ: u32 = 1_000_000;
+        fn text(&mut self, bytes: &[u8]) {
+            self.text.extend_from_slice(bytes);
+        }
+        fn line(&mut self, args: fmt::Arguments<'_>) {
+            self.lines.push(args.to_string());
+        }
+        fn ticks(&mut self) -> u32 {
+            // Starts near the wrap, so the sum has to handle one.
+            self.now = self.now.wrapping_add(1000);
+            self.now.wrapping_sub(2500)
+        }
+    }
+
+    /// The line starting with `prefix`, without it.
+    fn line<'a>(h: &'a Host, prefix: &str) -> &'a str {
+        h.lines
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line in {:?}", h.lines))
+    }
+
+    /// The chips' loop generates what the runtime's own
+    /// `Session::generate` does with the same prompt, N and sampler, streams
+    /// the prompt and each token's text, and prints report lines the host
+    /// parsers read back (ids, their FNV-1a, time per token).
+    #[test]
+    fn generates_what_the_runtime_generates_and_reports_it() {
+        let mut h = Host::default();
+        let mut buf = vec![0f32; SESSION_LEN];
+        let mut log = [0u32; TOKEN_LOG];
+        let out = generate(&mut h, &mut buf, &mut log).unwrap();
+
+        let model = ferrite::Model::load(&IMAGE.0).unwrap();
+        let tokenizer = model.tokenizer();
+        let mut ids = vec![0u32; config::PROMPT.len()];
+        let k = tokenizer.encode(config::PROMPT, &mut ids).unwrap();
+        let mut buf2 = vec![0f32; SESSION_LEN];
+        let mut session = Session::new(model, &mut buf2).unwrap();
+        let mut sampler = ferrite::Sampler::new(config::SAMPLER).unwrap();
+        let mut want = Vec::new();
+        session
+            .generate(&ids[..k], config::N, &mut sampler, |t| {
+                want.push(t);
+                true
+            })
+            .unwrap();
+
+        let mut got = Vec::new();
+        let truncated = parse_tokens(line(&h, "tokens: "), |id| got.push(id)).unwrap();
+        assert_eq!(truncated, config::N > TOKEN_LOG);
+        assert_eq!(got, want[..config::N.min(TOKEN_LOG)]);
+        let hash = TokensHash::parse(line(&h, "tokens_hash: ")).unwrap();
+        assert_eq!(hash.fnv, ferrite_common::fnv1a(want.iter().copied()));
+        assert!(Checksum::parse(line(&h, "checksum: ")).is_some());
+
+        let mut text = config::PROMPT.to_vec();
+        for &t in &want {
+            text.extend_from_slice(tokenizer.decode(t));
+        }
+        text.push(b'\n');
+        assert_eq!(h.text, text);
+
+        assert_eq!(out.prompt_tokens, k);
+        assert_eq!(out.fed, k - 1 + config::N);
+        // One read before the loop and one per token fed, 1,000 ticks apart.
+        assert_eq!(out.ticks, 1000 * out.fed as u64);
+        let run = line(&h, "run: ");
+        assert!(run.contains("chip=host kernels=portable"), "{run}");
+        assert!(
+            run.contains(" us_per_token=1000 tokens_per_s=1000.00 "),
+            "{run}"
+        );
+    }
+}

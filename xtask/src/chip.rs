@@ -253,7 +253,33 @@ pub fn clippy() -> Result<bool> {
             .with_context(|| format!("running cargo clippy for chip {}", chip.name))?;
         ok &= status.success();
     }
-    Ok(ok)
+    // The library with its tests, on the host.
+    let image = image_of(&cli::ImageOpts::default(), &CHIPS[0])?;
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root_dir().join("chips"))
+        .args(["clippy", "--quiet", "--release", "--lib", "--tests"])
+        .args(["--features", "host,fast-math", "--", "-D", "warnings"])
+        .env("FERRITE_IMAGE", &image)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .context("running cargo clippy for the chips library")?;
+    Ok(ok & status.success())
+}
+
+/// The chips' library tests on the host (`chips/src/lib.rs`: the
+/// generation loop against the runtime's `Session::generate`, and its
+/// report lines), with the default chip model embedded.
+pub fn host_test() -> Result<bool> {
+    let image = image_of(&cli::ImageOpts::default(), &CHIPS[0])?;
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root_dir().join("chips"))
+        .args(["test", "--quiet", "--release", "--lib"])
+        .args(["--features", "host,fast-math"])
+        .env("FERRITE_IMAGE", &image)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .context("running cargo test in chips/")?;
+    Ok(status.success())
 }
 
 /// `part of whole` as a percentage with one decimal.
@@ -320,11 +346,16 @@ pub fn run(opts: &cli::BoardOpts) -> Result<ExitCode> {
 /// Every chip (or those whose name contains `only`) built with its default
 /// model; one `stats:` line each. The check of `cargo xtask test`: each
 /// builds, its kernels are the table's (a compile-time assertion in the
-/// firmware) and it fits its budget. `record` rewrites docs/chips.md's
+/// firmware) and it fits its budget; without `only`, the library's tests run
+/// on the host first ([`host_test`]). `record` rewrites docs/chips.md's
 /// measured table.
 pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
     let mut rows = Vec::new();
     let mut ok = true;
+    if only.is_none() && !host_test()? {
+        println!("FAIL the chips library's host tests (cargo test --features host in chips/)");
+        ok = false;
+    }
     for chip in CHIPS
         .iter()
         .filter(|c| only.is_none_or(|o| c.name.contains(o)))

@@ -413,7 +413,7 @@ fn steps() -> Vec<Step> {
             run: Box::new(crate::chip::clippy),
         },
         Step {
-            name: "chips: every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)",
+            name: "chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)",
             run: Box::new(|| crate::chip::all(None, false)),
         },
         Step {
