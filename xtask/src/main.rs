@@ -8,6 +8,8 @@
 //! cargo xtask test-boards [--overwrite] [--only T]  # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
 //! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
+//! cargo xtask chip <name> [--image F|DIR] [--prompt P] [-n N]  # a real chip's firmware, sized
+//! cargo xtask chips [<name>] [--record]             # every real chip built and size-checked
 //! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
 //! ```
 //! Boards: the table of `ferrite_common::board` (m4f is the demo's). See boards/README.md.

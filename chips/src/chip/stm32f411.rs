@@ -11,12 +11,15 @@ pub fn init() -> ferrite_chips::arm::Arm {
     let (rcc, flash, pwr) = (&p.RCC, &p.FLASH, &p.PWR);
     // Scale 1: up to 100 MHz.
     rcc.apb1enr().modify(|_, w| w.pwren().set_bit());
+    // Read back: the PWR clock is on before its register is written.
+    let _ = rcc.apb1enr().read();
     pwr.cr().modify(|_, w| unsafe { w.vos().bits(0b11) });
-    // HSI / 16 = 1 MHz, x200 = 200 MHz VCO, / 2 = 100 MHz (/ 4 = 50 MHz for Q).
+    // HSI / 8 = 2 MHz (the VCO input ST recommends), x100 = 200 MHz VCO,
+    // / 2 = 100 MHz (/ 4 = 50 MHz for Q, unused).
     rcc.pllcfgr().write(|w| unsafe {
         w.pllsrc().hsi();
-        w.pllm().bits(16);
-        w.plln().bits(200);
+        w.pllm().bits(8);
+        w.plln().bits(100);
         w.pllp().div2();
         w.pllq().bits(4)
     });
