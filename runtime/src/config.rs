@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::image::read_u32;
-use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, SwaConfig};
+use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, MlaConfig, SwaConfig};
 
 /// Words in the model record.
 pub const MODEL_RECORD_WORDS: usize = 8;
@@ -74,6 +74,8 @@ pub enum LayerConfig {
     Swa(SwaConfig),
     /// Blurry Window Attention.
     Bla(BlaConfig),
+    /// Latent-compressed (MLA-style) sliding window (format 4).
+    Mla(MlaConfig),
 }
 
 /// Layer kind codes (word 0 of a layer record).
@@ -86,6 +88,8 @@ pub mod kind {
     pub const SWA: u32 = 3;
     /// Blurry Window Attention.
     pub const BLA: u32 = 4;
+    /// Latent-compressed (MLA-style) sliding window (format 4).
+    pub const MLA: u32 = 5;
 }
 
 /// Returns `Err` from a const fn when `cond` is false.
@@ -240,6 +244,14 @@ impl LayerConfig {
                 Ok(c) => Ok(LayerConfig::Bla(c)),
                 Err(e) => Err(e),
             },
+            kind::MLA if cfg!(not(feature = "mla")) => Err(Error::BadConfig {
+                layer: l,
+                reason: crate::mixers::MLA_NOT_BUILT,
+            }),
+            kind::MLA => match MlaConfig::from_words(&w, l) {
+                Ok(c) => Ok(LayerConfig::Mla(c)),
+                Err(e) => Err(e),
+            },
             _ => Err(Error::BadConfig {
                 layer: l,
                 reason: "unknown mixer kind",
@@ -254,6 +266,7 @@ impl LayerConfig {
             LayerConfig::Gsa(c) => (kind::GSA, c.to_words()),
             LayerConfig::Swa(c) => (kind::SWA, c.to_words()),
             LayerConfig::Bla(c) => (kind::BLA, c.to_words()),
+            LayerConfig::Mla(c) => (kind::MLA, c.to_words()),
         };
         let mut out = [0u32; LAYER_RECORD_WORDS];
         out[0] = kind;
@@ -261,13 +274,34 @@ impl LayerConfig {
         out
     }
 
-    /// Short name of the mixer kind (`gdn`, `gsa`, `swa`, `bla`).
+    /// Short name of the mixer kind (`gdn`, `gsa`, `swa`, `bla`, `mla`).
     pub const fn kind_name(&self) -> &'static str {
         match self {
             LayerConfig::Gdn(_) => "gdn",
             LayerConfig::Gsa(_) => "gsa",
             LayerConfig::Swa(_) => "swa",
             LayerConfig::Bla(_) => "bla",
+            LayerConfig::Mla(_) => "mla",
+        }
+    }
+
+    /// The oldest image format version whose layer record can hold this
+    /// configuration: [`crate::image::MIXER_OPTIONS_FORMAT_VERSION`] for the
+    /// GDN family members other than Gated DeltaNet, GSA with a short
+    /// convolution, dilated SWA and `mla`; [`crate::image::MIN_FORMAT_VERSION`]
+    /// otherwise.
+    pub const fn min_format_version(&self) -> u32 {
+        let new = match self {
+            LayerConfig::Gdn(c) => !c.is_gated_deltanet() || c.conv_size == 0,
+            LayerConfig::Gsa(c) => c.conv_size > 0,
+            LayerConfig::Swa(c) => c.dilation > 1,
+            LayerConfig::Bla(_) => false,
+            LayerConfig::Mla(_) => true,
+        };
+        if new {
+            crate::image::MIXER_OPTIONS_FORMAT_VERSION
+        } else {
+            crate::image::MIN_FORMAT_VERSION
         }
     }
 
@@ -279,6 +313,7 @@ impl LayerConfig {
             LayerConfig::Gsa(c) => c.state_len(),
             LayerConfig::Swa(c) => c.state_len(pinned_max),
             LayerConfig::Bla(c) => c.state_len(),
+            LayerConfig::Mla(c) => c.state_len(),
         }
     }
 
@@ -290,6 +325,7 @@ impl LayerConfig {
             LayerConfig::Gsa(c) => c.num_heads as u64 * c.head_v_dim as u64,
             LayerConfig::Swa(c) => c.num_heads as u64 * c.head_dim as u64,
             LayerConfig::Bla(c) => c.num_heads as u64 * c.head_v_dim as u64,
+            LayerConfig::Mla(c) => c.num_heads as u64 * c.v_head_dim as u64,
         }
     }
 
@@ -300,6 +336,7 @@ impl LayerConfig {
             LayerConfig::Gsa(c) => c.scratch_len(),
             LayerConfig::Swa(c) => c.scratch_len(),
             LayerConfig::Bla(c) => c.scratch_len(),
+            LayerConfig::Mla(c) => c.scratch_len(),
         }
     }
 }

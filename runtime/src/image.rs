@@ -26,11 +26,16 @@ use crate::error::{Error, Result};
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
 /// Newest format version this runtime reads and the tools write.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Version that first stores weights in [`Layout::Tiled`].
 pub const TILED_FORMAT_VERSION: u32 = 3;
+/// Version that first carries the mixer options of the GDN family (DeltaNet,
+/// linear attention, retention), GSA's short convolution, SWA's dilation and
+/// the latent-compressed window `mla` (layer-record words, flag bits and a
+/// mixer kind that version 3 readers refuse).
+pub const MIXER_OPTIONS_FORMAT_VERSION: u32 = 4;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.
@@ -348,6 +353,8 @@ roles! {
     GNorm = 34, "attn.g_norm.weight", "GSA output norm `[H*V]`.";
     Sinks = 35, "attn.sinks", "SWA learned sink logits `[H]`.";
     BlaPhi = 36, "attn.phi", "BLA write-weight table `[P, N]`, computed by the tools.";
+    KvAProj = 37, "attn.kv_a_proj.weight", "MLA latent and shared RoPE key projection `[R + dr, D]`.";
+    KvBProj = 38, "attn.kv_b_proj.weight", "MLA up-projections of the latent `[H*(d+dv), R]` (absorbed at decode).";
 }
 
 /// Marker in [`TensorEntry::layer`] for model-wide tensors.

@@ -44,6 +44,11 @@
 //!   the feature, and about 8 KB of flash is saved. It adds a variant to
 //!   [`Tokenizer`]: a crate that does not enable `bpe` itself should match a
 //!   `Tokenizer` with a `_` arm, as another crate in the build may enable it.
+//! - `mla` (default): the latent-compressed window mixer (`mla` layers,
+//!   format 4), about 4 KB of flash. Off, an image with an `mla` layer is
+//!   refused at load with [`Error::BadConfig`] naming the feature; the
+//!   [`LayerConfig::Mla`] variant stays (only its step is left out), so
+//!   matches do not depend on the feature.
 //! - `defmt`: `defmt::Format` for the error and config types.
 //! - `fast-math`: faster `exp`, `sigmoid` and `silu` than `libm`'s
 //!   ([`math`]): integer arithmetic on the f32 bits where f32 is not in

@@ -126,6 +126,13 @@ pub fn l2norm_in_place(x: &mut [f32], eps: f32) {
     x.iter_mut().for_each(|v| *v *= inv);
 }
 
+/// Scales `x` in place to unit L1 norm: `x / max(sum |x|, 1e-6)` (PyTorch's
+/// `F.normalize(x, p=1, eps=1e-6)`, fla DeltaNet's `qk_norm = "sum"`).
+pub fn l1norm_in_place(x: &mut [f32]) {
+    let n = x.iter().map(|v| v.abs()).sum::<f32>().max(1e-6);
+    x.iter_mut().for_each(|v| *v /= n);
+}
+
 /// In-place softmax (subtracts the max first). Empty input is left alone.
 #[cfg_attr(ferrite_math_noinline, inline(never))]
 pub fn softmax_in_place(x: &mut [f32]) {

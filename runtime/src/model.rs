@@ -98,6 +98,14 @@ impl<'a> Model<'a> {
         }
         let section = section(image, header.config_off, header.config_len);
         let config = ModelConfig::parse(section)?;
+        for layer in 0..config.num_layers as u16 {
+            if LayerConfig::parse(section, layer)?.min_format_version() > header.version {
+                return Err(Error::BadConfig {
+                    layer: Some(layer),
+                    reason: "this mixer option needs image format version 4",
+                });
+            }
+        }
         crate::tokenizer::check_section(image, &header, &config)?;
         let tokenizer = match config.tokenizer {
             TokenizerKind::Bytes => Tokenizer::Bytes(ByteTokenizer),

@@ -163,7 +163,7 @@ fn cases() -> Vec<Case> {
             *b = b"{\"model_type\": \"ferrite\"}\n".repeat(4)
         }),
         case("version_0", true, |b| set_u32(b, VERSION, 0)),
-        case("version_4", true, |b| set_u32(b, VERSION, 4)),
+        case("version_5", true, |b| set_u32(b, VERSION, 5)),
         case("header_len", true, |b| set_u32(b, HEADER_LEN_FIELD, 128)),
         case("truncated_header", false, |b| b.truncate(HEADER_LEN - 4)),
         case("truncated_body", false, |b| {
@@ -185,6 +185,13 @@ fn cases() -> Vec<Case> {
         case("config_unknown_mixer", true, |b| {
             let c = u32_at(b, CONFIG_OFF) as usize;
             set_u32(b, c + 32, 9)
+        }),
+        case("config_mixer_option_needs_v4", true, |b| {
+            // The GDN layer's flags (record word 6) ask for DeltaNet's "no
+            // decay", a format-4 option, in a version-3 image.
+            let c = u32_at(b, CONFIG_OFF) as usize;
+            let flags = u32_at(b, c + 56);
+            set_u32(b, c + 56, flags | 1 << 2)
         }),
         case("tensor_missing", true, |b| {
             let n = u32_at(b, TENSOR_COUNT);
@@ -580,7 +587,8 @@ fn corpus_covers_every_load_error_class() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=3",
+        "versions 1..=4",
+        "this mixer option needs image format version 4",
         "the tiled layout needs image format version 3",
         "unknown tensor layout",
         "only int8 and int4 tensors may be tiled",

@@ -1,9 +1,10 @@
 //! Format versioning (docs/image-format.md): the committed v1 image keeps
 //! loading and computing the same logits (the back-compat test every later
 //! runtime must pass), and an image of a version this runtime does not read is
-//! refused with a message naming the versions it does read (1..=3: v2 adds
+//! refused with a message naming the versions it does read (1..=4: v2 adds
 //! the byte-level BPE tokenizer section, `tests/tests/tokenizer.rs`; v3 the
-//! tiled weight layout of the integer path).
+//! tiled weight layout of the integer path; v4 the mixer options of the GDN
+//! family, GSA's short convolution and dilated SWA).
 
 use std::path::Path;
 
@@ -80,24 +81,24 @@ fn other_versions_are_refused_naming_the_supported_ones() {
 }
 
 #[test]
-fn this_runtime_reads_versions_1_to_3_and_refuses_0_4_and_max() {
-    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 3));
-    for version in [0, 4, u32::MAX] {
+fn this_runtime_reads_versions_1_to_4_and_refuses_0_5_and_max() {
+    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 4));
+    for version in [0, 5, u32::MAX] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
         let msg = Model::load(AlignedImage::new(&bytes).bytes())
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("versions 1..=3"), "{msg}");
+        assert!(msg.contains("versions 1..=4"), "{msg}");
     }
-    // v2 only adds the BPE tokenizer section and v3 the tiled layout: a
-    // byte-tokenizer, row-major image labelled v2 or v3 reads exactly as its
-    // v1 self (the tools still write it as v1).
+    // v2 only adds the BPE tokenizer section, v3 the tiled layout and v4
+    // mixer options: a byte-tokenizer, row-major image without them labelled
+    // v2, v3 or v4 reads exactly as its v1 self (the tools still write it as v1).
     let v1 = AlignedImage::new(&v1_image());
     let tokens = [72, 105, 33, 0, 255];
     let want = logits(Model::load(v1.bytes()).unwrap(), &tokens, 0).unwrap();
-    for version in [2u32, 3] {
+    for version in [2u32, 3, 4] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
@@ -142,4 +143,39 @@ fn tiled_images_are_version_3_and_an_older_label_is_refused() {
             .contains("tiled layout needs image format version 3"),
         "{err}"
     );
+}
+
+#[test]
+fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
+    use ferrite_tools::writer::WriteOptions;
+    // Each of these fixtures has a layer with an option that format 4 added
+    // (GDN family, GSA short convolution, dilated SWA, the mla kind); the
+    // others have none.
+    let new = [
+        "gdn_delta_net",
+        "gdn_delta_net_noconv_elu",
+        "gdn_linear_attention",
+        "gdn_retention",
+        "gsa_short_conv",
+        "swa_dilated",
+        "mla_latent_window",
+    ];
+    for dir in ferrite_tests::fixture_dirs() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let image = ferrite_tests::image_of(&dir, &WriteOptions::default());
+        let version = image.model().unwrap().header().version;
+        if !new.contains(&name.as_str()) {
+            assert_eq!(version, 1, "{name}: no new option, still written as v1");
+            continue;
+        }
+        assert_eq!(version, 4, "{name}");
+        let mut bytes = image.bytes().to_vec();
+        bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+        seal(&mut bytes);
+        let err = Model::load(AlignedImage::new(&bytes).bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("needs image format version 4"),
+            "{name}: {err}"
+        );
+    }
 }

@@ -11,7 +11,8 @@ use std::sync::OnceLock;
 use ferrite::config::{LayerConfig, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
 use ferrite::image::{DType, CRC_FIELD, HEADER_LEN};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GsaConfig, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, QkActivation,
+    QkNorm, SwaConfig,
 };
 use ferrite::{Error, Model, Session};
 use ferrite_tests::random_model;
@@ -108,6 +109,11 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     conv_size: w,
                     use_gate: g,
                     allow_neg_eigval: false,
+                    decay: GdnDecay::Gated,
+                    delta_rule: true,
+                    use_beta: true,
+                    qk_activation: QkActivation::Silu,
+                    qk_norm: QkNorm::L2,
                 })
             }),
         (s(), prop::option::of(s()), s(), s(), s()).prop_map(move |(h, hkv, k, v, m)| {
@@ -119,6 +125,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                 num_slots: m,
                 feature_map: FeatureMap::Swish,
                 gate_logit_normalizer: 8.0,
+                conv_size: 0,
             })
         }),
         (
@@ -142,6 +149,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     cache_positions: false,
                     sink_logits: true,
                     conv_size: conv,
+                    dilation: 1,
                 })
             }),
         (s(), s(), s(), s(), s(), 0u32..=64).prop_map(|(h, k, v, period, slots, conv)| {

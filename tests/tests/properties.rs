@@ -62,6 +62,7 @@ fn full_resolution_bla_is_sliding_window_attention() {
             cache_positions: false,
             sink_logits: false,
             conv_size: 0,
+            dilation: 1,
         });
         let bla_dir = random_model(one_layer(bla), u64::from(period));
         let swa_dir = with_layer(&bla_dir, swa);

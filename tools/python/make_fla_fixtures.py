@@ -17,8 +17,16 @@ replaced by `_windowed_attention` below (plain PyTorch, the same causal window
 `(window_size - 1, 0)` flash-attn applies). Everything else — layer
 placement, RoPE, projections, GDN/GSA kernels, norms, MLPs — is fla's code.
 
-Usage (the command that made tests/fla/):
+Usage (the commands that made tests/fla/; the second added the cases of
+issue 14 — fla `delta_net` and GSA with its short convolution — without
+remaking the first four):
     python tools/python/make_fla_fixtures.py --out tests/fla
+    python tools/python/make_fla_fixtures.py --out tests/fla \
+        --cases delta_net_beta delta_net_gate_relu_sum delta_net_noconv_elu gsa_short_conv
+
+Seeds: case number i (its place in `_cases()`, the full list) seeds torch
+with i, the weights with 100 + i and the tokens with 200 + i, so a case makes
+the same fixture whether it is made alone or with the others.
 """
 
 from __future__ import annotations
@@ -51,7 +59,14 @@ def _windowed_attention(q, k, v, causal=True, window_size=(-1, -1), **_):
 
 
 def _cases():
-    from fla.models import GatedDeltaNetConfig, GatedDeltaNetForCausalLM, GSAConfig, GSAForCausalLM
+    from fla.models import (
+        DeltaNetConfig,
+        DeltaNetForCausalLM,
+        GatedDeltaNetConfig,
+        GatedDeltaNetForCausalLM,
+        GSAConfig,
+        GSAForCausalLM,
+    )
 
     common = dict(hidden_size=32, vocab_size=VOCAB, intermediate_size=64)
     return {
@@ -68,6 +83,20 @@ def _cases():
             num_hidden_layers=3, num_heads=2, head_dim=16, num_v_heads=4, expand_v=1.0,
             attn={"layers": [1], "num_heads": 4, "num_kv_heads": 2, "window_size": 16},
             tie_word_embeddings=False, **common)),
+        # issue 14: fla's DeltaNet (no decay gate) and GSA with short convolution.
+        "delta_net_beta": (DeltaNetForCausalLM, DeltaNetConfig(
+            num_hidden_layers=2, num_heads=2, expand_k=1.0, expand_v=1.0,
+            tie_word_embeddings=False, **common)),
+        "delta_net_gate_relu_sum": (DeltaNetForCausalLM, DeltaNetConfig(
+            num_hidden_layers=2, num_heads=4, expand_k=1.0, expand_v=2.0, use_gate=True,
+            use_beta=False, qk_activation="relu", qk_norm="sum", conv_size=3,
+            tie_word_embeddings=True, **common)),
+        "delta_net_noconv_elu": (DeltaNetForCausalLM, DeltaNetConfig(
+            num_hidden_layers=2, num_heads=2, expand_k=0.5, expand_v=1.0, use_short_conv=False,
+            qk_activation="elu", allow_neg_eigval=True, tie_word_embeddings=False, **common)),
+        "gsa_short_conv": (GSAForCausalLM, GSAConfig(
+            num_hidden_layers=2, num_heads=4, num_kv_heads=2, num_slots=8, use_short_conv=True,
+            conv_size=4, feature_map="relu", tie_word_embeddings=False, **common)),
     }
 
 
@@ -105,6 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--cases", nargs="*", help="only these cases (default: all)")
     args = parser.parse_args()
 
     import fla
@@ -115,8 +145,11 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     meta = {"fla": fla.__version__, "torch": torch.__version__, "transformers": transformers.__version__}
-    report = {}
+    made_with = args.out / "MADE_WITH.json"
+    report = json.loads(made_with.read_text())["cases"] if made_with.exists() and args.cases else {}
     for i, (name, (cls, config)) in enumerate(_cases().items()):
+        if args.cases and name not in args.cases:
+            continue
         torch.manual_seed(i)
         model = cls(config).to(args.device).float().eval()
         _widen(model, seed=100 + i)
@@ -137,7 +170,7 @@ def main() -> None:
             "bf16_vs_f32_max_diff": float((rounded - logits).abs().max()),
         }
         print(name, json.dumps(report[name]), flush=True)
-    (args.out / "MADE_WITH.json").write_text(json.dumps({**meta, "cases": report}, indent=1) + "\n")
+    made_with.write_text(json.dumps({**meta, "cases": report}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

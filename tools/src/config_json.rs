@@ -8,7 +8,8 @@
 use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GsaConfig, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, MlaConfig,
+    QkActivation, QkNorm, SwaConfig,
 };
 use serde_json::{Map, Value};
 
@@ -150,7 +151,8 @@ impl Fields {
 fn parse_gdn(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     let num_heads = f.int("num_heads", None, 1)?;
     let head_k_dim = f.head_dim(hidden, num_heads)?;
-    gdn_rest(f, num_heads, head_k_dim)
+    let layer = gdn_rest(f, num_heads, head_k_dim)?;
+    gdn_family(f, layer)
 }
 
 /// The rest of a GDN layer once its head count and head size are known (their
@@ -165,15 +167,85 @@ pub(crate) fn gdn_rest(f: &mut Fields, num_heads: u32, head_k_dim: u32) -> Resul
     }
     let expand_v = f.positive("expand_v", 2.0)?;
     let head_v_dim = f.exact_div(head_k_dim as f64 * expand_v, 1, "head_dim * expand_v")?;
+    let conv_size = f.int("conv_size", Some(4), 1)?;
+    if conv_size > 64 {
+        bail!(
+            "{}: field 'conv_size' must be 1..=64, got {conv_size}",
+            f.at
+        );
+    }
     Ok(LayerConfig::Gdn(GdnConfig {
         num_heads,
         num_v_heads,
         head_k_dim,
         head_v_dim,
-        conv_size: f.int("conv_size", Some(4), 1)?,
+        conv_size,
         use_gate: f.flag("use_gate", true)?,
         allow_neg_eigval: f.flag("allow_neg_eigval", false)?,
+        decay: GdnDecay::Gated,
+        delta_rule: true,
+        use_beta: true,
+        qk_activation: QkActivation::Silu,
+        qk_norm: QkNorm::L2,
     }))
+}
+
+/// The GDN family options of ferrite's `config.json` (docs/spec.md §3.1.1):
+/// `decay`, `update`, `use_beta`, `qk_activation`, `qk_norm` and
+/// `use_short_conv`, applied to a parsed Gated DeltaNet layer.
+fn gdn_family(f: &mut Fields, layer: LayerConfig) -> Result<LayerConfig> {
+    let LayerConfig::Gdn(mut c) = layer else {
+        return Ok(layer);
+    };
+    c.decay = match f
+        .choice("decay", &["gated", "none", "retention"], Some("gated"))?
+        .as_str()
+    {
+        "none" => GdnDecay::None,
+        "retention" => GdnDecay::Retention,
+        _ => GdnDecay::Gated,
+    };
+    c.delta_rule = f.choice("update", &["delta", "additive"], Some("delta"))? == "delta";
+    c.use_beta = f.flag("use_beta", true)?;
+    c.qk_activation = qk_activation(f)?;
+    c.qk_norm = match f
+        .choice("qk_norm", &["l2", "sum", "none"], Some("l2"))?
+        .as_str()
+    {
+        "sum" => QkNorm::Sum,
+        "none" => QkNorm::None,
+        _ => QkNorm::L2,
+    };
+    if !f.flag("use_short_conv", true)? {
+        c.conv_size = 0;
+    }
+    if c.delta_rule && c.qk_norm == QkNorm::None {
+        // I - beta k k^T has eigenvalues beyond (-1, 1) once |k| > 1: the state diverges.
+        bail!(
+            "{}: field 'qk_norm' = \"none\" needs 'update' = \"additive\": the delta rule diverges without normalised keys",
+            f.at
+        );
+    }
+    Ok(LayerConfig::Gdn(c))
+}
+
+/// `qk_activation`: `silu` (default), `relu`, `elu` (elu + 1) or `identity`.
+pub(crate) fn qk_activation(f: &mut Fields) -> Result<QkActivation> {
+    Ok(
+        match f
+            .choice(
+                "qk_activation",
+                &["silu", "relu", "elu", "identity"],
+                Some("silu"),
+            )?
+            .as_str()
+        {
+            "relu" => QkActivation::Relu,
+            "elu" => QkActivation::EluPlusOne,
+            "identity" => QkActivation::Identity,
+            _ => QkActivation::Silu,
+        },
+    )
 }
 
 /// A GSA layer; `default_heads` is fla's class default (ferrite's format has none).
@@ -209,15 +281,25 @@ pub(crate) fn parse_gsa(
         num_slots: f.int("num_slots", Some(64), 1)?,
         feature_map,
         gate_logit_normalizer: f.positive("gate_logit_normalizer", 8.0)? as f32,
+        conv_size: f.short_conv()?,
     }))
 }
 
 fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let dilation = f.int("dilation", Some(1), 1)?;
     let num_heads = f.int("num_heads", None, 1)?;
     let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
     let head_dim = f.head_dim(hidden, num_heads)?;
     if head_dim % 2 != 0 {
         bail!("{}: head_dim {head_dim} must be even for RoPE", f.at);
+    }
+    let cache_positions =
+        f.choice("rope_positions", &["absolute", "cache"], Some("absolute"))? == "cache";
+    if dilation > 1 && cache_positions {
+        bail!(
+            "{}: field 'dilation' > 1 needs rope_positions \"absolute\"",
+            f.at
+        );
     }
     Ok(LayerConfig::Swa(SwaConfig {
         num_heads,
@@ -227,10 +309,10 @@ fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         sinks: f.int("sinks", Some(0), 0)?,
         rope_theta: f.positive("rope_theta", 10000.0)? as f32,
         use_rope: true,
-        cache_positions: f.choice("rope_positions", &["absolute", "cache"], Some("absolute"))?
-            == "cache",
+        cache_positions,
         sink_logits: f.flag("sink_logits", false)?,
         conv_size: f.short_conv()?,
+        dilation,
     }))
 }
 
@@ -279,6 +361,24 @@ fn parse_bla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     }))
 }
 
+fn parse_mla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let head_dim = f.head_dim(hidden, num_heads)?;
+    let rope_dim = f.int("rope_dim", Some(0), 0)?;
+    if rope_dim % 2 != 0 {
+        bail!("{}: rope_dim {rope_dim} must be even for RoPE", f.at);
+    }
+    Ok(LayerConfig::Mla(MlaConfig {
+        num_heads,
+        head_dim,
+        v_head_dim: f.int("v_head_dim", Some(head_dim as u64), 1)?,
+        rope_dim,
+        kv_lora_rank: f.int("kv_lora_rank", None, 1)?,
+        window: f.int("window", None, 1)?,
+        rope_theta: f.positive("rope_theta", 10000.0)? as f32,
+    }))
+}
+
 /// A parsed `config.json`: the model record and one record per layer.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -300,11 +400,12 @@ pub fn parse(value: &Value) -> Result<Config> {
     let mut layers = Vec::with_capacity(raw_layers.len());
     for (i, raw) in raw_layers.iter().enumerate() {
         let mut lf = Fields::new(raw, format!("layers[{i}]"))?;
-        let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla"], None)?;
+        let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla", "mla"], None)?;
         let layer = match kind.as_str() {
             "gdn" => parse_gdn(&mut lf, hidden)?,
             "gsa" => parse_gsa(&mut lf, hidden, None)?,
             "swa" => parse_swa(&mut lf, hidden)?,
+            "mla" => parse_mla(&mut lf, hidden)?,
             _ => parse_bla(&mut lf, hidden)?,
         };
         lf.finish()?;

@@ -1,6 +1,7 @@
 //! Importing flash-linear-attention (fla) checkpoints: `config.json` written by
-//! `save_pretrained` for `model_type` `gated_deltanet` or `gsa`, with fla's
-//! hybrid `attn` entry mapped to ferrite `swa` layers.
+//! `save_pretrained` for `model_type` `gated_deltanet`, `delta_net` or `gsa`,
+//! with fla's hybrid `attn` entry mapped to ferrite `swa` layers. `delta_net`
+//! becomes a `gdn` layer of the DeltaNet configuration (no decay gate).
 //!
 //! Every fla field is either mapped, known to leave inference maths unchanged
 //! (kernel choice, fused training ops, token ids, cache flags), or refused with
@@ -10,7 +11,7 @@
 
 use anyhow::{bail, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
-use ferrite::mixers::SwaConfig;
+use ferrite::mixers::{GdnConfig, GdnDecay, QkNorm, SwaConfig};
 use serde_json::Value;
 
 use crate::config_json::{Config, Fields};
@@ -23,6 +24,8 @@ pub mod source {
     pub const FLA_GATED_DELTANET: u32 = 1;
     /// fla `gsa`.
     pub const FLA_GSA: u32 = 2;
+    /// fla `delta_net`.
+    pub const FLA_DELTA_NET: u32 = 3;
 }
 
 /// Fields that change nothing in single-stream f32 inference.
@@ -58,7 +61,7 @@ pub struct FlaOptions {
 pub fn is_fla(value: &Value) -> bool {
     matches!(
         value.get("model_type").and_then(Value::as_str),
-        Some("gated_deltanet" | "gsa")
+        Some("gated_deltanet" | "gsa" | "delta_net")
     )
 }
 
@@ -98,11 +101,15 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
     ] {
         nullable(&mut f, value, name);
     }
-    let model_type = f.choice("model_type", &["gated_deltanet", "gsa"], None)?;
+    let model_type = f.choice("model_type", &["gated_deltanet", "gsa", "delta_net"], None)?;
     let hidden = f.int("hidden_size", Some(2048), 1)?;
     let num_layers = f.int(
         "num_hidden_layers",
-        Some(if model_type == "gsa" { 24 } else { 21 }),
+        Some(if model_type == "gated_deltanet" {
+            21
+        } else {
+            24
+        }),
         1,
     )?;
     let vocab_size = f.int("vocab_size", Some(32000), 1)?;
@@ -125,13 +132,13 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
     };
     f.choice("hidden_act", &["swish", "silu"], Some("swish"))?;
 
-    let mixer = if model_type == "gsa" {
-        gsa_layer(&mut f, hidden)?
-    } else {
-        gdn_layer(&mut f)?
+    let mut warnings = Vec::new();
+    let mixer = match model_type.as_str() {
+        "gsa" => gsa_layer(&mut f, hidden)?,
+        "delta_net" => delta_net_layer(&mut f, hidden, &mut warnings)?,
+        _ => gdn_layer(&mut f)?,
     };
     let mut layers = vec![mixer; num_layers as usize];
-    let mut warnings = Vec::new();
     // fla's `attn` is one attention spec or a list of them.
     let specs = match f.take("attn") {
         None => Vec::new(),
@@ -175,10 +182,10 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
         f.take(name);
     }
     f.finish()?;
-    let source_format = if model_type == "gsa" {
-        source::FLA_GSA
-    } else {
-        source::FLA_GATED_DELTANET
+    let source_format = match model_type.as_str() {
+        "gsa" => source::FLA_GSA,
+        "delta_net" => source::FLA_DELTA_NET,
+        _ => source::FLA_GATED_DELTANET,
     };
     let model = ModelConfig {
         vocab_size,
@@ -209,14 +216,54 @@ fn gdn_layer(f: &mut Fields) -> Result<LayerConfig> {
     crate::config_json::gdn_rest(f, num_heads, head_k_dim)
 }
 
-fn gsa_layer(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
-    require(
-        f,
-        "use_short_conv",
-        &Value::Bool(false),
-        "ferrite's GSA has no short convolution",
+/// fla's `DeltaNet` layer (`delta_net` model type): a `gdn` layer with no
+/// decay, one value head per q/k head, and fla's DeltaNet defaults.
+fn delta_net_layer(f: &mut Fields, hidden: u32, warnings: &mut Vec<String>) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", Some(16), 1)?;
+    let expand_k = f.positive("expand_k", 1.0)?;
+    let expand_v = f.positive("expand_v", 1.0)?;
+    let head_k_dim = f.exact_div(
+        hidden as f64 * expand_k,
+        num_heads,
+        "hidden_size * expand_k / num_heads",
     )?;
-    f.int("conv_size", Some(4), 1)?; // only used with use_short_conv
+    let head_v_dim = f.exact_div(
+        hidden as f64 * expand_v,
+        num_heads,
+        "hidden_size * expand_v / num_heads",
+    )?;
+    let use_short_conv = f.flag("use_short_conv", true)?;
+    let conv_size = f.int("conv_size", Some(4), 1)?;
+    if !f.flag("use_output_norm", true)? {
+        // fla 0.6.0's DeltaNetBlock passes it on and DeltaNet drops it (**kwargs):
+        // o_norm is applied either way, and so it is here.
+        warnings.push(
+            "use_output_norm = false is ignored by fla's DeltaNet layer (it always applies o_norm); ferrite does the same".into(),
+        );
+    }
+    let qk_activation = crate::config_json::qk_activation(f)?;
+    let qk_norm = match f.choice("qk_norm", &["l2", "sum"], Some("l2"))?.as_str() {
+        "sum" => QkNorm::Sum,
+        _ => QkNorm::L2,
+    };
+    Ok(LayerConfig::Gdn(GdnConfig {
+        num_heads,
+        num_v_heads: num_heads,
+        head_k_dim,
+        head_v_dim,
+        conv_size: if use_short_conv { conv_size } else { 0 },
+        use_gate: f.flag("use_gate", false)?,
+        allow_neg_eigval: f.flag("allow_neg_eigval", false)?,
+        decay: GdnDecay::None,
+        delta_rule: true,
+        use_beta: f.flag("use_beta", true)?,
+        qk_activation,
+        qk_norm,
+    }))
+}
+
+fn gsa_layer(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    // use_short_conv and conv_size: read by parse_gsa (fla's default is off).
     require(
         f,
         "use_output_gate",
@@ -320,6 +367,7 @@ fn attn_layers(
         cache_positions: false,
         sink_logits: false,
         conv_size: 0,
+        dilation: 1,
     });
     Ok((indices, swa, warning))
 }
@@ -423,5 +471,90 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("clamp_min"));
+    }
+
+    fn delta_net_config() -> Value {
+        json!({"model_type": "delta_net", "hidden_size": 32, "num_hidden_layers": 2, "num_heads": 4,
+               "expand_k": 1.0, "expand_v": 2.0, "use_gate": true, "use_beta": false,
+               "qk_activation": "relu", "qk_norm": "sum", "conv_size": 3, "use_short_conv": true,
+               "use_output_norm": true, "allow_neg_eigval": false, "vocab_size": 256,
+               "tie_word_embeddings": false,
+               "intermediate_size": 64, "attn": null, "attnres_block_size": null})
+    }
+
+    #[test]
+    fn delta_net_maps_to_gdn_without_decay() {
+        let import = parse(&delta_net_config(), &FlaOptions::default()).unwrap();
+        let c = import.config;
+        assert_eq!(c.model.provenance, source::FLA_DELTA_NET);
+        assert!(!c.model.tie_word_embeddings);
+        let LayerConfig::Gdn(g) = c.layers[1] else {
+            panic!("{:?}", c.layers[1])
+        };
+        assert_eq!(
+            (
+                g.num_heads,
+                g.num_v_heads,
+                g.head_k_dim,
+                g.head_v_dim,
+                g.conv_size
+            ),
+            (4, 4, 8, 16, 3)
+        );
+        assert_eq!(g.decay, GdnDecay::None);
+        assert!(g.delta_rule && g.use_gate && !g.use_beta);
+        assert_eq!(g.qk_norm, QkNorm::Sum);
+        assert_eq!(g.qk_activation, ferrite::mixers::QkActivation::Relu);
+        assert!(import.warnings.is_empty());
+        // fla's defaults: 16 heads, expand 1, beta, conv 4, silu, l2, no gate.
+        let d = parse(
+            &json!({"model_type": "delta_net", "hidden_size": 64}),
+            &FlaOptions::default(),
+        )
+        .unwrap();
+        let LayerConfig::Gdn(g) = d.config.layers[0] else {
+            panic!()
+        };
+        assert_eq!((g.num_heads, g.head_k_dim, g.conv_size), (16, 4, 4));
+        assert!(g.use_beta && !g.use_gate && g.qk_norm == QkNorm::L2);
+        assert_eq!(d.config.layers.len(), 24);
+    }
+
+    #[test]
+    fn delta_net_without_output_norm_warns_and_keeps_it_like_fla() {
+        let mut c = delta_net_config();
+        c["use_output_norm"] = json!(false);
+        let import = parse(&c, &FlaOptions::default()).unwrap();
+        assert_eq!(import.warnings.len(), 1);
+        assert!(import.warnings[0].contains("use_output_norm"));
+    }
+
+    #[test]
+    fn delta_net_values_ferrite_lacks_are_refused_by_name() {
+        for (field, v) in [
+            ("qk_norm", json!("none")),
+            ("qk_activation", json!("gelu")),
+            ("conv_bias", json!(true)),
+            ("expand_k", json!(0.3)),
+            ("hidden_act", json!("gelu")),
+        ] {
+            let mut c = delta_net_config();
+            c[field] = v;
+            let err = parse(&c, &FlaOptions::default()).unwrap_err().to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        let mut c = delta_net_config();
+        c["model_type"] = json!("retnet");
+        assert!(!is_fla(&c));
+        assert!(is_fla(&delta_net_config()));
+    }
+
+    #[test]
+    fn gsa_short_conv_is_imported() {
+        let c = json!({"model_type": "gsa", "hidden_size": 64, "num_hidden_layers": 1, "num_heads": 4,
+                       "num_slots": 8, "use_short_conv": true, "conv_size": 2, "vocab_size": 256,
+                       "intermediate_size": 128});
+        let import = parse(&c, &FlaOptions::default()).unwrap();
+        assert!(matches!(import.config.layers[0], LayerConfig::Gsa(g) if g.conv_size == 2));
     }
 }

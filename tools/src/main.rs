@@ -582,6 +582,7 @@ fn provenance_text(p: u32) -> String {
         fla::source::FERRITE => "ferrite model dir".to_string(),
         fla::source::FLA_GATED_DELTANET => "fla checkpoint, model_type gated_deltanet".to_string(),
         fla::source::FLA_GSA => "fla checkpoint, model_type gsa".to_string(),
+        fla::source::FLA_DELTA_NET => "fla checkpoint, model_type delta_net".to_string(),
         other => format!("unknown source format {other}"),
     };
     let dtype = match (p >> 8) & 0xFF {

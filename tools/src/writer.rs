@@ -477,6 +477,9 @@ pub fn build_image(
         }
         None => (Vec::new(), MIN_FORMAT_VERSION),
     };
+    for layer in &dir.config.layers {
+        version = version.max(layer.min_format_version());
+    }
     if dir.tokenizer.is_some() != (dir.config.model.tokenizer == TokenizerKind::Bpe) {
         bail!("internal: the config's tokenizer kind and the directory's tokenizer disagree");
     }

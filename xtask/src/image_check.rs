@@ -22,6 +22,9 @@ pub struct ImageFacts {
     /// Whether the image carries a BPE tokenizer (the firmware then needs
     /// the runtime's `bpe` feature).
     pub bpe: bool,
+    /// Whether the image has an `mla` layer (the firmware then needs the
+    /// runtime's `mla` feature).
+    pub mla: bool,
     /// Whether some tensor runs the integer path (tiled layout): then a
     /// board's logits must equal the host's bit for bit.
     pub tiled: bool,
@@ -44,6 +47,8 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         other_params: 0,
         group: 32,
         bpe: model.tokenizer().kind_name() == "bpe",
+        mla: (0..model.config().num_layers as usize)
+            .any(|i| matches!(model.layer(i), Ok(ferrite::LayerConfig::Mla(_)))),
         tiled: false,
         dtype: DType::F32,
     };
@@ -129,6 +134,7 @@ mod tests {
             other_params: 1_000,
             group: 32,
             bpe: false,
+            mla: false,
             tiled: false,
             dtype: DType::F32,
         }
@@ -158,6 +164,7 @@ mod tests {
             other_params: 6_000,
             group: 64,
             bpe: false,
+            mla: false,
             tiled: true,
             dtype: DType::I8,
         };

@@ -273,7 +273,7 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
-            name: "runtime feature combinations (bpe x defmt, fast-math, fast-math-int, all) for thumbv6m and thumbv7em, with clippy -D warnings",
+            name: "runtime feature combinations (bpe x defmt, mla, fast-math, fast-math-int, all) for thumbv6m and thumbv7em, with clippy -D warnings",
             run: Box::new(|| {
                 let mut ok = true;
                 for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
@@ -282,9 +282,10 @@ fn steps() -> Vec<Step> {
                         "bpe",
                         "defmt",
                         "bpe,defmt",
+                        "mla",
                         "fast-math",
                         "fast-math-int",
-                        "bpe,defmt,fast-math",
+                        "bpe,defmt,mla,fast-math",
                     ] {
                         for command in ["build", "clippy"] {
                             let mut c = cargo();

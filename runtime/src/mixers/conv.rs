@@ -1,8 +1,10 @@
-//! The depthwise causal short convolution of GDN (also used by SWA and BLA).
+//! The depthwise causal short convolution of GDN (also used by GSA, SWA and BLA).
 //!
 //! Per channel `c` with kernel width `W`: `y_c = silu(sum_j w[c, j] * window_c[j])`
 //! where `window_c` holds the last `W` raw inputs, newest at `W - 1`. The
 //! state keeps the `W - 1` previous inputs of every channel (oldest first).
+//! fla's DeltaNet with a q/k activation other than SiLU convolves q and k
+//! without the SiLU ([`step_qkv_act`]).
 
 use crate::error::Result;
 use crate::image::Role;
@@ -23,11 +25,31 @@ pub const fn state_words(channels: u64, width: u32) -> u64 {
 /// Convolves `x` in place (raw projection in, activated output out) and
 /// pushes the raw input into `cache` (`channels * (width - 1)` words).
 pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32]) {
+    step_with::<true>(weight, width, cache, x)
+}
+
+/// The activation after the convolution: SiLU, or none.
+#[inline(always)]
+fn act<const SILU: bool>(y: f32) -> f32 {
+    if SILU {
+        silu(y)
+    } else {
+        y
+    }
+}
+
+/// [`step`], with (`SILU`) or without the SiLU after the convolution.
+fn step_with<const SILU: bool>(
+    weight: &Tensor<'_>,
+    width: usize,
+    cache: &mut [f32],
+    x: &mut [f32],
+) {
     let hist = width.saturating_sub(1);
     if hist == 0 {
         // Width 1: no history, one weight per channel.
         for (c, xc) in x.iter_mut().enumerate() {
-            *xc = silu(weight.at(c) * *xc);
+            *xc = act::<SILU>(weight.at(c) * *xc);
         }
         return;
     }
@@ -43,7 +65,7 @@ pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32])
                 let (p0, p1, p2) = (past[0], past[1], past[2]);
                 let acc = row[3] * raw + row[0] * p0 + row[1] * p1 + row[2] * p2;
                 past.copy_from_slice(&[p1, p2, raw]);
-                *xc = silu(acc);
+                *xc = act::<SILU>(acc);
             }
         }
         Some(w) => {
@@ -52,7 +74,7 @@ pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32])
                 .zip(w.chunks_exact(width))
                 .zip(cache.chunks_exact_mut(hist))
             {
-                *xc = silu(tap(row, past, hist, *xc));
+                *xc = act::<SILU>(tap(row, past, hist, *xc));
             }
         }
         None => {
@@ -61,7 +83,7 @@ pub fn step(weight: &Tensor<'_>, width: usize, cache: &mut [f32], x: &mut [f32])
                 for (j, r) in row.iter_mut().enumerate().take(width) {
                     *r = weight.at(c * width + j);
                 }
-                *xc = silu(tap(&row[..width.min(MAX_WIDTH)], past, hist, *xc));
+                *xc = act::<SILU>(tap(&row[..width.min(MAX_WIDTH)], past, hist, *xc));
             }
         }
     }
@@ -98,6 +120,29 @@ pub fn step_qkv(
     let (kc, vc) = rest.split_at_mut(state_len(k.len(), width));
     step(&w.get(Role::QConv)?, width, qc, q);
     step(&w.get(Role::KConv)?, width, kc, k);
+    step(&w.get(Role::VConv)?, width, vc, v);
+    Ok(())
+}
+
+/// [`step_qkv`], with the SiLU after the q and k convolutions only when
+/// `qk_silu` (v always has it): fla's DeltaNet convolves q and k without it
+/// when its `qk_activation` is not SiLU.
+pub fn step_qkv_act(
+    w: &LayerWeights<'_, '_>,
+    width: usize,
+    cache: &mut [f32],
+    qk_silu: bool,
+    q: &mut [f32],
+    k: &mut [f32],
+    v: &mut [f32],
+) -> Result<()> {
+    if qk_silu {
+        return step_qkv(w, width, cache, q, k, v);
+    }
+    let (qc, rest) = cache.split_at_mut(state_len(q.len(), width));
+    let (kc, vc) = rest.split_at_mut(state_len(k.len(), width));
+    step_with::<false>(&w.get(Role::QConv)?, width, qc, q);
+    step_with::<false>(&w.get(Role::KConv)?, width, kc, k);
     step(&w.get(Role::VConv)?, width, vc, v);
     Ok(())
 }

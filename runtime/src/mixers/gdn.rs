@@ -1,8 +1,14 @@
-//! `gdn` — Gated DeltaNet (fla `GatedDeltaNet` semantics, docs/spec.md §3.1).
+//! `gdn` — Gated DeltaNet (fla `GatedDeltaNet` semantics, docs/spec.md §3.1)
+//! and the members of its family that are configurations of the same kernel
+//! (docs/spec.md §3.1.1): DeltaNet (fla `DeltaNet`: no decay gate), linear
+//! attention (additive update, no decay) and RetNet-style retention
+//! (additive update, a fixed decay per head).
 //!
 //! Per value head `j` (q/k head `h = j / (HV/H)`), with `S_j: [V, K]`:
 //! ```text
-//! S_j = exp(g) S_j ;  S_j += beta (v_j - S_j k) k^T ;  o_j = S_j q
+//! S_j = decay_j S_j ;  S_j += beta (v_j - S_j k) k^T   (delta rule)
+//!                      S_j += beta v_j k^T             (additive)
+//! o_j = S_j q
 //! ```
 //! State layout: `S [HV][V][K]`, then the q, k and v convolution caches.
 
@@ -10,13 +16,76 @@ use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, Step
 use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
-use crate::math::{exp, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
+use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
 use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
 
-/// Gated DeltaNet layer configuration.
+/// How the state decays before each write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GdnDecay {
+    /// `exp(-exp(A_log) * softplus(a_proj x + dt_bias))` (Gated DeltaNet).
+    Gated = 0,
+    /// No decay (DeltaNet, linear attention).
+    None = 1,
+    /// A fixed decay per value head `j`: `gamma_j = 1 - 2^(-5 - j)` (RetNet).
+    Retention = 2,
+}
+
+/// Activation of q and k before their norm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkActivation {
+    /// `silu`, inside the short convolution (Gated DeltaNet, fla's default).
+    Silu = 0,
+    /// `max(0, x)`, after a convolution without SiLU.
+    Relu = 1,
+    /// `elu(x) + 1`, after a convolution without SiLU.
+    EluPlusOne = 2,
+    /// None (the convolution without SiLU, if any).
+    Identity = 3,
+}
+
+/// Normalisation of q and k (per head) before the update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkNorm {
+    /// `u / sqrt(sum u^2 + 1e-6)`.
+    L2 = 0,
+    /// `u / max(sum |u|, 1e-6)` (fla's `qk_norm = "sum"`).
+    Sum = 1,
+    /// None.
+    None = 2,
+}
+
+/// The fixed retention decay of value head `j`: `1 - 2^(-5 - j)` (RetNet's
+/// per-head decays), exact in f32 (it rounds to 1 from `j = 20` on).
+pub const fn retention_gamma(j: usize) -> f32 {
+    let e = j.saturating_add(5);
+    if e > 126 {
+        return 1.0;
+    }
+    // 2^-e as f32 bits: biased exponent 127 - e, zero mantissa.
+    1.0 - f32::from_bits(((127 - e) as u32) << 23)
+}
+
+/// Record flag bits (word 5) of a `gdn` layer.
+mod flag {
+    pub const USE_GATE: u32 = 1;
+    pub const NEG_EIGVAL: u32 = 1 << 1;
+    pub const DECAY_SHIFT: u32 = 2; // 2 bits: GdnDecay
+    pub const ADDITIVE: u32 = 1 << 4;
+    pub const NO_BETA: u32 = 1 << 5;
+    pub const ACT_SHIFT: u32 = 6; // 2 bits: QkActivation
+    pub const NORM_SHIFT: u32 = 8; // 2 bits: QkNorm
+    pub const KNOWN: u32 = (1 << 10) - 1;
+}
+
+/// Gated DeltaNet layer configuration (and its family, docs/spec.md §3.1.1).
 ///
-/// Record words: `H | HV | K | V | conv_size | flags (bit 0 use_gate, bit 1 allow_neg_eigval)`.
+/// Record words: `H | HV | K | V | conv_size (0: no short convolution) | flags`,
+/// flags bit 0 `use_gate`, bit 1 `allow_neg_eigval`, bits 2-3 decay
+/// (0 gated, 1 none, 2 retention), bit 4 additive update (no delta rule),
+/// bit 5 no beta, bits 6-7 q/k activation (0 silu, 1 relu, 2 elu+1,
+/// 3 identity), bits 8-9 q/k norm (0 l2, 1 sum, 2 none). Gated DeltaNet has
+/// all the new bits zero, so its records are those of format 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GdnConfig {
     /// q/k heads H.
@@ -27,27 +96,72 @@ pub struct GdnConfig {
     pub head_k_dim: u32,
     /// Value head size V.
     pub head_v_dim: u32,
-    /// Short convolution width W.
+    /// Short convolution width W (0: none, then q and k get their SiLU, if
+    /// any, and v its SiLU without a convolution, as in fla).
     pub conv_size: u32,
     /// Gate the output norm with `silu(g_proj x)`.
     pub use_gate: bool,
     /// Let beta range over (0, 2) (negative eigenvalues).
     pub allow_neg_eigval: bool,
+    /// Decay of the state before each write.
+    pub decay: GdnDecay,
+    /// Delta rule (`true`) or additive update.
+    pub delta_rule: bool,
+    /// Write strength `beta = sigmoid(b_proj x)`; `false`: beta = 1, no `b_proj`.
+    pub use_beta: bool,
+    /// Activation of q and k.
+    pub qk_activation: QkActivation,
+    /// Normalisation of q and k.
+    pub qk_norm: QkNorm,
 }
 
 impl GdnConfig {
     /// Parses and validates a layer record.
     pub const fn from_words(w: &LayerWords, layer: Option<u16>) -> Result<GdnConfig> {
+        let f = w[5];
+        ensure!(f & !flag::KNOWN == 0, layer, "unknown gdn flags");
+        let decay = match (f >> flag::DECAY_SHIFT) & 3 {
+            0 => GdnDecay::Gated,
+            1 => GdnDecay::None,
+            2 => GdnDecay::Retention,
+            _ => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "unknown gdn decay",
+                })
+            }
+        };
+        let qk_activation = match (f >> flag::ACT_SHIFT) & 3 {
+            0 => QkActivation::Silu,
+            1 => QkActivation::Relu,
+            2 => QkActivation::EluPlusOne,
+            _ => QkActivation::Identity,
+        };
+        let qk_norm = match (f >> flag::NORM_SHIFT) & 3 {
+            0 => QkNorm::L2,
+            1 => QkNorm::Sum,
+            2 => QkNorm::None,
+            _ => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "unknown gdn qk_norm",
+                })
+            }
+        };
         let c = GdnConfig {
             num_heads: w[0],
             num_v_heads: w[1],
             head_k_dim: w[2],
             head_v_dim: w[3],
             conv_size: w[4],
-            use_gate: w[5] & 1 != 0,
-            allow_neg_eigval: w[5] & 2 != 0,
+            use_gate: f & flag::USE_GATE != 0,
+            allow_neg_eigval: f & flag::NEG_EIGVAL != 0,
+            decay,
+            delta_rule: f & flag::ADDITIVE == 0,
+            use_beta: f & flag::NO_BETA == 0,
+            qk_activation,
+            qk_norm,
         };
-        ensure!(w[5] & !3 == 0, layer, "unknown gdn flags");
         ensure!(
             dim_ok(c.num_heads) && dim_ok(c.num_v_heads),
             layer,
@@ -73,10 +187,11 @@ impl GdnConfig {
             layer,
             "gdn num_v_heads * head_v_dim exceeds 2^20"
         );
+        ensure!(c.conv_size <= 64, layer, "gdn conv_size must be 0..=64");
         ensure!(
-            c.conv_size >= 1 && c.conv_size <= 64,
+            !c.delta_rule || !matches!(c.qk_norm, QkNorm::None),
             layer,
-            "gdn conv_size must be 1..=64"
+            "the delta rule needs normalised keys (qk_norm l2 or sum)"
         );
         Ok(c)
     }
@@ -90,9 +205,38 @@ impl GdnConfig {
             self.head_k_dim,
             self.head_v_dim,
             self.conv_size,
-            self.use_gate as u32 | (self.allow_neg_eigval as u32) << 1,
+            self.flags(),
         ]);
         w
+    }
+
+    /// The record's flag word (zero beyond bit 1 for Gated DeltaNet).
+    const fn flags(&self) -> u32 {
+        self.use_gate as u32
+            | (self.allow_neg_eigval as u32) << 1
+            | (self.decay as u32) << flag::DECAY_SHIFT
+            | (!self.delta_rule as u32) << 4
+            | (!self.use_beta as u32) << 5
+            | (self.qk_activation as u32) << flag::ACT_SHIFT
+            | (self.qk_norm as u32) << flag::NORM_SHIFT
+    }
+
+    /// Whether this is Gated DeltaNet itself (every family option at its
+    /// Gated DeltaNet value): the configurations format 1 could hold.
+    pub const fn is_gated_deltanet(&self) -> bool {
+        self.flags() >> 2 == 0
+    }
+
+    /// The family member's name, for reports: `gated_deltanet`, `delta_net`,
+    /// `linear_attention`, `retention`, or `gdn_variant` for other mixes.
+    pub const fn family_name(&self) -> &'static str {
+        match (self.decay, self.delta_rule) {
+            (GdnDecay::Gated, true) if self.is_gated_deltanet() => "gated_deltanet",
+            (GdnDecay::None, true) => "delta_net",
+            (GdnDecay::None, false) => "linear_attention",
+            (GdnDecay::Retention, false) => "retention",
+            _ => "gdn_variant",
+        }
     }
 
     const fn dims(&self) -> (usize, usize, usize, usize) {
@@ -143,11 +287,20 @@ impl Mixer for GdnConfig {
         push(s, layer, Role::QProj, [qk, d, 0], true);
         push(s, layer, Role::KProj, [qk, d, 0], true);
         push(s, layer, Role::VProj, [vo, d, 0], true);
-        push(s, layer, Role::AProj, [hv, d, 0], true);
-        push(s, layer, Role::BProj, [hv, d, 0], true);
-        push(s, layer, Role::ALog, [hv, 0, 0], false);
-        push(s, layer, Role::DtBias, [hv, 0, 0], false);
-        push_conv_specs(s, layer, [qk, qk, vo], self.conv_size);
+        let gated = matches!(self.decay, GdnDecay::Gated);
+        if gated {
+            push(s, layer, Role::AProj, [hv, d, 0], true);
+        }
+        if self.use_beta {
+            push(s, layer, Role::BProj, [hv, d, 0], true);
+        }
+        if gated {
+            push(s, layer, Role::ALog, [hv, 0, 0], false);
+            push(s, layer, Role::DtBias, [hv, 0, 0], false);
+        }
+        if self.conv_size > 0 {
+            push_conv_specs(s, layer, [qk, qk, vo], self.conv_size);
+        }
         if self.use_gate {
             push(s, layer, Role::GProj, [vo, d, 0], true);
         }
@@ -181,33 +334,83 @@ impl Mixer for GdnConfig {
         w.get(Role::QProj)?.matvec(&x, q)?;
         w.get(Role::KProj)?.matvec(&x, kk)?;
         w.get(Role::VProj)?.matvec(&x, vv)?;
-        w.get(Role::AProj)?.matvec(&x, a)?;
-        w.get(Role::BProj)?.matvec(&x, b)?;
+        let gated = matches!(self.decay, GdnDecay::Gated);
+        if gated {
+            w.get(Role::AProj)?.matvec(&x, a)?;
+        }
+        if self.use_beta {
+            w.get(Role::BProj)?.matvec(&x, b)?;
+        }
         if self.use_gate {
             w.get(Role::GProj)?.matvec(&x, g)?;
         }
 
         let (s_all, caches) = state.split_at_mut(hv * v * k);
-        conv::step_qkv(w, width, caches, q, kk, vv)?;
+        let qk_silu = matches!(self.qk_activation, QkActivation::Silu);
+        if width > 0 {
+            conv::step_qkv_act(w, width, caches, qk_silu, q, kk, vv)?;
+        } else {
+            // No short convolution: fla's DeltaNet applies the SiLUs itself.
+            if qk_silu {
+                q.iter_mut()
+                    .chain(kk.iter_mut())
+                    .for_each(|e| *e = silu(*e));
+            }
+            vv.iter_mut().for_each(|e| *e = silu(*e));
+        }
+        match self.qk_activation {
+            QkActivation::Silu | QkActivation::Identity => {}
+            QkActivation::Relu => q
+                .iter_mut()
+                .chain(kk.iter_mut())
+                .for_each(|e| *e = e.max(0.0)),
+            QkActivation::EluPlusOne => q
+                .iter_mut()
+                .chain(kk.iter_mut())
+                .for_each(|e| *e = if *e > 0.0 { *e + 1.0 } else { exp(*e) }),
+        }
 
         let q_scale = 1.0 / libm::sqrtf(k as f32);
         for (qh, kh) in q.chunks_exact_mut(k).zip(kk.chunks_exact_mut(k)) {
-            l2norm_in_place(qh, 1e-6);
+            match self.qk_norm {
+                QkNorm::L2 => {
+                    l2norm_in_place(qh, 1e-6);
+                    l2norm_in_place(kh, 1e-6);
+                }
+                QkNorm::Sum => {
+                    l1norm_in_place(qh);
+                    l1norm_in_place(kh);
+                }
+                QkNorm::None => {}
+            }
             qh.iter_mut().for_each(|e| *e *= q_scale);
-            l2norm_in_place(kh, 1e-6);
         }
 
-        let (a_log, dt_bias, o_norm) = (
-            w.get(Role::ALog)?,
-            w.get(Role::DtBias)?,
-            w.get(Role::ONorm)?,
-        );
+        let (a_log, dt_bias, o_norm) = if gated {
+            (
+                Some(w.get(Role::ALog)?),
+                Some(w.get(Role::DtBias)?),
+                w.get(Role::ONorm)?,
+            )
+        } else {
+            (None, None, w.get(Role::ONorm)?)
+        };
         let group = hv / h;
         let beta_scale = if self.allow_neg_eigval { 2.0 } else { 1.0 };
         for (j, s) in s_all.chunks_exact_mut(v * k).enumerate() {
             let (qh, kh) = (&q[(j / group) * k..][..k], &kk[(j / group) * k..][..k]);
-            let beta = beta_scale * sigmoid(b[j]);
-            let decay = exp(-exp(a_log.at(j)) * softplus(a[j] + dt_bias.at(j)));
+            let beta = if self.use_beta {
+                beta_scale * sigmoid(b[j])
+            } else {
+                beta_scale
+            };
+            let decay = match (&a_log, &dt_bias) {
+                (Some(al), Some(dt)) => exp(-exp(al.at(j)) * softplus(a[j] + dt.at(j))),
+                _ => match self.decay {
+                    GdnDecay::Retention => retention_gamma(j),
+                    _ => 1.0,
+                },
+            };
             let oj = &mut o[j * v..(j + 1) * v];
             for ((row, &vr), or) in s
                 .chunks_exact_mut(k)
@@ -217,12 +420,19 @@ impl Mixer for GdnConfig {
                 // Two passes, each a fused pair of the four steps (decay,
                 // S k; update, S q), summing in the same order as separate
                 // loops would: the same bits, half the memory traffic.
-                let mut sk = 0.0f32;
-                for (e, &kc) in row.iter_mut().zip(kh) {
-                    *e *= decay;
-                    sk += *e * kc;
-                }
-                let u = beta * (vr - sk);
+                let u = if self.delta_rule {
+                    let mut sk = 0.0f32;
+                    for (e, &kc) in row.iter_mut().zip(kh) {
+                        *e *= decay;
+                        sk += *e * kc;
+                    }
+                    beta * (vr - sk)
+                } else {
+                    if decay != 1.0 {
+                        row.iter_mut().for_each(|e| *e *= decay);
+                    }
+                    beta * vr
+                };
                 let mut sq = 0.0f32;
                 for ((e, &kc), &qc) in row.iter_mut().zip(kh).zip(qh) {
                     *e += u * kc;
@@ -240,5 +450,135 @@ impl Mixer for GdnConfig {
         }
         w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gdn() -> GdnConfig {
+        GdnConfig {
+            num_heads: 2,
+            num_v_heads: 4,
+            head_k_dim: 8,
+            head_v_dim: 16,
+            conv_size: 4,
+            use_gate: true,
+            allow_neg_eigval: true,
+            decay: GdnDecay::Gated,
+            delta_rule: true,
+            use_beta: true,
+            qk_activation: QkActivation::Silu,
+            qk_norm: QkNorm::L2,
+        }
+    }
+
+    #[test]
+    fn gated_deltanet_records_keep_their_format_1_words() {
+        let w = gdn().to_words();
+        assert_eq!(&w[..6], &[2, 4, 8, 16, 4, 3]);
+        assert!(w[6..].iter().all(|&x| x == 0));
+        assert!(gdn().is_gated_deltanet());
+        assert_eq!(gdn().family_name(), "gated_deltanet");
+    }
+
+    #[test]
+    fn every_family_option_round_trips_through_the_record() {
+        let decays = [GdnDecay::Gated, GdnDecay::None, GdnDecay::Retention];
+        let acts = [
+            QkActivation::Silu,
+            QkActivation::Relu,
+            QkActivation::EluPlusOne,
+            QkActivation::Identity,
+        ];
+        let norms = [QkNorm::L2, QkNorm::Sum, QkNorm::None];
+        let mut seen = 0;
+        for decay in decays {
+            for act in acts {
+                for norm in norms {
+                    for (delta_rule, use_beta, conv_size) in
+                        [(true, true, 4), (false, false, 0), (false, true, 2)]
+                    {
+                        let c = GdnConfig {
+                            decay,
+                            qk_activation: act,
+                            qk_norm: norm,
+                            delta_rule,
+                            use_beta,
+                            conv_size,
+                            ..gdn()
+                        };
+                        let parsed = GdnConfig::from_words(&c.to_words(), Some(0));
+                        if delta_rule && norm == QkNorm::None {
+                            assert!(matches!(parsed, Err(Error::BadConfig { .. })), "{c:?}");
+                            continue;
+                        }
+                        assert_eq!(parsed, Ok(c));
+                        seen += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(seen, 3 * 4 * (3 * 3 - 1));
+    }
+
+    #[test]
+    fn unknown_codes_are_refused_not_misread() {
+        let mut w = gdn().to_words();
+        w[5] = 3 << 2; // decay code 3
+        assert!(matches!(
+            GdnConfig::from_words(&w, None),
+            Err(Error::BadConfig {
+                reason: "unknown gdn decay",
+                ..
+            })
+        ));
+        w[5] = 3 << 8; // qk_norm code 3
+        assert!(GdnConfig::from_words(&w, None).is_err());
+        w[5] = 1 << 10;
+        assert!(GdnConfig::from_words(&w, None).is_err());
+        w[5] = 0;
+        w[4] = 65;
+        assert!(GdnConfig::from_words(&w, None).is_err());
+    }
+
+    #[test]
+    fn retention_decays_are_retnets_exactly() {
+        for j in 0..200 {
+            let want = 1.0 - 2f64.powi(-5 - j as i32);
+            assert_eq!(retention_gamma(j), want as f32, "head {j}");
+        }
+        assert_eq!(retention_gamma(0), 0.96875);
+        assert_eq!(retention_gamma(19), 1.0 - 2f32.powi(-24));
+        assert_eq!(retention_gamma(20), 1.0);
+        assert_eq!(retention_gamma(usize::MAX - 4), 1.0);
+    }
+
+    #[test]
+    fn family_names_follow_the_options() {
+        let none = GdnConfig {
+            decay: GdnDecay::None,
+            ..gdn()
+        };
+        assert_eq!(none.family_name(), "delta_net");
+        let additive = GdnConfig {
+            delta_rule: false,
+            ..none
+        };
+        assert_eq!(additive.family_name(), "linear_attention");
+        let retention = GdnConfig {
+            decay: GdnDecay::Retention,
+            ..additive
+        };
+        assert_eq!(retention.family_name(), "retention");
+        assert_eq!(
+            GdnConfig {
+                qk_norm: QkNorm::Sum,
+                ..gdn()
+            }
+            .family_name(),
+            "gdn_variant"
+        );
     }
 }

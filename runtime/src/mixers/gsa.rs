@@ -6,9 +6,13 @@
 //! The slot updates depend only on the kv head, so this runtime stores the
 //! state once per kv head (`Hkv*M*(K+V)` words) instead of once per query head
 //! as fla does: identical outputs, `H/Hkv` times less memory.
-//! State layout: `Hk [Hkv][K][M]`, then `Hv [Hkv][M][V]`.
+//! With `use_short_conv`, q, k and v first go through fla's short
+//! convolution (with its SiLU), then the feature map (q, k) or SiLU (v) as
+//! without it: fla applies both activations.
+//! State layout: `Hk [Hkv][K][M]`, then `Hv [Hkv][M][V]`, then the q, k and
+//! v convolution caches.
 
-use super::{product, push, sum, width, Mixer, Specs, StepCtx};
+use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
 use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
 use crate::error::{Error, Result};
 use crate::image::Role;
@@ -39,7 +43,9 @@ pub const G_NORM_EPS: f32 = 1e-5;
 
 /// Gated Slot Attention layer configuration.
 ///
-/// Record words: `H | Hkv | K | V | M | feature_map | gate_logit_normalizer (f32 bits)`.
+/// Record words: `H | Hkv | K | V | M | feature_map | gate_logit_normalizer
+/// (f32 bits) | flags (bit 0 short convolution) | conv_size`. Without a short
+/// convolution the last two words are 0, as in format 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GsaConfig {
     /// Query heads H.
@@ -56,7 +62,12 @@ pub struct GsaConfig {
     pub feature_map: FeatureMap,
     /// Divisor of the log forget gate.
     pub gate_logit_normalizer: f32,
+    /// Short convolution width on q, k, v (0 = none).
+    pub conv_size: u32,
 }
+
+/// Flag bit of the layer record (word 7): short convolution.
+const SHORT_CONV: u32 = 1;
 
 impl GsaConfig {
     /// Parses and validates a layer record.
@@ -79,7 +90,18 @@ impl GsaConfig {
             num_slots: w[4],
             feature_map,
             gate_logit_normalizer: f32::from_bits(w[6]),
+            conv_size: if w[7] & SHORT_CONV != 0 { w[8] } else { 0 },
         };
+        ensure!(w[7] & !SHORT_CONV == 0, layer, "unknown gsa flags");
+        ensure!(
+            if w[7] & SHORT_CONV != 0 {
+                w[8] >= 1 && w[8] <= 64
+            } else {
+                w[8] == 0
+            },
+            layer,
+            "gsa conv_size must be 1..=64 with a short convolution, else 0"
+        );
         ensure!(
             dim_ok(c.num_heads) && dim_ok(c.num_kv_heads),
             layer,
@@ -124,7 +146,7 @@ impl GsaConfig {
     /// Encodes the layer record words.
     pub fn to_words(&self) -> LayerWords {
         let mut w = [0; 15];
-        w[..7].copy_from_slice(&[
+        w[..9].copy_from_slice(&[
             self.num_heads,
             self.num_kv_heads,
             self.head_k_dim,
@@ -132,6 +154,8 @@ impl GsaConfig {
             self.num_slots,
             self.feature_map as u32,
             self.gate_logit_normalizer.to_bits(),
+            if self.conv_size > 0 { SHORT_CONV } else { 0 },
+            self.conv_size,
         ]);
         w
     }
@@ -156,10 +180,15 @@ impl GsaConfig {
         (h, hkv, k, v, m)
     }
 
-    /// State words: `Hkv * M * (K + V)`.
+    /// State words: `Hkv * M * (K + V)`, plus `(H*K + Hkv*(K + V)) * (W - 1)`
+    /// for the short convolution.
     pub const fn state_len(&self) -> u64 {
-        let (_, hkv, k, v, m) = self.dims64();
-        product(&[hkv, m, k + v])
+        let (h, hkv, k, v, m) = self.dims64();
+        let channels = sum(&[product(&[h, k]), product(&[hkv, k + v])]);
+        sum(&[
+            product(&[hkv, m, k + v]),
+            conv::state_words(channels, self.conv_size),
+        ])
     }
 
     /// Scratch words: q `[H*K]`, k `[Hkv*K]`, v `[Hkv*V]`, f `[Hkv*M]`, p `[M]`, o `[H*V]`.
@@ -186,6 +215,10 @@ impl Mixer for GsaConfig {
         push(s, layer, Role::QProj, [width(h, k), d, 0], true);
         push(s, layer, Role::KProj, [width(hkv, k), d, 0], true);
         push(s, layer, Role::VProj, [width(hkv, v), d, 0], true);
+        if self.conv_size > 0 {
+            let channels = [width(h, k), width(hkv, k), width(hkv, v)];
+            push_conv_specs(s, layer, channels, self.conv_size);
+        }
         push(s, layer, Role::FProj, [width(hkv, m), d, 0], true);
         push(s, layer, Role::GNorm, [width(h, v), 0, 0], false);
         push(s, layer, Role::OProj, [d, width(h, v), 0], true);
@@ -216,6 +249,10 @@ impl Mixer for GsaConfig {
         w.get(Role::KProj)?.matvec(&x, kk)?;
         w.get(Role::VProj)?.matvec(&x, vv)?;
         w.get(Role::FProj)?.matvec(&x, f)?;
+        let (state, caches) = state.split_at_mut(hkv * m * (k + v));
+        if self.conv_size > 0 {
+            conv::step_qkv(w, self.conv_size as usize, caches, q, kk, vv)?;
+        }
         self.feature_map.apply(q);
         self.feature_map.apply(kk);
         vv.iter_mut().for_each(|e| *e = silu(*e));
@@ -265,5 +302,52 @@ impl Mixer for GsaConfig {
             .for_each(|(c, e)| *e *= inv * g_norm.at(c));
         w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gsa(conv_size: u32) -> GsaConfig {
+        GsaConfig {
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_k_dim: 8,
+            head_v_dim: 6,
+            num_slots: 5,
+            feature_map: FeatureMap::Relu,
+            gate_logit_normalizer: 8.0,
+            conv_size,
+        }
+    }
+
+    #[test]
+    fn short_convolution_round_trips_and_old_records_are_unchanged() {
+        let plain = gsa(0).to_words();
+        assert!(plain[7..].iter().all(|&x| x == 0), "format 1 words");
+        assert_eq!(GsaConfig::from_words(&plain, None), Ok(gsa(0)));
+        let conv = gsa(3).to_words();
+        assert_eq!((conv[7], conv[8]), (1, 3));
+        assert_eq!(GsaConfig::from_words(&conv, None), Ok(gsa(3)));
+        // State: Hkv*M*(K+V) + (H*K + Hkv*(K+V)) * (W-1).
+        assert_eq!(gsa(0).state_len(), 2 * 5 * 14);
+        assert_eq!(gsa(3).state_len(), 2 * 5 * 14 + (32 + 28) * 2);
+    }
+
+    #[test]
+    fn inconsistent_conv_words_are_refused() {
+        for (flags, width) in [(0, 4), (1, 0), (1, 65), (2, 0)] {
+            let mut w = gsa(0).to_words();
+            w[7] = flags;
+            w[8] = width;
+            assert!(
+                matches!(
+                    GsaConfig::from_words(&w, Some(1)),
+                    Err(Error::BadConfig { layer: Some(1), .. })
+                ),
+                "flags {flags} conv {width}"
+            );
+        }
     }
 }

@@ -5,11 +5,15 @@ mod bla;
 mod conv;
 mod gdn;
 mod gsa;
+mod mla;
+mod rope;
 mod swa;
 
 pub use bla::{BlaConfig, BlaDecay, BlaKernel};
-pub use gdn::GdnConfig;
+pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub use gsa::{FeatureMap, GsaConfig};
+pub use mla::MlaConfig;
+pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;
 
 use crate::config::{LayerConfig, ModelConfig};
@@ -71,6 +75,7 @@ impl LayerConfig {
             LayerConfig::Gsa(c) => c,
             LayerConfig::Swa(c) => c,
             LayerConfig::Bla(c) => c,
+            LayerConfig::Mla(c) => c,
         }
     }
 }
@@ -269,6 +274,11 @@ mod tests {
                 conv_size: m,
                 use_gate: true,
                 allow_neg_eigval: false,
+                decay: GdnDecay::Gated,
+                delta_rule: true,
+                use_beta: true,
+                qk_activation: QkActivation::Silu,
+                qk_norm: QkNorm::L2,
             }),
             LayerConfig::Gsa(GsaConfig {
                 num_heads: m,
@@ -278,6 +288,7 @@ mod tests {
                 num_slots: m,
                 feature_map: FeatureMap::Swish,
                 gate_logit_normalizer: 1.0,
+                conv_size: m,
             }),
             LayerConfig::Swa(SwaConfig {
                 num_heads: m,
@@ -290,6 +301,7 @@ mod tests {
                 cache_positions: false,
                 sink_logits: true,
                 conv_size: m,
+                dilation: m,
             }),
             LayerConfig::Bla(BlaConfig {
                 num_heads: m,
@@ -302,6 +314,15 @@ mod tests {
                 decay: BlaDecay::Gated,
                 gamma: 1.0,
                 conv_size: m,
+            }),
+            LayerConfig::Mla(MlaConfig {
+                num_heads: m,
+                head_dim: m,
+                v_head_dim: m,
+                rope_dim: m,
+                kv_lora_rank: m,
+                window: m,
+                rope_theta: 1.0,
             }),
         ];
         for c in layers {

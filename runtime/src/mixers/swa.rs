@@ -15,11 +15,17 @@
 //! every position a `u64` holds: no f32 position loses precision past 2^24
 //! (docs/spec.md, "Positions").
 //!
-//! State layout: keys `[S + pinned_max + W][Hkv][d]`, values likewise, then
-//! the short-convolution caches when `use_short_conv` is set.
+//! With `dilation` `r > 1` the window keys are the tokens at distances
+//! `0, r, 2r, ..., (W-1) r`; the ring then holds the whole span of
+//! `(W-1) r + 1` tokens, because the next `r - 1` queries read the residue
+//! classes in between (docs/spec.md §3.3, "Dilated window").
+//!
+//! State layout: keys `[S + pinned_max + span][Hkv][d]` (`span = (W-1) r + 1`,
+//! `W` without dilation), values likewise, then the short-convolution caches
+//! when `use_short_conv` is set.
 
-use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
+use super::{conv, product, push, push_conv_specs, rope, sum, width, Mixer, Specs, StepCtx};
+use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords, MAX_DIM};
 use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::dot;
@@ -37,9 +43,10 @@ mod flag {
 
 /// Sliding-window attention layer configuration.
 ///
-/// Record words: `H | Hkv | d | W | S | rope_theta (f32 bits) | flags | conv_size`
-/// with flags bit 0 cache positions, bit 1 learned sink logits, bit 2 short
-/// convolution, bit 3 no RoPE.
+/// Record words: `H | Hkv | d | W | S | rope_theta (f32 bits) | flags | conv_size
+/// | dilation` with flags bit 0 cache positions, bit 1 learned sink logits,
+/// bit 2 short convolution, bit 3 no RoPE; dilation 0 (format 1-3 records)
+/// means 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SwaConfig {
     /// Query heads H.
@@ -62,6 +69,8 @@ pub struct SwaConfig {
     pub sink_logits: bool,
     /// Short convolution width on q, k, v (0 = none).
     pub conv_size: u32,
+    /// Distance between the window's keys (1 = a plain window).
+    pub dilation: u32,
 }
 
 impl SwaConfig {
@@ -83,6 +92,7 @@ impl SwaConfig {
             } else {
                 0
             },
+            dilation: if w[8] == 0 { 1 } else { w[8] },
         };
         ensure!(flags & !flag::ALL == 0, layer, "unknown swa flags");
         ensure!(
@@ -119,6 +129,16 @@ impl SwaConfig {
             layer,
             "swa conv_size must be 1..=64"
         );
+        ensure!(
+            c.dilation == 1 || !c.cache_positions,
+            layer,
+            "a dilated window needs absolute RoPE positions"
+        );
+        ensure_size!(
+            c.span() <= MAX_DIM as u64,
+            layer,
+            "swa (window - 1) * dilation + 1 exceeds 2^20"
+        );
         Ok(c)
     }
 
@@ -130,6 +150,7 @@ impl SwaConfig {
             | bit(self.conv_size > 0, flag::SHORT_CONV)
             | bit(!self.use_rope, flag::NO_ROPE);
         let mut w = [0; 15];
+        w[8] = if self.dilation > 1 { self.dilation } else { 0 };
         w[..8].copy_from_slice(&[
             self.num_heads,
             self.num_kv_heads,
@@ -159,11 +180,21 @@ impl SwaConfig {
         )
     }
 
-    /// State words: `(S + pinned_max + W) * Hkv * 2d` plus the convolution caches
+    /// Ring slots: the span `(W - 1) * dilation + 1` of tokens a dilated
+    /// window reaches (`W` without dilation).
+    pub const fn span(&self) -> u64 {
+        let r = if self.dilation == 0 { 1 } else { self.dilation };
+        sum(&[
+            product(&[(self.window as u64).saturating_sub(1), r as u64]),
+            1,
+        ])
+    }
+
+    /// State words: `(S + pinned_max + span) * Hkv * 2d` plus the convolution caches
     /// (saturating: an absurd `pinned_max` yields a size no buffer has).
     pub const fn state_len(&self, pinned_max: usize) -> u64 {
         let (h, hkv, d) = self.dims64();
-        let slots = sum(&[self.sinks as u64, self.window as u64, pinned_max as u64]);
+        let slots = sum(&[self.sinks as u64, self.span(), pinned_max as u64]);
         let channels = sum(&[product(&[h, d]), product(&[2, hkv, d])]);
         sum(&[
             product(&[slots, 2, hkv, d]),
@@ -179,33 +210,9 @@ impl SwaConfig {
     }
 
     /// Fills `cs` (`[d]`: cosines then sines) for position `pos`, taken
-    /// modulo 2^64 (so `pos.wrapping_neg()` rotates back by `pos`).
-    ///
-    /// Frequency `i` turns `theta^(-2i/d) / 2 pi` times per token; as a 0.64
-    /// fixed-point number of turns `step_i`, the phase at `pos` is
-    /// `pos * step_i mod 2^64` exactly, and its top 32 bits give the angle in
-    /// `[-pi, pi)` (rounded to 24 bits when converted to f32).
+    /// modulo 2^64 ([`rope::table`]).
     fn rope_table(&self, pos: u64, cs: &mut [f32]) {
-        /// One turn as a 0.64 fixed-point number, in f64.
-        const TURN: f64 = 18_446_744_073_709_551_616.0;
-        /// Radians per unit of the phase's top 32 bits.
-        const RAD_PER_UNIT: f32 = core::f32::consts::TAU / 4_294_967_296.0;
-        let half = self.head_dim as usize / 2;
-        // theta^(-2/d) as exp(ln theta * -2/d): f64 `exp` and `log` are
-        // smaller than `pow` in soft-float firmware (and the eval firmware
-        // links them anyway).
-        let ratio = libm::exp(libm::log(self.rope_theta as f64) * (-2.0 / self.head_dim as f64));
-        let mut turns_per_token = 1.0 / core::f64::consts::TAU;
-        let (cos, sin) = cs.split_at_mut(half);
-        for (c, s) in cos.iter_mut().zip(sin.iter_mut()) {
-            // In [0, 2^64 / 2 pi]: the conversion neither saturates nor wraps.
-            let step = (turns_per_token * TURN) as u64;
-            let phase = pos.wrapping_mul(step);
-            let angle = ((phase >> 32) as u32 as i32) as f32 * RAD_PER_UNIT;
-            *c = libm::cosf(angle);
-            *s = libm::sinf(angle);
-            turns_per_token *= ratio;
-        }
+        rope::table(self.rope_theta, self.head_dim, pos, cs);
     }
 
     /// Rotates every head of `x` (heads of size d) with the table `cs`.
@@ -227,14 +234,14 @@ impl SwaConfig {
 }
 
 /// Streaming softmax accumulator over keys (running max, sum and weighted values).
-struct OnlineSoftmax<'o> {
+pub(super) struct OnlineSoftmax<'o> {
     max: f32,
     sum: f32,
     acc: &'o mut [f32],
 }
 
 impl<'o> OnlineSoftmax<'o> {
-    fn new(acc: &'o mut [f32]) -> Self {
+    pub(super) fn new(acc: &'o mut [f32]) -> Self {
         acc.fill(0.0);
         OnlineSoftmax {
             max: f32::NEG_INFINITY,
@@ -244,7 +251,7 @@ impl<'o> OnlineSoftmax<'o> {
     }
 
     /// Adds a logit with its value vector (`None`: a sink logit with no value).
-    fn add(&mut self, logit: f32, value: Option<&[f32]>) {
+    pub(super) fn add(&mut self, logit: f32, value: Option<&[f32]>) {
         if logit > self.max {
             let rescale = crate::math::exp(self.max - logit);
             self.sum *= rescale;
@@ -258,7 +265,7 @@ impl<'o> OnlineSoftmax<'o> {
         }
     }
 
-    fn finish(self) {
+    pub(super) fn finish(self) {
         if self.sum > 0.0 {
             let inv = 1.0 / self.sum;
             self.acc.iter_mut().for_each(|e| *e *= inv);
@@ -297,7 +304,8 @@ impl Mixer for SwaConfig {
     ) -> Result<()> {
         let x = act.input(x)?;
         let (h, hkv, d) = self.dims();
-        let (window, t) = (self.window as u64, ctx.pos);
+        let (span, t) = (self.span(), ctx.pos);
+        let r = self.dilation.max(1) as u64;
         let (q, rest) = scratch.split_at_mut(h * d);
         let (o, rest) = rest.split_at_mut(h * d);
         let (k, rest) = rest.split_at_mut(hkv * d);
@@ -312,7 +320,7 @@ impl Mixer for SwaConfig {
         w.get(Role::VProj)?.matvec(&x, v)?;
 
         let sink_cap = self.sinks as usize + ctx.pinned_max;
-        let kv_len = (sink_cap + self.window as usize) * hkv * d;
+        let kv_len = (sink_cap + span as usize) * hkv * d;
         let (keys, rest) = state.split_at_mut(kv_len);
         let (values, conv_state) = rest.split_at_mut(kv_len);
         if self.conv_size > 0 {
@@ -328,18 +336,25 @@ impl Mixer for SwaConfig {
             values[slot * row..(slot + 1) * row].copy_from_slice(v);
         };
         let s_eff = (self.sinks as usize + ctx.pinned) as u64;
-        store(sink_cap + (t % window) as usize, keys, values);
+        store(sink_cap + (t % span) as usize, keys, values);
         if t < s_eff {
             store(t as usize, keys, values);
         }
 
-        // Visible keys: window [first, t] and sinks [0, min(s_eff, first)).
-        let first = (t + 1).saturating_sub(window);
-        let sink_end = s_eff.min(first);
+        // Visible keys: window {t - i r : i < W} within [first, t], and the
+        // sinks [0, s_eff) that are not window keys (r = 1: [0, min(s_eff, first))).
+        let first = (t + 1).saturating_sub(span);
+        let sink_end = if r == 1 {
+            s_eff.min(first)
+        } else {
+            s_eff.min(t + 1)
+        };
+        let in_window = |s: u64| s >= first && (t - s) % r == 0;
+        // Cache positions are refused with dilation, so `span` is W here.
         let rerotate = self.cache_positions && self.use_rope && sink_end > 0;
         if rerotate {
             // R(cache position) = R(cache position - t) R(t): rotate the query back.
-            let back = t - t.min(s_eff + window - 1);
+            let back = t - t.min(s_eff + span - 1);
             self.rope_table(back.wrapping_neg(), cs);
         }
         let sinks = match self.sink_logits {
@@ -365,12 +380,18 @@ impl Mixer for SwaConfig {
                     qh
                 };
                 for slot in 0..sink_end as usize {
+                    if r > 1 && in_window(slot as u64) {
+                        continue;
+                    }
                     softmax.add(dot(qs, key(slot)) * scale, Some(value(slot)));
                 }
             }
-            for s in first..=t {
-                let slot = sink_cap + (s % window) as usize;
+            // Oldest first: s = first + ((t - first) mod r), step r, up to t.
+            let mut s = first + (t - first) % r;
+            while s <= t {
+                let slot = sink_cap + (s % span) as usize;
                 softmax.add(dot(qh, key(slot)) * scale, Some(value(slot)));
+                s += r;
             }
             softmax.finish();
         }
@@ -395,6 +416,7 @@ mod tests {
             cache_positions: false,
             sink_logits: false,
             conv_size: 0,
+            dilation: 1,
         }
     }
 
@@ -433,5 +455,58 @@ mod tests {
                 assert!((a[8 + i] + b[8 + i]).abs() < 1e-6);
             }
         }
+    }
+
+    fn swa(window: u32, dilation: u32) -> SwaConfig {
+        SwaConfig {
+            num_heads: 2,
+            num_kv_heads: 1,
+            head_dim: 4,
+            window,
+            sinks: 2,
+            rope_theta: 10000.0,
+            use_rope: true,
+            cache_positions: false,
+            sink_logits: false,
+            conv_size: 0,
+            dilation,
+        }
+    }
+
+    #[test]
+    fn dilation_round_trips_and_plain_records_are_unchanged() {
+        assert_eq!(swa(8, 1).to_words()[8], 0, "format 1 word");
+        assert_eq!(
+            SwaConfig::from_words(&swa(8, 1).to_words(), None),
+            Ok(swa(8, 1))
+        );
+        let w = swa(8, 3).to_words();
+        assert_eq!(w[8], 3);
+        assert_eq!(SwaConfig::from_words(&w, None), Ok(swa(8, 3)));
+    }
+
+    #[test]
+    fn a_dilated_window_keeps_its_whole_span() {
+        // W = 4 keys at distances 0, 3, 6, 9: span 10 ring slots + 2 sinks.
+        let c = swa(4, 3);
+        assert_eq!(c.span(), 10);
+        assert_eq!(c.state_len(0), (2 + 10) * 2 * 4);
+        assert_eq!(c.state_len(0), swa(10, 1).state_len(0));
+        assert_eq!(swa(1, 1000).span(), 1);
+    }
+
+    #[test]
+    fn dilation_with_cache_positions_or_an_oversized_span_is_refused() {
+        let mut c = swa(4, 2);
+        c.cache_positions = true;
+        assert!(matches!(
+            SwaConfig::from_words(&c.to_words(), Some(0)),
+            Err(Error::BadConfig { .. })
+        ));
+        let big = swa(1 << 12, 1 << 9);
+        assert!(matches!(
+            SwaConfig::from_words(&big.to_words(), Some(0)),
+            Err(Error::SizeOverflow { .. })
+        ));
     }
 }

@@ -24,9 +24,15 @@ class GdnConfig:
     head_dim: int  # K
     num_v_heads: int  # HV
     head_v_dim: int  # V = int(head_dim * expand_v)
-    conv_size: int
+    conv_size: int  # 0: no short convolution
     use_gate: bool
     allow_neg_eigval: bool
+    # The GDN family (docs/spec.md §3.1.1); the defaults are Gated DeltaNet.
+    decay: str = "gated"  # "gated" | "none" | "retention"
+    update: str = "delta"  # "delta" | "additive"
+    use_beta: bool = True
+    qk_activation: str = "silu"  # "silu" | "relu" | "elu" | "identity"
+    qk_norm: str = "l2"  # "l2" | "sum" | "none"
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,8 @@ class GsaConfig:
     num_slots: int  # M
     feature_map: str  # "swish" | "relu"
     gate_logit_normalizer: float
+    use_short_conv: bool = False
+    conv_size: int = 4
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class SwaConfig:
     sink_logits: bool
     use_short_conv: bool
     conv_size: int
+    dilation: int = 1  # window keys at distances 0, r, 2r, ..., (W-1) r
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,20 @@ class BlaConfig:
     conv_size: int
 
 
-MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig]
+@dataclass(frozen=True)
+class MlaConfig:
+    """Latent-compressed (MLA-style) sliding window (docs/spec.md §3.6)."""
+
+    num_heads: int
+    head_dim: int  # d: q/k size without RoPE
+    v_head_dim: int  # dv
+    rope_dim: int  # dr: RoPE part of q and the shared RoPE key (even, 0 = none)
+    kv_lora_rank: int  # R: latent size
+    window: int  # W
+    rope_theta: float
+
+
+MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig]
 
 
 @dataclass(frozen=True)
@@ -193,14 +215,29 @@ def _parse_gdn(f: _Fields, hidden: int) -> GdnConfig:
         raise f.error(f"num_v_heads {num_v_heads} must be a multiple of num_heads {num_heads}")
     expand_v = f.number("expand_v", 2.0)
     head_v_dim = _exact_div(f, head_dim * expand_v, 1, "head_dim * expand_v")
+    conv_size = f.integer("conv_size", 4)
+    if conv_size > 64:
+        raise f.error(f"field 'conv_size' must be 1..=64, got {conv_size}")
+    update = f.choice("update", ("delta", "additive"), "delta")
+    qk_norm = f.choice("qk_norm", ("l2", "sum", "none"), "l2")
+    if update == "delta" and qk_norm == "none":
+        raise f.error("field 'qk_norm' = 'none' needs 'update' = 'additive': "
+                      "the delta rule diverges without normalised keys")
+    use_gate = f.flag("use_gate", True)
+    allow_neg_eigval = f.flag("allow_neg_eigval", False)
     return GdnConfig(
         num_heads=num_heads,
         head_dim=head_dim,
         num_v_heads=num_v_heads,
         head_v_dim=head_v_dim,
-        conv_size=f.integer("conv_size", 4),
-        use_gate=f.flag("use_gate", True),
-        allow_neg_eigval=f.flag("allow_neg_eigval", False),
+        use_gate=use_gate,
+        allow_neg_eigval=allow_neg_eigval,
+        decay=f.choice("decay", ("gated", "none", "retention"), "gated"),
+        update=update,
+        use_beta=f.flag("use_beta", True),
+        qk_activation=f.choice("qk_activation", ("silu", "relu", "elu", "identity"), "silu"),
+        qk_norm=qk_norm,
+        conv_size=conv_size if f.flag("use_short_conv", True) else 0,
     )
 
 
@@ -217,6 +254,8 @@ def _parse_gsa(f: _Fields, hidden: int) -> GsaConfig:
         num_slots=f.integer("num_slots", 64),
         feature_map=f.choice("feature_map", ("swish", "relu"), "swish"),
         gate_logit_normalizer=f.number("gate_logit_normalizer", 8.0),
+        use_short_conv=f.flag("use_short_conv", False),
+        conv_size=f.integer("conv_size", 4),
     )
 
 
@@ -226,6 +265,9 @@ def _parse_swa(f: _Fields, hidden: int) -> SwaConfig:
     head_dim = _head_dim(f, hidden, num_heads)
     if head_dim % 2 != 0:
         raise f.error(f"head_dim {head_dim} must be even for RoPE")
+    dilation = f.integer("dilation", 1)
+    if dilation > 1 and f.has("rope_positions") and f._raw["rope_positions"] == "cache":
+        raise f.error("field 'dilation' > 1 needs rope_positions 'absolute'")
     return SwaConfig(
         num_heads=num_heads,
         num_kv_heads=num_kv_heads,
@@ -237,6 +279,7 @@ def _parse_swa(f: _Fields, hidden: int) -> SwaConfig:
         sink_logits=f.flag("sink_logits", False),
         use_short_conv=f.flag("use_short_conv", False),
         conv_size=f.integer("conv_size", 4),
+        dilation=dilation,
     )
 
 
@@ -264,7 +307,24 @@ def _parse_bla(f: _Fields, hidden: int) -> BlaConfig:
     )
 
 
-_MIXER_PARSERS = {"gdn": _parse_gdn, "gsa": _parse_gsa, "swa": _parse_swa, "bla": _parse_bla}
+def _parse_mla(f: _Fields, hidden: int) -> MlaConfig:
+    num_heads = f.integer("num_heads")
+    head_dim = _head_dim(f, hidden, num_heads)
+    rope_dim = f.integer("rope_dim", 0, minimum=0)
+    if rope_dim % 2 != 0:
+        raise f.error(f"rope_dim {rope_dim} must be even for RoPE")
+    return MlaConfig(
+        num_heads=num_heads,
+        head_dim=head_dim,
+        v_head_dim=f.integer("v_head_dim", head_dim),
+        rope_dim=rope_dim,
+        kv_lora_rank=f.integer("kv_lora_rank"),
+        window=f.integer("window"),
+        rope_theta=f.number("rope_theta", 10000.0),
+    )
+
+
+_MIXER_PARSERS = {"gdn": _parse_gdn, "gsa": _parse_gsa, "swa": _parse_swa, "bla": _parse_bla, "mla": _parse_mla}
 
 
 def _parse_layer(raw: Any, index: int, hidden: int) -> MixerConfig:

@@ -58,11 +58,12 @@ class ShortConv:
     y_c = silu( sum_j w[c, 0, j] * cache_c[j] ).
     """
 
-    def __init__(self, weight: np.ndarray):
+    def __init__(self, weight: np.ndarray, activation: bool = True):
         channels, one, width = weight.shape
         assert one == 1, weight.shape
         self.weight = weight[:, 0, :]  # [C, W]
         self.cache = np.zeros((channels, width))  # [C, W]
+        self.activation = activation  # False: no SiLU (DeltaNet's q/k with qk_activation != silu)
 
     def reset(self) -> None:
         self.cache[:] = 0.0
@@ -70,7 +71,8 @@ class ShortConv:
     def step(self, x: np.ndarray) -> np.ndarray:
         self.cache = np.roll(self.cache, -1, axis=1)
         self.cache[:, -1] = x
-        return silu(np.sum(self.weight * self.cache, axis=1))
+        y = np.sum(self.weight * self.cache, axis=1)
+        return silu(y) if self.activation else y
 
 
 def rope(x: np.ndarray, position: int, theta: float | None) -> np.ndarray:
@@ -101,8 +103,8 @@ def qkv_conv_shapes(q_channels: int, k_channels: int, v_channels: int, width: in
 class QkvShortConv:
     """The three short convolutions applied to the raw q, k and v projections."""
 
-    def __init__(self, weights: dict):
-        self.convs = [ShortConv(weights[f"{name}_conv1d.weight"]) for name in "qkv"]
+    def __init__(self, weights: dict, qk_silu: bool = True):
+        self.convs = [ShortConv(weights[f"{name}_conv1d.weight"], name == "v" or qk_silu) for name in "qkv"]
 
     def reset(self) -> None:
         for conv in self.convs:

@@ -7,12 +7,13 @@ from typing import Union
 
 import numpy as np
 
-from . import bla, gdn, gsa, swa
-from .config import BlaConfig, GdnConfig, GsaConfig, ModelConfig, SwaConfig, load_config
+from . import bla, gdn, gsa, mla, swa
+from .config import BlaConfig, GdnConfig, GsaConfig, MlaConfig, ModelConfig, SwaConfig, load_config
 from .ops import rmsnorm, swiglu_mlp
 from .safetensors_io import load_safetensors
 
-_SHAPES = {GdnConfig: gdn.tensor_shapes, GsaConfig: gsa.tensor_shapes, SwaConfig: swa.tensor_shapes, BlaConfig: bla.tensor_shapes}
+_SHAPES = {GdnConfig: gdn.tensor_shapes, GsaConfig: gsa.tensor_shapes, SwaConfig: swa.tensor_shapes, BlaConfig: bla.tensor_shapes,
+           MlaConfig: mla.tensor_shapes}
 
 
 def model_tensor_shapes(cfg: ModelConfig) -> dict:
@@ -52,6 +53,8 @@ def _build_mixer(layer, weights: dict, cfg: ModelConfig, pinned: int):
         return gsa.GatedSlotAttention(layer, weights)
     if isinstance(layer, SwaConfig):
         return swa.SlidingWindowAttention(layer, weights, pinned)
+    if isinstance(layer, MlaConfig):
+        return mla.LatentWindowAttention(layer, weights)
     return bla.BlurryWindowAttention(layer, weights)
 
 

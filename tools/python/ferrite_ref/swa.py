@@ -1,7 +1,8 @@
 """``swa`` — sliding-window softmax attention with sinks and pinned prefix (docs/spec.md §3.3).
 
 Visible keys for the query at stream position t (S_eff = sinks + pinned):
-    {s : max(0, t-W+1) <= s <= t}  ∪  {s : s < S_eff, s <= t},  each key once.
+    {s : max(0, t-W+1) <= s <= t}  ∪  {s : s < S_eff, s <= t},  each key once;
+with dilation r the window part is {t - i r : 0 <= i < W, t - i r >= 0}.
 RoPE positions: "absolute" rotates q and k at their true stream positions;
 "cache" (StreamingLLM) gives a sink/pinned key s its index s, a window key s
 the index S_eff + (s - max(S_eff, t-W+1)), and the query min(t, S_eff+W-1).
@@ -32,10 +33,16 @@ def tensor_shapes(cfg: SwaConfig, hidden: int) -> dict:
     return shapes
 
 
-def visible_keys(t: int, window: int, s_eff: int) -> list:
-    """Stream positions the query at t attends to, oldest first, each once."""
-    start = max(0, t - window + 1)
-    return list(range(min(s_eff, start))) + list(range(start, t + 1))
+def visible_keys(t: int, window: int, s_eff: int, dilation: int = 1) -> list:
+    """Stream positions the query at t attends to, oldest first, each once.
+
+    Window keys are t - i*dilation for i < window (those >= 0); sinks are the
+    s < s_eff that are not window keys. With dilation 1 this is
+    [0, min(s_eff, start)) + [start, t].
+    """
+    window_keys = sorted(s for s in (t - i * dilation for i in range(window)) if s >= 0)
+    sinks = [s for s in range(min(s_eff, t + 1)) if s not in window_keys]
+    return sinks + window_keys
 
 
 def rope_positions(t: int, keys: list, window: int, s_eff: int, mode: str) -> tuple:
@@ -78,7 +85,7 @@ class SlidingWindowAttention:
         self.values.append(v.reshape(cfg.num_kv_heads, cfg.head_dim))
         t = len(self.keys) - 1
 
-        visible = visible_keys(t, cfg.window, self.s_eff)
+        visible = visible_keys(t, cfg.window, self.s_eff, cfg.dilation)
         q_pos, k_pos = rope_positions(t, visible, cfg.window, self.s_eff, cfg.rope_positions)
         q = rope(q.reshape(cfg.num_heads, cfg.head_dim), q_pos, cfg.rope_theta)
         keys = np.stack([rope(self.keys[s], p, cfg.rope_theta) for s, p in zip(visible, k_pos)])

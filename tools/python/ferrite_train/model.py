@@ -8,12 +8,16 @@ Forms used (all exact, not approximations of the per-token recurrences):
 
 * ``gdn``: chunked gated delta rule (WY / UT form, chunk 64): inside a chunk
   the pseudo-values U solve (I + A) U = diag(beta) (V - decayed S0 k), A
-  strictly lower-triangular; across chunks the state is carried.
+  strictly lower-triangular; across chunks the state is carried. The family
+  options of §3.1.1 change its inputs (decay none: g = 0; retention:
+  g = log gamma_j); the additive update (linear attention, retention) is
+  masked decayed attention o_t = sum_{s<=t} e^{G_t-G_s} beta_s (q_t.k_s) v_s.
 * ``gsa``: the slot recurrences are diagonal and linear, so
   Hk_t = sum_s exp(F_t - F_s) s_s k_s (F the running sum of log alpha); scores
   and outputs are contracted without materialising Hk_t.
 * ``swa``: masked softmax attention (window + sinks, RoPE absolute or cache,
-  optional sink logits); ``pinned`` adds pinned-prefix tokens as extra sinks.
+  optional sink logits, dilation); ``pinned`` adds pinned-prefix tokens as
+  extra sinks.
 * ``bla``: the closed form of the gated recurrence (docs/spec.md §3.4):
   Ks(t) = sum_s A[t,s,n] k_s with A[t,s,n] = phi_n(s) prod_{s<tau<=t} (1 - phi_n(tau)),
   data-independent, computed once per length in float64.
@@ -29,7 +33,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ferrite_ref import bla as ref_bla
-from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, ModelConfig, SwaConfig, parse_config
+from ferrite_ref.config import (
+    BlaConfig,
+    GdnConfig,
+    GsaConfig,
+    MlaConfig,
+    ModelConfig,
+    SwaConfig,
+    parse_config,
+)
 
 
 class RMSNorm(nn.Module):
@@ -43,25 +55,27 @@ class RMSNorm(nn.Module):
 
 
 class ShortConv(nn.Module):
-    """Depthwise causal conv over time + SiLU; weight [C, 1, W] (docs/spec.md §3.5)."""
+    """Depthwise causal conv over time + SiLU (or none); weight [C, 1, W] (docs/spec.md §3.5)."""
 
-    def __init__(self, channels: int, width: int):
+    def __init__(self, channels: int, width: int, activation: bool = True):
         super().__init__()
         self.weight = nn.Parameter(torch.randn(channels, 1, width) / math.sqrt(width))
         self.width = width
+        self.activation = activation
 
     def forward(self, x):  # [B, T, C]
         y = F.conv1d(F.pad(x.transpose(1, 2), (self.width - 1, 0)), self.weight, groups=x.shape[-1])
-        return F.silu(y.transpose(1, 2))
+        y = y.transpose(1, 2)
+        return F.silu(y) if self.activation else y
 
 
 def _linear(d_in: int, d_out: int) -> nn.Linear:
     return nn.Linear(d_in, d_out, bias=False)
 
 
-def _conv_modules(module: nn.Module, q: int, k: int, v: int, width: int) -> None:
-    module.q_conv1d = ShortConv(q, width)
-    module.k_conv1d = ShortConv(k, width)
+def _conv_modules(module: nn.Module, q: int, k: int, v: int, width: int, qk_silu: bool = True) -> None:
+    module.q_conv1d = ShortConv(q, width, qk_silu)
+    module.k_conv1d = ShortConv(k, width, qk_silu)
     module.v_conv1d = ShortConv(v, width)
 
 
@@ -74,12 +88,16 @@ class GatedDeltaNet(nn.Module):
         self.cfg, self.chunk = cfg, chunk
         h, hv, k, v = cfg.num_heads, cfg.num_v_heads, cfg.head_dim, cfg.head_v_dim
         self.q_proj, self.k_proj, self.v_proj = _linear(d, h * k), _linear(d, h * k), _linear(d, hv * v)
-        self.a_proj, self.b_proj = _linear(d, hv), _linear(d, hv)
-        # fla's initialisation: A in U(1, 16), dt log-uniform in [1e-3, 1e-1].
-        self.A_log = nn.Parameter(torch.log(torch.empty(hv).uniform_(1, 16)))
-        dt = torch.exp(torch.empty(hv).uniform_(math.log(1e-3), math.log(1e-1)))
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))
-        _conv_modules(self, h * k, h * k, hv * v, cfg.conv_size)
+        if cfg.decay == "gated":
+            self.a_proj = _linear(d, hv)
+            # fla's initialisation: A in U(1, 16), dt log-uniform in [1e-3, 1e-1].
+            self.A_log = nn.Parameter(torch.log(torch.empty(hv).uniform_(1, 16)))
+            dt = torch.exp(torch.empty(hv).uniform_(math.log(1e-3), math.log(1e-1)))
+            self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))
+        if cfg.use_beta:
+            self.b_proj = _linear(d, hv)
+        if cfg.conv_size > 0:
+            _conv_modules(self, h * k, h * k, hv * v, cfg.conv_size, cfg.qk_activation == "silu")
         if cfg.use_gate:
             self.g_proj = _linear(d, hv * v)
         self.o_norm = RMSNorm(v, norm_eps)
@@ -89,25 +107,63 @@ class GatedDeltaNet(nn.Module):
         cfg = self.cfg
         b, t, _ = x.shape
         h, hv, kd, vd = cfg.num_heads, cfg.num_v_heads, cfg.head_dim, cfg.head_v_dim
-        q = self.q_conv1d(self.q_proj(x)).view(b, t, h, kd)
-        k = self.k_conv1d(self.k_proj(x)).view(b, t, h, kd)
-        v = self.v_conv1d(self.v_proj(x)).view(b, t, hv, vd)
-        q = q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6) * kd**-0.5
-        k = k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if cfg.conv_size > 0:
+            q, k, v = self.q_conv1d(q), self.k_conv1d(k), self.v_conv1d(v)
+        else:
+            if cfg.qk_activation == "silu":
+                q, k = F.silu(q), F.silu(k)
+            v = F.silu(v)
+        if cfg.qk_activation == "relu":
+            q, k = F.relu(q), F.relu(k)
+        elif cfg.qk_activation == "elu":
+            q, k = F.elu(q) + 1.0, F.elu(k) + 1.0
+        q, k, v = q.view(b, t, h, kd), k.view(b, t, h, kd), v.view(b, t, hv, vd)
+        if cfg.qk_norm == "l2":
+            q = q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6)
+            k = k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)
+        elif cfg.qk_norm == "sum":
+            q, k = F.normalize(q, p=1, dim=-1, eps=1e-6), F.normalize(k, p=1, dim=-1, eps=1e-6)
+        q = q * kd**-0.5
         group = hv // h
         q = q.repeat_interleave(group, dim=2).transpose(1, 2)  # [B, HV, T, K]
         k = k.repeat_interleave(group, dim=2).transpose(1, 2)
         v = v.transpose(1, 2)  # [B, HV, T, V]
-        beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2)  # [B, HV, T]
+        if cfg.use_beta:
+            beta = torch.sigmoid(self.b_proj(x)).transpose(1, 2)  # [B, HV, T]
+        else:
+            beta = x.new_ones(b, hv, t)
         if cfg.allow_neg_eigval:
             beta = beta * 2.0
-        g = (-torch.exp(self.A_log) * F.softplus(self.a_proj(x) + self.dt_bias)).transpose(1, 2)
-        o = gated_delta_rule(q, k, v, beta, g, self.chunk)  # [B, HV, T, V]
+        if cfg.decay == "gated":
+            g = (-torch.exp(self.A_log) * F.softplus(self.a_proj(x) + self.dt_bias)).transpose(1, 2)
+        elif cfg.decay == "retention":
+            gamma = 1.0 - 2.0 ** (-5.0 - torch.arange(hv, dtype=torch.float64, device=x.device))
+            g = torch.log(gamma).to(x.dtype)[None, :, None].expand(b, hv, t)
+        else:
+            g = x.new_zeros(b, hv, t)
+        if cfg.update == "delta":
+            o = gated_delta_rule(q, k, v, beta, g, self.chunk)  # [B, HV, T, V]
+        else:
+            o = decayed_linear_attention(q, k, v, beta, g)
         o = o.transpose(1, 2)  # [B, T, HV, V]
         z = self.o_norm(o)
         if cfg.use_gate:
             z = z * F.silu(self.g_proj(x).view(b, t, hv, vd))
         return self.o_proj(z.reshape(b, t, hv * vd))
+
+
+def decayed_linear_attention(q, k, v, beta, g):
+    """S_t = e^{g_t} S_{t-1} + beta_t v_t k_t^T; o_t = S_t q_t, in parallel form:
+    o_t = sum_{s<=t} e^{G_t-G_s} beta_s (q_t.k_s) v_s (G the running sum of g).
+
+    q, k [B, H, T, K]; v [B, H, T, V]; beta, g [B, H, T].
+    """
+    t = q.shape[2]
+    G = torch.cumsum(g, dim=-1)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    decay = torch.exp((G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")))
+    return (decay * (q @ k.transpose(-1, -2))) @ (beta[..., None] * v)
 
 
 def gated_delta_rule(q, k, v, beta, g, chunk: int = 64):
@@ -157,6 +213,8 @@ class GatedSlotAttention(nn.Module):
         h, hkv, k, v, m = cfg.num_heads, cfg.num_kv_heads, cfg.head_k_dim, cfg.head_v_dim, cfg.num_slots
         self.q_proj, self.k_proj, self.v_proj = _linear(d, h * k), _linear(d, hkv * k), _linear(d, hkv * v)
         self.f_proj = _linear(d, hkv * m)
+        if cfg.use_short_conv:
+            _conv_modules(self, h * k, hkv * k, hkv * v, cfg.conv_size)
         self.g_norm = RMSNorm(h * v, 1e-5)
         self.o_proj = _linear(h * v, d)
 
@@ -168,9 +226,12 @@ class GatedSlotAttention(nn.Module):
         b, t, _ = x.shape
         h, hkv, kd, vd, m = cfg.num_heads, cfg.num_kv_heads, cfg.head_k_dim, cfg.head_v_dim, cfg.num_slots
         grp = h // hkv
-        q = self._fm(self.q_proj(x)).view(b, t, hkv, grp, kd).permute(0, 2, 3, 1, 4)  # [B, J, G, T, K]
-        k = self._fm(self.k_proj(x)).view(b, t, hkv, kd).transpose(1, 2)  # [B, J, T, K]
-        v = F.silu(self.v_proj(x)).view(b, t, hkv, vd).transpose(1, 2)  # [B, J, T, V]
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if cfg.use_short_conv:  # fla: the conv's SiLU, then the feature map / SiLU as well
+            q, k, v = self.q_conv1d(q), self.k_conv1d(k), self.v_conv1d(v)
+        q = self._fm(q).view(b, t, hkv, grp, kd).permute(0, 2, 3, 1, 4)  # [B, J, G, T, K]
+        k = self._fm(k).view(b, t, hkv, kd).transpose(1, 2)  # [B, J, T, K]
+        v = F.silu(v).view(b, t, hkv, vd).transpose(1, 2)  # [B, J, T, V]
         f = F.logsigmoid(self.f_proj(x)).view(b, t, hkv, m).transpose(1, 2) / cfg.gate_logit_normalizer
         o = gated_slot_attention(q, k, v, f, self.chunk)  # [B, J, G, T, V]
         o = o.permute(0, 3, 1, 2, 4).reshape(b, t, h * vd)
@@ -255,8 +316,9 @@ class SlidingWindowAttention(nn.Module):
         v = v.view(b, t, hkv, hd).transpose(1, 2).repeat_interleave(h // hkv, dim=1)
         pos = torch.arange(t, device=x.device)
         ti, si = pos[:, None], pos[None, :]
-        in_window = (si <= ti) & (si > ti - w)
-        is_sink = (si < s_eff) & (si <= ti)
+        r = cfg.dilation
+        in_window = (si <= ti) & (si > ti - ((w - 1) * r + 1)) & ((ti - si) % r == 0)
+        is_sink = (si < s_eff) & (si <= ti) & ~in_window
         visible = in_window | is_sink
         if cfg.rope_theta is not None:
             cos, sin = _rope_tables(pos, hd, cfg.rope_theta, x.dtype, x.device)
@@ -347,6 +409,44 @@ class BlurryWindowAttention(nn.Module):
 # ---------------------------------------------------------------------------- model
 
 
+# ---------------------------------------------------------------------------- mla
+
+
+class LatentWindowAttention(nn.Module):
+    """MLA-style window (docs/spec.md §3.6), trained in its explicit form: keys
+    [Wuk_h c ; RoPE(kr)] and values Wuv_h c from the latent c, masked window attention."""
+
+    def __init__(self, cfg: MlaConfig, d: int):
+        super().__init__()
+        self.cfg = cfg
+        h, hd, dv, dr, r = cfg.num_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope_dim, cfg.kv_lora_rank
+        self.q_proj = _linear(d, h * (hd + dr))
+        self.kv_a_proj = _linear(d, r + dr)
+        self.kv_b_proj = _linear(r, h * (hd + dv))
+        self.o_proj = _linear(h * dv, d)
+
+    def forward(self, x, pinned: int = 0):
+        cfg = self.cfg
+        b, t, _ = x.shape
+        h, hd, dv, dr, r = cfg.num_heads, cfg.head_dim, cfg.v_head_dim, cfg.rope_dim, cfg.kv_lora_rank
+        q = self.q_proj(x).view(b, t, h, hd + dr).transpose(1, 2)  # [B, H, T, d+dr]
+        a = self.kv_a_proj(x)
+        c, kr = a[..., :r], a[..., r:]
+        kv = self.kv_b_proj(c).view(b, t, h, hd + dv).transpose(1, 2)
+        k_nope, v = kv[..., :hd], kv[..., hd:]
+        q_nope, q_rope = q[..., :hd], q[..., hd:]
+        pos = torch.arange(t, device=x.device)
+        scores = q_nope @ k_nope.transpose(-1, -2)
+        if dr > 0:
+            cos, sin = _rope_tables(pos, dr, cfg.rope_theta, x.dtype, x.device)
+            scores = scores + _rope(q_rope, cos, sin) @ _rope(kr, cos, sin)[:, None].transpose(-1, -2)
+        ti, si = pos[:, None], pos[None, :]
+        visible = (si <= ti) & (si > ti - cfg.window)
+        scores = (scores / math.sqrt(hd + dr)).masked_fill(~visible, float("-inf"))
+        o = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, h * dv)
+        return self.o_proj(o)
+
+
 def build_mixer(layer, d: int, norm_eps: float) -> nn.Module:
     if isinstance(layer, GdnConfig):
         return GatedDeltaNet(layer, d, norm_eps)
@@ -354,6 +454,8 @@ def build_mixer(layer, d: int, norm_eps: float) -> nn.Module:
         return GatedSlotAttention(layer, d)
     if isinstance(layer, SwaConfig):
         return SlidingWindowAttention(layer, d)
+    if isinstance(layer, MlaConfig):
+        return LatentWindowAttention(layer, d)
     return BlurryWindowAttention(layer, d)
 
 

@@ -59,6 +59,20 @@ def mqar_runs() -> dict:
     for name in [n for n in out if n.startswith("gsa-")]:
         out[name + "-lr3e-3"] = dict(out[name], lr=3e-3)
     out["gdn-16k-seed2-lr3e-3"] = dict(out["gdn-16k"], lr=3e-3, seed=2)
+    # Issue 14: GSA with fla's short convolution (the usual cure for the ~0.36 plateau above).
+    for m in (8, 16):
+        name = f"gsa-m{m}-conv"
+        config = _model([dict(layer, use_short_conv=True, conv_size=4) for layer in out[f"gsa-m{m}"]["config"]["layers"]],
+                        D_MQAR, 2 * D_MQAR)
+        out[name] = dict(out[f"gsa-m{m}"], family="gsa-conv", config=config)
+        out[name + "-lr3e-3"] = dict(out[name], lr=3e-3)
+    # Issue 14: the latent-compressed window (mla) at the state of swa-w16 / swa-w32: a
+    # window of the whole sequence (64) with R + dr = 16 / 32 floats per slot (dr = 4),
+    # against SWA's 64 floats per slot (2 x 1 kv head x 32) over 16 / 32 slots.
+    for name, rank in (("mla-w64-r12", 12), ("mla-w64-r28", 28)):
+        out[name] = dict(out["swa-w16"], family="mla", config=_model(
+            [{"mixer": "mla", "num_heads": 2, "head_dim": 32, "v_head_dim": 32, "rope_dim": 4,
+              "kv_lora_rank": rank, "window": 64, "rope_theta": 10000.0}] * 2, D_MQAR, 2 * D_MQAR))
     return out
 
 

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from ferrite_ref import mqar
-from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, SwaConfig
+from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, MlaConfig, SwaConfig
 
 from .export import export_model_dir
 from .model import FerriteLM
@@ -50,13 +50,18 @@ def layer_state_floats(layer) -> int:
     """Recurrent state words of one layer, as the runtime sizes it (runtime/src/mixers/*.rs)."""
     if isinstance(layer, GdnConfig):
         h, hv, k, v = layer.num_heads, layer.num_v_heads, layer.head_dim, layer.head_v_dim
-        return hv * v * k + (2 * h * k + hv * v) * (layer.conv_size - 1)
+        return hv * v * k + (2 * h * k + hv * v) * max(layer.conv_size - 1, 0)
     if isinstance(layer, GsaConfig):
-        return layer.num_kv_heads * layer.num_slots * (layer.head_k_dim + layer.head_v_dim)
+        hkv, k, v = layer.num_kv_heads, layer.head_k_dim, layer.head_v_dim
+        conv = (layer.num_heads * k + hkv * (k + v)) * (layer.conv_size - 1) if layer.use_short_conv else 0
+        return hkv * layer.num_slots * (k + v) + conv
     if isinstance(layer, SwaConfig):
         h, hkv, d = layer.num_heads, layer.num_kv_heads, layer.head_dim
         conv = (h * d + 2 * hkv * d) * (layer.conv_size - 1) if layer.use_short_conv else 0
-        return (layer.sinks + layer.window) * hkv * 2 * d + conv
+        span = (layer.window - 1) * layer.dilation + 1
+        return (layer.sinks + span) * hkv * 2 * d + conv
+    if isinstance(layer, MlaConfig):
+        return layer.window * (layer.kv_lora_rank + layer.rope_dim)
     assert isinstance(layer, BlaConfig)
     h, k, n = layer.num_heads, layer.head_dim, layer.slots
     conv = 3 * h * k * (layer.conv_size - 1) if layer.use_short_conv else 0
@@ -67,8 +72,11 @@ def layer_core_state_floats(layer) -> int:
     """The mixer's memory proper, without the short-convolution caches."""
     if isinstance(layer, GdnConfig):
         return layer.num_v_heads * layer.head_v_dim * layer.head_dim
+    if isinstance(layer, GsaConfig):
+        return layer.num_kv_heads * layer.num_slots * (layer.head_k_dim + layer.head_v_dim)
     if isinstance(layer, SwaConfig):
-        return (layer.sinks + layer.window) * layer.num_kv_heads * 2 * layer.head_dim
+        span = (layer.window - 1) * layer.dilation + 1
+        return (layer.sinks + span) * layer.num_kv_heads * 2 * layer.head_dim
     if isinstance(layer, BlaConfig):
         return layer.num_heads * layer.slots * 2 * layer.head_dim
     return layer_state_floats(layer)

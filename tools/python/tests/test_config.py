@@ -67,6 +67,19 @@ def test_gsa_expand_and_gdn_expand_v():
     assert (gdn.head_dim, gdn.head_v_dim, gdn.num_v_heads) == (24, 36, 4)
 
 
+def test_family_options_default_to_the_original_mixers():
+    cfg = parse_config(minimal({"mixer": "gdn", "num_heads": 2}))
+    gdn = cfg.layers[0]
+    assert (gdn.decay, gdn.update, gdn.use_beta, gdn.qk_activation, gdn.qk_norm, gdn.conv_size) == (
+        "gated", "delta", True, "silu", "l2", 4)
+    gdn = parse_config(minimal({"mixer": "gdn", "num_heads": 2, "use_short_conv": False})).layers[0]
+    assert gdn.conv_size == 0
+    gsa = parse_config(minimal({"mixer": "gsa", "num_heads": 2, "use_short_conv": True})).layers[0]
+    assert (gsa.use_short_conv, gsa.conv_size) == (True, 4)
+    swa = parse_config(minimal({"mixer": "swa", "num_heads": 4, "window": 8})).layers[0]
+    assert swa.dilation == 1
+
+
 def test_explicit_head_dim_needs_no_divisible_hidden():
     cfg = parse_config(minimal({"mixer": "swa", "num_heads": 3, "head_dim": 8, "window": 4}))
     assert cfg.layers[0].head_dim == 8
@@ -75,8 +88,20 @@ def test_explicit_head_dim_needs_no_divisible_hidden():
 @pytest.mark.parametrize("layer, message", [
     ({"mixer": "mamba", "num_heads": 2}, "mamba"),
     ({"mixer": "swa", "num_heads": 4, "window": 8, "window_size": 8}, "window_size"),
-    ({"mixer": "gdn", "num_heads": 2, "use_short_conv": True}, "use_short_conv"),
-    ({"mixer": "gsa", "num_heads": 2, "use_short_conv": True}, "use_short_conv"),
+    ({"mixer": "gdn", "num_heads": 2, "use_short_conv": 1}, "use_short_conv"),
+    ({"mixer": "gsa", "num_heads": 2, "use_short_conv": "yes"}, "use_short_conv"),
+    ({"mixer": "gdn", "num_heads": 2, "decay": "exp"}, "decay"),
+    ({"mixer": "gdn", "num_heads": 2, "update": "hebbian"}, "update"),
+    ({"mixer": "gdn", "num_heads": 2, "qk_norm": "l1"}, "qk_norm"),
+    ({"mixer": "gdn", "num_heads": 2, "qk_norm": "none"}, "diverges"),
+    ({"mixer": "gdn", "num_heads": 2, "qk_activation": "gelu"}, "qk_activation"),
+    ({"mixer": "gdn", "num_heads": 2, "conv_size": 65}, "conv_size"),
+    ({"mixer": "swa", "num_heads": 4, "window": 8, "dilation": 0}, "dilation"),
+    ({"mixer": "mla", "num_heads": 2, "window": 8}, "kv_lora_rank"),
+    ({"mixer": "mla", "num_heads": 2, "kv_lora_rank": 4}, "window"),
+    ({"mixer": "mla", "num_heads": 2, "kv_lora_rank": 4, "window": 8, "rope_dim": 3}, "even"),
+    ({"mixer": "mla", "num_heads": 2, "kv_lora_rank": 4, "window": 8, "sinks": 2}, "sinks"),
+    ({"mixer": "swa", "num_heads": 4, "window": 8, "dilation": 2, "rope_positions": "cache"}, "dilation"),
     ({"mixer": "swa", "num_heads": 4}, "window"),
     ({"mixer": "bla", "num_heads": 2, "modes": 3}, "period"),
     ({"mixer": "bla", "num_heads": 2, "period": 8}, "modes"),

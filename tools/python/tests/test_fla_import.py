@@ -97,6 +97,22 @@ GSA_TIED = {
 }
 
 
+DELTA_NET = {
+    "ferrite": {"model_type": "ferrite", "vocab_size": 256, "hidden_size": HIDDEN, "intermediate_size": 64,
+                "norm_eps": 1e-6, "tie_word_embeddings": False,
+                "layers": [{"mixer": "gdn", "num_heads": 4, "head_dim": 8, "expand_v": 2.0, "decay": "none",
+                            "use_gate": True, "use_beta": False, "qk_activation": "relu", "qk_norm": "sum",
+                            "conv_size": 3}] * 2},
+    # What fla's save_pretrained writes for a DeltaNet (docs/fla.md).
+    "fla": {"model_type": "delta_net", "architectures": ["DeltaNetForCausalLM"], "attn_mode": "chunk",
+            "hidden_size": HIDDEN, "num_hidden_layers": 2, "num_heads": 4, "expand_k": 1.0, "expand_v": 2.0,
+            "use_gate": True, "use_beta": False, "use_short_conv": True, "conv_size": 3, "allow_neg_eigval": False,
+            "use_output_norm": True, "qk_norm": "sum", "qk_activation": "relu", "hidden_ratio": 4,
+            "intermediate_size": 64, "hidden_act": "swish", "norm_eps": 1e-6, "vocab_size": 256,
+            "tie_word_embeddings": False, "attn": None, "attnres_block_size": None},
+}
+
+
 def _make_fla_dir(tmp: Path, case: dict, bf16: bool, shards: int) -> tuple:
     """(fla dir, ferrite dir with the same — rounded — weights)."""
     source = write_model_dir(tmp / "source", case["ferrite"], seed=5)
@@ -129,7 +145,8 @@ def _make_fla_dir(tmp: Path, case: dict, bf16: bool, shards: int) -> tuple:
     return fla, same
 
 
-@pytest.mark.parametrize("case,bf16,shards", [(GDN_HYBRID, True, 2), (GDN_HYBRID, False, 1), (GSA_TIED, True, 3)])
+@pytest.mark.parametrize("case,bf16,shards", [(GDN_HYBRID, True, 2), (GDN_HYBRID, False, 1), (GSA_TIED, True, 3),
+                                               (DELTA_NET, True, 2)])
 def test_fla_checkpoint_matches_the_reference(tmp_path: Path, case: dict, bf16: bool, shards: int) -> None:
     fla, same = _make_fla_dir(tmp_path, case, bf16, shards)
     image = tmp_path / "fla.fer"

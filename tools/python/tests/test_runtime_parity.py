@@ -29,16 +29,30 @@ TOLERANCE = 1e-4
 def _random_layer(rng: random.Random, hidden: int) -> dict:
     """One mixer with randomly drawn options (all valid per docs/spec.md)."""
     heads = rng.choice([1, 2, 4])
-    kind = rng.choice(["gdn", "gsa", "swa", "bla"])
+    kind = rng.choice(["gdn", "gsa", "swa", "bla", "mla"])
+    if kind == "mla":
+        return {"mixer": "mla", "num_heads": heads, "head_dim": rng.choice([4, 8]), "v_head_dim": rng.choice([4, 6]),
+                "rope_dim": rng.choice([0, 2, 4]), "kv_lora_rank": rng.choice([1, 5, 12]),
+                "window": rng.choice([1, 3, 16]), "rope_theta": rng.choice([100.0, 10000.0])}
     if kind == "gdn":
-        return {"mixer": "gdn", "num_heads": heads, "head_dim": rng.choice([4, 8]),
-                "num_v_heads": heads * rng.choice([1, 2]), "expand_v": rng.choice([1.0, 2.0]),
-                "conv_size": rng.choice([2, 3, 4]), "use_gate": rng.random() < 0.5,
-                "allow_neg_eigval": rng.random() < 0.5}
+        layer = {"mixer": "gdn", "num_heads": heads, "head_dim": rng.choice([4, 8]),
+                 "num_v_heads": heads * rng.choice([1, 2]), "expand_v": rng.choice([1.0, 2.0]),
+                 "conv_size": rng.choice([2, 3, 4]), "use_gate": rng.random() < 0.5,
+                 "allow_neg_eigval": rng.random() < 0.5}
+        if rng.random() < 0.5:  # a GDN family member (docs/spec.md §3.1.1)
+            layer.update(decay=rng.choice(["gated", "none", "retention"]), update=rng.choice(["delta", "additive"]),
+                         use_beta=rng.random() < 0.5, qk_activation=rng.choice(["silu", "relu", "elu", "identity"]),
+                         qk_norm=rng.choice(["l2", "sum", "none"]), use_short_conv=rng.random() < 0.7)
+            if layer["update"] == "delta" and layer["qk_norm"] == "none":
+                layer["qk_norm"] = "l2"  # refused: the delta rule diverges without normalised keys
+        return layer
     if kind == "gsa":
-        return {"mixer": "gsa", "num_heads": heads, "num_kv_heads": rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
-                "num_slots": rng.choice([3, 8, 16]), "feature_map": rng.choice(["swish", "relu"]),
-                "gate_logit_normalizer": rng.choice([4, 8, 16])}
+        layer = {"mixer": "gsa", "num_heads": heads, "num_kv_heads": rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
+                 "num_slots": rng.choice([3, 8, 16]), "feature_map": rng.choice(["swish", "relu"]),
+                 "gate_logit_normalizer": rng.choice([4, 8, 16])}
+        if rng.random() < 0.5:
+            layer.update(use_short_conv=True, conv_size=rng.choice([2, 4]))
+        return layer
     if kind == "swa":
         layer = {"mixer": "swa", "num_heads": heads, "num_kv_heads": rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
                  "window": rng.choice([1, 3, 8, 16]), "sinks": rng.choice([0, 1, 3]),
@@ -46,6 +60,8 @@ def _random_layer(rng: random.Random, hidden: int) -> dict:
                  "rope_theta": rng.choice([100.0, 10000.0])}
         if rng.random() < 0.5:
             layer.update(use_short_conv=True, conv_size=rng.choice([2, 4]))
+        if layer["rope_positions"] == "absolute" and rng.random() < 0.5:
+            layer.update(dilation=rng.choice([2, 3]))
         return layer
     period = rng.choice([4, 7, 10, 16])
     modes = rng.randint(0, period // 2)

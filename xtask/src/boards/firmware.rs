@@ -163,6 +163,10 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     if req.firmware == Firmware::Ota || facts.as_ref().is_some_and(|f| f.bpe) {
         features.push("bpe");
     }
+    // Likewise the `mla` mixer (about 4 KB).
+    if req.firmware == Firmware::Ota || facts.as_ref().is_some_and(|f| f.mla) {
+        features.push("mla");
+    }
     if req.defmt {
         features.push("defmt");
     }
