@@ -128,6 +128,9 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
     if facts.bpe {
         features.push("bpe");
     }
+    if facts.mla {
+        features.push("mla");
+    }
     eprintln!(
         "building the generate firmware for {} ({}, {}; the first build of a chip takes a few minutes) ...",
         chip.name, chip.mcu, chip.target
