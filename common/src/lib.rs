@@ -1,7 +1,7 @@
 //! What ferrite's host side (`ferrite-tools`, `cargo xtask`) and its firmware
-//! (`boards/`, `chips/`) must agree on, defined once: the board table, the chip table, the exit
-//! statuses, the FNV-1a checksum, the MQAR generator, the bits-per-byte sum
-//! and the report lines. `no_std`, no allocation.
+//! (`boards/`, `chips/`) must agree on, defined once: the board table, the
+//! chip table, the exit statuses, the FNV-1a checksum, the MQAR generator,
+//! the bits-per-byte sum and the report lines. `no_std`, no allocation.
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
