@@ -1,12 +1,13 @@
 //! What ferrite's host side (`ferrite-tools`, `cargo xtask`) and its firmware
-//! (`boards/`) must agree on, defined once: the board table, the exit
-//! statuses, the FNV-1a checksum, the MQAR generator, the bits-per-byte sum
-//! and the report lines. `no_std`, no allocation.
+//! (`boards/`, `chips/`) must agree on, defined once: the board table, the
+//! chip table, the exit statuses, the FNV-1a checksum, the MQAR generator,
+//! the bits-per-byte sum and the report lines. `no_std`, no allocation.
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod board;
+pub mod chip;
 pub mod fnv;
 pub mod mqar;
 pub mod nll;
@@ -14,4 +15,5 @@ pub mod report;
 pub mod status;
 
 pub use board::{Board, BOARDS};
+pub use chip::{Chip, CHIPS};
 pub use fnv::{fnv1a, Fnv1a};

@@ -8,12 +8,15 @@
 //! cargo xtask test-boards [--overwrite] [--only T]  # the QEMU suite (CI)
 //! cargo xtask board-table                           # writes docs/boards.md
 //! cargo xtask bench-kernels [--board B] [--record]  # matrix-vector products under QEMU
+//! cargo xtask chip <name> [--image F|DIR] [--prompt P] [-n N]  # a real chip's firmware, sized
+//! cargo xtask chips [<name>] [--record]             # every real chip built and size-checked
 //! cargo xtask test                                  # every check: fmt, clippy, docs, tests, Python, boards
 //! ```
 //! Boards: the table of `ferrite_common::board` (m4f is the demo's). See boards/README.md.
 
 mod bench;
 mod boards;
+mod chip;
 mod cli;
 mod evalboard;
 mod fuzz;
@@ -81,6 +84,13 @@ usage: cargo xtask <command>
                                           window; --record writes docs/soak.md (minutes; not in `test`)
   fuzz [--seconds N] [--only T]           build the libFuzzer targets (fuzz/) on stable and run them N s in all
                                           (60) over their committed corpora; fails on a crash
+  chip <name> [--image F|DIR] [--dtype D] [--prompt P] [-n N] [--temperature T] [--top-k K]
+        [--top-p P] [--seed S] [--math fast|libm]
+                                          build `generate` for a real chip (no emulator: flash it with the
+                                          printed probe-rs / espflash line); prints flash and RAM against the
+                                          chip's budget and a `stats:` line (docs/chips.md)
+  chips [<name>] [--record]               every chip built with its default model and size-checked
+                                          (part of `test`); --record writes docs/chips.md's measured table
   setup                                   install what the other commands need and a fresh machine lacks: the
                                           targets and components of rust-toolchain.toml (rustup), QEMU (apt-get)
   test                                    every check (the README's test command and CI): fmt, clippy,
@@ -89,7 +99,12 @@ usage: cargo xtask <command>
 /// The usage text with the boards of the table.
 fn usage() -> String {
     let names: Vec<_> = ferrite_common::board::names().collect();
-    format!("{USAGE}\nboards: {}", names.join(" "))
+    let chips: Vec<_> = ferrite_common::chip::names().collect();
+    format!(
+        "{USAGE}\nboards: {}\nchips: {}",
+        names.join(" "),
+        chips.join(" ")
+    )
 }
 
 fn main() -> ExitCode {
@@ -195,6 +210,22 @@ fn run(args: Vec<String>) -> Result<ExitCode> {
             let opts = take!(cli::BenchOpts);
             setup::ensure_board_tools()?;
             bench::run(opts.board.as_deref(), opts.record)
+        }
+        "chip" => {
+            let opts = take!(cli::BoardOpts);
+            setup::ensure_targets()?;
+            setup::ensure_components()?;
+            chip::run(&opts)
+        }
+        "chips" => {
+            let opts = take!(cli::BenchOpts);
+            setup::ensure_targets()?;
+            setup::ensure_components()?;
+            Ok(if chip::all(opts.board.as_deref(), opts.record)? {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         "board-table" => {
             flags.finish(cmd)?;

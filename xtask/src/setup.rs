@@ -272,20 +272,22 @@ mod tests {
         assert!(t.components.iter().any(|c| c == "llvm-tools"));
     }
 
-    /// rust-toolchain.toml lists exactly the targets of the board table, so
-    /// that a fresh machine gets every target a board needs on the first
-    /// cargo call, and none that no board uses.
+    /// rust-toolchain.toml lists exactly the targets of the board and chip
+    /// tables, so that a fresh machine gets every target a board or chip
+    /// needs on the first cargo call, and none that none uses.
     #[test]
     fn toolchain_targets_are_the_board_tables() {
         let mut pinned = Toolchain::of_repo().unwrap().targets;
         let mut boards: Vec<String> = ferrite_common::board::targets()
+            .chain(ferrite_common::chip::CHIPS.iter().map(|c| c.target))
             .map(str::to_string)
             .collect();
         pinned.sort();
         boards.sort();
+        boards.dedup();
         assert_eq!(
             pinned, boards,
-            "rust-toolchain.toml targets vs the board table (common/src/board.rs)"
+            "rust-toolchain.toml targets vs the board and chip tables (common/src/board.rs, common/src/chip.rs)"
         );
     }
 

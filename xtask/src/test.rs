@@ -79,10 +79,10 @@ fn steps() -> Vec<Step> {
             }),
         },
         Step {
-            name: "cargo fmt --check (boards, fuzz)",
+            name: "cargo fmt --check (boards, chips, fuzz)",
             run: Box::new(|| {
                 let mut ok = true;
-                for dir in ["boards", "fuzz"] {
+                for dir in ["boards", "chips", "chips/esp32c3", "fuzz"] {
                     let mut c = cargo();
                     c.args(["fmt", "--manifest-path"])
                         .arg(root_dir().join(dir).join("Cargo.toml"))
@@ -408,6 +408,14 @@ fn steps() -> Vec<Step> {
         Step {
             name: "fuzz smoke (cargo xtask fuzz --seconds 60)",
             run: Box::new(|| crate::fuzz::run(60, None)),
+        },
+        Step {
+            name: "cargo clippy -D warnings (chips: every real chip's firmware)",
+            run: Box::new(crate::chip::clippy),
+        },
+        Step {
+            name: "chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)",
+            run: Box::new(|| crate::chip::all(None, false)),
         },
         Step {
             name: "boards under QEMU (cargo xtask test-boards)",

@@ -1,0 +1,12 @@
+//! nRF52840: 64 MHz from reset (HFINT); the flash instruction cache on.
+//! The PAC provides the chip's interrupt vector table (cortex-m-rt's
+//! `device` feature); nothing else here needs a HAL.
+
+use nrf52840_pac as pac;
+
+/// Instruction cache on, then the cycle counter and RTT.
+pub fn init() -> ferrite_chips::arm::Arm {
+    let p = pac::Peripherals::take().unwrap();
+    p.NVMC.icachecnf.write(|w| w.cacheen().enabled());
+    ferrite_chips::arm::Arm::new(cortex_m::Peripherals::take().unwrap())
+}
