@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use ferrite::{Error, Session};
-use ferrite_tests::{expected, fixture_dirs, image_of};
+use ferrite_tests::{expected, fixture_dirs, fixtures_dir, image_of};
 use ferrite_tools::run::{session_buffer, AlignedImage};
 use ferrite_tools::writer::WriteOptions;
 
@@ -109,10 +109,7 @@ fn the_small_lm_reads_the_same_text_at_every_start() {
 
 #[test]
 fn the_last_position_is_an_error_and_leaves_the_state_alone() {
-    let dir = fixture_dirs()
-        .into_iter()
-        .find(|d| d.ends_with("swa_sinks_absolute"))
-        .unwrap();
+    let dir = fixtures_dir().join("swa_sinks_absolute");
     let image = image_of(&dir, &WriteOptions::default());
     let model = image.model().unwrap();
     let mut buf = session_buffer(&model, 0).unwrap();

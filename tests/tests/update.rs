@@ -7,7 +7,7 @@ use std::path::Path;
 
 use ferrite::update::{receive, validate, Refusal};
 use ferrite::Error;
-use ferrite_tests::{fixture_dirs, image_of};
+use ferrite_tests::{fixtures_dir, image_of};
 use ferrite_tools::writer::WriteOptions;
 
 /// A 16-byte aligned slot of `n` bytes.
@@ -36,10 +36,7 @@ fn update(data: &[u8], session_words: usize) -> Result<usize, Refusal> {
 }
 
 fn good_image() -> Vec<u8> {
-    let dir = fixture_dirs()
-        .into_iter()
-        .find(|d| d.ends_with("hybrid_all4_untied"))
-        .unwrap();
+    let dir = fixtures_dir().join("hybrid_all4_untied");
     image_of(&dir, &WriteOptions::default()).bytes().to_vec()
 }
 
