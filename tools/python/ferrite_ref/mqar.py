@@ -3,9 +3,16 @@
 The same seeded generator exists in Rust (``tools/src/mqar.rs``); both must
 produce identical sequences for the same parameters and seed.
 
-Layout of one sequence (P pairs, L tokens)::
+Layout of one sequence (P pairs, L tokens), ``queries="end"`` (the default)::
 
     k1 v1 k2 v2 ... kP vP | n1 ... n_{L-4P} | q1 a1 q2 a2 ... qP aP
+
+and ``queries="spread"`` (queries at uniformly random two-token slots after the
+pairs, as in the Zoology MQAR setup; L even)::
+
+    k1 v1 ... kP vP | slot 0 | slot 1 | ... | slot S-1      S = (L - 2P) / 2
+
+where P of the S slots hold ``q a`` and the others two noise tokens.
 
 keys in 0..64 (distinct), values in 64..128, noise in 128..192; the model is
 scored at each query position (the argmax after reading ``q_i`` must be ``a_i``).
@@ -63,11 +70,18 @@ class MqarSequence:
     targets: list  # [(position of the query key, expected value)]
 
 
-def _check(pairs: int, seq_len: int) -> None:
+QUERIES = ("end", "spread")
+
+
+def _check(pairs: int, seq_len: int, queries: str = "end") -> None:
     if not 1 <= pairs <= RANGE:
         raise ValueError(f"pairs must be in 1..={RANGE}, got {pairs}")
     if seq_len < 4 * pairs:
         raise ValueError(f"seq_len {seq_len} is shorter than 4 * pairs = {4 * pairs}")
+    if queries not in QUERIES:
+        raise ValueError(f"queries must be one of {QUERIES}, got {queries!r}")
+    if queries == "spread" and seq_len % 2:
+        raise ValueError(f"seq_len {seq_len} must be even with spread queries")
 
 
 def _shuffle_prefix(rng: SplitMix64, n: int, k: int) -> list:
@@ -78,9 +92,9 @@ def _shuffle_prefix(rng: SplitMix64, n: int, k: int) -> list:
     return a[:k]
 
 
-def generate(seed: int, n: int, pairs: int = 8, seq_len: int = 64) -> list:
+def generate(seed: int, n: int, pairs: int = 8, seq_len: int = 64, queries: str = "end") -> list:
     """``n`` sequences from ``seed``, drawn one after the other from one stream."""
-    _check(pairs, seq_len)
+    _check(pairs, seq_len, queries)
     rng = SplitMix64(seed)
     out = []
     for _ in range(n):
@@ -89,6 +103,9 @@ def generate(seed: int, n: int, pairs: int = 8, seq_len: int = 64) -> list:
         tokens = []
         for k, v in zip(keys, values):
             tokens += [k, v]
+        if queries == "spread":
+            out.append(_spread_rest(rng, keys, values, tokens, seq_len))
+            continue
         tokens += [NOISE + rng.below(RANGE) for _ in range(seq_len - 4 * pairs)]
         order = _shuffle_prefix(rng, pairs, pairs)
         targets = []
@@ -99,8 +116,33 @@ def generate(seed: int, n: int, pairs: int = 8, seq_len: int = 64) -> list:
     return out
 
 
-def draws_per_sequence(pairs: int, seq_len: int) -> int:
-    """Keys (P) + values (P) + noise (L - 4P) + query order (P) = L - P draws."""
+def _spread_rest(rng: SplitMix64, keys: list, values: list, tokens: list, seq_len: int) -> MqarSequence:
+    """Query order (P draws), then per slot: a selection draw and two noise draws
+    (always all three). Slot i holds the next query iff ``below(S - i)`` is below
+    the number of queries still to place (selection sampling: every set of P
+    slots is equally likely)."""
+    pairs = len(keys)
+    order = _shuffle_prefix(rng, pairs, pairs)
+    slots = (seq_len - 2 * pairs) // 2
+    placed, targets = 0, []
+    for i in range(slots):
+        r = rng.below(slots - i)
+        n1, n2 = NOISE + rng.below(RANGE), NOISE + rng.below(RANGE)
+        if r < pairs - placed:
+            j = order[placed]
+            targets.append((len(tokens), values[j]))
+            tokens += [keys[j], values[j]]
+            placed += 1
+        else:
+            tokens += [n1, n2]
+    return MqarSequence(tokens, targets)
+
+
+def draws_per_sequence(pairs: int, seq_len: int, queries: str = "end") -> int:
+    """end: keys (P) + values (P) + noise (L - 4P) + query order (P) = L - P draws.
+    spread: keys, values, query order (3P) + 3 per slot (3 (L - 2P) / 2)."""
+    if queries == "spread":
+        return 3 * pairs + 3 * ((seq_len - 2 * pairs) // 2)
     return seq_len - pairs
 
 
@@ -127,13 +169,15 @@ def _shuffle_prefix_batch(draws: np.ndarray, n: int, k: int) -> np.ndarray:
     return a[:, :k]
 
 
-def generate_batch(seed: int, n: int, pairs: int = 8, seq_len: int = 64) -> tuple:
-    """(tokens [n, L] int64, query positions [P], answers [n, P] int64), identical to
-    :func:`generate`. Query positions are the same for every sequence:
-    L - 2P + 2i."""
-    _check(pairs, seq_len)
-    per = draws_per_sequence(pairs, seq_len)
+def generate_batch(seed: int, n: int, pairs: int = 8, seq_len: int = 64, queries: str = "end") -> tuple:
+    """(tokens [n, L] int64, query positions, answers [n, P] int64), identical to
+    :func:`generate`. end: positions [P], the same for every sequence
+    (L - 2P + 2i); spread: positions [n, P], in increasing order per sequence."""
+    _check(pairs, seq_len, queries)
+    per = draws_per_sequence(pairs, seq_len, queries)
     d = _splitmix_outputs(seed, n * per).reshape(n, per)
+    if queries == "spread":
+        return _spread_batch(d, n, pairs, seq_len)
     noise = seq_len - 4 * pairs
     keys = KEYS + _shuffle_prefix_batch(d[:, :pairs], RANGE, pairs)
     values = VALUES + (d[:, pairs : 2 * pairs] % np.uint64(RANGE)).astype(np.int64)
@@ -149,6 +193,37 @@ def generate_batch(seed: int, n: int, pairs: int = 8, seq_len: int = 64) -> tupl
     tokens[:, seq_len - 2 * pairs + 1 :: 2] = qv
     positions = np.arange(seq_len - 2 * pairs, seq_len, 2)
     return tokens, positions, qv
+
+
+def _spread_batch(d: np.ndarray, n: int, pairs: int, seq_len: int) -> tuple:
+    keys = KEYS + _shuffle_prefix_batch(d[:, :pairs], RANGE, pairs)
+    values = VALUES + (d[:, pairs : 2 * pairs] % np.uint64(RANGE)).astype(np.int64)
+    order = _shuffle_prefix_batch(d[:, 2 * pairs : 3 * pairs], pairs, pairs)
+    slots = (seq_len - 2 * pairs) // 2
+    per_slot = d[:, 3 * pairs :].reshape(n, slots, 3)
+    rows = np.arange(n)
+    tokens = np.empty((n, seq_len), dtype=np.int64)
+    tokens[:, 0 : 2 * pairs : 2] = keys
+    tokens[:, 1 : 2 * pairs : 2] = values
+    noise = NOISE + (per_slot[:, :, 1:] % np.uint64(RANGE)).astype(np.int64)  # [n, S, 2]
+    tokens[:, 2 * pairs :] = noise.reshape(n, 2 * slots)
+    placed = np.zeros(n, dtype=np.int64)
+    positions = np.zeros((n, pairs), dtype=np.int64)
+    answers = np.zeros((n, pairs), dtype=np.int64)
+    for i in range(slots):
+        r = (per_slot[:, i, 0] % np.uint64(slots - i)).astype(np.int64)
+        hit = r < pairs - placed
+        if not hit.any():
+            continue
+        b = rows[hit]
+        j = order[b, placed[hit]]
+        pos = 2 * pairs + 2 * i
+        tokens[b, pos] = keys[b, j]
+        tokens[b, pos + 1] = values[b, j]
+        positions[b, placed[hit]] = pos
+        answers[b, placed[hit]] = values[b, j]
+        placed[hit] += 1
+    return tokens, positions, answers
 
 
 def accuracy_from_logits(logits: np.ndarray, positions: np.ndarray, answers: np.ndarray) -> float:
