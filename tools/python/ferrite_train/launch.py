@@ -29,40 +29,57 @@ def main(argv=None):
     ap.add_argument("--steps", type=int)
     ap.add_argument("--lm-stage2", help="LM runs resume from DIR/<run> at LM_STAGE2_LR")
     ap.add_argument("--deadline", type=float, help="seconds after which survivors are killed")
+    ap.add_argument("--jobs", type=int, help="at most this many runs at once (queued in the order given)")
+    ap.add_argument("--eager", action="store_true", help="no CUDA graphs")
     args = ap.parse_args(argv)
-    names = args.runs.split(",") if args.runs else list(all_runs())
+    runs = all_runs()
+    names = args.runs.split(",") if args.runs else list(runs)
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     procs = {}
     t0 = time.time()
-    for name in names:
-        task = all_runs()[name]["task"]
+    here = Path(__file__).resolve().parents[1]
+
+    def start(name):
+        task = runs[name]["task"]
         cmd = [sys.executable, "-m", "ferrite_train.train", "--run", name, "--out", str(out / task),
                "--time-budget", str(args.time_budget)]
         if args.steps:
             cmd += ["--steps", str(args.steps)]
-        if args.lm_stage2 and task == "lm":
+        if args.eager:
+            cmd += ["--eager"]
+        if args.lm_stage2 and name in LM_STAGE2_LR:
             cmd += ["--init-from", str(Path(args.lm_stage2).resolve() / name), "--lr", str(LM_STAGE2_LR[name])]
         log = open(out / "logs" / f"{name}.log", "w")
-        procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                       cwd=str(Path(__file__).resolve().parents[1]))
+        procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(here))
+
+    queue = list(names)
     deadline = t0 + (args.deadline or 1e9)
-    while any(p.poll() is None for p in procs.values()) and time.time() < deadline:
-        time.sleep(2)
+    while time.time() < deadline:
+        running = sum(p.poll() is None for p in procs.values())
+        while queue and (not args.jobs or running < args.jobs):
+            start(queue.pop(0))
+            running += 1
+        if not queue and running == 0:
+            break
+        time.sleep(1)
+    for name in queue:
+        print(f"[launch] {name} never started (deadline)", flush=True)
     for name, p in procs.items():
         if p.poll() is None:
             print(f"[launch] {name} still running at the deadline: terminating", flush=True)
             p.terminate()
     time.sleep(2)
     print(f"[launch] all done in {time.time() - t0:.0f}s", flush=True)
-    for name in names:
-        task = all_runs()[name]["task"]
+    for name in [n for n in names if n in procs]:
+        task = runs[name]["task"]
         m = out / task / name / "metrics.json"
         if m.exists():
             d = json.loads(m.read_text())
             tr = d["training"]
             print(f"{name:12s} rc={procs[name].returncode} steps={tr['steps_run']:6d} t={tr['train_seconds']:6.0f}s "
+                  f"({tr['steps_run'] / max(tr['train_seconds'], 1e-9):.1f}/s, {tr.get('step_mode', '')[:40]}) "
                   f"state/layer={d['state_bytes_per_layer'][0]:6d}B {d['pytorch']}", flush=True)
         else:
             tail = (out / "logs" / f"{name}.log").read_text()[-600:]

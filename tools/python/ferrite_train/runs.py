@@ -102,9 +102,83 @@ def lm_runs() -> dict:
     }
 
 
+# ---------------------------------------------------------------------------- state study (issue 15)
+
+# MQAR where state matters: 256 tokens, 16 pairs, queries at random slots (docs/mqar.md "spread").
+STUDY_TASK = {"pairs": 16, "seq_len": 256, "queries": "spread"}
+STUDY_KB = (1, 2, 4, 8, 16, 32, 64)
+STUDY_LRS = (3e-4, 1e-3, 3e-3)
+STUDY_STEPS = 1500
+
+
+def study_layer(family: str, kb: int) -> dict:
+    """One layer of ``family`` whose memory (without convolution caches) is ``kb`` KB (f32)."""
+    floats = kb * 256
+    if family == "swa":  # 2 q heads sharing 1 kv head of 32: W * 64 floats
+        return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64,
+                "rope_theta": 10000.0, "use_short_conv": True}
+    if family == "swa-sinks":  # (S + W) * 64 floats, StreamingLLM positions
+        sinks = 2 if kb == 1 else 4
+        return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64 - sinks,
+                "sinks": sinks, "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True}
+    if family == "bla":  # 2 heads of 32, period = L, N = 2M + 1 slots: N * 128 floats (N = the largest that fits)
+        modes = (floats // 128 - 1) // 2
+        return {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": STUDY_TASK["seq_len"], "modes": modes,
+                "kernel": "dirichlet", "decay": "gated", "use_short_conv": True}
+    if family == "gsa":  # 1 kv head, K = V = 32, short conv: M * 64 floats
+        return {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": floats // 64, "feature_map": "swish",
+                "use_short_conv": True, "conv_size": 4}
+    if family == "gdn":  # HV * V * K floats
+        h, k, ev = {1: (1, 16, 1.0), 2: (2, 16, 1.0), 4: (2, 16, 2.0), 8: (2, 32, 1.0), 16: (2, 32, 2.0),
+                    32: (4, 32, 2.0), 64: (4, 64, 1.0)}[kb]
+        return {"mixer": "gdn", "num_heads": h, "head_dim": k, "expand_v": ev, "use_gate": True}
+    raise ValueError(family)
+
+
+STUDY_FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn")
+
+
+def study_name(family: str, kb: int, lr: float, seed: int) -> str:
+    return f"st-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
+
+
+def study_runs() -> dict:
+    """Every (family, size, lr, seed) of the study: 2 layers, d_model 64, batch 64, 1,500 steps
+    (fewer when 200 validation sequences are solved first)."""
+    out = {}
+    for family in STUDY_FAMILIES:
+        for kb in STUDY_KB:
+            layer = study_layer(family, kb)
+            for lr in STUDY_LRS:
+                for seed in (1, 2, 3):
+                    out[study_name(family, kb, lr, seed)] = {
+                        "task": "mqar", "family": family, "state_kb": kb,
+                        "config": _model([layer, dict(layer)], D_MQAR, 2 * D_MQAR),
+                        "steps": STUDY_STEPS, "batch": 64, "lr": lr, "wd": 0.1, "seed": seed, "stop_at": 0.995,
+                        **STUDY_TASK}
+    return out
+
+
+# ---------------------------------------------------------------------------- int4 QAT (issue 11)
+
+# Fine-tunes of the shipped LMs with the int4 image's quantizer in the forward pass
+# (ferrite_train/qat.py): lm/small int4 everywhere (its default keeps the embedding int4),
+# lm/large with the embedding table left f32 (its int4 default stores it int8).
+QAT_RUNS = {
+    "lm-small-qat4": ("lm-small", {"bits": 4, "group": 32, "embedding_bits": 4}),
+    "lm-large-qat4": ("lm-large", {"bits": 4, "group": 32, "embedding_bits": None}),
+}
+
+
+def qat_runs() -> dict:
+    base = lm_runs()
+    return {name: dict(base[parent], family="hybrid-qat4", qat=q, lr=3e-4, init_from=f"models/lm/{parent[3:]}")
+            for name, (parent, q) in QAT_RUNS.items()}
+
+
 # Round 3: the LMs resume from round 2's weights for another 450 s (fresh AdamW, new warm-up).
 LM_STAGE2_LR = {"lm-small": 1.5e-3, "lm-large": 1e-3}
 
 
 def all_runs() -> dict:
-    return {**mqar_runs(), **lm_runs()}
+    return {**mqar_runs(), **lm_runs(), **study_runs(), **qat_runs()}

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from ferrite_ref import mqar
 from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, MlaConfig, SwaConfig
 
+from . import qat
 from .export import export_model_dir
 from .model import FerriteLM
 from .runs import all_runs
@@ -90,15 +91,55 @@ def lr_at(progress: float, lr: float, warmup: float = 0.1) -> float:
     return low + (lr - low) * 0.5 * (1 + math.cos(math.pi * x))
 
 
+# Validation sequences (model selection in the state study): neither the
+# evaluation seed 0 nor a training seed (>= 1,000,000).
+VAL_SEED = 500_000
+
+
+def mqar_task(spec: dict) -> dict:
+    """The MQAR shape of a run: pairs, seq_len, queries (docs/mqar.md)."""
+    return {"pairs": spec.get("pairs", 8), "seq_len": spec.get("seq_len", 64), "queries": spec.get("queries", "end")}
+
+
+def pick(logits, positions):
+    """logits [B, T, V] at the query positions ([P] shared, or [B, P] per sequence)."""
+    if positions.dim() == 1:
+        return logits[:, positions]
+    return logits.gather(1, positions[..., None].expand(-1, -1, logits.shape[-1]))
+
+
 @torch.no_grad()
-def mqar_accuracy(model, device, n=1000, seed=mqar.EVAL_SEED, batch=500) -> float:
-    tokens, positions, answers = mqar.generate_batch(seed, n)
+def mqar_accuracy(model, device, n=1000, seed=mqar.EVAL_SEED, batch=250, task=None) -> float:
+    tokens, positions, answers = mqar.generate_batch(seed, n, **(task or {}))
     correct = 0
     for i in range(0, n, batch):
         x = torch.from_numpy(tokens[i:i + batch]).to(device)
-        logits = model(x)[:, positions]
+        pos = torch.from_numpy(positions if positions.ndim == 1 else positions[i:i + batch]).to(device)
+        logits = pick(model(x), pos)
         correct += (logits.argmax(-1).cpu().numpy() == answers[i:i + batch]).sum()
-    return float(correct) / (n * len(positions))
+    return float(correct) / answers.size
+
+
+class GraphStep:
+    """One training step (forward, backward, clip, AdamW) captured as a CUDA graph:
+    these models are launch-bound, so replaying the whole step is several times
+    faster than running it op by op. The batch is copied into static inputs and
+    the learning rate into the optimizer's tensor before each replay."""
+
+    def __init__(self, step_fn, opt, lr_tensor, example):
+        self.opt, self.lr = opt, lr_tensor
+        self.inputs = [t.clone() for t in example]
+        self.graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            self.loss = step_fn(*self.inputs)
+
+    def __call__(self, batch, lr):
+        for dst, src in zip(self.inputs, batch):
+            dst.copy_(src, non_blocking=True)
+        self.lr.fill_(lr)
+        self.graph.replay()
+        return self.loss.detach().clone()
 
 
 @torch.no_grad()
@@ -121,13 +162,18 @@ def bits_per_byte(model, data: bytes, device, chunk=EVAL_CHUNK) -> float:
     return nats / count / math.log(2)
 
 
+def csv_keys(spec: dict) -> list:
+    extra = ["val_accuracy", "accuracy"] if spec["task"] == "mqar" else ["bits_per_byte"]
+    return ["step", "elapsed_s", "lr", "loss"] + extra
+
+
 def _precise(flag: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = not flag
     torch.backends.cudnn.allow_tf32 = not flag
 
 
 def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_dir=None, log_every=25,
-          overrides=None, init_from=None) -> dict:
+          overrides=None, init_from=None, graph=None) -> dict:
     spec = dict(all_runs()[name])
     if steps:
         spec["steps"] = steps
@@ -135,6 +181,8 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
     torch.manual_seed(spec["seed"])
     model = FerriteLM(spec["config"]).to(device)
     stage1 = None
+    if not init_from and spec.get("init_from"):
+        init_from = Path(__file__).resolve().parents[3] / spec["init_from"]
     if init_from:
         # Resume from an earlier run's exported weights (fresh optimizer and schedule).
         from .export import load_model_dir
@@ -144,11 +192,23 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
         stage1 = {"pytorch": stage1["pytorch"], "training": stage1["training"]}
     cfg = model.cfg
     n_params = sum(p.numel() for p in model.parameters())
+    qat_names = []
+    if spec.get("qat"):
+        qat_names = qat.attach(model, **spec["qat"])
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() != 2]
     betas = (0.9, 0.95) if spec["task"] == "lm" else (0.9, 0.999)
+    if graph is None:
+        # QAT runs step eagerly: with a captured step, reading a parametrized weight
+        # in the evaluation failed on the H200 (AttributeError from the parametrization).
+        graph = device.startswith("cuda") and not qat_names
+    lr_tensor = torch.tensor(spec["lr"], device=device) if graph else None
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": spec["wd"]}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=spec["lr"], betas=betas)
+                            lr=lr_tensor if graph else spec["lr"], betas=betas, capturable=bool(graph))
+    task = mqar_task(spec)
+
+    def exported():
+        return qat.frozen_copy(model) if qat_names else model
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
     if init_from:
@@ -163,18 +223,40 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
 
     def batch(step):
         if spec["task"] == "mqar":
-            tokens, positions, answers = mqar.generate_batch(mqar.TRAIN_SEED_BASE + step, spec["batch"])
+            tokens, positions, answers = mqar.generate_batch(mqar.TRAIN_SEED_BASE + step, spec["batch"], **task)
             return (torch.from_numpy(tokens).to(device, non_blocking=True), torch.from_numpy(positions).to(device),
                     torch.from_numpy(answers).to(device, non_blocking=True))
         starts = torch.from_numpy(rng.integers(0, len(train_bytes) - spec["seq_len"] - 1, spec["batch"])).to(device)
         idx = starts[:, None] + torch.arange(spec["seq_len"] + 1, device=device)[None, :]
-        return train_gpu[idx], None, None
+        return (train_gpu[idx],)
+
+    def step_loss(x, positions=None, answers=None):
+        if spec["task"] == "mqar":
+            logits = pick(model(x), positions)
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), answers.reshape(-1))
+        logits = model(x[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+
+    def step_update(*batch):
+        loss = step_loss(*batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    def set_lr(lr):
+        for group in opt.param_groups:
+            if torch.is_tensor(group["lr"]):
+                group["lr"].fill_(lr)
+            else:
+                group["lr"] = lr
 
     def evaluate():
         model.eval()
         _precise(True)
         if spec["task"] == "mqar":
-            result = {"accuracy": mqar_accuracy(model, device)}
+            result = {"val_accuracy": mqar_accuracy(model, device, n=500, seed=VAL_SEED, task=task),
+                      "accuracy": mqar_accuracy(model, device, task=task)}
         else:
             result = {"bits_per_byte": bits_per_byte(model, heldout, device)}
         _precise(False)
@@ -188,25 +270,48 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
     step, running, n_running = 0, 0.0, 0
     last_eval = {}
     _precise(False)
+    captured, graph_note, stopped_early = None, "off", None
     while True:
         progress = max(step / spec["steps"], (time.time() - t0) / budget)
         if progress >= 1.0:
             break
         lr = lr_at(progress, spec["lr"])
-        for group in opt.param_groups:
-            group["lr"] = lr
-        x, positions, answers = batch(step)
-        if spec["task"] == "mqar":
-            logits = model(x)[:, positions]
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), answers.reshape(-1))
+        data = batch(step)
+        if graph and captured is None and step >= 3:
+            # Three eager steps (on a side stream, as CUDA graph capture asks) warmed
+            # everything up; capture the step now, or fall back to eager steps.
+            try:
+                torch.cuda.synchronize()
+                captured = GraphStep(step_update, opt, lr_tensor, data)
+                graph_note = "cuda graph"
+            except Exception as exc:  # noqa: BLE001 - any capture failure means eager steps
+                graph, graph_note = False, f"eager (capture failed: {type(exc).__name__}: {exc})"[:300]
+                print(f"[{name}] {graph_note}", flush=True)
+                opt.zero_grad(set_to_none=True)
+        if captured is not None:
+            loss = captured(data, lr)
         else:
-            logits = model(x[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+            set_lr(lr)
+            opt.zero_grad(set_to_none=True)
+            if graph:
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    loss = step_update(*data)
+                torch.cuda.current_stream().wait_stream(side)
+            else:
+                loss = step_update(*data)
         step += 1
+        if spec.get("stop_at") and step % 100 == 0 and step < spec["steps"]:
+            # Early stop (state study): the run is done once 200 validation sequences are solved.
+            model.eval()
+            reached = mqar_accuracy(model, device, n=200, seed=VAL_SEED, task=task) >= spec["stop_at"]
+            model.train()
+            if reached:
+                stopped_early = step
+                running += loss.detach()
+                n_running += 1
+                break
         running += loss.detach()
         n_running += 1
         if step % log_every == 0:
@@ -218,11 +323,10 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
                 checkpoints -= set(done)
                 last_eval = evaluate()
                 row.update(last_eval)
-                export_model_dir(model, run_dir)
+                export_model_dir(exported(), run_dir)
             rows.append(row)
             with open(run_dir / "loss.csv", "w", newline="") as f:
-                keys = ["step", "elapsed_s", "lr", "loss", "accuracy" if spec["task"] == "mqar" else "bits_per_byte"]
-                w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+                w = csv.DictWriter(f, fieldnames=csv_keys(spec), extrasaction="ignore")
                 w.writeheader()
                 w.writerows(rows)
     train_s = time.time() - t0
@@ -230,11 +334,10 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
     rows.append({"step": step, "elapsed_s": round(time.time() - t0, 2), "lr": 0.0,
                  "loss": rows[-1]["loss"] if rows else float("nan"), **final})
     with open(run_dir / "loss.csv", "w", newline="") as f:
-        keys = ["step", "elapsed_s", "lr", "loss", "accuracy" if spec["task"] == "mqar" else "bits_per_byte"]
-        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=csv_keys(spec), extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    export_model_dir(model, run_dir)
+    export_model_dir(exported(), run_dir)
     state = [4 * layer_state_floats(layer) for layer in cfg.layers]
     core = [4 * layer_core_state_floats(layer) for layer in cfg.layers]
     metrics = {
@@ -246,17 +349,25 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
             "train_seconds": round(train_s, 1), "batch": spec["batch"], "optimizer": "AdamW",
             "betas": list(betas), "lr_max": spec["lr"], "weight_decay": spec["wd"],
             "schedule": "OneCycle shape: 10% linear warm-up from lr/25, cosine to lr/2.5e5; progress = max(step/steps, time/budget)",
-            "grad_clip": 1.0, "torch_seed": spec["seed"],
+            "grad_clip": 1.0, "torch_seed": spec["seed"], "step_mode": graph_note,
+            "stopped_early_at": stopped_early, "stop_rule": (f"val accuracy (200 sequences of seed {VAL_SEED}, every 100 steps) >= {spec['stop_at']}"
+                                                            if spec.get("stop_at") else None),
             "final_train_loss": rows[-1]["loss"],
             "torch": torch.__version__, "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor(),
         },
     }
     if stage1:
         metrics["training"]["resumed_from"] = stage1
+    if qat_names:
+        metrics["training"]["qat"] = {**spec["qat"], "weights": qat_names,
+                                      "note": "exported weights are the fake-quantized values (ferrite_train/qat.py)"}
     if spec["task"] == "mqar":
-        metrics["training"]["data"] = ("docs/mqar.md generator, P=8 pairs, L=64; batch i from seed 1000000 + i; "
-                                       "loss at the query positions only")
-        metrics["eval"] = "1000 sequences from seed 0 (docs/mqar.md), argmax at the 8 query positions"
+        p, length, queries = task["pairs"], task["seq_len"], task["queries"]
+        metrics["mqar"] = task
+        metrics["training"]["data"] = (f"docs/mqar.md generator, P={p} pairs, L={length}, queries={queries}; "
+                                       "batch i from seed 1000000 + i; loss at the query positions only")
+        metrics["eval"] = (f"1000 sequences from seed 0 (docs/mqar.md), argmax at the {p} query positions; "
+                           f"val_accuracy: 500 sequences from seed {VAL_SEED}")
     else:
         metrics["training"]["seq_len"] = spec["seq_len"]
         metrics["training"]["data"] = "fortunes-train.txt (see models/lm/README.md), random windows, numpy default_rng(seed)"
@@ -278,10 +389,12 @@ def main(argv=None):
     ap.add_argument("--batch", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--init-from", help="start from this model dir's weights (stage 2)")
+    ap.add_argument("--eager", action="store_true", help="no CUDA graph: run every step op by op")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     train(args.run, Path(args.out), args.device, args.steps, args.time_budget, args.data,
-          overrides={"lr": args.lr, "batch": args.batch, "seed": args.seed}, init_from=args.init_from)
+          overrides={"lr": args.lr, "batch": args.batch, "seed": args.seed}, init_from=args.init_from,
+          graph=False if args.eager else None)
 
 
 if __name__ == "__main__":
