@@ -488,7 +488,17 @@ fn mqar_queries_spread_on_the_cli() {
         let out = String::from_utf8(o.stdout.clone()).unwrap();
         out.lines().rev().nth(1).unwrap().to_string()
     };
-    let args = ["eval", &img, "--mqar", "-n", "3", "--pairs", "4", "--seq-len", "30"];
+    let args = [
+        "eval",
+        &img,
+        "--mqar",
+        "-n",
+        "3",
+        "--pairs",
+        "4",
+        "--seq-len",
+        "30",
+    ];
     let end = summary(&ferrite(&args));
     assert!(
         end.starts_with("sequences=3 pairs=4 seq_len=30 seed=0 correct="),
@@ -504,7 +514,9 @@ fn mqar_queries_spread_on_the_cli() {
     .unwrap();
     assert_eq!(
         line,
-        format!("sequences=3 pairs=4 seq_len=30 queries=spread seed=0 correct={correct} total={total}")
+        format!(
+            "sequences=3 pairs=4 seq_len=30 queries=spread seed=0 correct={correct} total={total}"
+        )
     );
     assert_eq!(total, 12);
     // An odd length has no two-token slots.
@@ -515,7 +527,11 @@ fn mqar_queries_spread_on_the_cli() {
     }
     let o = ferrite(&["mqar-sample", "--queries", "middle"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("[possible values: end, spread]"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("[possible values: end, spread]"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
