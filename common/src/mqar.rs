@@ -160,7 +160,7 @@ impl SpreadSlots {
     /// unless `seq_len` is even and at least `4 * pairs` (the parameters the
     /// spread layout allows).
     pub fn new(pairs: usize, seq_len: usize) -> Option<SpreadSlots> {
-        if seq_len % 2 != 0 || seq_len / 4 < pairs {
+        if !seq_len.is_multiple_of(2) || seq_len / 4 < pairs {
             return None;
         }
         Some(SpreadSlots {
