@@ -207,7 +207,8 @@ enum Command {
             allow_negative_numbers = true
         )]
         pairs: usize,
-        /// MQAR sequence length: at least 4 * pairs, up to 2^64 - 1.
+        /// MQAR sequence length: at least 4 * pairs, up to 2^64 - 1 (even
+        /// with --queries spread).
         #[arg(
             long,
             default_value_t = 64,
@@ -215,6 +216,16 @@ enum Command {
             allow_negative_numbers = true
         )]
         seq_len: usize,
+        /// MQAR query layout (docs/mqar.md): `end` (all queries after the
+        /// noise) or `spread` (queries at random two-token slots after the
+        /// pairs, as in Zoology's MQAR).
+        #[arg(
+            long,
+            value_enum,
+            default_value_t = mqar::Queries::End,
+            conflicts_with = "text"
+        )]
+        queries: mqar::Queries,
     },
     /// Stream many tokens through one session with no reset (a soak run): counts
     /// non-finite logits, tracks the largest state magnitude and scores the
@@ -260,9 +271,13 @@ enum Command {
         /// Key-value pairs per sequence (1..=64).
         #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
         pairs: usize,
-        /// Sequence length: at least 4 * pairs, up to 2^64 - 1.
+        /// Sequence length: at least 4 * pairs, up to 2^64 - 1 (even with
+        /// --queries spread).
         #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
         seq_len: usize,
+        /// Query layout (docs/mqar.md): `end` or `spread`.
+        #[arg(long, value_enum, default_value_t = mqar::Queries::End)]
+        queries: mqar::Queries,
     },
 }
 
@@ -384,6 +399,7 @@ fn run(command: Command) -> Result<()> {
             n,
             pairs,
             seq_len,
+            queries,
         } => {
             let image = AlignedImage::read(&image)?;
             let model = image.model()?;
@@ -418,15 +434,24 @@ fn run(command: Command) -> Result<()> {
                 }
                 None => {
                     debug_assert!(mqar);
-                    let stream =
-                        mqar::MqarStream::new(seed, n, mqar::MqarParams { pairs, seq_len })?;
+                    let params = mqar::MqarParams {
+                        pairs,
+                        seq_len,
+                        queries,
+                    };
+                    let stream = mqar::MqarStream::new(seed, n, params)?;
                     let bar = progress_bar(n as u64, "sequences");
                     let (correct, total) =
                         eval::mqar_stream_counts(model, stream, |done| bar.set_position(done))?;
                     bar.finish_and_clear();
+                    // `end` keeps the line it always had; other layouts say so.
+                    let layout = match queries {
+                        mqar::Queries::End => String::new(),
+                        q => format!(" queries={q}"),
+                    };
                     writeln!(
                         out,
-                        "sequences={n} pairs={pairs} seq_len={seq_len} seed={seed} correct={correct} total={total}"
+                        "sequences={n} pairs={pairs} seq_len={seq_len}{layout} seed={seed} correct={correct} total={total}"
                     )?;
                     writeln!(out, "accuracy={:.4}", correct as f64 / total as f64)?;
                 }
@@ -474,8 +499,14 @@ fn run(command: Command) -> Result<()> {
             n,
             pairs,
             seq_len,
+            queries,
         } => {
-            let mut stream = mqar::MqarStream::new(seed, n, mqar::MqarParams { pairs, seq_len })?;
+            let params = mqar::MqarParams {
+                pairs,
+                seq_len,
+                queries,
+            };
+            let mut stream = mqar::MqarStream::new(seed, n, params)?;
             while let Some(seq) = stream.next_sequence() {
                 for (i, t) in seq.enumerate() {
                     write!(out, "{}{}", if i == 0 { "" } else { "," }, t.token)?;

@@ -423,6 +423,7 @@ fn mqar_of_any_size_runs_in_constant_memory_until_stopped() {
     for extra in [
         &["-n", "18446744073709551615"][..],
         &["--seq-len", "18446744073709551615"],
+        &["--seq-len", "18446744073709551614", "--queries", "spread"],
     ] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
             .args(["eval", img.as_str(), "--mqar"])
@@ -444,6 +445,92 @@ fn mqar_of_any_size_runs_in_constant_memory_until_stopped() {
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).split(',').count(),
         100_000
+    );
+}
+
+#[test]
+fn mqar_queries_spread_on_the_cli() {
+    use ferrite_tools::mqar::{generate, MqarParams, Queries};
+    let img = image("gdn_gate");
+    let spread = MqarParams {
+        pairs: 4,
+        seq_len: 30,
+        queries: Queries::Spread,
+    };
+    // mqar-sample: the collected spread sequences.
+    let o = ferrite(&[
+        "mqar-sample",
+        "--seed",
+        "5",
+        "-n",
+        "3",
+        "--pairs",
+        "4",
+        "--seq-len",
+        "30",
+        "--queries",
+        "spread",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want: Vec<String> = generate(5, 3, spread)
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let ids: Vec<String> = s.tokens.iter().map(u32::to_string).collect();
+            ids.join(",") + "\n"
+        })
+        .collect();
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), want.concat());
+    // eval: `end` keeps its line; spread says so, and scores the spread
+    // sequences' queries.
+    let summary = |o: &Output| {
+        assert!(o.status.success(), "{}", stderr(o));
+        let out = String::from_utf8(o.stdout.clone()).unwrap();
+        out.lines().rev().nth(1).unwrap().to_string()
+    };
+    let args = [
+        "eval",
+        &img,
+        "--mqar",
+        "-n",
+        "3",
+        "--pairs",
+        "4",
+        "--seq-len",
+        "30",
+    ];
+    let end = summary(&ferrite(&args));
+    assert!(
+        end.starts_with("sequences=3 pairs=4 seq_len=30 seed=0 correct="),
+        "{end}"
+    );
+    let line = summary(&ferrite(&[&args[..], &["--queries", "spread"]].concat()));
+    let image = ferrite_tools::run::AlignedImage::read(Path::new(&img)).unwrap();
+    let (correct, total) = ferrite_tools::eval::mqar_counts(
+        image.model().unwrap(),
+        &generate(0, 3, spread).unwrap(),
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "sequences=3 pairs=4 seq_len=30 queries=spread seed=0 correct={correct} total={total}"
+        )
+    );
+    assert_eq!(total, 12);
+    // An odd length has no two-token slots.
+    for cmd in [&["mqar-sample"][..], &["eval", &img, "--mqar"]] {
+        let o = ferrite(&[cmd, &["--seq-len", "65", "--queries", "spread"]].concat());
+        let line = assert_one_line_failure(&o, "odd spread");
+        assert!(line.contains("seq_len 65 must be even"), "{line}");
+    }
+    let o = ferrite(&["mqar-sample", "--queries", "middle"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("[possible values: end, spread]"),
+        "{}",
+        stderr(&o)
     );
 }
 
@@ -517,6 +604,10 @@ fn argument_errors_keep_clap_s_whole_message() {
         (
             vec!["eval", &img, "--text", text, "--seq-len", "99"],
             "--seq-len",
+        ),
+        (
+            vec!["eval", &img, "--text", text, "--queries", "spread"],
+            "--queries",
         ),
     ] {
         let err = assert_clap_failure(&ferrite(&args), other);
@@ -727,6 +818,7 @@ fn streamed_output_keeps_its_format() {
         ferrite_tools::mqar::MqarParams {
             pairs: 4,
             seq_len: 30,
+            ..Default::default()
         },
     )
     .unwrap()
