@@ -31,6 +31,7 @@ def main(argv=None):
     ap.add_argument("--deadline", type=float, help="seconds after which survivors are killed")
     ap.add_argument("--jobs", type=int, help="at most this many runs at once (queued in the order given)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs")
+    ap.add_argument("--init-dir", help="each run starts from DIR/<run> (a stage 2: fresh optimizer and schedule)")
     args = ap.parse_args(argv)
     runs = all_runs()
     names = args.runs.split(",") if args.runs else list(runs)
@@ -49,6 +50,8 @@ def main(argv=None):
             cmd += ["--steps", str(args.steps)]
         if args.eager:
             cmd += ["--eager"]
+        if args.init_dir:
+            cmd += ["--init-from", str(Path(args.init_dir).resolve() / name)]
         if args.lm_stage2 and name in LM_STAGE2_LR:
             cmd += ["--init-from", str(Path(args.lm_stage2).resolve() / name), "--lr", str(LM_STAGE2_LR[name])]
         log = open(out / "logs" / f"{name}.log", "w")

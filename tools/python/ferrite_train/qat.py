@@ -18,7 +18,7 @@ rounding of the integer path.
 
 from __future__ import annotations
 
-import copy
+import operator
 
 import torch
 import torch.nn as nn
@@ -73,11 +73,12 @@ def attach(model: nn.Module, bits: int = 4, group: int = 32, embedding_bits: int
 
 
 def frozen_copy(model: nn.Module) -> nn.Module:
-    """A copy with the parametrizations removed and the quantized values kept
-    (what is exported)."""
-    out = copy.deepcopy(model)
-    for module in list(out.modules()):
-        if parametrize.is_parametrized(module):
-            for tensor_name in list(module.parametrizations.keys()):
-                parametrize.remove_parametrizations(module, tensor_name, leave_parametrized=True)
-    return out
+    """A fresh, unparametrized copy whose weights are the quantized values (what
+    is exported). Built anew rather than with ``remove_parametrizations`` on a
+    deep copy: that deletes the property from the parametrized class, which the
+    deep copy shares with the model still training."""
+    fresh = type(model)(model.raw_config).to(next(model.parameters()).device)
+    with torch.no_grad():
+        for name, p in fresh.named_parameters():
+            p.copy_(operator.attrgetter(name)(model))
+    return fresh

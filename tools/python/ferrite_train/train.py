@@ -109,7 +109,7 @@ def pick(logits, positions):
 
 
 @torch.no_grad()
-def mqar_accuracy(model, device, n=1000, seed=mqar.EVAL_SEED, batch=250, task=None) -> float:
+def mqar_accuracy(model, device, n=1000, seed=mqar.EVAL_SEED, batch=100, task=None) -> float:
     tokens, positions, answers = mqar.generate_batch(seed, n, **(task or {}))
     correct = 0
     for i in range(0, n, batch):
@@ -261,6 +261,8 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
             result = {"bits_per_byte": bits_per_byte(model, heldout, device)}
         _precise(False)
         model.train()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()  # many runs share the GPU: give the evaluation's memory back
         return result
 
     rows = []
