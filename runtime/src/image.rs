@@ -17,9 +17,11 @@
 //! ```
 //! The CRC-32 (ISO-HDLC) covers every byte after the `crc32` field up to `file_len`.
 //!
-//! This module is the single definition of the format: the tools write with
-//! these constants and [`TensorEntry::encode`], the runtime reads with
-//! [`Header::parse`] and [`TensorEntry::parse`].
+//! This module is the single definition of the format (with the roles and
+//! record sizes of the private `format` module below it, re-exported here
+//! and in [`crate::config`]): the tools write with these constants and
+//! [`TensorEntry::encode`], the runtime reads with [`Header::parse`] and
+//! [`TensorEntry::parse`].
 
 use crate::error::{Error, Result};
 pub use crate::format::Role;
