@@ -9,25 +9,13 @@
 //! Parsing is `const` so that the RAM a model needs can be computed from an
 //! embedded image at compile time (see [`crate::session_len`]).
 
-use crate::error::{Error, Result};
-use crate::image::read_u32;
-use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, MlaConfig, SwaConfig};
+use crate::error::{ensure, Error, Result};
+use crate::format::{dim_ok, read_u32};
+pub use crate::format::{LayerWords, LAYER_RECORD_WORDS, MAX_DIM, MODEL_RECORD_WORDS};
+use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, Mixer, MlaConfig, SwaConfig, MLA_NOT_BUILT};
 
-/// Words in the model record.
-pub const MODEL_RECORD_WORDS: usize = 8;
-/// Words in one layer record.
-pub const LAYER_RECORD_WORDS: usize = 16;
 /// Most layers a model may have.
 pub const MAX_LAYERS: usize = 64;
-/// Largest single dimension accepted: every config field that is a size, and
-/// every tensor dimension derived from two of them (heads times head size,
-/// kv heads times slots). Keeps every size computation far from overflow:
-/// a layer's state is at most a product of two such dimensions (u64), and
-/// the session total is checked against the target's address space.
-pub const MAX_DIM: u32 = 1 << 20;
-
-/// A layer record's kind-specific words.
-pub type LayerWords = [u32; LAYER_RECORD_WORDS - 1];
 
 /// Which tokenizer the image carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,70 +51,126 @@ pub struct ModelConfig {
     pub provenance: u32,
 }
 
-/// One layer's mixer configuration.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum LayerConfig {
+/// Declares the mixer families from one table (below): a line per family,
+///
+/// ```text
+/// /// doc (of the variant and of its kind code)
+/// Variant(ConfigType) = KIND_CONST code, "name";
+/// ```
+///
+/// and generates [`LayerConfig`] (a variant per family), the kind codes of
+/// [`kind`], [`LayerConfig::KIND_NAMES`], the decoding of a layer record's
+/// words by kind, and the methods of [`LayerConfig`] that dispatch to each
+/// mixer's own: `from_words`, `to_words`, `layer_state_len`, `scratch_len`,
+/// `out_proj_cols`, `min_format_version` (inherent `const fn`s of the config
+/// type, so that sizing stays `const`) and its [`Mixer`] impl.
+macro_rules! mixer_table {
+    ($(
+        $(#[doc = $doc:literal])*
+        $variant:ident($config:ident) = $kind:ident $code:literal, $name:literal;
+    )*) => {
+        /// One layer's mixer configuration.
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub enum LayerConfig {
+            $($(#[doc = $doc])* $variant($config),)*
+        }
+
+        /// Layer kind codes (word 0 of a layer record). A code is never reused.
+        pub mod kind {
+            $($(#[doc = $doc])* pub const $kind: u32 = $code;)*
+        }
+
+        impl LayerConfig {
+            /// Short names of the mixer kinds, in the table's order (the
+            /// `mixer` field of `config.json`, [`LayerConfig::kind_name`]).
+            pub const KIND_NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// Decodes and validates the kind-specific words `w` of a record
+            /// of kind `code` (layer `layer`, for errors).
+            const fn from_kind(code: u32, w: &LayerWords, layer: Option<u16>) -> Result<LayerConfig> {
+                match code {
+                    $(kind::$kind => match $config::from_words(w, layer) {
+                        Ok(c) => Ok(LayerConfig::$variant(c)),
+                        Err(e) => Err(e),
+                    },)*
+                    _ => Err(Error::BadConfig {
+                        layer,
+                        reason: "unknown mixer kind",
+                    }),
+                }
+            }
+
+            /// The kind code and the kind-specific words of the layer record.
+            fn kind_and_words(&self) -> (u32, LayerWords) {
+                match self {
+                    $(LayerConfig::$variant(c) => (kind::$kind, c.to_words()),)*
+                }
+            }
+
+            /// Short name of the mixer kind (`gdn`, `gsa`, `swa`, `bla`, `mla`).
+            pub const fn kind_name(&self) -> &'static str {
+                match self {
+                    $(LayerConfig::$variant(_) => $name,)*
+                }
+            }
+
+            /// The layer's mixer as a trait object.
+            pub fn mixer(&self) -> &dyn Mixer {
+                match self {
+                    $(LayerConfig::$variant(c) => c,)*
+                }
+            }
+
+            /// The oldest image format version whose layer record can hold
+            /// this configuration: [`crate::image::MIXER_OPTIONS_FORMAT_VERSION`]
+            /// for the GDN family members other than Gated DeltaNet, GSA with a
+            /// short convolution, dilated SWA and `mla`;
+            /// [`crate::image::MIN_FORMAT_VERSION`] otherwise.
+            pub const fn min_format_version(&self) -> u32 {
+                match self {
+                    $(LayerConfig::$variant(c) => c.min_format_version(),)*
+                }
+            }
+
+            /// f32 words of recurrent state this layer keeps (`pinned_max`: SWA
+            /// pinned-prefix capacity). u64 so that no configuration overflows it.
+            pub const fn state_len(&self, pinned_max: usize) -> u64 {
+                match self {
+                    $(LayerConfig::$variant(c) => c.layer_state_len(pinned_max),)*
+                }
+            }
+
+            /// Input width of the layer's output projection (`o_proj` columns): with
+            /// `D` and `I`, the widest vector a product of this layer reads.
+            pub const fn out_proj_cols(&self) -> u64 {
+                match self {
+                    $(LayerConfig::$variant(c) => c.out_proj_cols(),)*
+                }
+            }
+
+            /// f32 words of per-token scratch this layer's mixer needs.
+            pub const fn scratch_len(&self) -> u64 {
+                match self {
+                    $(LayerConfig::$variant(c) => c.scratch_len(),)*
+                }
+            }
+        }
+    };
+}
+
+// The mixer families. A new one is a line here and its module in `mixers`
+// (docs/adding-a-mixer.md).
+mixer_table! {
     /// Gated DeltaNet.
-    Gdn(GdnConfig),
+    Gdn(GdnConfig) = GDN 1, "gdn";
     /// Gated Slot Attention.
-    Gsa(GsaConfig),
+    Gsa(GsaConfig) = GSA 2, "gsa";
     /// Sliding-window attention with sinks.
-    Swa(SwaConfig),
+    Swa(SwaConfig) = SWA 3, "swa";
     /// Blurry Window Attention.
-    Bla(BlaConfig),
+    Bla(BlaConfig) = BLA 4, "bla";
     /// Latent-compressed (MLA-style) sliding window (format 4).
-    Mla(MlaConfig),
-}
-
-/// Layer kind codes (word 0 of a layer record).
-pub mod kind {
-    /// Gated DeltaNet.
-    pub const GDN: u32 = 1;
-    /// Gated Slot Attention.
-    pub const GSA: u32 = 2;
-    /// Sliding-window attention.
-    pub const SWA: u32 = 3;
-    /// Blurry Window Attention.
-    pub const BLA: u32 = 4;
-    /// Latent-compressed (MLA-style) sliding window (format 4).
-    pub const MLA: u32 = 5;
-}
-
-/// Returns `Err` from a const fn when `cond` is false.
-macro_rules! ensure {
-    ($cond:expr, $layer:expr, $reason:literal) => {
-        if !$cond {
-            return Err(Error::BadConfig {
-                layer: $layer,
-                reason: $reason,
-            });
-        }
-    };
-}
-pub(crate) use ensure;
-
-/// Returns [`Error::SizeOverflow`] from a const fn when `cond` is false.
-macro_rules! ensure_size {
-    ($cond:expr, $layer:expr, $what:literal) => {
-        if !$cond {
-            return Err(Error::SizeOverflow {
-                layer: $layer,
-                what: $what,
-            });
-        }
-    };
-}
-pub(crate) use ensure_size;
-
-/// Whether `v` is a usable dimension (1..=MAX_DIM).
-pub(crate) const fn dim_ok(v: u32) -> bool {
-    v >= 1 && v <= MAX_DIM
-}
-
-/// Whether the tensor dimension `a * b` is at most [`MAX_DIM`] (computed in
-/// u64: two u32 factors cannot overflow it).
-pub(crate) const fn width_ok(a: u32, b: u32) -> bool {
-    a as u64 * b as u64 <= MAX_DIM as u64
+    Mla(MlaConfig) = MLA 5, "mla";
 }
 
 impl ModelConfig {
@@ -227,116 +271,21 @@ impl LayerConfig {
             i += 1;
         }
         let l = Some(layer);
-        match kind {
-            kind::GDN => match GdnConfig::from_words(&w, l) {
-                Ok(c) => Ok(LayerConfig::Gdn(c)),
-                Err(e) => Err(e),
-            },
-            kind::GSA => match GsaConfig::from_words(&w, l) {
-                Ok(c) => Ok(LayerConfig::Gsa(c)),
-                Err(e) => Err(e),
-            },
-            kind::SWA => match SwaConfig::from_words(&w, l) {
-                Ok(c) => Ok(LayerConfig::Swa(c)),
-                Err(e) => Err(e),
-            },
-            kind::BLA => match BlaConfig::from_words(&w, l) {
-                Ok(c) => Ok(LayerConfig::Bla(c)),
-                Err(e) => Err(e),
-            },
-            kind::MLA if cfg!(not(feature = "mla")) => Err(Error::BadConfig {
+        if kind == kind::MLA && cfg!(not(feature = "mla")) {
+            return Err(Error::BadConfig {
                 layer: l,
-                reason: crate::mixers::MLA_NOT_BUILT,
-            }),
-            kind::MLA => match MlaConfig::from_words(&w, l) {
-                Ok(c) => Ok(LayerConfig::Mla(c)),
-                Err(e) => Err(e),
-            },
-            _ => Err(Error::BadConfig {
-                layer: l,
-                reason: "unknown mixer kind",
-            }),
+                reason: MLA_NOT_BUILT,
+            });
         }
+        LayerConfig::from_kind(kind, &w, l)
     }
 
     /// Encodes the layer record (used by the tools).
     pub fn encode(&self) -> [u32; LAYER_RECORD_WORDS] {
-        let (kind, words) = match self {
-            LayerConfig::Gdn(c) => (kind::GDN, c.to_words()),
-            LayerConfig::Gsa(c) => (kind::GSA, c.to_words()),
-            LayerConfig::Swa(c) => (kind::SWA, c.to_words()),
-            LayerConfig::Bla(c) => (kind::BLA, c.to_words()),
-            LayerConfig::Mla(c) => (kind::MLA, c.to_words()),
-        };
+        let (kind, words) = self.kind_and_words();
         let mut out = [0u32; LAYER_RECORD_WORDS];
         out[0] = kind;
         out[1..].copy_from_slice(&words);
         out
-    }
-
-    /// Short name of the mixer kind (`gdn`, `gsa`, `swa`, `bla`, `mla`).
-    pub const fn kind_name(&self) -> &'static str {
-        match self {
-            LayerConfig::Gdn(_) => "gdn",
-            LayerConfig::Gsa(_) => "gsa",
-            LayerConfig::Swa(_) => "swa",
-            LayerConfig::Bla(_) => "bla",
-            LayerConfig::Mla(_) => "mla",
-        }
-    }
-
-    /// The oldest image format version whose layer record can hold this
-    /// configuration: [`crate::image::MIXER_OPTIONS_FORMAT_VERSION`] for the
-    /// GDN family members other than Gated DeltaNet, GSA with a short
-    /// convolution, dilated SWA and `mla`; [`crate::image::MIN_FORMAT_VERSION`]
-    /// otherwise.
-    pub const fn min_format_version(&self) -> u32 {
-        let new = match self {
-            LayerConfig::Gdn(c) => !c.is_gated_deltanet() || c.conv_size == 0,
-            LayerConfig::Gsa(c) => c.conv_size > 0,
-            LayerConfig::Swa(c) => c.dilation > 1,
-            LayerConfig::Bla(_) => false,
-            LayerConfig::Mla(_) => true,
-        };
-        if new {
-            crate::image::MIXER_OPTIONS_FORMAT_VERSION
-        } else {
-            crate::image::MIN_FORMAT_VERSION
-        }
-    }
-
-    /// f32 words of recurrent state this layer keeps (`pinned_max`: SWA
-    /// pinned-prefix capacity). u64 so that no configuration overflows it.
-    pub const fn state_len(&self, pinned_max: usize) -> u64 {
-        match self {
-            LayerConfig::Gdn(c) => c.state_len(),
-            LayerConfig::Gsa(c) => c.state_len(),
-            LayerConfig::Swa(c) => c.state_len(pinned_max),
-            LayerConfig::Bla(c) => c.state_len(),
-            LayerConfig::Mla(c) => c.state_len(),
-        }
-    }
-
-    /// Input width of the layer's output projection (`o_proj` columns): with
-    /// `D` and `I`, the widest vector a product of this layer reads.
-    pub const fn out_proj_cols(&self) -> u64 {
-        match self {
-            LayerConfig::Gdn(c) => c.num_v_heads as u64 * c.head_v_dim as u64,
-            LayerConfig::Gsa(c) => c.num_heads as u64 * c.head_v_dim as u64,
-            LayerConfig::Swa(c) => c.num_heads as u64 * c.head_dim as u64,
-            LayerConfig::Bla(c) => c.num_heads as u64 * c.head_v_dim as u64,
-            LayerConfig::Mla(c) => c.num_heads as u64 * c.v_head_dim as u64,
-        }
-    }
-
-    /// f32 words of per-token scratch this layer's mixer needs.
-    pub const fn scratch_len(&self) -> u64 {
-        match self {
-            LayerConfig::Gdn(c) => c.scratch_len(),
-            LayerConfig::Gsa(c) => c.scratch_len(),
-            LayerConfig::Swa(c) => c.scratch_len(),
-            LayerConfig::Bla(c) => c.scratch_len(),
-            LayerConfig::Mla(c) => c.scratch_len(),
-        }
     }
 }

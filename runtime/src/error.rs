@@ -5,7 +5,7 @@
 
 use core::fmt;
 
-use crate::image::Role;
+use crate::format::Role;
 
 /// Result alias used throughout the runtime.
 pub type Result<T> = core::result::Result<T, Error>;
@@ -196,3 +196,30 @@ fn write_tensor_name(f: &mut fmt::Formatter<'_>, layer: Option<u16>, role: Role)
 }
 
 impl core::error::Error for Error {}
+
+/// Returns [`Error::BadConfig`] from a const fn when `cond` is false (the
+/// config records' validation: `config` and each mixer's `from_words`).
+macro_rules! ensure {
+    ($cond:expr, $layer:expr, $reason:literal) => {
+        if !$cond {
+            return Err($crate::error::Error::BadConfig {
+                layer: $layer,
+                reason: $reason,
+            });
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// Returns [`Error::SizeOverflow`] from a const fn when `cond` is false.
+macro_rules! ensure_size {
+    ($cond:expr, $layer:expr, $what:literal) => {
+        if !$cond {
+            return Err($crate::error::Error::SizeOverflow {
+                layer: $layer,
+                what: $what,
+            });
+        }
+    };
+}
+pub(crate) use ensure_size;

@@ -2,15 +2,18 @@
 
 use crate::config::{LayerConfig, ModelConfig, TokenizerKind, MAX_LAYERS};
 use crate::error::{Error, Result};
+use crate::format::Role;
 use crate::image::{
-    DType, Header, Layout, Role, TensorEntry, TensorSpec, CRC, CRC_START, IMAGE_ALIGN,
-    TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
+    DType, Header, Layout, TensorEntry, TensorSpec, CRC, CRC_START, IMAGE_ALIGN, TENSOR_ALIGN,
+    TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
-use crate::mixers::{block_specs, global_specs, Specs};
+use crate::mixers::{push, Specs};
+use crate::sizes::buffer_len;
 use crate::tensor::Tensor;
 #[cfg(feature = "bpe")]
 use crate::tokenizer::BpeTokenizer;
 use crate::tokenizer::{ByteTokenizer, Tokenizer};
+pub use crate::weights::LayerWeights;
 
 /// A model whose image has been fully validated: every tensor the config
 /// needs is present, in bounds, aligned, of the right shape and dtype, and the
@@ -25,40 +28,37 @@ pub struct Model<'a> {
     layer_first: [u16; MAX_LAYERS + 1],
 }
 
-/// The tensors of one layer (a view of its part of the tensor table).
-#[derive(Clone, Copy, Debug)]
-pub struct LayerWeights<'m, 'a> {
-    model: &'m Model<'a>,
-    first: u16,
-    end: u16,
+/// Model-wide tensors in canonical order.
+pub fn global_specs(c: &ModelConfig) -> heapless::Vec<TensorSpec, 3> {
+    let mut v = heapless::Vec::new();
+    let (vocab, d) = (c.vocab_size, c.hidden_size);
+    let mut add = |role, dims, matrix| {
+        let _ = v.push(TensorSpec {
+            layer: None,
+            role,
+            dims,
+            matrix,
+        });
+    };
+    add(Role::Embeddings, [vocab, d, 0], true);
+    add(Role::FinalNorm, [d, 0, 0], false);
+    if !c.tie_word_embeddings {
+        add(Role::LmHead, [vocab, d, 0], true);
+    }
+    v
 }
 
-impl<'a> LayerWeights<'_, 'a> {
-    /// The layer's tensor with `role`. Finds the entry by its role code
-    /// alone and parses only that one (the table was validated at load).
-    pub fn get(&self, role: Role) -> Result<Tensor<'a>> {
-        let table = self.model.table();
-        for index in self.first..self.end {
-            let at = usize::from(index) * TENSOR_ENTRY_LEN + 2;
-            let code = table
-                .get(at..at + 2)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]));
-            if code == Some(role as u16) {
-                let e = TensorEntry::parse(table, u32::from(index))?;
-                return Tensor::from_entry(self.model.image, &e, u32::from(index));
-            }
-        }
-        Err(Error::MissingTensor { layer: None, role })
-    }
-
-    /// The layer's tensor with `role`, or `None` when the layer has none.
-    pub fn optional(&self, role: Role) -> Result<Option<Tensor<'a>>> {
-        match self.get(role) {
-            Ok(t) => Ok(Some(t)),
-            Err(Error::MissingTensor { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
+/// Tensors of one block (norms, mixer, MLP) in canonical order.
+pub fn block_specs(c: &ModelConfig, layer_cfg: &LayerConfig, layer: u16) -> Specs {
+    let (d, i) = (c.hidden_size, c.intermediate_size);
+    let mut s = Specs::new();
+    push(&mut s, layer, Role::AttnNorm, [d, 0, 0], false);
+    layer_cfg.mixer().push_specs(layer, d, &mut s);
+    push(&mut s, layer, Role::MlpNorm, [d, 0, 0], false);
+    push(&mut s, layer, Role::MlpGate, [i, d, 0], true);
+    push(&mut s, layer, Role::MlpUp, [i, d, 0], true);
+    push(&mut s, layer, Role::MlpDown, [d, i, 0], true);
+    s
 }
 
 /// Calls `f` with every tensor the configuration expects, in canonical table order.
@@ -315,25 +315,26 @@ impl<'a> Model<'a> {
 
     /// The tensors of layer `i` (an index past the last layer gives an
     /// empty view, whose lookups fail with `MissingTensor`).
-    pub fn layer_weights(&self, i: usize) -> LayerWeights<'_, 'a> {
+    pub fn layer_weights(&self, i: usize) -> LayerWeights<'a> {
         let i = i.min(self.config.num_layers as usize);
-        LayerWeights {
-            model: self,
-            first: self.layer_first[i],
-            end: self.layer_first[(i + 1).min(MAX_LAYERS)],
-        }
+        LayerWeights::new(
+            self.image,
+            self.table(),
+            self.layer_first[i],
+            self.layer_first[(i + 1).min(MAX_LAYERS)],
+        )
     }
 
     /// f32 words of recurrent state (all layers) for a session that may pin up
     /// to `pinned_max` tokens; an error where [`Model::session_len`] is one.
     pub fn state_len(&self, pinned_max: usize) -> Result<usize> {
-        crate::buffer_len(self.image, pinned_max).map(|len| len.state)
+        buffer_len(self.image, pinned_max).map(|len| len.state)
     }
 
     /// f32 words of the whole session buffer (state + per-token scratch):
     /// [`crate::session_len`] of the model's image.
     pub fn session_len(&self, pinned_max: usize) -> Result<usize> {
-        crate::session_len(self.image, pinned_max)
+        crate::sizes::session_len(self.image, pinned_max)
     }
 
     /// Bytes of the session buffer, as reported to users (`4 * session_len`).
@@ -396,4 +397,182 @@ fn section(image: &[u8], off: u32, len: u32) -> &[u8] {
         .checked_add(len as usize)
         .and_then(|end| image.get(start..end))
         .unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    //! The limits of the mixers' `from_words` and the sizes of hand-built
+    //! configurations, through `LayerConfig` and the block's tensor specs.
+    use super::*;
+    use crate::config::{LayerWords, MAX_DIM};
+    use crate::mixers::{
+        BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, MlaConfig,
+        QkActivation, QkNorm, SwaConfig,
+    };
+
+    fn words(w: &[u32]) -> LayerWords {
+        let mut out = [0; 15];
+        out[..w.len()].copy_from_slice(w);
+        out
+    }
+
+    fn parse(kind: u32, w: &[u32]) -> crate::error::Result<LayerConfig> {
+        let (w, l) = (words(w), Some(3));
+        match kind {
+            1 => GdnConfig::from_words(&w, l).map(LayerConfig::Gdn),
+            2 => GsaConfig::from_words(&w, l).map(LayerConfig::Gsa),
+            3 => SwaConfig::from_words(&w, l).map(LayerConfig::Swa),
+            _ => BlaConfig::from_words(&w, l).map(LayerConfig::Bla),
+        }
+    }
+
+    const BIG: u32 = 1 << 20;
+    const GAMMA: u32 = 0x3f80_0000; // 1.0
+    const EIGHT: u32 = 0x4100_0000; // 8.0
+
+    #[test]
+    fn widths_over_max_dim_are_size_overflows_not_panics() {
+        let cases: [(u32, &[u32], &str); 7] = [
+            (
+                1,
+                &[BIG, BIG, 4097, 4097, 2, 1],
+                "gdn num_heads * head_k_dim",
+            ),
+            (1, &[1, BIG, 1, 4097, 2, 1], "gdn num_v_heads * head_v_dim"),
+            (
+                2,
+                &[BIG, BIG, 4097, 8, 4, 0, EIGHT],
+                "gsa num_heads * head_k_dim",
+            ),
+            (
+                2,
+                &[BIG, BIG, 1, 4097, 4, 0, EIGHT],
+                "gsa num_heads * head_v_dim",
+            ),
+            (
+                2,
+                &[BIG, BIG, 1, 1, 4097, 0, EIGHT],
+                "gsa num_kv_heads * num_slots",
+            ),
+            (
+                3,
+                &[BIG, BIG, 4098, 4, 0, EIGHT, 0, 0],
+                "swa num_heads * head_dim",
+            ),
+            (
+                4,
+                &[BIG, 1, 4097, 4, 1, 3, 0, 0, GAMMA, 0, 0],
+                "bla num_heads * head_v_dim",
+            ),
+        ];
+        for (kind, w, what) in cases {
+            match parse(kind, w) {
+                Err(Error::SizeOverflow {
+                    layer: Some(3),
+                    what: got,
+                }) => assert!(got.starts_with(what), "{got}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn widths_of_exactly_max_dim_are_accepted() {
+        let c = parse(1, &[1 << 10, 1 << 10, 1 << 10, 1 << 10, 2, 1]).unwrap();
+        let specs = block_specs(&model(), &c, 0);
+        assert!(specs.iter().any(|s| s.dims[0] == MAX_DIM));
+        // S: HV*V*K = 2^30; conv caches: (2*H*K + HV*V) * (W - 1) = 3 * 2^20.
+        assert_eq!(c.state_len(0), (1 << 30) + 3 * (1 << 20));
+    }
+
+    fn model() -> ModelConfig {
+        ModelConfig {
+            vocab_size: 256,
+            hidden_size: 8,
+            intermediate_size: 16,
+            norm_eps: 1e-6,
+            tie_word_embeddings: true,
+            num_layers: 1,
+            tokenizer: crate::config::TokenizerKind::Bytes,
+            provenance: 0,
+        }
+    }
+
+    /// Configs built by hand (public fields) skip validation: their sizes
+    /// saturate instead of overflowing.
+    #[test]
+    fn hand_built_configs_saturate() {
+        let m = u32::MAX;
+        let layers = [
+            LayerConfig::Gdn(GdnConfig {
+                num_heads: m,
+                num_v_heads: m,
+                head_k_dim: m,
+                head_v_dim: m,
+                conv_size: m,
+                use_gate: true,
+                allow_neg_eigval: false,
+                decay: GdnDecay::Gated,
+                delta_rule: true,
+                use_beta: true,
+                qk_activation: QkActivation::Silu,
+                qk_norm: QkNorm::L2,
+            }),
+            LayerConfig::Gsa(GsaConfig {
+                num_heads: m,
+                num_kv_heads: m,
+                head_k_dim: m,
+                head_v_dim: m,
+                num_slots: m,
+                feature_map: FeatureMap::Swish,
+                gate_logit_normalizer: 1.0,
+                conv_size: m,
+            }),
+            LayerConfig::Swa(SwaConfig {
+                num_heads: m,
+                num_kv_heads: m,
+                head_dim: m,
+                window: m,
+                sinks: m,
+                rope_theta: 1.0,
+                use_rope: true,
+                cache_positions: false,
+                sink_logits: true,
+                conv_size: m,
+                dilation: m,
+            }),
+            LayerConfig::Bla(BlaConfig {
+                num_heads: m,
+                head_k_dim: m,
+                head_v_dim: m,
+                period: m,
+                modes: m,
+                slots: m,
+                kernel: BlaKernel::Fejer,
+                decay: BlaDecay::Gated,
+                gamma: 1.0,
+                conv_size: m,
+            }),
+            LayerConfig::Mla(MlaConfig {
+                num_heads: m,
+                head_dim: m,
+                v_head_dim: m,
+                rope_dim: m,
+                kv_lora_rank: m,
+                window: m,
+                rope_theta: 1.0,
+            }),
+        ];
+        for c in layers {
+            assert_eq!(c.state_len(usize::MAX), u64::MAX, "{c:?}");
+            assert_eq!(c.scratch_len(), u64::MAX, "{c:?}");
+            let specs = block_specs(&model(), &c, 0);
+            assert!(specs.iter().any(|s| s.dims[0] == u32::MAX), "{c:?}");
+            assert!(specs.iter().all(|s| s.numel() > 0));
+        }
+        if let LayerConfig::Bla(b) = layers[3] {
+            // 2 * m overflows a u32; Fejér weight 2 * (1 - 2^31 / 2^32).
+            assert_eq!(b.mode_weight(1 << 31), 1.0);
+        }
+    }
 }

@@ -66,7 +66,7 @@ impl<'a, 'b> Session<'a, 'b> {
         buf: &'b mut [f32],
         pinned_max: usize,
     ) -> Result<Session<'a, 'b>> {
-        let len = crate::buffer_len(model.image(), pinned_max)?;
+        let len = crate::sizes::buffer_len(model.image(), pinned_max)?;
         if buf.len() < len.total {
             // Both sizes are at most isize::MAX bytes (an f32 slice; session_len).
             return Err(Error::BufferTooSmall {
@@ -75,7 +75,7 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let state_len = len.state;
-        let act_len = crate::act_words(model.image(), model.header(), model.config())?;
+        let act_len = crate::sizes::act_words(model.image(), model.header(), model.config())?;
         let mut s = Session {
             model,
             buf,

@@ -19,7 +19,8 @@
 
 use core::fmt;
 
-use crate::{Error, Model};
+use crate::error::Error;
+use crate::model::Model;
 
 /// Offset and size of the image's `file_len` header field.
 const FILE_LEN_AT: usize = 16;

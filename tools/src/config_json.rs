@@ -452,6 +452,21 @@ mod tests {
         }
     }
 
+    /// Every mixer kind of the runtime's table (`config::mixer_table!`) has
+    /// a parser here: a layer with only its `mixer` field fails on a field
+    /// of that kind, not on the kind.
+    #[test]
+    fn every_runtime_mixer_kind_has_a_parser() {
+        for name in LayerConfig::KIND_NAMES {
+            let err = parse(&json!({"vocab_size": 256, "hidden_size": 32,
+                "intermediate_size": 64, "layers": [{"mixer": name}]}))
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("missing required field"), "{name}: {err}");
+            assert!(!err.contains("'mixer'"), "{name}: {err}");
+        }
+    }
+
     #[test]
     fn unknown_fields_and_kinds_are_refused() {
         let base = |layer: Value| json!({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "layers": [layer]});

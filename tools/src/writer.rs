@@ -10,7 +10,7 @@ use ferrite::image::{
     TILED_FORMAT_VERSION,
 };
 use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
-use ferrite::mixers::{block_specs, global_specs};
+use ferrite::model::{block_specs, global_specs};
 
 use crate::calibrate::Hessian;
 use crate::config_json::Config;

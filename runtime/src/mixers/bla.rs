@@ -27,12 +27,12 @@
 //! the session's 64-bit token position.
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
-use crate::error::{Error, Result};
-use crate::image::Role;
+use crate::error::{ensure, ensure_size, Error, Result};
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
+use crate::image::MIN_FORMAT_VERSION;
 use crate::math::{dot, softmax_in_place};
-use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
 
 /// Interpolation kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,8 +161,7 @@ impl BlaConfig {
 
     /// Encodes the layer record words.
     pub fn to_words(&self) -> LayerWords {
-        let mut w = [0; 15];
-        w[..11].copy_from_slice(&[
+        record_words(&[
             self.num_heads,
             self.head_k_dim,
             self.head_v_dim,
@@ -174,8 +173,7 @@ impl BlaConfig {
             self.gamma.to_bits(),
             (self.conv_size > 0) as u32,
             self.conv_size,
-        ]);
-        w
+        ])
     }
 
     const fn dims(&self) -> (usize, usize, usize, usize) {
@@ -206,6 +204,26 @@ impl BlaConfig {
     pub const fn scratch_len(&self) -> u64 {
         let (h, k, v, n) = self.dims64();
         sum(&[product(&[2, h, k]), product(&[2, h, v]), n])
+    }
+
+    // The layer interface: `config::LayerConfig`'s methods dispatch to these
+    // (every mixer has them, with the same signatures).
+
+    /// State words with a pinned prefix of up to `pinned_max` tokens
+    /// ([`BlaConfig::state_len`]; `pinned_max` is for SWA only).
+    pub(crate) const fn layer_state_len(&self, _pinned_max: usize) -> u64 {
+        self.state_len()
+    }
+
+    /// Input width of the output projection (`o_proj` columns): `H * V`.
+    pub(crate) const fn out_proj_cols(&self) -> u64 {
+        self.num_heads as u64 * self.head_v_dim as u64
+    }
+
+    /// The oldest image format version whose layer record holds this
+    /// configuration: every `bla` record is one that format 1 could hold.
+    pub(crate) const fn min_format_version(&self) -> u32 {
+        MIN_FORMAT_VERSION
     }
 
     /// Cosine coefficient of mode `m` in the kernel (mode 0 weighs 1).
@@ -281,7 +299,7 @@ impl Mixer for BlaConfig {
     fn step(
         &self,
         ctx: &StepCtx,
-        w: &LayerWeights<'_, '_>,
+        w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,

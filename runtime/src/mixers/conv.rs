@@ -7,10 +7,10 @@
 //! without the SiLU ([`step_qkv_act`]).
 
 use crate::error::Result;
-use crate::image::Role;
+use crate::format::Role;
 use crate::math::silu;
-use crate::model::LayerWeights;
 use crate::tensor::Tensor;
+use crate::weights::LayerWeights;
 
 /// State words of a convolution over `channels` channels of width `width`.
 pub const fn state_len(channels: usize, width: usize) -> usize {
@@ -109,7 +109,7 @@ fn tap(w: &[f32], past: &mut [f32], hist: usize, raw: f32) -> f32 {
 /// Convolves q, k and v in place with the layer's `{q,k,v}_conv1d` kernels;
 /// `cache` holds the three caches in that order.
 pub fn step_qkv(
-    w: &LayerWeights<'_, '_>,
+    w: &LayerWeights<'_>,
     width: usize,
     cache: &mut [f32],
     q: &mut [f32],
@@ -128,7 +128,7 @@ pub fn step_qkv(
 /// `qk_silu` (v always has it): fla's DeltaNet convolves q and k without it
 /// when its `qk_activation` is not SiLU.
 pub fn step_qkv_act(
-    w: &LayerWeights<'_, '_>,
+    w: &LayerWeights<'_>,
     width: usize,
     cache: &mut [f32],
     qk_silu: bool,

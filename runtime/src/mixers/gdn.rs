@@ -13,12 +13,12 @@
 //! State layout: `S [HV][V][K]`, then the q, k and v convolution caches.
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
-use crate::error::{Error, Result};
-use crate::image::Role;
+use crate::error::{ensure, ensure_size, Error, Result};
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
+use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
-use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
 
 /// How the state decays before each write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,16 +198,14 @@ impl GdnConfig {
 
     /// Encodes the layer record words.
     pub fn to_words(&self) -> LayerWords {
-        let mut w = [0; 15];
-        w[..6].copy_from_slice(&[
+        record_words(&[
             self.num_heads,
             self.num_v_heads,
             self.head_k_dim,
             self.head_v_dim,
             self.conv_size,
             self.flags(),
-        ]);
-        w
+        ])
     }
 
     /// The record's flag word (zero beyond bit 1 for Gated DeltaNet).
@@ -273,6 +271,32 @@ impl GdnConfig {
         let (h, hv, k, v) = self.dims64();
         sum(&[product(&[2, h, k]), product(&[3, hv, v]), 2 * hv])
     }
+
+    // The layer interface: `config::LayerConfig`'s methods dispatch to these
+    // (every mixer has them, with the same signatures).
+
+    /// State words with a pinned prefix of up to `pinned_max` tokens
+    /// ([`GdnConfig::state_len`]; `pinned_max` is for SWA only).
+    pub(crate) const fn layer_state_len(&self, _pinned_max: usize) -> u64 {
+        self.state_len()
+    }
+
+    /// Input width of the output projection (`o_proj` columns): `HV * V`.
+    pub(crate) const fn out_proj_cols(&self) -> u64 {
+        self.num_v_heads as u64 * self.head_v_dim as u64
+    }
+
+    /// The oldest image format version whose layer record holds this
+    /// configuration: format 4 for the GDN family members other than Gated
+    /// DeltaNet and for Gated DeltaNet without a short convolution, else
+    /// format 1.
+    pub(crate) const fn min_format_version(&self) -> u32 {
+        if !self.is_gated_deltanet() || self.conv_size == 0 {
+            MIXER_OPTIONS_FORMAT_VERSION
+        } else {
+            MIN_FORMAT_VERSION
+        }
+    }
 }
 
 impl Mixer for GdnConfig {
@@ -311,7 +335,7 @@ impl Mixer for GdnConfig {
     fn step(
         &self,
         ctx: &StepCtx,
-        w: &LayerWeights<'_, '_>,
+        w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,

@@ -13,12 +13,12 @@
 //! v convolution caches.
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
-use crate::error::{Error, Result};
-use crate::image::Role;
+use crate::error::{ensure, ensure_size, Error, Result};
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
+use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
-use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
 
 /// Feature map applied to q and k.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,8 +145,7 @@ impl GsaConfig {
 
     /// Encodes the layer record words.
     pub fn to_words(&self) -> LayerWords {
-        let mut w = [0; 15];
-        w[..9].copy_from_slice(&[
+        record_words(&[
             self.num_heads,
             self.num_kv_heads,
             self.head_k_dim,
@@ -156,8 +155,7 @@ impl GsaConfig {
             self.gate_logit_normalizer.to_bits(),
             if self.conv_size > 0 { SHORT_CONV } else { 0 },
             self.conv_size,
-        ]);
-        w
+        ])
     }
 
     const fn dims(&self) -> (usize, usize, usize, usize, usize) {
@@ -201,6 +199,30 @@ impl GsaConfig {
             product(&[h, v]),
         ])
     }
+
+    // The layer interface: `config::LayerConfig`'s methods dispatch to these
+    // (every mixer has them, with the same signatures).
+
+    /// State words with a pinned prefix of up to `pinned_max` tokens
+    /// ([`GsaConfig::state_len`]; `pinned_max` is for SWA only).
+    pub(crate) const fn layer_state_len(&self, _pinned_max: usize) -> u64 {
+        self.state_len()
+    }
+
+    /// Input width of the output projection (`o_proj` columns): `H * V`.
+    pub(crate) const fn out_proj_cols(&self) -> u64 {
+        self.num_heads as u64 * self.head_v_dim as u64
+    }
+
+    /// The oldest image format version whose layer record holds this
+    /// configuration: format 4 for a short convolution, else format 1.
+    pub(crate) const fn min_format_version(&self) -> u32 {
+        if self.conv_size > 0 {
+            MIXER_OPTIONS_FORMAT_VERSION
+        } else {
+            MIN_FORMAT_VERSION
+        }
+    }
 }
 
 impl Mixer for GsaConfig {
@@ -227,7 +249,7 @@ impl Mixer for GsaConfig {
     fn step(
         &self,
         _ctx: &StepCtx,
-        w: &LayerWeights<'_, '_>,
+        w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,

@@ -18,12 +18,12 @@
 
 use super::swa::OnlineSoftmax;
 use super::{product, push, rope, sum, width, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords};
-use crate::error::{Error, Result};
-use crate::image::Role;
+use crate::error::{ensure, ensure_size, Error, Result};
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
+use crate::image::MIXER_OPTIONS_FORMAT_VERSION;
 use crate::math::dot;
-use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
 
 /// Latent-compressed window layer configuration.
 ///
@@ -101,8 +101,7 @@ impl MlaConfig {
 
     /// Encodes the layer record words.
     pub fn to_words(&self) -> LayerWords {
-        let mut w = [0; 15];
-        w[..7].copy_from_slice(&[
+        record_words(&[
             self.num_heads,
             self.head_dim,
             self.v_head_dim,
@@ -110,8 +109,7 @@ impl MlaConfig {
             self.kv_lora_rank,
             self.window,
             self.rope_theta.to_bits(),
-        ]);
-        w
+        ])
     }
 
     const fn dims(&self) -> (usize, usize, usize, usize, usize) {
@@ -145,6 +143,26 @@ impl MlaConfig {
             self.kv_lora_rank as u64,
         );
         sum(&[product(&[h, d + dr]), r + dr, 2 * r, product(&[h, dv]), dr])
+    }
+
+    // The layer interface: `config::LayerConfig`'s methods dispatch to these
+    // (every mixer has them, with the same signatures).
+
+    /// State words with a pinned prefix of up to `pinned_max` tokens
+    /// ([`MlaConfig::state_len`]; `pinned_max` is for SWA only).
+    pub(crate) const fn layer_state_len(&self, _pinned_max: usize) -> u64 {
+        self.state_len()
+    }
+
+    /// Input width of the output projection (`o_proj` columns): `H * dv`.
+    pub(crate) const fn out_proj_cols(&self) -> u64 {
+        self.num_heads as u64 * self.v_head_dim as u64
+    }
+
+    /// The oldest image format version whose layer record holds this
+    /// configuration: every `mla` layer needs format 4.
+    pub(crate) const fn min_format_version(&self) -> u32 {
+        MIXER_OPTIONS_FORMAT_VERSION
     }
 
     /// Fills `cs` (`[dr]`: cosines then sines) for position `pos`
@@ -194,7 +212,7 @@ impl Mixer for MlaConfig {
     fn step(
         &self,
         ctx: &StepCtx,
-        w: &LayerWeights<'_, '_>,
+        w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,
@@ -213,7 +231,7 @@ impl MlaConfig {
     fn run(
         &self,
         _: &StepCtx,
-        _: &LayerWeights<'_, '_>,
+        _: &LayerWeights<'_>,
         _: &mut [f32],
         _: &mut [f32],
         _: &mut ActBuf<'_>,
@@ -232,7 +250,7 @@ impl MlaConfig {
     fn run(
         &self,
         ctx: &StepCtx,
-        w: &LayerWeights<'_, '_>,
+        w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,

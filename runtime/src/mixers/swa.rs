@@ -25,12 +25,12 @@
 //! when `use_short_conv` is set.
 
 use super::{conv, product, push, push_conv_specs, rope, sum, width, Mixer, Specs, StepCtx};
-use crate::config::{dim_ok, ensure, ensure_size, width_ok, LayerWords, MAX_DIM};
-use crate::error::{Error, Result};
-use crate::image::Role;
+use crate::error::{ensure, ensure_size, Error, Result};
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role, MAX_DIM};
+use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::dot;
-use crate::model::LayerWeights;
 use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
 
 /// Flag bits of the layer record.
 mod flag {
@@ -149,9 +149,7 @@ impl SwaConfig {
             | bit(self.sink_logits, flag::SINK_LOGITS)
             | bit(self.conv_size > 0, flag::SHORT_CONV)
             | bit(!self.use_rope, flag::NO_ROPE);
-        let mut w = [0; 15];
-        w[8] = if self.dilation > 1 { self.dilation } else { 0 };
-        w[..8].copy_from_slice(&[
+        record_words(&[
             self.num_heads,
             self.num_kv_heads,
             self.head_dim,
@@ -160,8 +158,8 @@ impl SwaConfig {
             self.rope_theta.to_bits(),
             flags,
             self.conv_size,
-        ]);
-        w
+            if self.dilation > 1 { self.dilation } else { 0 },
+        ])
     }
 
     const fn dims(&self) -> (usize, usize, usize) {
@@ -207,6 +205,30 @@ impl SwaConfig {
     pub const fn scratch_len(&self) -> u64 {
         let (h, hkv, d) = self.dims64();
         sum(&[product(&[2, h, d]), product(&[2, hkv, d]), product(&[3, d])])
+    }
+
+    // The layer interface: `config::LayerConfig`'s methods dispatch to these
+    // (every mixer has them, with the same signatures).
+
+    /// State words with a pinned prefix of up to `pinned_max` tokens
+    /// ([`SwaConfig::state_len`]).
+    pub(crate) const fn layer_state_len(&self, pinned_max: usize) -> u64 {
+        self.state_len(pinned_max)
+    }
+
+    /// Input width of the output projection (`o_proj` columns): `H * d`.
+    pub(crate) const fn out_proj_cols(&self) -> u64 {
+        self.num_heads as u64 * self.head_dim as u64
+    }
+
+    /// The oldest image format version whose layer record holds this
+    /// configuration: format 4 for a dilated window, else format 1.
+    pub(crate) const fn min_format_version(&self) -> u32 {
+        if self.dilation > 1 {
+            MIXER_OPTIONS_FORMAT_VERSION
+        } else {
+            MIN_FORMAT_VERSION
+        }
     }
 
     /// Fills `cs` (`[d]`: cosines then sines) for position `pos`, taken
@@ -295,7 +317,7 @@ impl Mixer for SwaConfig {
     fn step(
         &self,
         ctx: &StepCtx,
-        w: &LayerWeights<'_, '_>,
+        w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,

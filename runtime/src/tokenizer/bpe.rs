@@ -17,7 +17,7 @@
 
 use super::pretokenize::Pieces;
 use crate::error::{Error, Result};
-use crate::image::read_u32;
+use crate::format::read_u32;
 
 /// Words before the byte table.
 pub const BPE_HEADER_WORDS: usize = 4;
