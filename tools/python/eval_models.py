@@ -290,7 +290,8 @@ def main() -> None:
                     help="write nothing; with the numpy reference, the error each quantization adds to "
                          "the products, per tensor class, over N held-out bytes or MQAR sequences")
     args = ap.parse_args()
-    dirs = sorted(p.parent for p in (ROOT / "models").glob("*/*/metrics.json"))
+    # models/mqar-256 (the state study, 256-token MQAR) is measured by study_report.py --eval.
+    dirs = sorted(p.parent for p in (ROOT / "models").glob("*/*/metrics.json") if p.parent.parent.name != "mqar-256")
     if args.only:
         dirs = [d for d in dirs if d.name in args.only]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
