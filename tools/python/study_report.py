@@ -1,0 +1,248 @@
+"""The state-efficiency study (issue 15): MQAR with 256 tokens, 16 pairs, spread queries.
+
+    python tools/python/study_report.py --import R2 R3 R4     # once: the device rounds' results -> models/mqar-256
+    python tools/python/study_report.py --eval [--bin B]      # runtime f32 / int8 accuracy into metrics.json
+    python tools/python/study_report.py                       # docs tables (stdout) + docs/state-study.svg
+    python tools/python/study_report.py --readme              # the tables in README.md and docs/state-study.md
+
+`--import` reads the unpacked results of device rounds 2-4
+(tools/python/ferrite_train/rounds/r2.sh .. r4.sh: DIR/sweep|redo|stage2|seeds1|seeds2/mqar/<run>/),
+writes models/mqar-256/runs.csv (every run) and copies the selected runs' model
+dirs. Selection rule, per family and state size, on the validation split only
+(500 sequences of seed 500,000; the test set is seed 0): the sweep run (seed 1,
+1,500 steps) with the highest validation accuracy, ties to the lower final
+training loss; it is resumed for 3,000 more steps (stage 2) unless it already
+solved the validation set (early stop at 0.995). Seeds 2 and 3 were run for six
+points with the same recipe (metrics only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from plot_state_efficiency import Chart as Svg
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "models" / "mqar-256"
+TASK = ["--pairs", "16", "--seq-len", "256", "--queries", "spread"]
+FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn")
+COLORS = {"swa": "#1f77b4", "swa-sinks": "#17becf", "bla": "#d62728", "gsa": "#2ca02c", "gdn": "#9467bd"}
+FIELDS = ["run", "family", "state_kb", "core_state_bytes", "state_bytes", "lr", "seed", "stage", "steps",
+          "final_train_loss", "val_accuracy", "test_accuracy", "selected"]
+
+
+def kb_of(name: str) -> int:
+    return int(re.search(r"-(\d+)k-", name).group(1))
+
+
+def row_of(d: dict, stage: str) -> dict:
+    tr = d["training"]
+    return {"run": d["name"], "family": d["family"], "state_kb": kb_of(d["name"]),
+            "core_state_bytes": d["core_state_bytes_per_layer"][0], "state_bytes": d["state_bytes_per_layer"][0],
+            "lr": tr["lr_max"], "seed": tr["torch_seed"], "stage": stage, "steps": tr["steps_run"],
+            "final_train_loss": tr["final_train_loss"], "val_accuracy": d["pytorch"]["val_accuracy"],
+            "test_accuracy": d["pytorch"]["accuracy"], "selected": ""}
+
+
+def do_import(r2: Path, r3: Path, r4: Path) -> None:
+    rows, final = [], {}
+    for stage, base in (("sweep", r2 / "sweep"), ("sweep", r3 / "redo"), ("stage2", r3 / "stage2"),
+                        ("seed-sweep", r4 / "seeds1"), ("seed-stage2", r4 / "seeds2")):
+        for m in sorted((base / "mqar").glob("*/metrics.json")):
+            d = json.loads(m.read_text())
+            rows.append(row_of(d, stage))
+            if stage == "stage2":
+                final[d["name"]] = m.parent
+    # The selection (see the module doc), re-derived here from the sweep rows.
+    best = {}
+    for r in rows:
+        if r["stage"] == "sweep":
+            key = (r["family"], r["state_kb"])
+            score = (r["val_accuracy"], -r["final_train_loss"])
+            if key not in best or score > best[key][0]:
+                best[key] = (score, r["run"])
+    for (family, kb), (_, run) in sorted(best.items()):
+        src = final.get(run) or next(p.parent for base in (r2 / "sweep", r3 / "redo")
+                                     for p in (base / "mqar").glob(f"{run}/metrics.json"))
+        stage = "stage2" if run in final else "sweep"
+        for r in rows:
+            if r["run"] == run and r["stage"] == stage:
+                r["selected"] = "yes"
+        dst = OUT / run
+        if dst.exists():
+            shutil.rmtree(dst)
+        dst.mkdir(parents=True)
+        for f in ("config.json", "model.safetensors", "metrics.json", "loss.csv", "loss-stage1.csv"):
+            if (src / f).exists():
+                shutil.copy(src / f, dst / f)
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(OUT / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{len(rows)} runs, {len(best)} selected")
+
+
+def shipped() -> list:
+    return sorted(p.parent for p in OUT.glob("*/metrics.json"))
+
+
+def do_eval(binary: str) -> None:
+    for d in shipped():
+        metrics = json.loads((d / "metrics.json").read_text())
+        rt = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for variant in ("f32", "int8"):
+                img = Path(tmp) / f"{variant}.fer"
+                subprocess.run([binary, "quantize", str(d), "-o", str(img), "--dtype", variant], check=True,
+                               capture_output=True)
+                out = subprocess.run([binary, "eval", str(img), "--mqar", *TASK, "--seed", "0", "-n", "1000"],
+                                     check=True, capture_output=True, text=True).stdout
+                correct = int(re.search(r"correct=(\d+)", out).group(1))
+                rt[variant] = {"accuracy": correct / 16000, "correct": correct, "image_bytes": img.stat().st_size}
+        metrics["runtime"] = {**rt, "eval": "ferrite eval --mqar --pairs 16 --seq-len 256 --queries spread --seed 0 -n 1000"}
+        (d / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+        print(d.name, rt["f32"]["accuracy"], rt["int8"]["accuracy"], metrics["pytorch"]["accuracy"], flush=True)
+
+
+def runs() -> list:
+    with open(OUT / "runs.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def final_points() -> dict:
+    """family -> [(state bytes per layer (runtime), accuracy (runtime f32 where measured), name)]"""
+    out = {f: [] for f in FAMILIES}
+    for d in shipped():
+        m = json.loads((d / "metrics.json").read_text())
+        acc = m.get("runtime", {}).get("f32", {}).get("accuracy", m["pytorch"]["accuracy"])
+        out[m["family"]].append((m["state_bytes_per_layer"][0], acc, d.name, m))
+    return {f: sorted(v) for f, v in out.items()}
+
+
+def seed_accuracies() -> dict:
+    """(family, kb) -> PyTorch test accuracies of the finished runs of every seed."""
+    by_point = {}
+    for r in runs():
+        if r["stage"] in ("stage2", "seed-stage2") or (r["stage"] == "sweep" and r["selected"]):
+            by_point.setdefault((r["family"], int(r["state_kb"])), []).append(float(r["test_accuracy"]))
+    return by_point
+
+
+def curve(family: str, pts: dict) -> list:
+    """[(state bytes, accuracy, low, high)]: the median over seeds where three exist
+    (low/high their range), else the selected run (runtime f32 where measured)."""
+    seeds = seed_accuracies()
+    out = []
+    for s, acc, name, m in pts[family]:
+        accs = seeds.get((family, kb_of(name)), [])
+        if len(accs) >= 3:
+            out.append((s, statistics.median(accs), min(accs), max(accs)))
+        else:
+            out.append((s, acc, acc, acc))
+    return out
+
+
+def needed(points: list, level: float):
+    """The smallest measured state whose (median) accuracy reaches ``level``, or None."""
+    hits = [p[0] for p in points if p[1] >= level]
+    return min(hits) if hits else None
+
+
+def tables() -> str:
+    pts = final_points()
+    lines = ["| model | state/layer (runtime bytes) | lr | steps (sweep + stage 2) | PyTorch val | PyTorch test | runtime f32 | runtime int8 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for f in FAMILIES:
+        for s, acc, name, m in pts[f]:
+            rt = m.get("runtime", {})
+            tr = m["training"]
+            steps = tr["steps_run"] + (tr.get("resumed_from", {}).get("training", {}).get("steps_run", 0))
+            lines.append(f"| `{name}` | {s} | {tr['lr_max']:g} | {steps} | {m['pytorch']['val_accuracy']:.4f} | "
+                         f"{m['pytorch']['accuracy']:.4f} | {rt.get('f32', {}).get('accuracy', float('nan')):.4f} | "
+                         f"{rt.get('int8', {}).get('accuracy', float('nan')):.4f} |")
+    lines += ["", "| family | state/layer for 0.5 | for 0.9 | for 0.99 |", "|---|---:|---:|---:|"]
+    for f in FAMILIES:
+        cells = [needed(curve(f, pts), lv) for lv in (0.5, 0.9, 0.99)]
+        lines.append(f"| {f} | " + " | ".join(f"{c:,} B" if c else "not reached" for c in cells) + " |")
+    lines += ["", "| point | seeds | test accuracy per seed | median | spread (max - min) |", "|---|---:|---|---:|---:|"]
+    for (f, kb), accs in sorted(seed_accuracies().items()):
+        if len(accs) >= 3:
+            lines.append(f"| {f} {kb} KB | {len(accs)} | {', '.join(f'{a:.3f}' for a in accs)} | "
+                         f"{statistics.median(accs):.3f} | {max(accs) - min(accs):.3f} |")
+    return "\n".join(lines)
+
+
+def thresholds_table() -> str:
+    pts = final_points()
+    lines = ["| family | state/layer for 0.5 | for 0.9 | for 0.99 |", "|---|---:|---:|---:|"]
+    for f in FAMILIES:
+        cells = [needed(curve(f, pts), lv) for lv in (0.5, 0.9, 0.99)]
+        lines.append(f"| {f} | " + " | ".join(f"{c / 1024:.1f} KB" if c else "not reached" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def replace_between(path: Path, body: str) -> None:
+    """``path``'s text between the study markers becomes ``body``."""
+    start, end = "<!-- study:start -->", "<!-- study:end -->"
+    head, rest = path.read_text().split(start, 1)
+    _, tail = rest.split(end, 1)
+    note = "\n<!-- generated by tools/python/study_report.py --readme; do not edit -->\n\n"
+    path.write_text(head + start + note + body + "\n" + end + tail)
+
+
+def write_readme() -> None:
+    """README.md's state-needed table and docs/state-study.md's tables."""
+    replace_between(ROOT / "README.md", thresholds_table())
+    replace_between(ROOT / "docs" / "state-study.md", tables())
+
+
+def plot(path: Path) -> None:
+    pts = final_points()
+    svg = Svg("MQAR, 256 tokens, 16 pairs, spread queries: accuracy vs state", "state per layer (bytes, runtime)",
+              "accuracy (1,000 sequences of seed 0)", (1000, 80000), (0, 1), logx=True)
+    for x, label in ((1024, "1K"), (4096, "4K"), (16384, "16K"), (65536, "64K")):
+        svg.xtick(x, label)
+    for y in (0, 0.25, 0.5, 0.75, 1.0):
+        svg.ytick(y, f"{y:g}")
+    for i, f in enumerate(FAMILIES):
+        c = curve(f, pts)
+        svg.line([(s, a) for s, a, _, _ in c], COLORS[f])
+        for s, _, lo, hi in c:
+            if hi > lo:  # the range over three seeds
+                svg.parts.append(f'<line x1="{svg.px(s):.1f}" y1="{svg.py(lo):.1f}" x2="{svg.px(s):.1f}" '
+                                 f'y2="{svg.py(hi):.1f}" stroke="{COLORS[f]}" stroke-width="1.5"/>')
+        svg.legend(i, f, COLORS[f])
+    svg.save(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--import", dest="imports", nargs=3, metavar=("R2", "R3", "R4"))
+    ap.add_argument("--eval", action="store_true")
+    ap.add_argument("--readme", action="store_true")
+    ap.add_argument("--bin", default=str(ROOT / "target" / "release" / "ferrite"))
+    args = ap.parse_args()
+    if args.imports:
+        do_import(*map(Path, args.imports))
+        return
+    if args.eval:
+        do_eval(args.bin)
+        return
+    if args.readme:
+        write_readme()
+        return
+    print(tables())
+    plot(ROOT / "docs" / "state-study.svg")
+
+
+if __name__ == "__main__":
+    main()
