@@ -26,6 +26,50 @@ fn cargo() -> Command {
 }
 
 /// Runs a command, streaming its output; `Ok(true)` when it succeeds.
+/// The workspace crates `cargo package` packages and then builds as from a registry.
+const PACKAGED: [&str; 4] = [
+    "ferrite-asm",
+    "ferrite-lm",
+    "ferrite-common",
+    "ferrite-tools",
+];
+
+/// `cargo package` unpacks the crates it has just packaged into
+/// `$CARGO_HOME/registry/src/-<hash>/<name>-<version>` (a local registry,
+/// hence the name without a host) and reuses an unpacked copy of the same
+/// version if one is there: an earlier run's sources, which then get built
+/// instead of the new package (an API change fails as if it were the new
+/// code's error). Remove those copies first; crates.io's are left alone.
+fn clear_stale_package_extractions() -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .context("neither CARGO_HOME nor HOME is set")?;
+    let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for entry in std::fs::read_dir(registry.path())?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if PACKAGED.iter().any(|p| is_version_of(&name, p)) {
+                std::fs::remove_dir_all(entry.path())
+                    .with_context(|| format!("removing {}", entry.path().display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a directory name is `<package>-<version>` (a version starts with a digit).
+fn is_version_of(dir: &str, package: &str) -> bool {
+    dir.strip_prefix(package)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 fn status(mut cmd: Command) -> Result<bool> {
     let shown = format!("{cmd:?}");
     Ok(cmd
@@ -384,8 +428,15 @@ fn steps() -> Vec<Step> {
         Step {
             name: "cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)",
             run: Box::new(|| {
+                clear_stale_package_extractions()?;
+                // Registry crates count as immutable, so a build directory that once
+                // compiled `ferrite-lm 0.1.0` from an older package reuses it: verify in
+                // a directory of its own, emptied first.
+                let target_dir = root_dir().join("target").join("package-check");
+                let _ = std::fs::remove_dir_all(&target_dir);
                 status({
                     let mut c = cargo();
+                    c.env("CARGO_TARGET_DIR", &target_dir);
                     c.args(["package", "--quiet", "--allow-dirty"])
                         .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "-p", "ferrite-common"])
                         .args(["-p", "ferrite-tools"]);
@@ -473,4 +524,21 @@ pub fn run() -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_version_of;
+
+    #[test]
+    fn only_unpacked_versions_of_the_package_match() {
+        assert!(is_version_of("ferrite-lm-0.1.0", "ferrite-lm"));
+        assert!(is_version_of(
+            "ferrite-common-12.0.0-rc.1",
+            "ferrite-common"
+        ));
+        assert!(!is_version_of("ferrite-lm-extra-0.1.0", "ferrite-lm"));
+        assert!(!is_version_of("ferrite-lmx-0.1.0", "ferrite-lm"));
+        assert!(!is_version_of("ferrite-lm", "ferrite-lm"));
+    }
 }
