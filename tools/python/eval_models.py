@@ -61,14 +61,28 @@ def run(cmd: list, stderr_too: bool = False) -> str:
     return done.stdout + (done.stderr if stderr_too else "")
 
 
-def score(bin_path: Path, image: Path, task: str) -> dict:
-    """`ferrite eval` of an image on the recorded task: MQAR accuracy and correct count, or bits per byte."""
+def heldout_texts(metrics: dict) -> dict:
+    """An LM's held-out texts: key -> file. Models trained on the English text
+    (metrics "eval" names english-heldout.txt) score on its held-out part and,
+    to compare with the fortunes models, on the fortunes' held-out text."""
+    if metrics.get("eval", "").startswith("english-heldout.txt"):
+        return {"bits_per_byte": ROOT / "models/lm/heldout-english.txt",
+                "bits_per_byte_fortunes": ROOT / "models/lm/heldout.txt"}
+    return {"bits_per_byte": ROOT / "models/lm/heldout.txt"}
+
+
+def score(bin_path: Path, image: Path, task: str, texts: dict = None) -> dict:
+    """`ferrite eval` of an image on the recorded task: MQAR accuracy and correct count, or
+    bits per byte on each held-out text (default: the fortunes')."""
     if task == "mqar":
         out = run([bin_path, "eval", image, "--mqar", "--seed", MQAR_SEED, "--n", MQAR_N])
         return {"accuracy": float(out.strip().splitlines()[-1].split("=")[1]),
                 "correct": int(re.search(r"correct=(\d+)", out).group(1))}
-    out = run([bin_path, "eval", image, "--text", ROOT / "models/lm/heldout.txt"])
-    return {"bits_per_byte": float(out.strip().splitlines()[-1].split("=")[1])}
+    result = {}
+    for key, text in (texts or {"bits_per_byte": ROOT / "models/lm/heldout.txt"}).items():
+        out = run([bin_path, "eval", image, "--text", text])
+        result[key] = float(out.strip().splitlines()[-1].split("=")[1])
+    return result
 
 
 def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: bool) -> dict:
@@ -86,7 +100,7 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
         if variant == "f32":
             inspect = run([bin_path, "inspect", image], True)
             runtime["state_bytes_per_layer"] = [int(x) for x in re.findall(r"state (\d+) bytes", inspect)]
-        entry.update(score(bin_path, image, task))
+        entry.update(score(bin_path, image, task, heldout_texts(metrics)))
         if check and variant in runtime:
             recorded = {k: runtime[variant][k] for k in entry if k in runtime[variant]}
             if recorded != {k: entry[k] for k in recorded}:
@@ -97,7 +111,8 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
                            + ("--layout tiled --calibrate models/lm/calibration.txt" if task == "lm"
                               else "--layout tiled --calibrate-mqar 64") + "); "
                            + (f"ferrite eval <img> --mqar --seed {MQAR_SEED} --n {MQAR_N}" if task == "mqar"
-                              else "ferrite eval <img> --text models/lm/heldout.txt"))
+                              else "ferrite eval <img> --text " + " / ".join(
+                                  str(t.relative_to(ROOT)) for t in heldout_texts(metrics).values())))
     metrics["runtime"] = {k: runtime[k] for k in ["state_bytes_per_layer", *VARIANTS, "commands"] if k in runtime}
     if not check:
         metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")

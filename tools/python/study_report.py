@@ -1,19 +1,20 @@
 """The state-efficiency study (issue 15): MQAR with 256 tokens, 16 pairs, spread queries.
 
-    python tools/python/study_report.py --import R2 R3 R4     # once: the device rounds' results -> models/mqar-256
+    python tools/python/study_report.py --import R2 R3 R4 R6  # once: the device rounds' results -> models/mqar-256
     python tools/python/study_report.py --eval [--bin B]      # runtime f32 / int8 accuracy into metrics.json
     python tools/python/study_report.py                       # docs tables (stdout) + docs/state-study.svg
     python tools/python/study_report.py --readme              # the tables in README.md and docs/state-study.md
 
-`--import` reads the unpacked results of device rounds 2-4
-(tools/python/ferrite_train/rounds/r2.sh .. r4.sh: DIR/sweep|redo|stage2|seeds1|seeds2/mqar/<run>/),
+`--import` reads the unpacked results of device rounds 2-4 and 6
+(tools/python/ferrite_train/rounds/r2.sh .. r4.sh, r6.sh:
+DIR/sweep|redo|stage2|seeds1|seeds2/mqar/<run>/),
 writes models/mqar-256/runs.csv (every run) and copies the selected runs' model
 dirs. Selection rule, per family and state size, on the validation split only
 (500 sequences of seed 500,000; the test set is seed 0): the sweep run (seed 1,
 1,500 steps) with the highest validation accuracy, ties to the lower final
 training loss; it is resumed for 3,000 more steps (stage 2) unless it already
-solved the validation set (early stop at 0.995). Seeds 2 and 3 were run for six
-points with the same recipe (metrics only).
+solved the validation set (early stop at 0.995). Seeds 2 and 3 were run with the
+same recipe (metrics only) for six points in round 4 and eight more in round 6.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ def row_of(d: dict, stage: str) -> dict:
             "test_accuracy": d["pytorch"]["accuracy"], "selected": ""}
 
 
-def do_import(r2: Path, r3: Path, r4: Path) -> None:
+def do_import(r2: Path, r3: Path, *seed_rounds: Path) -> None:
     rows, final = [], {}
-    for stage, base in (("sweep", r2 / "sweep"), ("sweep", r3 / "redo"), ("stage2", r3 / "stage2"),
-                        ("seed-sweep", r4 / "seeds1"), ("seed-stage2", r4 / "seeds2")):
+    bases = [("sweep", r2 / "sweep"), ("sweep", r3 / "redo"), ("stage2", r3 / "stage2")]
+    for r in seed_rounds:
+        bases += [("seed-sweep", r / "seeds1"), ("seed-stage2", r / "seeds2")]
+    for stage, base in bases:
         for m in sorted((base / "mqar").glob("*/metrics.json")):
             d = json.loads(m.read_text())
             rows.append(row_of(d, stage))
@@ -226,7 +229,8 @@ def plot(path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--import", dest="imports", nargs=3, metavar=("R2", "R3", "R4"))
+    ap.add_argument("--import", dest="imports", nargs="+", metavar="DIR",
+                    help="round 2, round 3, then the seed rounds (4, 6) in order")
     ap.add_argument("--eval", action="store_true")
     ap.add_argument("--readme", action="store_true")
     ap.add_argument("--bin", default=str(ROOT / "target" / "release" / "ferrite"))

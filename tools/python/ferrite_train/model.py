@@ -386,7 +386,9 @@ class BlurryWindowAttention(nn.Module):
         if key not in self._cache:
             a = torch.tensor(bla_write_matrix(self.cfg, t), dtype=dtype, device=device)
             live = torch.tensor(bla_live_mask(self.cfg, t), device=device)
-            self._cache = {key: (a, live)}
+            # Every length is kept: a captured CUDA graph step reads these tensors, so
+            # an evaluation at another length must not free them.
+            self._cache[key] = (a, live)
         return self._cache[key]
 
     def forward(self, x, pinned: int = 0):

@@ -102,6 +102,42 @@ def lm_runs() -> dict:
     }
 
 
+# ---------------------------------------------------------------------------- English LMs (issue 15, item 4)
+
+# Trained on data/english-train.txt (make_english_data.py: the fortunes, the Devil's
+# Dictionary and the Jargon File, 4.1 MB), evaluated on both held-out texts.
+#  en-m3: lm-small's shape (fits the lm3s6965's 256 KB flash at int8), continued from
+#         models/lm/small (trained on the fortunes); shipped as models/lm/en-m3;
+#  en-m3-scratch: the same shape from scratch (compared, not shipped);
+#  en-m4f: d=128, 8 layers (1.8M parameters, int8 ~1.9 MB of the mps2-an386's 4 MB);
+#          shipped as models/lm/en-m4f;
+#  en-m4f-from-large: lm-large's shape continued from models/lm/large (compared, not shipped).
+# Device rounds 5 and 6 trained them under the names en-m3-ft (now en-m3), en-m3 (now
+# en-m3-scratch), en-m4f and en-m4f-ft (now en-m4f-from-large); the settings are unchanged.
+def english_lm_runs() -> dict:
+    base = lm_runs()
+    wide = _model([
+        {"mixer": "gdn", "num_heads": 4, "head_dim": 32, "expand_v": 2.0, "use_gate": True},
+        {"mixer": "swa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "window": 64, "sinks": 4,
+         "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
+        {"mixer": "gsa", "num_heads": 4, "num_kv_heads": 2, "num_slots": 32, "feature_map": "swish"},
+        {"mixer": "bla", "num_heads": 4, "head_dim": 32, "period": 128, "modes": 8, "use_short_conv": True},
+        {"mixer": "gdn", "num_heads": 4, "head_dim": 32, "expand_v": 2.0, "use_gate": True},
+        {"mixer": "swa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "window": 64, "sinks": 4,
+         "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
+        {"mixer": "gsa", "num_heads": 4, "num_kv_heads": 2, "num_slots": 32, "feature_map": "swish"},
+        {"mixer": "swa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "window": 64, "sinks": 4,
+         "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
+    ], 128, 384)
+    english = {"data": "english", "family": "hybrid-english"}
+    return {
+        "en-m3": dict(base["lm-small"], **english, lr=1.5e-3, init_from="models/lm/small"),
+        "en-m3-scratch": dict(base["lm-small"], **english),
+        "en-m4f": dict(base["lm-large"], **english, config=wide, lr=1e-3),
+        "en-m4f-from-large": dict(base["lm-large"], **english, lr=1e-3, init_from="models/lm/large"),
+    }
+
+
 # ---------------------------------------------------------------------------- state study (issue 15)
 
 # MQAR where state matters: 256 tokens, 16 pairs, queries at random slots (docs/mqar.md "spread").
@@ -182,8 +218,9 @@ def qat_runs() -> dict:
 
 
 # Round 3: the LMs resume from round 2's weights for another 450 s (fresh AdamW, new warm-up).
-LM_STAGE2_LR = {"lm-small": 1.5e-3, "lm-large": 1e-3}
+# Round 6: the English LMs resume from round 5's weights (lower peak lr).
+LM_STAGE2_LR = {"lm-small": 1.5e-3, "lm-large": 1e-3, "en-m3": 1e-3, "en-m4f": 5e-4}
 
 
 def all_runs() -> dict:
-    return {**mqar_runs(), **lm_runs(), **study_runs(), **qat_runs()}
+    return {**mqar_runs(), **lm_runs(), **english_lm_runs(), **study_runs(), **qat_runs()}

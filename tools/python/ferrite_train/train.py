@@ -45,6 +45,12 @@ from .model import FerriteLM
 from .runs import all_runs
 
 EVAL_CHUNK = 512
+# LM data sets (tools/python/data, built by make_lm_data.py / make_english_data.py):
+# name -> (training text, held-out text).
+LM_DATA = {"fortunes": ("fortunes-train.txt", "heldout.txt"),
+           "english": ("english-train.txt", "english-heldout.txt")}
+# Where each held-out text is committed under models/lm/.
+LM_HELDOUT_COPY = {"heldout.txt": "heldout.txt", "english-heldout.txt": "heldout-english.txt"}
 
 
 def layer_state_floats(layer) -> int:
@@ -164,6 +170,8 @@ def bits_per_byte(model, data: bytes, device, chunk=EVAL_CHUNK) -> float:
 
 def csv_keys(spec: dict) -> list:
     extra = ["val_accuracy", "accuracy"] if spec["task"] == "mqar" else ["bits_per_byte"]
+    if spec.get("data", "fortunes") != "fortunes":
+        extra.append("bits_per_byte_fortunes")
     return ["step", "elapsed_s", "lr", "loss"] + extra
 
 
@@ -216,8 +224,12 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
 
     if spec["task"] == "lm":
         data_dir = Path(data_dir)
-        train_bytes = np.frombuffer((data_dir / "fortunes-train.txt").read_bytes(), dtype=np.uint8)
-        heldout = (data_dir / "heldout.txt").read_bytes()
+        train_file, heldout_file = LM_DATA[spec.get("data", "fortunes")]
+        train_bytes = np.frombuffer((data_dir / train_file).read_bytes(), dtype=np.uint8)
+        heldout = (data_dir / heldout_file).read_bytes()
+        # Runs on the English text also report the fortunes' held-out bits per byte,
+        # so they compare with models/lm/{small,large}.
+        fortunes_heldout = (data_dir / "heldout.txt").read_bytes() if heldout_file != "heldout.txt" else None
         train_gpu = torch.from_numpy(train_bytes.astype(np.int64)).to(device)
         rng = np.random.default_rng(spec["seed"])
 
@@ -259,6 +271,8 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
                       "accuracy": mqar_accuracy(model, device, task=task)}
         else:
             result = {"bits_per_byte": bits_per_byte(model, heldout, device)}
+            if fortunes_heldout is not None:
+                result["bits_per_byte_fortunes"] = bits_per_byte(model, fortunes_heldout, device)
         _precise(False)
         model.train()
         if device.startswith("cuda"):
@@ -372,8 +386,12 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
                            f"val_accuracy: 500 sequences from seed {VAL_SEED}")
     else:
         metrics["training"]["seq_len"] = spec["seq_len"]
-        metrics["training"]["data"] = "fortunes-train.txt (see models/lm/README.md), random windows, numpy default_rng(seed)"
-        metrics["eval"] = "models/lm/heldout.txt, 512-byte chunks, state reset per chunk (as ferrite eval --text)"
+        train_file, heldout_file = LM_DATA[spec.get("data", "fortunes")]
+        metrics["training"]["data"] = f"{train_file} (see models/lm/README.md), random windows, numpy default_rng(seed)"
+        metrics["eval"] = (f"{heldout_file} (models/lm/{LM_HELDOUT_COPY[heldout_file]}), 512-byte chunks, state reset "
+                           "per chunk (as ferrite eval --text)")
+        if heldout_file != "heldout.txt":
+            metrics["eval"] += "; bits_per_byte_fortunes: the same on models/lm/heldout.txt"
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     print(f"[{name}] done: {step} steps in {train_s:.0f}s, {final}", flush=True)
     return metrics
