@@ -1,12 +1,12 @@
 """The state-efficiency study (issue 15): MQAR with 256 tokens, 16 pairs, spread queries.
 
-    python tools/python/study_report.py --import R2 R3 R4 R6  # once: the device rounds' results -> models/mqar-256
-    python tools/python/study_report.py --eval [--bin B]      # runtime f32 / int8 accuracy into metrics.json
+    python tools/python/study_report.py --import R2 R3 R4 R6 R7  # once: the device rounds -> models/mqar-256
+    python tools/python/study_report.py --eval [--bin B] [--only S]  # runtime f32 / int8 accuracy into metrics.json
     python tools/python/study_report.py                       # docs tables (stdout) + docs/state-study.svg
     python tools/python/study_report.py --readme              # the tables in README.md and docs/state-study.md
 
-`--import` reads the unpacked results of device rounds 2-4 and 6
-(tools/python/ferrite_train/rounds/r2.sh .. r4.sh, r6.sh:
+`--import` reads the unpacked results of device rounds 2-4, 6 and 7
+(tools/python/ferrite_train/rounds/r2.sh .. r4.sh, r6.sh, r7.sh:
 DIR/sweep|redo|stage2|seeds1|seeds2/mqar/<run>/),
 writes models/mqar-256/runs.csv (every run) and copies the selected runs' model
 dirs. Selection rule, per family and state size, on the validation split only
@@ -34,8 +34,9 @@ from plot_state_efficiency import Chart as Svg
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "models" / "mqar-256"
 TASK = ["--pairs", "16", "--seq-len", "256", "--queries", "spread"]
-FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn")
-COLORS = {"swa": "#1f77b4", "swa-sinks": "#17becf", "bla": "#d62728", "gsa": "#2ca02c", "gdn": "#9467bd"}
+FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn", "mla")
+COLORS = {"swa": "#1f77b4", "swa-sinks": "#17becf", "bla": "#d62728", "gsa": "#2ca02c", "gdn": "#9467bd",
+          "mla": "#ff7f0e"}
 FIELDS = ["run", "family", "state_kb", "core_state_bytes", "state_bytes", "lr", "seed", "stage", "steps",
           "final_train_loss", "val_accuracy", "test_accuracy", "selected"]
 
@@ -53,11 +54,15 @@ def row_of(d: dict, stage: str) -> dict:
             "test_accuracy": d["pytorch"]["accuracy"], "selected": ""}
 
 
-def do_import(r2: Path, r3: Path, *seed_rounds: Path) -> None:
+# A device round's output folders -> the stage their runs are (rounds 2-7).
+ROUND_STAGES = {"sweep": "sweep", "redo": "sweep", "stage2": "stage2", "seeds1": "seed-sweep",
+                "seeds2": "seed-stage2"}
+
+
+def do_import(*rounds: Path) -> None:
     rows, final = [], {}
-    bases = [("sweep", r2 / "sweep"), ("sweep", r3 / "redo"), ("stage2", r3 / "stage2")]
-    for r in seed_rounds:
-        bases += [("seed-sweep", r / "seeds1"), ("seed-stage2", r / "seeds2")]
+    bases = [(stage, r / folder) for r in rounds for folder, stage in ROUND_STAGES.items() if (r / folder).is_dir()]
+    sweep_dirs = [base for stage, base in bases if stage == "sweep"]
     for stage, base in bases:
         for m in sorted((base / "mqar").glob("*/metrics.json")):
             d = json.loads(m.read_text())
@@ -73,7 +78,7 @@ def do_import(r2: Path, r3: Path, *seed_rounds: Path) -> None:
             if key not in best or score > best[key][0]:
                 best[key] = (score, r["run"])
     for (family, kb), (_, run) in sorted(best.items()):
-        src = final.get(run) or next(p.parent for base in (r2 / "sweep", r3 / "redo")
+        src = final.get(run) or next(p.parent for base in sweep_dirs
                                      for p in (base / "mqar").glob(f"{run}/metrics.json"))
         stage = "stage2" if run in final else "sweep"
         for r in rows:
@@ -98,8 +103,8 @@ def shipped() -> list:
     return sorted(p.parent for p in OUT.glob("*/metrics.json"))
 
 
-def do_eval(binary: str) -> None:
-    for d in shipped():
+def do_eval(binary: str, only: str = "") -> None:
+    for d in [d for d in shipped() if only in d.name]:
         metrics = json.loads((d / "metrics.json").read_text())
         rt = {}
         with tempfile.TemporaryDirectory() as tmp:
@@ -230,8 +235,10 @@ def plot(path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--import", dest="imports", nargs="+", metavar="DIR",
-                    help="round 2, round 3, then the seed rounds (4, 6) in order")
+                    help="the unpacked device rounds (2, 3, 4, 6, 7), each holding some of "
+                         "sweep/ redo/ stage2/ seeds1/ seeds2/")
     ap.add_argument("--eval", action="store_true")
+    ap.add_argument("--only", default="", help="--eval: only the models whose name contains this")
     ap.add_argument("--readme", action="store_true")
     ap.add_argument("--bin", default=str(ROOT / "target" / "release" / "ferrite"))
     args = ap.parse_args()
@@ -239,7 +246,7 @@ def main() -> None:
         do_import(*map(Path, args.imports))
         return
     if args.eval:
-        do_eval(args.bin)
+        do_eval(args.bin, args.only)
         return
     if args.readme:
         write_readme()

@@ -168,10 +168,16 @@ def study_layer(family: str, kb: int) -> dict:
         h, k, ev = {1: (1, 16, 1.0), 2: (2, 16, 1.0), 4: (2, 16, 2.0), 8: (2, 32, 1.0), 16: (2, 32, 2.0),
                     32: (4, 32, 2.0), 64: (4, 64, 1.0)}[kb]
         return {"mixer": "gdn", "num_heads": h, "head_dim": k, "expand_v": ev, "use_gate": True}
+    if family == "mla":  # latent R + shared RoPE key dr = 4 per slot: W * (R + 4) floats
+        # R = 32 (1.8x SWA's window at the same bytes) until the window covers the
+        # sequence, then the window stays at the sequence and the latent grows.
+        window = min(floats // 36, STUDY_TASK["seq_len"])
+        return {"mixer": "mla", "num_heads": 2, "head_dim": 32, "v_head_dim": 32, "rope_dim": 4,
+                "kv_lora_rank": floats // window - 4, "window": window, "rope_theta": 10000.0}
     raise ValueError(family)
 
 
-STUDY_FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn")
+STUDY_FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn", "mla")
 
 
 def study_name(family: str, kb: int, lr: float, seed: int) -> str:
