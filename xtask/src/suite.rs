@@ -276,11 +276,15 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     });
 
     s.check(
-        "m4f: demo (models/lm/large f32, sampled) generates like the host",
+        &format!(
+            "m4f: demo ({} {}, sampled) generates like the host",
+            crate::DEMO_MODEL,
+            crate::DEMO_DTYPE
+        ),
         demo_matches_host,
     );
-    s.check("m3: models/lm/small int8 generates like the host", |s| {
-        small_lm_on_m3(s)
+    s.check("m3: models/lm/en-m3 int8 generates like the host", |s| {
+        english_lm_on_m3(s)
     });
     for &(board, name) in MQAR_MODELS {
         s.check(
@@ -778,7 +782,7 @@ fn defmt_build() -> Result<String> {
     Ok("decoded with defmt-print; tokens match the host".into())
 }
 
-/// The demo of `cargo xtask demo`: the trained LM, f32, sampled with a seed.
+/// The demo of `cargo xtask demo`: the trained LM, sampled with a seed.
 fn demo_matches_host(s: &mut Suite) -> Result<String> {
     let board = boards::named("m4f")?;
     let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE)?;
@@ -811,16 +815,16 @@ fn demo_matches_host(s: &mut Suite) -> Result<String> {
     ))
 }
 
-/// `cargo xtask board m3 --image <lm-small int8>`: the trained small LM in
-/// the M3's real budget, greedy, against the host.
-fn small_lm_on_m3(s: &mut Suite) -> Result<String> {
+/// `cargo xtask board m3 --image models/lm/en-m3`: the trained English LM
+/// for the M3, int8, in the M3's real budget, greedy, against the host.
+fn english_lm_on_m3(s: &mut Suite) -> Result<String> {
     let board = boards::named("m3")?;
-    let image = host::shipped_image("models/lm/small", "int8")?;
+    let image = host::shipped_image("models/lm/en-m3", "int8")?;
     let (run, report) = run_generate(board, &image, DEFAULT_N)?;
     let note = compare_with_host(&image, &report)?;
-    s.expect("lm-small-m3.out", &run.output)?;
+    s.expect("lm-en-m3-m3.out", &run.output)?;
     s.expect(
-        "lm-small-m3.stats",
+        "lm-en-m3-m3.stats",
         format!("{}\n", report.stats_line()).as_bytes(),
     )?;
     let (flash, ram) = board.budget()?;

@@ -26,15 +26,27 @@ const MODELS: &[(&str, &str)] = &[
 const TRAINED: &[(&str, &str, &str, &str)] = &[
     (
         "m4f",
+        "models/lm/en-m4f",
+        "int8",
+        "lm-en-m4f int8 (trained on English text, 1.8M params; the demo model)",
+    ),
+    (
+        "m4f",
         "models/lm/large",
         "f32",
-        "lm-large f32 (trained, 0.7M params; the demo model)",
+        "lm-large f32 (trained, 0.7M params)",
     ),
     (
         "m4f",
         "models/lm/large",
         "int8",
         "lm-large int8 (trained, 0.7M params)",
+    ),
+    (
+        "m3",
+        "models/lm/en-m3",
+        "int8",
+        "lm-en-m3 int8 (trained on English text, 151k params)",
     ),
     (
         "m3",
