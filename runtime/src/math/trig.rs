@@ -41,8 +41,11 @@ pub(crate) fn cos_poly(x: f32) -> f32 {
 /// 9.6e-8 and 1.4 ulp).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SinPi {
-    /// The denominator, `1..=MAX_DEN`.
+    /// The denominator `b`, `1..=MAX_DEN`.
     den: u64,
+    /// `b, 3b, 5b, 7b`: the odd eighths of a turn of `8b` units, where the
+    /// nearest quarter turn changes.
+    odd_eighths: [u64; 4],
     /// `pi / 4 / den` in f32: the angle of one unit of the rest (in
     /// quarter-`den`ths of a half turn).
     step: f32,
@@ -61,6 +64,7 @@ impl SinPi {
         }
         Some(SinPi {
             den,
+            odd_eighths: [den, 3 * den, 5 * den, 7 * den],
             step: core::f32::consts::FRAC_PI_4 / den as f32,
         })
     }
@@ -88,29 +92,28 @@ impl SinPi {
             w -= 8 * b;
         }
         // The nearest quarter turn (a quarter is `2 b`), without a division.
-        let q: u64 = if w < b {
+        let [b1, b3, b5, b7] = self.odd_eighths;
+        let q: u64 = if w < b1 {
             0
-        } else if w < 3 * b {
+        } else if w < b3 {
             1
-        } else if w < 5 * b {
+        } else if w < b5 {
             2
-        } else if w < 7 * b {
+        } else if w < b7 {
             3
         } else {
             4
         };
-        // |rest| <= b: at most an eighth of a turn, pi/4.
         let quarter = 2 * b * q;
-        let rest = if w >= quarter {
-            (w - quarter) as i64
+        // |rest| <= b: at most an eighth of a turn, pi/4. Converted from 32
+        // bits where it fits (one instruction where f32 is in hardware; the
+        // same f32 as the 64-bit conversion, which is a library call).
+        let rest = if b <= i32::MAX as u64 {
+            (w as u32).wrapping_sub(quarter as u32) as i32 as f32
+        } else if w >= quarter {
+            (w - quarter) as f32
         } else {
-            -((quarter - w) as i64)
-        };
-        // The same f32 either way; the i32 conversion is one instruction
-        // where f32 is in hardware.
-        let rest = match i32::try_from(rest) {
-            Ok(r) => r as f32,
-            Err(_) => rest as f32,
+            -((quarter - w) as f32)
         };
         let x = rest * self.step;
         match q & 3 {
