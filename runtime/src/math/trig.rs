@@ -43,13 +43,52 @@ pub(crate) fn cos_poly(x: f32) -> f32 {
 pub struct SinPi {
     /// The denominator `b`, `1..=MAX_DEN`.
     den: u64,
-    /// `b, 3b, 5b, 7b`: the odd eighths of a turn of `8b` units, where the
-    /// nearest quarter turn changes.
-    odd_eighths: [u64; 4],
     /// `pi / 4 / den` in f32: the angle of one unit of the rest (in
     /// quarter-`den`ths of a half turn).
     step: f32,
 }
+
+/// Generates the reduction in one integer width: `a` (`< 2b`, in units of
+/// `pi / b`) plus `quarters` quarter turns, as the nearest quarter turn `q`
+/// (mod 4) and the rest `r` (`|r| <= b`, in units of `pi / (4 b)`, so that
+/// the eighths of a turn are whole: a turn is `8 b`), converted to f32.
+macro_rules! reduction {
+    ($name:ident, $t:ty) => {
+        fn $name(a: $t, quarters: $t, b: $t) -> (u32, f32) {
+            // `4 a + 2 b quarters` mod `8 b`, without passing `8 b`.
+            let mut w = 4 * a;
+            if quarters != 0 {
+                w = if w >= 6 * b { w - 6 * b } else { w + 2 * b };
+            }
+            // The nearest quarter turn (a quarter is `2 b`), without a division.
+            let q: $t = if w < b {
+                0
+            } else if w < 3 * b {
+                1
+            } else if w < 5 * b {
+                2
+            } else if w < 7 * b {
+                3
+            } else {
+                4
+            };
+            let quarter = 2 * b * q;
+            // The f32 nearest to the exact rest (negation is exact).
+            let rest = if w >= quarter {
+                (w - quarter) as f32
+            } else {
+                -((quarter - w) as f32)
+            };
+            (q as u32 & 3, rest)
+        }
+    };
+}
+
+// 32 bits where a turn (`8 b`) fits them (BLA's `N P < 2^29`: half the
+// instructions on 32-bit cores, and the conversion one instruction where f32
+// is in hardware), else 64 (`8 b <= 2^63`). The same result either way.
+reduction!(reduce32, u32);
+reduction!(reduce64, u64);
 
 impl SinPi {
     /// Largest denominator: eight times it (a turn in the reduction's
@@ -64,7 +103,6 @@ impl SinPi {
         }
         Some(SinPi {
             den,
-            odd_eighths: [den, 3 * den, 5 * den, 7 * den],
             step: core::f32::consts::FRAC_PI_4 / den as f32,
         })
     }
@@ -82,41 +120,16 @@ impl SinPi {
     /// `sin(pi * num / den + quarters * pi / 2)`, `quarters` 0 or 1.
     fn eval(&self, num: u64, quarters: u64) -> f32 {
         let b = self.den;
-        // One turn is `2 b` units of `pi / b`; in units of `pi / (4 b)`
-        // (so that the eighth turns are whole) it is `8 b`, and `8 b` fits
-        // a u64 (`b <= 2^60`).
+        // One turn is `2 b` units of `pi / b`.
         let turn = 2 * b;
         let a = if num < turn { num } else { num % turn };
-        let mut w = 4 * a + 2 * b * quarters;
-        if w >= 8 * b {
-            w -= 8 * b;
-        }
-        // The nearest quarter turn (a quarter is `2 b`), without a division.
-        let [b1, b3, b5, b7] = self.odd_eighths;
-        let q: u64 = if w < b1 {
-            0
-        } else if w < b3 {
-            1
-        } else if w < b5 {
-            2
-        } else if w < b7 {
-            3
+        let (q, rest) = if b < 1 << 29 {
+            reduce32(a as u32, quarters as u32, b as u32)
         } else {
-            4
-        };
-        let quarter = 2 * b * q;
-        // |rest| <= b: at most an eighth of a turn, pi/4. Converted from 32
-        // bits where it fits (one instruction where f32 is in hardware; the
-        // same f32 as the 64-bit conversion, which is a library call).
-        let rest = if b <= i32::MAX as u64 {
-            (w as u32).wrapping_sub(quarter as u32) as i32 as f32
-        } else if w >= quarter {
-            (w - quarter) as f32
-        } else {
-            -((quarter - w) as f32)
+            reduce64(a, quarters, b)
         };
         let x = rest * self.step;
-        match q & 3 {
+        match q {
             0 => sin_poly(x),
             1 => cos_poly(x),
             2 => -sin_poly(x),
@@ -199,6 +212,32 @@ mod tests {
         assert!(worst_rel < 2.0, "worst relative error {worst_rel} ulp");
     }
 
+    /// The 32-bit reduction gives the 64-bit one's result wherever it is
+    /// used (`b < 2^29`), up to the largest such `b`.
+    #[test]
+    fn both_reductions_agree() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for b in (1u32..300).chain([(1 << 29) - 1, (1 << 29) - 2, 65_536, 1_000_003]) {
+            for i in 0..400u32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let a = if i < 8 {
+                    [0, 1, b - 1, b, b + 1, 2 * b - 1, b / 2, b / 4][i as usize]
+                } else {
+                    (x % (2 * b as u64)) as u32
+                };
+                for quarters in [0, 1] {
+                    assert_eq!(
+                        reduce32(a, quarters, b),
+                        reduce64(a as u64, quarters as u64, b as u64),
+                        "a {a} b {b} quarters {quarters}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn denominators_out_of_range_are_refused() {
         assert_eq!(SinPi::new(0), None);
@@ -208,5 +247,8 @@ mod tests {
         let f = SinPi::new(SinPi::MAX_DEN).unwrap();
         assert_eq!(f.sin(u64::MAX), f.sin(u64::MAX % (2 * SinPi::MAX_DEN)));
         assert_eq!(f.sin(SinPi::MAX_DEN), 0.0);
+        assert_eq!(f.cos(SinPi::MAX_DEN), -1.0);
+        assert!(f.cos(2 * SinPi::MAX_DEN - 1) > 0.999_999);
+        assert!(f.cos(u64::MAX) > 0.999_999);
     }
 }
