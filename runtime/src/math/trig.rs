@@ -29,11 +29,12 @@ pub(crate) fn cos_poly(x: f32) -> f32 {
 /// §3.4 and §4).
 ///
 /// The angle is reduced exactly: `num mod 2 den` (one turn), then the
-/// nearest quarter turn `q` and the rest `r`, an integer with
-/// `|r| <= den / 4` in units of `pi / den`, found by comparisons. Only the
-/// rest is rounded, once, to the f32 angle `r * (pi / 4 / den)` (computed
-/// as `r` converted to f32 times an f32 step fixed by `den`), and then
-/// [`sin_poly`] or [`cos_poly`] gives the value with the quadrant's sign.
+/// nearest quarter turn `q` and the rest `r`, an integer number of units of
+/// `pi / (4 den)` with `|r| <= den` (at most an eighth of a turn), found by
+/// comparisons. Only the rest is rounded, once, to the f32 angle
+/// `r * (pi / 4 / den)` (`r` converted to f32 times an f32 step fixed by
+/// `den`), and then the minimax polynomial of Cephes' `sinf` or `cosf` (the
+/// ones RoPE uses) gives the value with the quadrant's sign.
 /// So an angle that is a whole multiple of a quarter turn gives exactly
 /// `0` or `±1`, two angles that differ by a whole number of half turns
 /// give values of exactly opposite sign, and every value is within 1.2e-7
