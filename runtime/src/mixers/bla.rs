@@ -305,8 +305,9 @@ impl BlaConfig {
     /// (the angles reduced exactly in integers), then a fixed order of f32
     /// operations: the same bits on every target. Against [`BlaConfig::phi`]
     /// (the f64 cosine series) the error is within 6 x 2^-23 of the largest
-    /// weight (measured over thousands of configurations: 4.4); at full resolution (`N = P`, `2M + 1 >=
-    /// P`, Dirichlet) the row is exactly one-hot.
+    /// weight (measured over thousands of configurations: 4.4); at full
+    /// resolution (`N = P`, `M = floor(P/2)`, Dirichlet) the row is exactly
+    /// one-hot.
     ///
     /// An error only for a configuration that [`BlaConfig::from_words`]
     /// refuses (or `r >= P`).
