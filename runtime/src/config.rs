@@ -122,9 +122,11 @@ macro_rules! mixer_table {
             }
 
             /// The oldest image format version whose layer record can hold
-            /// this configuration: [`crate::image::MIXER_OPTIONS_FORMAT_VERSION`]
-            /// for the GDN family members other than Gated DeltaNet, GSA with a
-            /// short convolution, dilated SWA and `mla`;
+            /// this configuration: [`crate::image::COMPUTED_PHI_FORMAT_VERSION`]
+            /// for a `bla` layer whose phi the runtime computes,
+            /// [`crate::image::MIXER_OPTIONS_FORMAT_VERSION`] for the GDN
+            /// family members other than Gated DeltaNet, GSA with a short
+            /// convolution, dilated SWA and `mla`;
             /// [`crate::image::MIN_FORMAT_VERSION`] otherwise.
             pub const fn min_format_version(&self) -> u32 {
                 match self {

@@ -122,7 +122,7 @@ roles! {
     FProj = 33, "attn.f_proj.weight", "GSA forget-gate projection `[Hkv*M, D]`.";
     GNorm = 34, "attn.g_norm.weight", "GSA output norm `[H*V]`.";
     Sinks = 35, "attn.sinks", "SWA learned sink logits `[H]`.";
-    BlaPhi = 36, "attn.phi", "BLA write-weight table `[P, N]`, computed by the tools.";
+    BlaPhi = 36, "attn.phi", "BLA write-weight table `[P, N]`, computed by the tools (absent where the runtime computes phi, format 5).";
     KvAProj = 37, "attn.kv_a_proj.weight", "MLA latent and shared RoPE key projection `[R + dr, D]`.";
     KvBProj = 38, "attn.kv_b_proj.weight", "MLA up-projections of the latent `[H*(d+dv), R]` (absorbed at decode).";
 }

@@ -1,8 +1,11 @@
-//! The flash image format, versions 1 to 3 (`docs/image-format.md` is the
+//! The flash image format, versions 1 to 5 (`docs/image-format.md` is the
 //! prose spec). Version 2 adds the byte-level BPE tokenizer section
 //! ([`crate::tokenizer::BpeTokenizer`]); version 3 the tiled weight layout of
-//! the integer kernels ([`Layout::Tiled`]). The tools write the lowest
-//! version that can represent an image.
+//! the integer kernels ([`Layout::Tiled`]); version 4 mixer options
+//! ([`MIXER_OPTIONS_FORMAT_VERSION`]); version 5 BLA layers whose write
+//! weights the runtime computes instead of reading a stored table
+//! ([`COMPUTED_PHI_FORMAT_VERSION`]). The tools write the lowest version
+//! that can represent an image.
 //!
 //! ```text
 //! offset 0   header (64 bytes, little-endian)
@@ -30,7 +33,7 @@ use crate::format::{read_u16, read_u32};
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
 /// Newest format version this runtime reads and the tools write.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Version that first stores weights in [`Layout::Tiled`].
@@ -40,6 +43,11 @@ pub const TILED_FORMAT_VERSION: u32 = 3;
 /// the latent-compressed window `mla` (layer-record words, flag bits and a
 /// mixer kind that version 3 readers refuse).
 pub const MIXER_OPTIONS_FORMAT_VERSION: u32 = 4;
+/// Version that first lets a `bla` layer record say that the runtime
+/// computes the layer's write weights `phi` (flag bit 1,
+/// [`crate::mixers::BlaPhiSource::Computed`]): the image then stores no
+/// `attn.phi` table for it.
+pub const COMPUTED_PHI_FORMAT_VERSION: u32 = 5;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.

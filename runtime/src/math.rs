@@ -17,9 +17,18 @@
 //! feature gives the `float` module, `fast-math-int` the `int` one.
 //! [`FAST_MATH`] names the build's choice. `log1p` and `sqrt` stay `libm`'s
 //! in every build (docs/design.md, Numerics, says why).
+//!
+//! Sines and cosines never come from `libm` at run time: their angles are
+//! exact integer fractions of a turn (RoPE's 64-bit phases, BLA's
+//! `pi * num / den`, [`SinPi`]), reduced exactly in integers and finished
+//! by two small f32 polynomials, in every build.
 
 pub mod fast_float;
 pub mod fast_int;
+mod trig;
+
+pub use trig::SinPi;
+pub(crate) use trig::{cos_poly, sin_poly};
 
 #[cfg(ferrite_fast_math = "float")]
 use fast_float as fast;

@@ -4,8 +4,8 @@ use crate::config::{LayerConfig, ModelConfig, TokenizerKind, MAX_LAYERS};
 use crate::error::{Error, Result};
 use crate::format::Role;
 use crate::image::{
-    DType, Header, Layout, TensorEntry, TensorSpec, CRC, CRC_START, IMAGE_ALIGN, TENSOR_ALIGN,
-    TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
+    DType, Header, Layout, TensorEntry, TensorSpec, COMPUTED_PHI_FORMAT_VERSION, CRC, CRC_START,
+    IMAGE_ALIGN, TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
 use crate::mixers::{push, Specs};
 use crate::sizes::buffer_len;
@@ -99,10 +99,15 @@ impl<'a> Model<'a> {
         let section = section(image, header.config_off, header.config_len);
         let config = ModelConfig::parse(section)?;
         for layer in 0..config.num_layers as u16 {
-            if LayerConfig::parse(section, layer)?.min_format_version() > header.version {
+            let needs = LayerConfig::parse(section, layer)?.min_format_version();
+            if needs > header.version {
                 return Err(Error::BadConfig {
                     layer: Some(layer),
-                    reason: "this mixer option needs image format version 4",
+                    reason: if needs >= COMPUTED_PHI_FORMAT_VERSION {
+                        "this mixer option needs image format version 5"
+                    } else {
+                        "this mixer option needs image format version 4"
+                    },
                 });
             }
         }
@@ -151,6 +156,14 @@ impl<'a> Model<'a> {
             }
             let e = self.entry(index)?;
             if e.layer_index() != spec.layer || e.role != spec.role {
+                if e.role == Role::BlaPhi {
+                    // Only a bla layer whose record asks for the table has
+                    // one (format 5 lets the record say phi is computed).
+                    return Err(Error::BadTensor {
+                        index,
+                        reason: "attn.phi is stored where the config has none (a bla layer whose record says phi is computed)",
+                    });
+                }
                 return Err(Error::MissingTensor {
                     layer: spec.layer,
                     role: spec.role,
@@ -406,8 +419,8 @@ mod tests {
     use super::*;
     use crate::config::{LayerWords, MAX_DIM};
     use crate::mixers::{
-        BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, MlaConfig,
-        QkActivation, QkNorm, SwaConfig,
+        BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GsaConfig,
+        MlaConfig, QkActivation, QkNorm, SwaConfig,
     };
 
     fn words(w: &[u32]) -> LayerWords {
@@ -552,6 +565,7 @@ mod tests {
                 decay: BlaDecay::Gated,
                 gamma: 1.0,
                 conv_size: m,
+                phi_source: BlaPhiSource::Computed,
             }),
             LayerConfig::Mla(MlaConfig {
                 num_heads: m,

@@ -24,7 +24,8 @@
 use std::path::{Path, PathBuf};
 
 use ferrite::config::{kind, TokenizerKind, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
-use ferrite::image::{DType, CRC_FIELD, HEADER_LEN, TENSOR_ENTRY_LEN};
+use ferrite::image::{DType, CRC_FIELD, FORMAT_VERSION, HEADER_LEN, TENSOR_ENTRY_LEN};
+use ferrite::mixers::BlaPhiSource;
 use ferrite::{Error, Model};
 use ferrite_tests::random_model;
 use ferrite_tools::run::AlignedImage;
@@ -70,6 +71,26 @@ fn tiled_base_image() -> Vec<u8> {
     let opts = WriteOptions {
         dtype: DType::I8,
         group_size: Some(16),
+        ..Default::default()
+    };
+    build_image(&dir, &opts, |_, _| {})
+        .expect("image builds")
+        .bytes
+}
+
+/// The valid images every `bla_*` case starts from: one BLA layer, hidden 8,
+/// f32, its phi computed by the runtime (format 5) or stored as a table
+/// (format 1).
+fn bla_base_image(bla_phi: BlaPhiSource) -> Vec<u8> {
+    let json = serde_json::json!({
+        "vocab_size": 256, "hidden_size": 8, "intermediate_size": 16,
+        "tie_word_embeddings": true, "tokenizer": "bytes",
+        "layers": [{"mixer": "bla", "num_heads": 1, "head_dim": 8, "period": 6, "modes": 2}]
+    });
+    let config = ferrite_tools::config_json::parse(&json).expect("valid config");
+    let dir = random_model(config, 7);
+    let opts = WriteOptions {
+        bla_phi,
         ..Default::default()
     };
     build_image(&dir, &opts, |_, _| {})
@@ -163,7 +184,9 @@ fn cases() -> Vec<Case> {
             *b = b"{\"model_type\": \"ferrite\"}\n".repeat(4)
         }),
         case("version_0", true, |b| set_u32(b, VERSION, 0)),
-        case("version_5", true, |b| set_u32(b, VERSION, 5)),
+        case("version_6", true, |b| {
+            set_u32(b, VERSION, FORMAT_VERSION + 1)
+        }),
         case("header_len", true, |b| set_u32(b, HEADER_LEN_FIELD, 128)),
         case("truncated_header", false, |b| b.truncate(HEADER_LEN - 4)),
         case("truncated_body", false, |b| {
@@ -456,6 +479,47 @@ fn tiled_cases() -> Vec<Case> {
     ]
 }
 
+/// Byte offset of the flags word (record word 10) of layer 0, a BLA layer.
+fn bla_flags(b: &[u8]) -> usize {
+    u32_at(b, CONFIG_OFF) as usize + 4 * MODEL_RECORD_WORDS + 4 * 10
+}
+
+/// Damage to the BLA base image whose phi the runtime computes (format 5;
+/// tensors: 0 embeddings, 1 final norm, 2 attn_norm, 3-5 q/k/v_proj,
+/// 6 o_proj: no attn.phi).
+fn bla_computed_cases() -> Vec<Case> {
+    vec![
+        case("bla_phi_computed_in_a_v4_image", true, |b| {
+            set_u32(b, VERSION, 4)
+        }),
+        // The record asks for the table the image does not store.
+        case("bla_phi_flag_cleared", true, |b| {
+            let at = bla_flags(b);
+            let flags = u32_at(b, at);
+            set_u32(b, at, flags & !2)
+        }),
+        case("bla_unknown_flags", true, |b| {
+            let at = bla_flags(b);
+            let flags = u32_at(b, at);
+            set_u32(b, at, flags | 4)
+        }),
+    ]
+}
+
+/// Damage to the BLA base image that stores phi (format 1; tensor 6 is
+/// attn.phi).
+fn bla_table_cases() -> Vec<Case> {
+    vec![
+        // A format-5 record that says phi is computed, and a stored table.
+        case("bla_phi_stored_and_computed", true, |b| {
+            set_u32(b, VERSION, 5);
+            let at = bla_flags(b);
+            let flags = u32_at(b, at);
+            set_u32(b, at, flags | 2)
+        }),
+    ]
+}
+
 /// `Variant` and the Display message of an error, as the MANIFEST stores them.
 fn describe(e: &Error) -> (String, String) {
     let debug = format!("{e:?}");
@@ -473,6 +537,8 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (base_image(), cases()),
         (bpe_base_image(), bpe_cases()),
         (tiled_base_image(), tiled_cases()),
+        (bla_base_image(BlaPhiSource::Computed), bla_computed_cases()),
+        (bla_base_image(BlaPhiSource::Table), bla_table_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),
@@ -587,8 +653,12 @@ fn corpus_covers_every_load_error_class() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=4",
+        "versions 1..=5",
         "this mixer option needs image format version 4",
+        "this mixer option needs image format version 5",
+        "attn.phi is stored where the config has none",
+        "missing tensor model.layers.0.attn.phi",
+        "unknown bla flags",
         "the tiled layout needs image format version 3",
         "unknown tensor layout",
         "only int8 and int4 tensors may be tiled",

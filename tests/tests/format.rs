@@ -1,14 +1,16 @@
 //! Format versioning (docs/image-format.md): the committed v1 image keeps
 //! loading and computing the same logits (the back-compat test every later
 //! runtime must pass), and an image of a version this runtime does not read is
-//! refused with a message naming the versions it does read (1..=4: v2 adds
+//! refused with a message naming the versions it does read (1..=5: v2 adds
 //! the byte-level BPE tokenizer section, `tests/tests/tokenizer.rs`; v3 the
 //! tiled weight layout of the integer path; v4 the mixer options of the GDN
-//! family, GSA's short convolution and dilated SWA).
+//! family, GSA's short convolution and dilated SWA; v5 BLA layers whose phi
+//! the runtime computes, with no stored table).
 
 use std::path::Path;
 
 use ferrite::image::{FORMAT_VERSION, MIN_FORMAT_VERSION};
+use ferrite::mixers::BlaPhiSource;
 use ferrite::{Error, Model};
 use ferrite_tools::run::{logits, AlignedImage};
 use ferrite_tools::writer::seal;
@@ -81,24 +83,25 @@ fn other_versions_are_refused_naming_the_supported_ones() {
 }
 
 #[test]
-fn this_runtime_reads_versions_1_to_4_and_refuses_0_5_and_max() {
-    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 4));
-    for version in [0, 5, u32::MAX] {
+fn this_runtime_reads_versions_1_to_5_and_refuses_0_6_and_max() {
+    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 5));
+    for version in [0, 6, u32::MAX] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
         let msg = Model::load(AlignedImage::new(&bytes).bytes())
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("versions 1..=4"), "{msg}");
+        assert!(msg.contains("versions 1..=5"), "{msg}");
     }
-    // v2 only adds the BPE tokenizer section, v3 the tiled layout and v4
-    // mixer options: a byte-tokenizer, row-major image without them labelled
-    // v2, v3 or v4 reads exactly as its v1 self (the tools still write it as v1).
+    // v2 only adds the BPE tokenizer section, v3 the tiled layout, v4 mixer
+    // options and v5 the computed BLA phi: a byte-tokenizer, row-major image
+    // without them labelled v2, v3, v4 or v5 reads exactly as its v1 self
+    // (the tools still write it as v1).
     let v1 = AlignedImage::new(&v1_image());
     let tokens = [72, 105, 33, 0, 255];
     let want = logits(Model::load(v1.bytes()).unwrap(), &tokens, 0).unwrap();
-    for version in [2u32, 3, 4] {
+    for version in [2u32, 3, 4, 5] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
@@ -115,8 +118,10 @@ fn tiled_images_are_version_3_and_an_older_label_is_refused() {
     use ferrite::image::{DType, Layout};
     use ferrite_tools::writer::WriteOptions;
     let dir = ferrite_tests::fixtures_dir().join("hybrid_all4_untied");
+    // Its BLA layer keeps the stored phi table (else the image is v5).
     let opts = WriteOptions {
         dtype: DType::I8,
+        bla_phi: BlaPhiSource::Table,
         ..Default::default()
     };
     let image = ferrite_tests::image_of(&dir, &opts);
@@ -160,9 +165,15 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
         "swa_dilated",
         "mla_latent_window",
     ];
+    // BLA layers keep their stored phi table here (the next test is about
+    // the computed one, format 5).
+    let table = WriteOptions {
+        bla_phi: BlaPhiSource::Table,
+        ..Default::default()
+    };
     for dir in ferrite_tests::fixture_dirs() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let image = ferrite_tests::image_of(&dir, &WriteOptions::default());
+        let image = ferrite_tests::image_of(&dir, &table);
         let version = image.model().unwrap().header().version;
         if !new.contains(&name.as_str()) {
             assert_eq!(version, 1, "{name}: no new option, still written as v1");
@@ -178,4 +189,56 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
             "{name}: {err}"
         );
     }
+}
+
+#[test]
+fn a_computed_bla_phi_is_version_5_and_an_older_label_is_refused() {
+    use ferrite::config::LayerConfig;
+    use ferrite::image::{Role, COMPUTED_PHI_FORMAT_VERSION};
+    use ferrite_tools::model_dir::ModelDir;
+    use ferrite_tools::writer::WriteOptions;
+    assert_eq!(COMPUTED_PHI_FORMAT_VERSION, 5);
+    let mut bla_fixtures = 0;
+    for dir in ferrite_tests::fixture_dirs() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let config = ModelDir::open(&dir).unwrap().config;
+        let bla = config
+            .layers
+            .iter()
+            .any(|l| matches!(l, LayerConfig::Bla(_)));
+        // The default: computed, so version 5 exactly where there is a BLA
+        // layer, and no phi tensor; with the table, the version it had.
+        let computed = ferrite_tests::image_of(&dir, &WriteOptions::default());
+        let table = ferrite_tests::image_of(
+            &dir,
+            &WriteOptions {
+                bla_phi: BlaPhiSource::Table,
+                ..Default::default()
+            },
+        );
+        let (c, t) = (computed.model().unwrap(), table.model().unwrap());
+        let phis = |m: &ferrite::Model| {
+            (0..m.tensor_count())
+                .filter(|&i| m.entry(i).unwrap().role == Role::BlaPhi)
+                .count()
+        };
+        assert_eq!(phis(&c), 0, "{name}");
+        if !bla {
+            assert_eq!(computed.bytes(), table.bytes(), "{name}");
+            continue;
+        }
+        bla_fixtures += 1;
+        assert_eq!(c.header().version, 5, "{name}");
+        assert!(t.header().version < 5 && phis(&t) > 0, "{name}");
+        assert!(computed.bytes().len() < table.bytes().len(), "{name}");
+        let mut bytes = computed.bytes().to_vec();
+        bytes[8..12].copy_from_slice(&4u32.to_le_bytes());
+        seal(&mut bytes);
+        let err = Model::load(AlignedImage::new(&bytes).bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("needs image format version 5"),
+            "{name}: {err}"
+        );
+    }
+    assert!(bla_fixtures >= 7, "{bla_fixtures} BLA fixtures");
 }

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use ferrite::config::{LayerConfig, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
 use ferrite::image::{DType, CRC_FIELD, HEADER_LEN};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, QkActivation,
-    QkNorm, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GsaConfig,
+    QkActivation, QkNorm, SwaConfig,
 };
 use ferrite::{Error, Model, Session};
 use ferrite_tests::random_model;
@@ -20,7 +20,12 @@ use ferrite_tools::run::AlignedImage;
 use ferrite_tools::writer::{build_image, seal, WriteOptions};
 use proptest::prelude::*;
 
-/// Small valid images, one per dtype: one of each mixer family, hidden 8.
+/// How many images [`images`] makes.
+const IMAGE_COUNT: usize = 5;
+
+/// Small valid images, one per dtype, then f32 again with BLA's phi stored
+/// as a table (format 1; the others compute it, format 5): one of each
+/// mixer family, hidden 8.
 fn images() -> &'static [Vec<u8>] {
     static IMAGES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     IMAGES.get_or_init(|| {
@@ -36,18 +41,28 @@ fn images() -> &'static [Vec<u8>] {
         });
         let config = ferrite_tools::config_json::parse(&json).expect("valid config");
         let dir = random_model(config, 11);
-        [DType::F32, DType::F16, DType::I8, DType::I4]
-            .into_iter()
-            .map(|dtype| {
-                let opts = WriteOptions {
-                    dtype,
-                    group_size: Some(8),
-                    rules: Vec::new(),
-                    ..Default::default()
-                };
-                build_image(&dir, &opts, |_, _| {}).unwrap().bytes
-            })
-            .collect()
+        let computed = BlaPhiSource::Computed;
+        let images: Vec<Vec<u8>> = [
+            (DType::F32, computed),
+            (DType::F16, computed),
+            (DType::I8, computed),
+            (DType::I4, computed),
+            (DType::F32, BlaPhiSource::Table),
+        ]
+        .into_iter()
+        .map(|(dtype, bla_phi)| {
+            let opts = WriteOptions {
+                dtype,
+                group_size: Some(8),
+                rules: Vec::new(),
+                bla_phi,
+                ..Default::default()
+            };
+            build_image(&dir, &opts, |_, _| {}).unwrap().bytes
+        })
+        .collect();
+        assert_eq!(images.len(), IMAGE_COUNT);
+        images
     })
 }
 
@@ -152,20 +167,27 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     dilation: 1,
                 })
             }),
-        (s(), s(), s(), s(), s(), 0u32..=64).prop_map(|(h, k, v, period, slots, conv)| {
-            LayerConfig::Bla(BlaConfig {
-                num_heads: h,
-                head_k_dim: k,
-                head_v_dim: v,
-                period,
-                modes: period / 2,
-                slots,
-                kernel: BlaKernel::Dirichlet,
-                decay: BlaDecay::Gated,
-                gamma: 1.0,
-                conv_size: conv,
-            })
-        }),
+        (s(), s(), s(), s(), s(), 0u32..=64, any::<bool>()).prop_map(
+            |(h, k, v, period, slots, conv, computed)| {
+                LayerConfig::Bla(BlaConfig {
+                    num_heads: h,
+                    head_k_dim: k,
+                    head_v_dim: v,
+                    period,
+                    modes: period / 2,
+                    slots,
+                    kernel: BlaKernel::Dirichlet,
+                    decay: BlaDecay::Gated,
+                    gamma: 1.0,
+                    conv_size: conv,
+                    phi_source: if computed {
+                        BlaPhiSource::Computed
+                    } else {
+                        BlaPhiSource::Table
+                    },
+                })
+            }
+        ),
     ]
 }
 
@@ -177,7 +199,7 @@ proptest! {
     /// overflow checks on), and `session_len` refuses them as `load` does.
     #[test]
     fn extreme_layer_sizes_are_refused_without_panicking(
-        which in 0usize..4,
+        which in 0..IMAGE_COUNT,
         layer in 0usize..4,
         record in extreme_layer(),
         pinned in prop::sample::select(vec![0usize, 3, 1 << 40, usize::MAX]),
@@ -202,7 +224,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     #[test]
-    fn a_flipped_byte_is_caught_by_the_crc(which in 0usize..4, pos in any::<prop::sample::Index>(), bit in 0u8..8) {
+    fn a_flipped_byte_is_caught_by_the_crc(which in 0..IMAGE_COUNT, pos in any::<prop::sample::Index>(), bit in 0u8..8) {
         let mut b = images()[which].clone();
         let i = pos.index(b.len());
         b[i] ^= 1 << bit;
@@ -216,7 +238,7 @@ proptest! {
     }
 
     #[test]
-    fn a_truncated_image_is_refused(which in 0usize..4, keep in any::<prop::sample::Index>()) {
+    fn a_truncated_image_is_refused(which in 0..IMAGE_COUNT, keep in any::<prop::sample::Index>()) {
         let b = images()[which].clone();
         let n = keep.index(b.len());
         let err = load_and_run(&b[..n]).expect_err("a truncated image loaded");
@@ -228,7 +250,7 @@ proptest! {
 
     #[test]
     fn a_resealed_flip_is_refused_or_runs(
-        which in 0usize..4,
+        which in 0..IMAGE_COUNT,
         pos in any::<prop::sample::Index>(),
         value in any::<u8>(),
         in_metadata in any::<bool>(),
@@ -246,7 +268,7 @@ proptest! {
 
     #[test]
     fn resealed_word_writes_in_the_table_are_refused_or_run(
-        which in 0usize..4,
+        which in 0..IMAGE_COUNT,
         pos in any::<prop::sample::Index>(),
         value in prop_oneof![any::<u32>(), Just(0u32), Just(u32::MAX), 0u32..64, Just(0x8000_0000)],
     ) {
@@ -263,5 +285,41 @@ proptest! {
 fn every_base_image_loads_and_runs() {
     for b in images() {
         load_and_run(b).unwrap();
+    }
+}
+
+/// BLA's phi flag (bit 1 of the record's flags, format 5) set or cleared,
+/// under every version label, on the image that computes phi and on the one
+/// that stores the table: exactly the consistent combinations load and run
+/// (flag as the image was written, a version that reads it); every other
+/// one is refused with an error, none panics.
+#[test]
+fn bla_phi_flag_and_version_relabels_load_only_when_consistent() {
+    // Layer 3 is the BLA layer; its flags are record word 10.
+    let flags_at = |b: &[u8]| {
+        let config = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+        config + 4 * (MODEL_RECORD_WORDS + 3 * LAYER_RECORD_WORDS + 10)
+    };
+    for (which, written_computed) in [(0, true), (4, false)] {
+        for computed in [false, true] {
+            for version in 0u32..=7 {
+                let mut b = images()[which].clone();
+                let at = flags_at(&b);
+                let flags = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+                let flags = if computed { flags | 2 } else { flags & !2 };
+                b[at..at + 4].copy_from_slice(&flags.to_le_bytes());
+                b[8..12].copy_from_slice(&version.to_le_bytes());
+                seal(&mut b);
+                let consistent = computed == written_computed
+                    && version <= 5
+                    && version >= if computed { 5 } else { 1 };
+                let got = load_and_run(&b);
+                assert_eq!(
+                    got.is_ok(),
+                    consistent,
+                    "image {which}, flag {computed}, version {version}: {got:?}"
+                );
+            }
+        }
     }
 }

@@ -4,13 +4,13 @@
 //! unit test of the runtime's slot update in `runtime/src/mixers/bla.rs`.)
 
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
-use ferrite::mixers::{BlaConfig, BlaDecay, BlaKernel, SwaConfig};
+use ferrite::mixers::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, SwaConfig};
 use ferrite::Session;
 use ferrite_tests::{expected, fixture_dirs, image_of, image_of_model, random_model, TestRng};
 use ferrite_tools::config_json::Config;
 use ferrite_tools::model_dir::ModelDir;
-use ferrite_tools::run::{logits, session_buffer};
-use ferrite_tools::writer::WriteOptions;
+use ferrite_tools::run::{logits, session_buffer, AlignedImage};
+use ferrite_tools::writer::{build_image, WriteOptions};
 
 fn one_layer(layer: LayerConfig) -> Config {
     Config {
@@ -50,6 +50,7 @@ fn full_resolution_bla_is_sliding_window_attention() {
             decay: BlaDecay::Gated,
             gamma: 1.0,
             conv_size: 0,
+            phi_source: BlaPhiSource::Computed,
         });
         let swa = LayerConfig::Swa(SwaConfig {
             num_heads: 2,
@@ -68,14 +69,22 @@ fn full_resolution_bla_is_sliding_window_attention() {
         let swa_dir = with_layer(&bla_dir, swa);
         let mut rng = TestRng::new(99);
         let tokens: Vec<u32> = (0..4 * period + 20).map(|_| rng.below(256)).collect();
-        let (a, b) = (image_of_model(&bla_dir), image_of_model(&swa_dir));
-        let la = logits(a.model().unwrap(), &tokens, 0).unwrap();
-        let lb = logits(b.model().unwrap(), &tokens, 0).unwrap();
-        let diff = ferrite_tests::max_abs_diff(&la, &lb);
-        assert!(
-            diff < 1e-4,
-            "period {period}: BLA vs SWA max|diff| = {diff:e}"
-        );
+        let lb = logits(image_of_model(&swa_dir).model().unwrap(), &tokens, 0).unwrap();
+        // phi stored as the f64-rounded table (formats 1-4), and computed by
+        // the runtime (format 5: exactly one-hot here).
+        for bla_phi in [BlaPhiSource::Table, BlaPhiSource::Computed] {
+            let opts = WriteOptions {
+                bla_phi,
+                ..Default::default()
+            };
+            let a = AlignedImage::new(&build_image(&bla_dir, &opts, |_, _| {}).unwrap().bytes);
+            let la = logits(a.model().unwrap(), &tokens, 0).unwrap();
+            let diff = ferrite_tests::max_abs_diff(&la, &lb);
+            assert!(
+                diff < 1e-4,
+                "period {period}, phi {bla_phi:?}: BLA vs SWA max|diff| = {diff:e}"
+            );
+        }
     }
 }
 
@@ -94,6 +103,7 @@ fn blurred_bla_is_not_a_sliding_window() {
             decay: BlaDecay::Gated,
             gamma: 1.0,
             conv_size: 0,
+            phi_source: BlaPhiSource::Computed,
         })
     };
     let full = random_model(one_layer(bla(4)), 5);

@@ -8,8 +8,8 @@
 use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, FeatureMap, GdnConfig, GdnDecay, GsaConfig, MlaConfig,
-    QkActivation, QkNorm, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GsaConfig,
+    MlaConfig, QkActivation, QkNorm, SwaConfig,
 };
 use serde_json::{Map, Value};
 
@@ -358,6 +358,10 @@ fn parse_bla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         decay,
         gamma: gamma as f32,
         conv_size: f.short_conv()?,
+        // Not a property of the model but of its image: the writer's
+        // `WriteOptions::bla_phi` (`ferrite quantize --bla-phi`) sets it;
+        // this is that option's default.
+        phi_source: BlaPhiSource::Computed,
     }))
 }
 

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use ferrite::mixers::BlaPhiSource;
 use ferrite::{LayerConfig, Model, Sampler, SamplerConfig, Session, Tokenizer};
 use ferrite_tools::calibrate::{self, Source};
 use ferrite_tools::fla::{self, FlaOptions};
@@ -92,6 +93,14 @@ enum Command {
         /// An error when no layer lacks a window_size.
         #[arg(long, allow_negative_numbers = true)]
         window: Option<u32>,
+        /// BLA layers' write weights phi: `computed` (no table in the image;
+        /// the runtime computes each token's row: format 5) or `table` (the
+        /// f32 [P, N] table `attn.phi`, P*N*4 bytes per layer, and the lowest
+        /// format version otherwise possible, for runtimes that read formats
+        /// 1-4) [default: computed]. A warning, not an error, for a model
+        /// without a bla layer (scripts pass it to every model).
+        #[arg(long, value_parser = ["computed", "table"])]
+        bla_phi: Option<String>,
     },
     /// Show an image's config, tensors, sizes and the RAM it needs.
     Inspect {
@@ -316,6 +325,7 @@ fn run(command: Command) -> Result<()> {
             calibrate,
             calibrate_mqar,
             window,
+            bla_phi,
         } => {
             let dtype_given = dtype.is_some();
             let calibration = match (calibrate, calibrate_mqar) {
@@ -345,6 +355,11 @@ fn run(command: Command) -> Result<()> {
                     Scales::Search
                 },
                 calibration: None,
+                bla_phi: if bla_phi.as_deref() == Some("table") {
+                    BlaPhiSource::Table
+                } else {
+                    BlaPhiSource::Computed
+                },
             };
             quantize(
                 &model_dir,
@@ -353,6 +368,7 @@ fn run(command: Command) -> Result<()> {
                 QuantizeExtras {
                     dtype_given,
                     scales_given: scales.is_some(),
+                    bla_phi_given: bla_phi.is_some(),
                     calibration,
                 },
                 &FlaOptions { window },
@@ -664,6 +680,7 @@ fn parse_tokens(s: &str) -> Result<Vec<u32>> {
 struct QuantizeExtras {
     dtype_given: bool,
     scales_given: bool,
+    bla_phi_given: bool,
     calibration: Option<Source>,
 }
 
@@ -687,6 +704,10 @@ fn quantize(
     }
     for warning in &dir.warnings {
         eprintln!("warning: {warning}");
+    }
+    let bla_layers = writer::bla_layer_count(&dir.config);
+    if extras.bla_phi_given && bla_layers == 0 {
+        eprintln!("warning: --bla-phi does nothing: the model has no bla layer");
     }
     let defaults = writer::apply_int4_defaults(&dir, &mut opts)?;
     if let Some(source) = &extras.calibration {
@@ -728,9 +749,16 @@ fn quantize(
         .iter()
         .map(|t| t.rel_rms_error)
         .fold(0.0f32, f32::max);
+    // Where BLA's write weights are (only for a model with bla layers).
+    let bla = match (bla_layers, opts.bla_phi) {
+        (0, _) => String::new(),
+        (_, BlaPhiSource::Computed) => ", bla phi computed by the runtime (no table)".into(),
+        (_, BlaPhiSource::Table) => ", bla phi stored as a table".into(),
+    };
     eprintln!(
-        "wrote {}: {} tensors ({}), {} params, {} bytes flash, {} bytes RAM ({} state), worst rel. RMS error {:.2e}",
+        "wrote {}: format v{}, {} tensors ({}), {} params, {} bytes flash, {} bytes RAM ({} state){bla}, worst rel. RMS error {:.2e}",
         output.display(),
+        image.version,
         image.tensors.len(),
         image.dtype_summary(),
         image.params,

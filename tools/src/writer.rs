@@ -10,6 +10,7 @@ use ferrite::image::{
     TILED_FORMAT_VERSION,
 };
 use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
+use ferrite::mixers::BlaPhiSource;
 use ferrite::model::{block_specs, global_specs};
 
 use crate::calibrate::Hessian;
@@ -37,6 +38,11 @@ pub struct WriteOptions {
     /// matrices are then quantized for the error of their products (GPTQ),
     /// except a tied embedding table (its lookups read the weights alone).
     pub calibration: Option<HashMap<String, Hessian>>,
+    /// BLA layers' write weights: [`BlaPhiSource::Computed`] (the default:
+    /// no `attn.phi` table, the runtime computes it; format 5) or
+    /// [`BlaPhiSource::Table`] (the f32 table, readable by runtimes of
+    /// formats 1-4). Applies to every `bla` layer; other layers ignore it.
+    pub bla_phi: BlaPhiSource,
 }
 
 impl Default for WriteOptions {
@@ -48,6 +54,7 @@ impl Default for WriteOptions {
             layout: Layout::Tiled,
             scales: Scales::default(),
             calibration: None,
+            bla_phi: BlaPhiSource::Computed,
         }
     }
 }
@@ -165,6 +172,27 @@ pub fn tensor_name(layer: Option<u16>, role: Role) -> String {
     }
 }
 
+/// The configuration an image of `config` stores with `opts`: every `bla`
+/// layer's phi source set to [`WriteOptions::bla_phi`].
+pub fn stored_config(config: &Config, opts: &WriteOptions) -> Config {
+    let mut stored = config.clone();
+    for layer in &mut stored.layers {
+        if let LayerConfig::Bla(c) = layer {
+            c.phi_source = opts.bla_phi;
+        }
+    }
+    stored
+}
+
+/// How many `bla` layers `config` has (what `--bla-phi` acts on).
+pub fn bla_layer_count(config: &Config) -> usize {
+    config
+        .layers
+        .iter()
+        .filter(|l| matches!(l, LayerConfig::Bla(_)))
+        .count()
+}
+
 /// Every tensor a configuration needs, in canonical image order.
 pub fn expected_specs(config: &Config) -> Vec<TensorSpec> {
     let mut specs: Vec<TensorSpec> = global_specs(&config.model).into_iter().collect();
@@ -180,7 +208,7 @@ pub fn expected_specs(config: &Config) -> Vec<TensorSpec> {
 /// group size when no tensor is quantized, and a dtype the user gave
 /// (`dtype_given`) when rules decide every weight matrix.
 pub fn check_options(dir: &ModelDir, opts: &WriteOptions, dtype_given: bool) -> Result<()> {
-    let specs = expected_specs(&dir.config);
+    let specs = expected_specs(&stored_config(&dir.config, opts));
     let mut decides = vec![false; opts.rules.len()];
     let mut matches = vec![false; opts.rules.len()];
     let mut quantized = false;
@@ -254,7 +282,7 @@ pub fn apply_int4_defaults(dir: &ModelDir, opts: &mut WriteOptions) -> Result<Op
     if opts.dtype != DType::I4 || opts.layout != Layout::Tiled {
         return Ok(None);
     }
-    let vocab: Vec<String> = expected_specs(&dir.config)
+    let vocab: Vec<String> = expected_specs(&stored_config(&dir.config, opts))
         .iter()
         .filter(|s| matches!(s.role, Role::Embeddings | Role::LmHead))
         .map(|s| tensor_name(s.layer, s.role))
@@ -302,7 +330,7 @@ pub fn apply_int4_defaults(dir: &ModelDir, opts: &mut WriteOptions) -> Result<Op
 /// and `--calibrate` act on).
 pub fn tiled_int4_count(dir: &ModelDir, opts: &WriteOptions) -> Result<usize> {
     let mut n = 0;
-    for spec in expected_specs(&dir.config) {
+    for spec in expected_specs(&stored_config(&dir.config, opts)) {
         let name = tensor_name(spec.layer, spec.role);
         let cols = spec.numel() / spec.dims[0] as usize;
         if dtype_for(opts, &spec, &name)? == DType::I4
@@ -343,6 +371,8 @@ pub struct Image {
     pub tensors: Vec<WrittenTensor>,
     /// Number of parameters.
     pub params: usize,
+    /// The format version written (the lowest that can represent the image).
+    pub version: u32,
 }
 
 impl Image {
@@ -446,9 +476,10 @@ pub fn build_image(
     opts: &WriteOptions,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Image> {
-    let specs = expected_specs(&dir.config);
+    let config = stored_config(&dir.config, opts);
+    let specs = expected_specs(&config);
     let names: Vec<String> = specs.iter().map(|s| tensor_name(s.layer, s.role)).collect();
-    let tied = dir.config.model.tie_word_embeddings;
+    let tied = config.model.tie_word_embeddings;
     for name in dir.tensors.keys() {
         // A tied checkpoint may still carry its (identical) head: it is not stored.
         let used = names.contains(name) || (tied && name == "lm_head.weight");
@@ -457,19 +488,20 @@ pub fn build_image(
         }
     }
 
-    let config_words: Vec<u32> = dir
-        .config
+    let config_words: Vec<u32> = config
         .model
         .encode()
         .into_iter()
-        .chain(dir.config.layers.iter().flat_map(|l| l.encode()))
+        .chain(config.layers.iter().flat_map(|l| l.encode()))
         .collect();
     let config_off = HEADER_LEN;
     let config_len = 4 * config_words.len();
     let table_off = config_off + config_len;
     let tokenizer_off = table_off + TENSOR_ENTRY_LEN * specs.len();
     // The tokenizer section; the image is written in the lowest format
-    // version that can represent it (v1 without one, v2 with BPE).
+    // version that can represent it (v1 without one, v2 with BPE; then the
+    // layers' and the tensors' needs: v4 mixer options, v5 a computed BLA
+    // phi, v3 a tiled tensor).
     let (tokenizer, mut version) = match &dir.tokenizer {
         Some(t) => {
             dir.check_tokenizer()?;
@@ -477,10 +509,10 @@ pub fn build_image(
         }
         None => (Vec::new(), MIN_FORMAT_VERSION),
     };
-    for layer in &dir.config.layers {
+    for layer in &config.layers {
         version = version.max(layer.min_format_version());
     }
-    if dir.tokenizer.is_some() != (dir.config.model.tokenizer == TokenizerKind::Bpe) {
+    if dir.tokenizer.is_some() != (config.model.tokenizer == TokenizerKind::Bpe) {
         bail!("internal: the config's tokenizer kind and the directory's tokenizer disagree");
     }
     let data_off = align_up(tokenizer_off + tokenizer.len(), TENSOR_ALIGN);
@@ -602,6 +634,7 @@ pub fn build_image(
         bytes,
         tensors: written,
         params,
+        version,
     })
 }
 

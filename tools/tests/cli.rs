@@ -82,6 +82,71 @@ fn quantize_works_at_every_dtype_on_every_fixture() {
 }
 
 #[test]
+fn bla_phi_is_computed_by_default_and_stored_on_request() {
+    let d = repo().join("tests/fixtures/bla_fejer_gated_conv");
+    let d = d.to_str().unwrap();
+    let out = tmp("phi.fer");
+    let out = out.to_str().unwrap();
+    let mut sizes = Vec::new();
+    for (args, version, summary, has_table) in [
+        (
+            &[][..],
+            5,
+            "bla phi computed by the runtime (no table)",
+            false,
+        ),
+        (&["--bla-phi", "computed"], 5, "bla phi computed", false),
+        (
+            &["--bla-phi", "table"],
+            1,
+            "bla phi stored as a table",
+            true,
+        ),
+    ] {
+        let mut all = vec!["quantize", d, "-o", out];
+        all.extend_from_slice(args);
+        let o = ferrite(&all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("format v{version},")) && err.contains(summary),
+            "{args:?}: {err}"
+        );
+        let o = ferrite(&["inspect", out]);
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            text.starts_with(&format!("ferrite image v{version}:")),
+            "{text}"
+        );
+        assert_eq!(text.contains("attn.phi"), has_table, "{args:?}: {text}");
+        let source = if has_table { "Table" } else { "Computed" };
+        assert!(text.contains(&format!("phi_source: {source}")), "{text}");
+        sizes.push(std::fs::metadata(out).unwrap().len());
+    }
+    assert!(sizes[0] == sizes[1] && sizes[0] < sizes[2], "{sizes:?}");
+    // Without a bla layer it changes nothing: a warning (scripts pass it to
+    // every model), the image as without it.
+    let g = repo().join("tests/fixtures/gdn_gate");
+    let o = ferrite(&[
+        "quantize",
+        g.to_str().unwrap(),
+        "-o",
+        out,
+        "--bla-phi",
+        "table",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: --bla-phi does nothing: the model has no bla layer")
+            && !stderr(&o).contains("bla phi"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ferrite(&["quantize", d, "-o", out, "--bla-phi", "cosine"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
 fn a_group_size_that_does_not_divide_names_the_tensor() {
     let d = repo().join("tests/fixtures/gdn_gate");
     let out = tmp("g.fer");

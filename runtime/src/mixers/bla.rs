@@ -17,9 +17,14 @@
 //! sliding-window attention with window `P`; with fewer modes each slot is a
 //! kernel-weighted (blurred) average of the tokens near its phase.
 //!
-//! The `[P, N]` table of phi depends only on `r = t mod P`; the tools compute it
-//! on the host ([`BlaConfig::phi`]) and store it in the image, so the device
-//! does no trigonometry. During the first period only slots whose phase the
+//! phi depends only on the config and on `r = t mod P`. Format 5 images
+//! ([`BlaPhiSource::Computed`], the tools' default) store none: each token the
+//! runtime computes the row `phi[r, 0..N]` once ([`BlaConfig::phi_row`]:
+//! the closed forms of the kernels, angles reduced exactly in integers,
+//! [`crate::math::SinPi`]) into the layer's scratch and uses it for every
+//! head, for keys and values. Older images ([`BlaPhiSource::Table`]) store the
+//! `[P, N]` table, computed in f64 on the host ([`BlaConfig::phi`]) and
+//! rounded to f32. During the first period only slots whose phase the
 //! stream has reached (`u_n <= t`) take part in the softmax.
 //!
 //! State layout: `Ks [H][N][K]`, `Vs [H][N][V]`, then the short-convolution
@@ -29,8 +34,8 @@
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
 use crate::error::{ensure, ensure_size, Error, Result};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
-use crate::image::MIN_FORMAT_VERSION;
-use crate::math::{dot, softmax_in_place};
+use crate::image::{COMPUTED_PHI_FORMAT_VERSION, MIN_FORMAT_VERSION};
+use crate::math::{dot, softmax_in_place, SinPi};
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
@@ -54,10 +59,23 @@ pub enum BlaDecay {
     None = 2,
 }
 
+/// Where a layer's write weights `phi` come from (bit 1 of the record's
+/// flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlaPhiSource {
+    /// The image stores the `[P, N]` f32 table `attn.phi`, computed in f64 by
+    /// the tools (every format version; the only choice before format 5).
+    Table = 0,
+    /// The image stores no table: the runtime computes each token's row
+    /// ([`BlaConfig::phi_row`]). Format 5
+    /// ([`crate::image::COMPUTED_PHI_FORMAT_VERSION`]).
+    Computed = 1,
+}
+
 /// Blurry Window Attention layer configuration.
 ///
 /// Record words: `H | K | V | P | M | N | kernel | decay | gamma (f32 bits) |
-/// flags (bit 0 short conv) | conv_size`.
+/// flags (bit 0 short conv, bit 1 phi computed: format 5) | conv_size`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlaConfig {
     /// Heads H.
@@ -80,6 +98,8 @@ pub struct BlaConfig {
     pub gamma: f32,
     /// Short convolution width on q, k, v (0 = none).
     pub conv_size: u32,
+    /// Whether the image stores `phi` or the runtime computes it.
+    pub phi_source: BlaPhiSource,
 }
 
 impl BlaConfig {
@@ -117,8 +137,13 @@ impl BlaConfig {
             decay,
             gamma: f32::from_bits(w[8]),
             conv_size: if w[9] & 1 != 0 { w[10] } else { 0 },
+            phi_source: if w[9] & 2 != 0 {
+                BlaPhiSource::Computed
+            } else {
+                BlaPhiSource::Table
+            },
         };
-        ensure!(w[9] & !1 == 0, layer, "unknown bla flags");
+        ensure!(w[9] & !3 == 0, layer, "unknown bla flags");
         ensure!(dim_ok(c.num_heads), layer, "bla num_heads out of range");
         ensure!(
             dim_ok(c.head_k_dim) && dim_ok(c.head_v_dim),
@@ -171,7 +196,7 @@ impl BlaConfig {
             self.kernel as u32,
             self.decay as u32,
             self.gamma.to_bits(),
-            (self.conv_size > 0) as u32,
+            (self.conv_size > 0) as u32 | (self.phi_source as u32) << 1,
             self.conv_size,
         ])
     }
@@ -200,10 +225,15 @@ impl BlaConfig {
         ])
     }
 
-    /// Scratch words: q, k (`H*K` each), v, o (`H*V` each), scores `[N]`.
+    /// Scratch words: q, k (`H*K` each), v, o (`H*V` each), scores `[N]`,
+    /// and with [`BlaPhiSource::Computed`] the token's row of phi `[N]`.
     pub const fn scratch_len(&self) -> u64 {
         let (h, k, v, n) = self.dims64();
-        sum(&[product(&[2, h, k]), product(&[2, h, v]), n])
+        let row = match self.phi_source {
+            BlaPhiSource::Table => 0,
+            BlaPhiSource::Computed => n,
+        };
+        sum(&[product(&[2, h, k]), product(&[2, h, v]), n, row])
     }
 
     // The layer interface: `config::LayerConfig`'s methods dispatch to these
@@ -221,9 +251,13 @@ impl BlaConfig {
     }
 
     /// The oldest image format version whose layer record holds this
-    /// configuration: every `bla` record is one that format 1 could hold.
+    /// configuration: 5 for a computed phi, else 1 (every other `bla` record
+    /// is one that format 1 could hold).
     pub(crate) const fn min_format_version(&self) -> u32 {
-        MIN_FORMAT_VERSION
+        match self.phi_source {
+            BlaPhiSource::Table => MIN_FORMAT_VERSION,
+            BlaPhiSource::Computed => COMPUTED_PHI_FORMAT_VERSION,
+        }
     }
 
     /// Cosine coefficient of mode `m` in the kernel (mode 0 weighs 1).
@@ -252,6 +286,83 @@ impl BlaConfig {
             .map(|m| self.mode_weight(m) * libm::cos(m as f64 * x))
             .sum();
         sum / self.period as f64
+    }
+
+    /// Computes the write weights `row[n] = phi[r, n]` of a token at phase
+    /// `r` for the slots `n < N` (`row` holds `N` values; extra ones are left
+    /// alone), in f32: what the runtime uses for [`BlaPhiSource::Computed`]
+    /// (docs/spec.md §3.4, §4).
+    ///
+    /// With `L = N P` and `j = (n P - r N) mod L` the angle is
+    /// `x = 2 pi j / L`, and the kernels have closed forms:
+    /// ```text
+    /// dirichlet  D_M(x) = sin(pi (2M+1) j / L) / sin(pi j / L)             (2M+1 at j = 0)
+    /// fejer      F_M(x) = (sin(pi (M+1) j / L) / sin(pi j / L))^2 / (M+1)   (M+1 at j = 0)
+    /// Nyquist (2M = P): minus cos(2 pi M j / L), over (M+1) for fejer
+    /// phi[r, n] = kernel / P
+    /// ```
+    /// Each sine and cosine comes from [`SinPi`] with denominator `L`
+    /// (the angles reduced exactly in integers), then a fixed order of f32
+    /// operations: the same bits on every target. Against [`BlaConfig::phi`]
+    /// (the f64 cosine series) the error is within 6 x 2^-23 of the largest
+    /// weight (measured over thousands of configurations: 4.4); at full
+    /// resolution (`N = P`, `M = floor(P/2)`, Dirichlet) the row is exactly
+    /// one-hot.
+    ///
+    /// An error only for a configuration that [`BlaConfig::from_words`]
+    /// refuses (or `r >= P`).
+    pub fn phi_row(&self, r: u32, row: &mut [f32]) -> Result<()> {
+        let (p, n, m) = (self.period as u64, self.slots as u64, self.modes as u64);
+        // P, N <= 2^20 keep L <= 2^40 and every numerator below 2^62.
+        if !dim_ok(self.period) || !dim_ok(self.slots) || 2 * m > p || r as u64 >= p {
+            return Err(Error::Internal("bla phi of an unchecked configuration"));
+        }
+        let l = p * n;
+        let sin = SinPi::new(l).ok_or(Error::Internal("bla phi denominator"))?;
+        let nyquist = m > 0 && 2 * m == p;
+        let mult = match self.kernel {
+            BlaKernel::Dirichlet => 2 * m + 1,
+            BlaKernel::Fejer => m + 1,
+        };
+        let fejer = self.kernel == BlaKernel::Fejer;
+        let (peak, modes1, period) = (mult as f32, (m + 1) as f32, p as f32);
+        // The angles in units of pi / L, stepped from slot to slot without a
+        // division: the denominator's j = n P - r N + L, in (0, 2L) (each
+        // kernel is L-periodic in j: a half turn more negates numerator and
+        // denominator alike, and the cosine's 2M j moves a whole turn), the
+        // numerator's mult * j and the cosine's 2M j, both mod 2L.
+        let turn = 2 * l;
+        let mut j = l - r as u64 * n;
+        let (mut num, num_step) = ((mult * j) % turn, (mult * p) % turn);
+        let (mut cos, cos_step) = ((2 * m * j) % turn, (2 * m * p) % turn);
+        for out in row.iter_mut().take(n as usize) {
+            // j = L: the slot's phase is the token's (the kernel's peak).
+            let ratio = if j == l {
+                peak
+            } else {
+                sin.sin(num) / sin.sin(j)
+            };
+            // Dirichlet: ratio; Fejér: ratio^2 / (M+1); Nyquist: minus the
+            // cosine (over M+1 for Fejér).
+            let mut kernel = if fejer { ratio * ratio } else { ratio };
+            if nyquist {
+                kernel -= sin.cos(cos);
+            }
+            if fejer {
+                kernel /= modes1;
+            }
+            *out = kernel / period;
+            j += p;
+            num += num_step;
+            if num >= turn {
+                num -= turn;
+            }
+            cos += cos_step;
+            if cos >= turn {
+                cos -= turn;
+            }
+        }
+        Ok(())
     }
 
     /// Writes one token `x` into the slot rows of one head:
@@ -292,7 +403,9 @@ impl Mixer for BlaConfig {
         if self.conv_size > 0 {
             push_conv_specs(s, layer, [qk, qk, vo], self.conv_size);
         }
-        push(s, layer, Role::BlaPhi, [self.period, self.slots, 0], false);
+        if self.phi_source == BlaPhiSource::Table {
+            push(s, layer, Role::BlaPhi, [self.period, self.slots, 0], false);
+        }
         push(s, layer, Role::OProj, [d, vo, 0], true);
     }
 
@@ -312,9 +425,14 @@ impl Mixer for BlaConfig {
         let (kk, rest) = rest.split_at_mut(h * k);
         let (vv, rest) = rest.split_at_mut(h * v);
         let (o, rest) = rest.split_at_mut(h * v);
-        let scores = rest
-            .get_mut(..n)
-            .ok_or(Error::BadHeader("bla scratch too small"))?;
+        let row_len = match self.phi_source {
+            BlaPhiSource::Table => 0,
+            BlaPhiSource::Computed => n,
+        };
+        let (scores, phi_row) = rest
+            .get_mut(..n.saturating_add(row_len))
+            .ok_or(Error::BadHeader("bla scratch too small"))?
+            .split_at_mut(n);
 
         w.get(Role::QProj)?.matvec(&x, q)?;
         w.get(Role::KProj)?.matvec(&x, kk)?;
@@ -325,15 +443,26 @@ impl Mixer for BlaConfig {
             conv::step_qkv(w, self.conv_size as usize, conv_state, q, kk, vv)?;
         }
 
-        let phi = w.get(Role::BlaPhi)?;
         let r = (ctx.pos % self.period as u64) as usize;
+        // The token's row of phi: the stored table's row r, or computed once
+        // here for every head, keys and values.
+        let table = match self.phi_source {
+            BlaPhiSource::Table => Some(w.get(Role::BlaPhi)?),
+            BlaPhiSource::Computed => {
+                self.phi_row(r as u32, phi_row)?;
+                None
+            }
+        };
+        let phi_r = |slot: usize| match &table {
+            Some(t) => t.at(r * n + slot),
+            None => phi_row.get(slot).copied().unwrap_or(0.0),
+        };
         let live = self.live_slots(ctx.pos);
         let scale = 1.0 / libm::sqrtf(k as f32);
         for head in 0..h {
             let ks = &mut ks_all[head * n * k..(head + 1) * n * k];
             let vs = &mut vs_all[head * n * v..(head + 1) * n * v];
             let (kh, vh) = (&kk[head * k..(head + 1) * k], &vv[head * v..(head + 1) * v]);
-            let phi_r = |slot: usize| phi.at(r * n + slot);
             self.write_slots(phi_r, ks, kh);
             self.write_slots(phi_r, vs, vh);
             let qh = &q[head * k..(head + 1) * k];
@@ -355,6 +484,8 @@ impl Mixer for BlaConfig {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
     use core::f64::consts::PI;
 
@@ -377,6 +508,7 @@ mod tests {
             decay,
             gamma,
             conv_size: 0,
+            phi_source: BlaPhiSource::Computed,
         }
     }
 
@@ -446,6 +578,147 @@ mod tests {
                 assert!((c.phi(r, n) - want).abs() < 1e-12, "r={r} n={n}");
             }
         }
+    }
+
+    /// The row the runtime computes, against the f64 cosine series
+    /// ([`BlaConfig::phi`]) over the given phases: the worst error in units
+    /// of 2^-23 of the largest weight of the configuration.
+    fn computed_phi_error(c: &BlaConfig, phases: impl Iterator<Item = u32>) -> f64 {
+        let n = c.slots as usize;
+        let mut row = std::vec![0.0f32; n + 1];
+        let scale = (0..c.slots).map(|s| c.phi(0, s).abs()).fold(0.0, f64::max);
+        let mut worst = 0f64;
+        for r in phases {
+            row[n] = 7.0;
+            c.phi_row(r, &mut row[..n]).unwrap();
+            for (slot, &got) in row[..n].iter().enumerate() {
+                let want = c.phi(r, slot as u32);
+                let err = (got as f64 - want).abs() / (scale * f32::EPSILON as f64);
+                worst = worst.max(err);
+            }
+            assert_eq!(row[n], 7.0, "only N values are written");
+        }
+        worst
+    }
+
+    /// Every configuration with `P <= 24` (all `M`, `N <= P + 3`, both
+    /// kernels, Nyquist or not) and a few large ones, among them the shipped
+    /// models' (`P = 64`, `M = 4, 7, 15`) and the largest a record allows:
+    /// the computed row is within 6 x 2^-23 of the configuration's largest
+    /// weight (measured: 4.4).
+    #[test]
+    fn computed_phi_matches_the_f64_series() {
+        let mut worst = 0f64;
+        let mut configs = std::vec::Vec::new();
+        for p in 1..=24u32 {
+            for m in 0..=p / 2 {
+                for n in 1..=p + 3 {
+                    configs.push((p, m, n));
+                }
+            }
+        }
+        configs.extend([
+            (64, 4, 9),
+            (64, 7, 15),
+            (64, 15, 31),
+            (64, 32, 64),
+            (64, 32, 16),
+            (100, 50, 7),
+            (1000, 17, 50),
+            (4096, 100, 201),
+        ]);
+        for (p, m, n) in configs {
+            for kernel in [BlaKernel::Dirichlet, BlaKernel::Fejer] {
+                let c = config(p, m, n, kernel, BlaDecay::Gated, 1.0);
+                let phases: std::vec::Vec<u32> = if p <= 128 {
+                    (0..p).collect()
+                } else {
+                    (0..p).step_by(p as usize / 61).chain([p - 1]).collect()
+                };
+                let e = computed_phi_error(&c, phases.into_iter());
+                assert!(e < 6.0, "P={p} M={m} N={n} {kernel:?}: {e}");
+                worst = worst.max(e);
+            }
+        }
+        // The largest sizes a record allows (L = 2^40): a few phases.
+        for kernel in [BlaKernel::Dirichlet, BlaKernel::Fejer] {
+            let c = config(1 << 20, 3, (1 << 20) - 1, kernel, BlaDecay::Gated, 1.0);
+            let e = computed_phi_error(&c, [0, 1, 12_345, (1 << 20) - 1].into_iter());
+            assert!(e < 6.0, "largest {kernel:?}: {e}");
+            worst = worst.max(e);
+        }
+        assert!(worst > 1.0, "the measure measures nothing: {worst}");
+    }
+
+    /// At full resolution (`N = P`, `M = floor(P/2)`, Dirichlet; the
+    /// Nyquist rule for even `P`) the computed rows are exactly one-hot: the
+    /// integer reduction makes every zero and every one exact.
+    #[test]
+    fn computed_full_resolution_phi_is_exactly_one_hot() {
+        for p in 1..=70u32 {
+            let c = config(p, p / 2, p, BlaKernel::Dirichlet, BlaDecay::Gated, 1.0);
+            let mut row = std::vec![f32::NAN; p as usize];
+            for r in 0..p {
+                c.phi_row(r, &mut row).unwrap();
+                for (n, &v) in row.iter().enumerate() {
+                    let want = if n as u32 == r { 1.0 } else { 0.0 };
+                    assert_eq!(v, want, "P={p} r={r} n={n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn phi_row_refuses_unchecked_configurations() {
+        let mut row = [0.0f32; 4];
+        let c = config(8, 4, 4, BlaKernel::Dirichlet, BlaDecay::Gated, 1.0);
+        assert!(c.phi_row(8, &mut row).is_err());
+        for bad in [
+            config(8, 5, 4, BlaKernel::Dirichlet, BlaDecay::Gated, 1.0),
+            config(0, 0, 4, BlaKernel::Fejer, BlaDecay::Gated, 1.0),
+            config(8, 4, 0, BlaKernel::Fejer, BlaDecay::Gated, 1.0),
+            config(
+                u32::MAX,
+                4,
+                u32::MAX,
+                BlaKernel::Fejer,
+                BlaDecay::Gated,
+                1.0,
+            ),
+        ] {
+            assert!(bad.phi_row(0, &mut row).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_phi_flag_round_trips_and_needs_format_5() {
+        for source in [BlaPhiSource::Table, BlaPhiSource::Computed] {
+            let c = BlaConfig {
+                phi_source: source,
+                ..config(12, 3, 7, BlaKernel::Fejer, BlaDecay::Scalar, 0.9)
+            };
+            let parsed = BlaConfig::from_words(&c.to_words(), None).unwrap();
+            assert_eq!(parsed, c);
+            let want = if source == BlaPhiSource::Computed {
+                5
+            } else {
+                1
+            };
+            assert_eq!(c.min_format_version(), want);
+            let table = BlaConfig {
+                phi_source: BlaPhiSource::Table,
+                ..c
+            };
+            let row = if source == BlaPhiSource::Computed {
+                7
+            } else {
+                0
+            };
+            assert_eq!(c.scratch_len() - table.scratch_len(), row);
+        }
+        let mut w = config(12, 3, 7, BlaKernel::Fejer, BlaDecay::Gated, 1.0).to_words();
+        w[9] |= 4;
+        assert!(BlaConfig::from_words(&w, None).is_err());
     }
 
     #[test]

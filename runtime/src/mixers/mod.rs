@@ -14,7 +14,7 @@ mod mla;
 mod rope;
 mod swa;
 
-pub use bla::{BlaConfig, BlaDecay, BlaKernel};
+pub use bla::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub use gsa::{FeatureMap, GsaConfig};
 pub use mla::MlaConfig;

@@ -1,6 +1,8 @@
 //! RoPE tables from 64-bit fixed-point phases (docs/spec.md, Numerics,
 //! "Positions"), shared by `swa` and `mla`.
 
+use crate::math::{cos_poly, sin_poly};
+
 /// Radians per unit of a 32-bit phase (`2 pi / 2^32`).
 const RAD_PER_UNIT: f32 = core::f32::consts::TAU / 4_294_967_296.0;
 
@@ -42,9 +44,7 @@ pub(crate) fn cos_sin(phase: u32) -> (f32, f32) {
     let q = phase.wrapping_add(1 << 29) >> 30;
     let r = phase.wrapping_sub(q << 30) as i32;
     let x = r as f32 * RAD_PER_UNIT;
-    let z = x * x;
-    let s = ((-1.951_529_6e-4 * z + 8.332_161e-3) * z - 1.666_665_5e-1) * z * x + x;
-    let c = ((2.443_315_7e-5 * z - 1.388_731_6e-3) * z + 4.166_664_6e-2) * z * z - 0.5 * z + 1.0;
+    let (s, c) = (sin_poly(x), cos_poly(x));
     match q & 3 {
         0 => (c, s),
         1 => (-s, c),

@@ -123,6 +123,37 @@ def test_qat4_models_meet_the_int4_targets(name):
         assert rt["int4_tiled"]["accuracy"] >= base["f32"]["accuracy"] - bound
 
 
+QAT_DIRS = sorted(p.parent for p in (ROOT / "models/qat4").glob("*/metrics.json"))
+
+
+@pytest.mark.parametrize("model_dir", MQAR_DIRS + LM_DIRS + QAT_DIRS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_int4_images_are_at_most_0_6_of_int8(model_dir):
+    """Issue 11's size bound on the recorded figures of the defaults (tiled; image format 5,
+    where BLA layers store no phi table and the runtime computes it)."""
+    rt = metrics(model_dir)["runtime"]
+    assert rt["int4_tiled"]["image_bytes"] <= 0.6 * rt["int8_tiled"]["image_bytes"]
+
+
+@pytest.mark.skipif(not FERRITE_BIN, reason="FERRITE_BIN is not set")
+@pytest.mark.parametrize("name", ["bla-m7", "bla-m15"])
+def test_runtime_bla_images_are_the_recorded_size_and_a_table_adds_4pn(name, tmp_path):
+    """The default images of the two BLA models that missed issue 11's bound with their phi
+    tables are the recorded size; `--bla-phi table` adds 4 P N bytes per layer (and a table entry)."""
+    model_dir = ROOT / "models/mqar" / name
+    config = json.loads((model_dir / "config.json").read_text())
+    table = sum(4 * layer["period"] * (2 * layer["modes"] + 1) + 48 for layer in config["layers"])
+    image = tmp_path / "m.fer"
+    for variant, dtype in [("int8_tiled", "int8"), ("int4_tiled", "int4")]:
+        sizes = []
+        for extra in ([], ["--bla-phi", "table"]):
+            subprocess.run([FERRITE_BIN, "quantize", str(model_dir), "-o", str(image), "--dtype", dtype, *extra],
+                           check=True, capture_output=True)
+            sizes.append(image.stat().st_size)
+        assert sizes[0] == metrics(model_dir)["runtime"][variant]["image_bytes"]
+        # Payloads are 32-byte aligned: the table's bytes, rounded up.
+        assert 0 <= sizes[1] - sizes[0] - table < 32 * len(config["layers"])
+
+
 @pytest.mark.skipif(not FERRITE_BIN, reason="FERRITE_BIN is not set")
 def test_runtime_int4_qat_small_lm_is_the_recorded_one(tmp_path):
     """The QAT weights sit on the int4 grid: quantizing them loses nothing (relative
