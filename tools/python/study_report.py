@@ -137,10 +137,12 @@ def final_points() -> dict:
 
 
 def seed_accuracies() -> dict:
-    """(family, kb) -> PyTorch test accuracies of the finished runs of every seed."""
+    """(family, kb) -> PyTorch test accuracies of the finished runs of every seed: the
+    selected run (sweep or stage 2) and the seed runs' stage 2 (a stage 2 of an lr the
+    selection did not pick, GDN 32 / 64 KB's, is not a seed)."""
     by_point = {}
     for r in runs():
-        if r["stage"] in ("stage2", "seed-stage2") or (r["stage"] == "sweep" and r["selected"]):
+        if r["stage"] == "seed-stage2" or (r["stage"] in ("sweep", "stage2") and r["selected"]):
             by_point.setdefault((r["family"], int(r["state_kb"])), []).append(float(r["test_accuracy"]))
     return by_point
 
