@@ -1,12 +1,12 @@
 """The state-efficiency study (issue 15): MQAR with 256 tokens, 16 pairs, spread queries.
 
-    python tools/python/study_report.py --import R2 R3 R4 R6 R7  # once: the device rounds -> models/mqar-256
+    python tools/python/study_report.py --import R2 R3 R4 R6 R7 R8 R9  # once: the device rounds -> models/mqar-256
     python tools/python/study_report.py --eval [--bin B] [--only S]  # runtime f32 / int8 accuracy into metrics.json
     python tools/python/study_report.py                       # docs tables (stdout) + docs/state-study.svg
     python tools/python/study_report.py --readme              # the tables in README.md and docs/state-study.md
 
-`--import` reads the unpacked results of device rounds 2-4, 6 and 7
-(tools/python/ferrite_train/rounds/r2.sh .. r4.sh, r6.sh, r7.sh:
+`--import` reads the unpacked results of device rounds 2-4 and 6-9
+(tools/python/ferrite_train/rounds/r2.sh .. r4.sh, r6.sh .. r9.sh:
 DIR/sweep|redo|stage2|seeds1|seeds2/mqar/<run>/),
 writes models/mqar-256/runs.csv (every run) and copies the selected runs' model
 dirs. Selection rule, per family and state size, on the validation split only
@@ -14,7 +14,8 @@ dirs. Selection rule, per family and state size, on the validation split only
 1,500 steps) with the highest validation accuracy, ties to the lower final
 training loss; it is resumed for 3,000 more steps (stage 2) unless it already
 solved the validation set (early stop at 0.995). Seeds 2 and 3 were run with the
-same recipe (metrics only) for six points in round 4 and eight more in round 6.
+same recipe (metrics only) for every point (rounds 4, 6, 8 and 9). A re-import keeps
+the --eval results of a model dir whose weights are unchanged.
 """
 
 from __future__ import annotations
@@ -85,12 +86,20 @@ def do_import(*rounds: Path) -> None:
             if r["run"] == run and r["stage"] == stage:
                 r["selected"] = "yes"
         dst = OUT / run
+        runtime = None  # the --eval results of the same weights survive a re-import
+        if (dst / "metrics.json").exists() and (dst / "model.safetensors").read_bytes() == (
+                src / "model.safetensors").read_bytes():
+            runtime = json.loads((dst / "metrics.json").read_text()).get("runtime")
         if dst.exists():
             shutil.rmtree(dst)
         dst.mkdir(parents=True)
         for f in ("config.json", "model.safetensors", "metrics.json", "loss.csv", "loss-stage1.csv"):
             if (src / f).exists():
                 shutil.copy(src / f, dst / f)
+        if runtime is not None:
+            metrics = json.loads((dst / "metrics.json").read_text())
+            metrics["runtime"] = runtime
+            (dst / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     OUT.mkdir(parents=True, exist_ok=True)
     with open(OUT / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)

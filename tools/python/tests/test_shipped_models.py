@@ -250,6 +250,16 @@ def test_state_study_selection_follows_the_validation_rule():
         assert best["run"] in selected
 
 
+def test_state_study_has_three_seeds_of_every_point_at_the_selected_lr():
+    """Every shipped point has seeds 1, 2 and 3: the selected run and a finished stage 2
+    of seeds 2 and 3 at the selected run's lr (docs/state-study.md's medians rest on them)."""
+    rows = _study_runs()
+    for r in (r for r in rows if r["selected"] == "yes"):
+        seeds = {int(s["seed"]) for s in rows
+                 if s["stage"] == "seed-stage2" and (s["family"], s["state_kb"], s["lr"]) == (r["family"], r["state_kb"], r["lr"])}
+        assert int(r["seed"]) == 1 and seeds == {2, 3}, (r["run"], seeds)
+
+
 @pytest.mark.skipif(not FERRITE_BIN, reason="FERRITE_BIN is not set")
 def test_runtime_int8_state_study_accuracy_is_the_recorded_one(tmp_path):
     model_dir = STUDY / "st-bla-32k-lr3e-3-s1"
