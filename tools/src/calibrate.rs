@@ -32,8 +32,13 @@ pub const MQAR_SEED: u64 = 1;
 pub enum Source {
     /// A text, tokenized with the model's tokenizer, in chunks of [`CHUNK`].
     Text(Vec<u8>),
-    /// The first `n` MQAR sequences of seed [`MQAR_SEED`] (docs/mqar.md defaults).
-    Mqar(usize),
+    /// The first `n` MQAR sequences of seed [`MQAR_SEED`] with this shape.
+    Mqar {
+        /// Sequences.
+        n: usize,
+        /// Pairs, length and query layout (docs/mqar.md).
+        params: MqarParams,
+    },
 }
 
 /// The mean input outer product of one matrix.
@@ -115,11 +120,11 @@ pub fn hessians(dir: &ModelDir, source: &Source) -> Result<HashMap<String, Hessi
                     feed(piece)?;
                 }
             }
-            Source::Mqar(n) => {
+            Source::Mqar { n, params } => {
                 if *n == 0 {
                     bail!("--calibrate-mqar needs at least one sequence");
                 }
-                for seq in mqar::generate(MQAR_SEED, *n, MqarParams::default())? {
+                for seq in mqar::generate(MQAR_SEED, *n, *params)? {
                     feed(&seq.tokens)?;
                 }
             }

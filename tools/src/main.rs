@@ -85,9 +85,33 @@ enum Command {
         #[arg(long, value_name = "FILE", conflicts_with = "calibrate_mqar")]
         calibrate: Option<PathBuf>,
         /// Calibrate (as --calibrate) on N MQAR sequences of seed 1
-        /// (docs/mqar.md; the evaluation uses seed 0), for MQAR models.
+        /// (docs/mqar.md; the evaluation uses seed 0), for MQAR models; their
+        /// shape is --calibrate-pairs, --calibrate-seq-len, --calibrate-queries.
         #[arg(long, value_name = "N")]
         calibrate_mqar: Option<usize>,
+        /// Key-value pairs per calibration sequence (1..=64); needs --calibrate-mqar.
+        #[arg(
+            long,
+            value_name = "P",
+            default_value_t = 8,
+            requires = "calibrate_mqar",
+            allow_negative_numbers = true
+        )]
+        calibrate_pairs: usize,
+        /// Calibration sequence length (at least 4 * pairs; even with spread
+        /// queries); needs --calibrate-mqar.
+        #[arg(
+            long,
+            value_name = "L",
+            default_value_t = 64,
+            requires = "calibrate_mqar",
+            allow_negative_numbers = true
+        )]
+        calibrate_seq_len: usize,
+        /// Calibration query layout (docs/mqar.md): `end` or `spread`; needs
+        /// --calibrate-mqar. Calibrate on the layout the model was trained on.
+        #[arg(long, value_enum, default_value_t = mqar::Queries::End, requires = "calibrate_mqar")]
+        calibrate_queries: mqar::Queries,
         /// fla checkpoints: run attention layers that have no window_size as
         /// sliding-window attention with this window (changes their outputs).
         /// An error when no layer lacks a window_size.
@@ -246,10 +270,31 @@ enum Command {
         /// bytes as its first (bits per byte).
         #[arg(long, conflicts_with = "mqar", required_unless_present = "mqar")]
         text: Option<PathBuf>,
-        /// Stream MQAR sequences (8 pairs, 64 tokens) back to back instead;
-        /// windows score recall accuracy.
+        /// Stream MQAR sequences back to back instead (--pairs, --seq-len,
+        /// --queries; 8 pairs, 64 tokens, `end` by default); windows score
+        /// recall accuracy.
         #[arg(long)]
         mqar: bool,
+        /// MQAR key-value pairs per sequence (1..=64); with --mqar.
+        #[arg(
+            long,
+            default_value_t = 8,
+            conflicts_with = "text",
+            allow_negative_numbers = true
+        )]
+        pairs: usize,
+        /// MQAR sequence length: at least 4 * pairs (even with --queries
+        /// spread); with --mqar.
+        #[arg(
+            long,
+            default_value_t = 64,
+            conflicts_with = "text",
+            allow_negative_numbers = true
+        )]
+        seq_len: usize,
+        /// MQAR query layout (docs/mqar.md): `end` or `spread`; with --mqar.
+        #[arg(long, value_enum, default_value_t = mqar::Queries::End, conflicts_with = "text")]
+        queries: mqar::Queries,
         /// MQAR seed.
         #[arg(long, default_value_t = 0, conflicts_with = "text")]
         seed: u64,
@@ -324,6 +369,9 @@ fn run(command: Command) -> Result<()> {
             scales,
             calibrate,
             calibrate_mqar,
+            calibrate_pairs,
+            calibrate_seq_len,
+            calibrate_queries,
             window,
             bla_phi,
         } => {
@@ -334,7 +382,14 @@ fn run(command: Command) -> Result<()> {
                         format!("cannot read {}", path.display())
                     })?))
                 }
-                (None, Some(n)) => Some(Source::Mqar(n)),
+                (None, Some(n)) => Some(Source::Mqar {
+                    n,
+                    params: mqar::MqarParams {
+                        pairs: calibrate_pairs,
+                        seq_len: calibrate_seq_len,
+                        queries: calibrate_queries,
+                    },
+                }),
                 (None, None) => None,
             };
             let opts = WriteOptions {
@@ -478,6 +533,9 @@ fn run(command: Command) -> Result<()> {
             image,
             text,
             mqar: _,
+            pairs,
+            seq_len,
+            queries,
             seed,
             tokens,
             window,
@@ -496,7 +554,11 @@ fn run(command: Command) -> Result<()> {
                 Some(b) => soak::SoakSource::Text(b),
                 None => soak::SoakSource::Mqar {
                     seed,
-                    params: mqar::MqarParams::default(),
+                    params: mqar::MqarParams {
+                        pairs,
+                        seq_len,
+                        queries,
+                    },
                 },
             };
             let opts = soak::SoakOptions {

@@ -600,6 +600,116 @@ fn mqar_queries_spread_on_the_cli() {
 }
 
 #[test]
+fn soak_and_calibration_take_the_mqar_shape() {
+    use ferrite_tools::mqar::{MqarParams, Queries};
+    use ferrite_tools::soak::{soak, SoakOptions, SoakSource};
+    let img = image("gdn_gate");
+    let shape = ["--pairs", "4", "--seq-len", "30", "--queries", "spread"];
+    let run = ["soak", &img, "--mqar", "--tokens", "600", "--window", "300"];
+    // The CLI streams the shape it is given: its line is the library's for it.
+    let line = |o: &Output| {
+        assert!(o.status.success(), "{}", stderr(o));
+        let out = String::from_utf8(o.stdout.clone()).unwrap();
+        out.lines().last().unwrap().to_string()
+    };
+    let want = |params: MqarParams| {
+        let image = ferrite_tools::run::AlignedImage::read(Path::new(&img)).unwrap();
+        let opts = SoakOptions {
+            tokens: 600,
+            window: 300,
+            scan_every: 1000,
+        };
+        let source = SoakSource::Mqar { seed: 0, params };
+        soak(image.model().unwrap(), source, opts, |_| {})
+            .unwrap()
+            .line()
+    };
+    let spread = MqarParams {
+        pairs: 4,
+        seq_len: 30,
+        queries: Queries::Spread,
+    };
+    let shaped = line(&ferrite(&[&run[..], &shape].concat()));
+    assert_eq!(shaped, want(spread));
+    assert_eq!(line(&ferrite(&run)), want(MqarParams::default()));
+    assert_ne!(shaped, want(MqarParams::default()));
+    // The shape is an MQAR option: with --text it is an argument error.
+    let text = repo().join("README.md");
+    let o = ferrite(&[
+        "soak",
+        &img,
+        "--text",
+        text.to_str().unwrap(),
+        "--pairs",
+        "4",
+    ]);
+    assert_clap_failure(&o, "soak --text --pairs");
+    // quantize: GPTQ calibrated on the given shape, which changes the image.
+    let dir = repo().join("tests/fixtures/gdn_gate");
+    let quantize = |name: &str, extra: &[&str]| -> Vec<u8> {
+        let out = tmp(name);
+        let base = [
+            "quantize",
+            dir.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--dtype",
+            "int4",
+            "--layout",
+            "tiled",
+            "--calibrate-mqar",
+            "4",
+        ];
+        let o = ferrite(&[&base[..], extra].concat());
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        std::fs::read(out).unwrap()
+    };
+    let calibration = [
+        "--calibrate-pairs",
+        "4",
+        "--calibrate-seq-len",
+        "30",
+        "--calibrate-queries",
+        "spread",
+    ];
+    let end = quantize("cal-end.fer", &[]);
+    let explicit_end = quantize("cal-end2.fer", &["--calibrate-queries", "end"]);
+    assert_eq!(end, explicit_end);
+    assert_ne!(quantize("cal-spread.fer", &calibration), end);
+    // A shape the generator refuses is one line; the shape without
+    // --calibrate-mqar is an argument error.
+    let o = ferrite(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        "-o",
+        tmp("cal-bad.fer").to_str().unwrap(),
+        "--dtype",
+        "int4",
+        "--layout",
+        "tiled",
+        "--calibrate-mqar",
+        "4",
+        "--calibrate-pairs",
+        "4",
+        "--calibrate-seq-len",
+        "31",
+        "--calibrate-queries",
+        "spread",
+    ]);
+    let err = assert_one_line_failure(&o, "odd calibration length");
+    assert!(err.contains("seq_len 31 must be even"), "{err}");
+    let o = ferrite(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        "-o",
+        tmp("cal-none.fer").to_str().unwrap(),
+        "--calibrate-pairs",
+        "4",
+    ]);
+    assert_clap_failure(&o, "--calibrate-pairs alone");
+}
+
+#[test]
 fn impossible_pins_are_refused_on_one_line() {
     let swa = image("swa_pinned");
     let gdn = image("gdn_gate");
