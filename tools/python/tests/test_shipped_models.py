@@ -260,6 +260,19 @@ def test_state_study_has_three_seeds_of_every_point_at_the_selected_lr():
         assert int(r["seed"]) == 1 and seeds == {2, 3}, (r["run"], seeds)
 
 
+def test_gdn_extra_runs_stay_outside_the_protocol_and_match_the_doc():
+    """Round 10's GDN runs (more steps; lr 1e-3 in one schedule) are never selected, and
+    docs/state-study.md's claims about them hold: no run passes 0.34."""
+    extra = [r for r in _study_runs() if r["stage"].startswith("extra")]
+    assert {r["stage"] for r in extra} == {"extra-long", "extra-stage3"} and len(extra) == 18
+    assert all(r["family"] == "gdn" and not r["selected"] for r in extra)
+    assert max(float(r["test_accuracy"]) for r in extra) < 0.34
+    import study_report
+
+    doc = (ROOT / "docs/state-study.md").read_text()
+    assert study_report.gdn_table() in doc
+
+
 @pytest.mark.skipif(not FERRITE_BIN, reason="FERRITE_BIN is not set")
 def test_runtime_int8_state_study_accuracy_is_the_recorded_one(tmp_path):
     model_dir = STUDY / "st-bla-32k-lr3e-3-s1"
