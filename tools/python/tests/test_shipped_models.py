@@ -61,6 +61,14 @@ def test_recorded_integer_path_figures_meet_the_targets(model_dir):
         assert rt["int8_tiled"]["bits_per_byte"] - rt["f32"]["bits_per_byte"] <= 0.01
 
 
+def test_quantization_doc_tables_are_the_recorded_figures():
+    """docs/quantization.md's integer-path tables are models_report.py --integer of the
+    metrics.json files as they are now (regenerate them when the figures change)."""
+    import models_report
+
+    assert models_report.integer_tables() in (ROOT / "docs/quantization.md").read_text()
+
+
 @pytest.mark.parametrize("model_dir", ENGLISH_LM_DIRS, ids=lambda p: p.name)
 def test_english_lms_recorded_figures(model_dir):
     """The runtime's f32 figures are PyTorch's (en-m4f's weights are stored f16, PyTorch
