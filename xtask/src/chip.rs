@@ -114,7 +114,7 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
             facts.bytes,
             chip.name,
             chip.flash / 1024,
-            facts.fit_hint(facts.bytes - chip.flash)
+            facts.budget_hint(chip.flash)
         );
     }
     let package = root_dir().join(chip.package);
@@ -171,8 +171,13 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
             .lines()
             .find(|l| l.contains("will not fit in region") || l.contains("overflowed by"))
         {
+            // With the code's share known from the linker, the hint is exact.
+            let hint = match image_check::overflow_bytes(&stderr) {
+                Some(over) if line.contains("FLASH") => format!("; {}", facts.fit_hint(over)),
+                _ => String::new(),
+            };
             bail!(
-                "image {} does not fit chip {} (flash {} KiB, RAM {} KiB): {}",
+                "image {} does not fit chip {} (flash {} KiB, RAM {} KiB): {}{hint}",
                 image.display(),
                 chip.name,
                 chip.flash / 1024,

@@ -15,6 +15,8 @@ pub struct ImageFacts {
     pub bytes: u64,
     /// Elements of the tensors that may be quantized (weight matrices).
     pub matrix_params: u64,
+    /// Rows of those matrices (a tiled matrix stores one f32 step per row).
+    pub matrix_rows: u64,
     /// Elements of the tensors that stay f32 (norms, gates, biases).
     pub other_params: u64,
     /// Quantization group of the image's quantized tensors (32 when none is).
@@ -30,6 +32,9 @@ pub struct ImageFacts {
     pub tiled: bool,
     /// Storage type of the image's largest weight matrix (what it "is").
     pub dtype: DType,
+    /// The narrowest storage type of any weight matrix (`dtype` unless the
+    /// image mixes types, as int4 images with an int8 embedding table do).
+    pub narrowest: DType,
 }
 
 /// Loads `path` with [`ferrite::Model::load`]; the runtime's error is the message.
@@ -44,6 +49,7 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
     let mut facts = ImageFacts {
         bytes: bytes.len() as u64,
         matrix_params: 0,
+        matrix_rows: 0,
         other_params: 0,
         group: 32,
         bpe: model.tokenizer().kind_name() == "bpe",
@@ -51,6 +57,7 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
             .any(|i| matches!(model.layer(i), Ok(ferrite::LayerConfig::Mla(_)))),
         tiled: false,
         dtype: DType::F32,
+        narrowest: DType::F32,
     };
     let mut largest = 0;
     for index in 0..model.tensor_count() {
@@ -64,6 +71,10 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         let is_matrix = e.dtype.is_quantized() || e.dims[1] != 0 && e.dims[2] == 0;
         if is_matrix {
             facts.matrix_params += numel;
+            facts.matrix_rows += u64::from(e.dims[0]);
+            if bits(e.dtype) < bits(facts.narrowest) {
+                facts.narrowest = e.dtype;
+            }
             if numel > largest {
                 largest = numel;
                 facts.dtype = e.dtype;
@@ -82,44 +93,120 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
 impl ImageFacts {
     /// Approximate image bytes at storage type `dtype` (payloads and scales;
     /// headers, tables and alignment are what the current image has on top).
+    /// Scales as the image's layout stores them: tiled, one u8 multiplier
+    /// per group and one f32 step per row; rows, one f32 per group.
     pub fn estimate(&self, dtype: DType) -> u64 {
+        let groups = self.matrix_params / self.group.max(1);
+        let scales = match self.tiled {
+            true => groups + 4 * self.matrix_rows,
+            false => 4 * groups,
+        };
         let matrix = match dtype {
             DType::F32 => 4 * self.matrix_params,
             DType::F16 => 2 * self.matrix_params,
-            DType::I8 => self.matrix_params + 4 * self.matrix_params / self.group.max(1),
-            DType::I4 => {
-                self.matrix_params.div_ceil(2) + 4 * self.matrix_params / self.group.max(1)
-            }
+            DType::I8 => self.matrix_params + scales,
+            DType::I4 => self.matrix_params.div_ceil(2) + scales,
         };
         matrix + 4 * self.other_params
     }
 
-    /// A hint for an image that is `over` bytes too large for a board: the
-    /// widest storage type whose image would fit, or that none would.
-    pub fn fit_hint(&self, over: u64) -> String {
+    /// How to ask for every weight matrix at `name`: `--dtype` alone, or with
+    /// rules when the image already holds matrices of that type beside wider
+    /// ones (a dtype default kept those wider).
+    fn every_matrix_at(&self, name: &str) -> String {
+        match dtype_name(self.narrowest) == name && self.narrowest != self.dtype {
+            true => format!(
+                "with every weight matrix at {name} (`ferrite quantize --dtype {name}` and a \
+                 `--rule GLOB={name}` for those now wider, then --image FILE)"
+            ),
+            false => format!("at --dtype {name}"),
+        }
+    }
+
+    /// The widest storage type narrower than the image's whose image would
+    /// take at most `limit` bytes, with its estimated bytes; and the int4
+    /// estimate, for when none would.
+    fn widest_within(&self, limit: u64) -> (Option<(&'static str, u64)>, u64) {
         let current = self.estimate(self.dtype).min(self.bytes);
         let overhead = self.bytes.saturating_sub(current);
-        let limit = self.bytes.saturating_sub(over);
         let fits = [
             (DType::F16, "f16"),
             (DType::I8, "int8"),
             (DType::I4, "int4"),
         ]
         .into_iter()
-        .find(|&(d, _)| self.estimate(d) + overhead <= limit && self.estimate(d) < current);
-        match fits {
-            Some((d, name)) => format!(
-                "an image of this model at --dtype {name} would take about {} KiB and fit",
-                (self.estimate(d) + overhead).div_ceil(1024)
+        .find(|&(d, _)| self.estimate(d) + overhead <= limit && self.estimate(d) < current)
+        .map(|(d, name)| (name, self.estimate(d) + overhead));
+        (fits, self.estimate(DType::I4) + overhead)
+    }
+
+    /// A hint for an image that is `over` bytes too large for a board, the
+    /// firmware's code included (the linker's overflow): the widest storage
+    /// type whose image would fit, or that none would.
+    pub fn fit_hint(&self, over: u64) -> String {
+        let limit = self.bytes.saturating_sub(over);
+        match self.widest_within(limit) {
+            (Some((name, bytes)), _) => format!(
+                "{} the image would take about {} KiB and fit",
+                self.every_matrix_at(name),
+                bytes.div_ceil(1024)
             ),
-            None => format!(
+            (None, int4) => format!(
                 "no storage type fits: even int4 takes about {} KiB of the {} KiB the image may use; \
                  use a smaller model or a board with more flash",
-                (self.estimate(DType::I4) + overhead).div_ceil(1024),
+                int4.div_ceil(1024),
                 limit / 1024
             ),
         }
     }
+
+    /// A hint for an image that alone is larger than a `flash`-byte budget,
+    /// before any build: the firmware's code is not known yet, so a narrower
+    /// type under the budget is a candidate, not a promise of a fit.
+    pub fn budget_hint(&self, flash: u64) -> String {
+        match self.widest_within(flash) {
+            (Some((name, bytes)), _) => format!(
+                "{} the image alone would take about {} KiB (the firmware's code must fit \
+                 beside it)",
+                self.every_matrix_at(name),
+                bytes.div_ceil(1024)
+            ),
+            (None, int4) => format!(
+                "no storage type fits: even int4 takes about {} KiB; use a smaller model or a \
+                 board with more flash",
+                int4.div_ceil(1024)
+            ),
+        }
+    }
+}
+
+/// Bits per element of a storage type (its width, for ordering).
+fn bits(d: DType) -> u32 {
+    match d {
+        DType::F32 => 32,
+        DType::F16 => 16,
+        DType::I8 => 8,
+        DType::I4 => 4,
+    }
+}
+
+/// The `--dtype` name of a storage type.
+fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::I8 => "int8",
+        DType::I4 => "int4",
+    }
+}
+
+/// The largest `overflowed by N bytes` of a linker's error output.
+pub fn overflow_bytes(stderr: &str) -> Option<u64> {
+    stderr
+        .split("overflowed by ")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .max()
 }
 
 #[cfg(test)]
@@ -131,12 +218,14 @@ mod tests {
         ImageFacts {
             bytes,
             matrix_params: 100_000,
+            matrix_rows: 1_000,
             other_params: 1_000,
             group: 32,
             bpe: false,
             mla: false,
             tiled: false,
             dtype: DType::F32,
+            narrowest: DType::F32,
         }
     }
 
@@ -154,6 +243,59 @@ mod tests {
     }
 
     #[test]
+    fn a_mixed_image_is_told_to_narrow_its_wider_matrices() {
+        // int4 matrices beside an int8 embedding table (the int4 default):
+        // --dtype int4 alone is what made it; the hint names the rules.
+        let mixed = ImageFacts {
+            bytes: 120_000,
+            matrix_params: 145_000,
+            matrix_rows: 2_000,
+            other_params: 6_000,
+            group: 32,
+            bpe: false,
+            mla: false,
+            tiled: true,
+            dtype: DType::I8,
+            narrowest: DType::I4,
+        };
+        let hint = mixed.fit_hint(3_000);
+        assert!(
+            hint.starts_with(
+                "with every weight matrix at int4 (`ferrite quantize --dtype int4` and a `--rule"
+            ),
+            "{hint}"
+        );
+        assert!(hint.ends_with("KiB and fit"), "{hint}");
+        assert!(mixed.budget_hint(115_000).contains("--rule GLOB=int4"));
+    }
+
+    #[test]
+    fn reads_the_linker_overflow() {
+        let err = "rust-lld: error: section '.rodata' will not fit in region 'FLASH': overflowed by 2868 bytes\n\
+                   rust-lld: error: section '.data' will not fit in region 'FLASH': overflowed by 2900 bytes\n";
+        assert_eq!(overflow_bytes(err), Some(2900));
+        assert_eq!(overflow_bytes("error: linking failed"), None);
+    }
+
+    #[test]
+    fn the_budget_hint_promises_no_fit() {
+        let f32_image = facts(404_000 + 2_000);
+        // 196 KB of flash: int8 is the candidate, named as the image alone.
+        let hint = f32_image.budget_hint(196_000);
+        assert!(
+            hint.starts_with("at --dtype int8 the image alone would take about"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("code must fit beside it") && !hint.contains("and fit"),
+            "{hint}"
+        );
+        assert!(f32_image
+            .budget_hint(10_000)
+            .starts_with("no storage type fits"));
+    }
+
+    #[test]
     fn hint_starts_from_the_image_s_own_dtype() {
         // An int8 image of 145k matrix params (one group per row of 64),
         // 176 KB: 3 KB too large for its board. int4 fits; the overhead is
@@ -161,12 +303,14 @@ mod tests {
         let int8 = ImageFacts {
             bytes: 176_000,
             matrix_params: 145_000,
+            matrix_rows: 2_000,
             other_params: 6_000,
             group: 64,
             bpe: false,
             mla: false,
             tiled: true,
             dtype: DType::I8,
+            narrowest: DType::I8,
         };
         let hint = int8.fit_hint(3_000);
         assert!(hint.contains("--dtype int4"), "{hint}");

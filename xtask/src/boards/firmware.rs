@@ -150,7 +150,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
                 board.name,
                 flash / 1024,
                 board.memory,
-                facts.fit_hint(facts.bytes - flash)
+                facts.budget_hint(flash)
             );
         }
         Some(facts)
@@ -266,7 +266,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             .lines()
             .find(|l| l.contains("will not fit in region") || l.contains("overflowed by"))
         {
-            let over = overflow_bytes(&stderr);
+            let over = crate::image_check::overflow_bytes(&stderr);
             let hint = match (&facts, over) {
                 (Some(f), Some(over)) if line.contains("FLASH") => {
                     format!("; {}", f.fit_hint(over))
@@ -335,26 +335,9 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// The largest "overflowed by N bytes" of a linker's message.
-fn overflow_bytes(stderr: &str) -> Option<u64> {
-    stderr
-        .split("overflowed by ")
-        .skip(1)
-        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
-        .max()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_the_linker_overflow() {
-        let err = "rust-lld: error: section '.rodata' will not fit in region 'FLASH': overflowed by 2868 bytes\n\
-                   rust-lld: error: section '.data' will not fit in region 'FLASH': overflowed by 2900 bytes\n";
-        assert_eq!(overflow_bytes(err), Some(2900));
-        assert_eq!(overflow_bytes("error: linking failed"), None);
-    }
 
     #[test]
     fn variants_build_apart() {
