@@ -1,13 +1,13 @@
 """The state-efficiency study (issue 15): MQAR with 256 tokens, 16 pairs, spread queries.
 
-    python tools/python/study_report.py --import R2 R3 R4 R6 R7 R8 R9 R10  # once: the device rounds -> models/mqar-256
+    python tools/python/study_report.py --import R2 R3 R4 R6 R7 R8 R9 R10 R11  # once: the device rounds -> models/mqar-256
     python tools/python/study_report.py --eval [--bin B] [--only S]  # runtime f32 / int8 accuracy into metrics.json
     python tools/python/study_report.py                       # docs tables (stdout) + docs/state-study.svg
     python tools/python/study_report.py --readme              # the tables in README.md and docs/state-study.md
 
-`--import` reads the unpacked results of device rounds 2-4 and 6-10
-(tools/python/ferrite_train/rounds/r2.sh .. r4.sh, r6.sh .. r10.sh:
-DIR/sweep|redo|stage2|seeds1|seeds2|long|stage3/mqar/<run>/),
+`--import` reads the unpacked results of device rounds 2-4 and 6-11
+(tools/python/ferrite_train/rounds/r2.sh .. r4.sh, r6.sh .. r11.sh:
+DIR/sweep|redo|stage2|seeds1|seeds2|long|stage3|short/mqar/<run>/),
 writes models/mqar-256/runs.csv (every run) and copies the selected runs' model
 dirs. Selection rule, per family and state size, on the validation split only
 (500 sequences of seed 500,000; the test set is seed 0): the sweep run (seed 1,
@@ -58,8 +58,10 @@ def row_of(d: dict, stage: str) -> dict:
 # A device round's output folders -> the stage their runs are (rounds 2-7).
 ROUND_STAGES = {"sweep": "sweep", "redo": "sweep", "stage2": "stage2", "seeds1": "seed-sweep",
                 "seeds2": "seed-stage2",
-                # Round 10, outside the selection protocol (docs/state-study.md, "GDN: steps or lr?").
-                "long": "extra-long", "stage3": "extra-stage3"}
+                # Rounds 10 and 11, outside the selection protocol (docs/state-study.md, "GDN: steps
+                # or lr?"); round 11's runs are named by their stage (CURRICULUM).
+                "long": "extra-long", "stage3": "extra-stage3", "short": "extra-curriculum-64"}
+CURRICULUM = {"cu64-": "extra-curriculum-64", "cu256-": "extra-curriculum"}
 
 
 def do_import(*rounds: Path) -> None:
@@ -69,7 +71,7 @@ def do_import(*rounds: Path) -> None:
     for stage, base in bases:
         for m in sorted((base / "mqar").glob("*/metrics.json")):
             d = json.loads(m.read_text())
-            rows.append(row_of(d, stage))
+            rows.append(row_of(d, next((st for p, st in CURRICULUM.items() if d["name"].startswith(p)), stage)))
             if stage == "stage2":
                 final[d["name"]] = m.parent
     # The selection (see the module doc), re-derived here from the sweep rows.
@@ -212,9 +214,9 @@ def thresholds_table() -> str:
 
 
 def gdn_table() -> str:
-    """Round 10 (outside the protocol): GDN's test accuracy per seed with the study's recipe
-    (stage 2), a 4,500-step schedule at lr 1e-3 (extra-long) and the stalled seed 2 resumed
-    (extra-stage3)."""
+    """Rounds 10-11 (outside the protocol): GDN's test accuracy per seed with the study's recipe
+    (stage 2), the stalled seed 2 resumed (extra-stage3), a 4,500-step schedule at lr 1e-3
+    (extra-long) and a length curriculum (extra-curriculum: its 256-token stage)."""
     rows = [r for r in runs() if r["family"] == "gdn"]
     sizes = sorted({int(r["state_kb"]) for r in rows if r["stage"].startswith("extra")})
 
@@ -223,13 +225,15 @@ def gdn_table() -> str:
         return ", ".join(f"{a:.3f} ({n:,})" for _, n, a in got) or "-"
 
     lines = ["| state/layer | the study: lr 3e-3, seeds 1-3 (steps of the last stage) | seed 2 resumed at lr 3e-3 "
-             "(steps added) | lr 1e-3 from scratch, one schedule, seeds 1-3 (steps) |", "|---|---|---|---|"]
+             "(steps added) | lr 1e-3 from scratch, one schedule, seeds 1-3 (steps) | curriculum: 64 tokens, "
+             "then 256 at lr 3e-3, seeds 1-3 (steps at 256) |", "|---|---|---|---|---|"]
     for kb in sizes:
         study = cell(lambda r: int(r["state_kb"]) == kb and r["lr"] == "0.003" and (
             r["stage"] == "seed-stage2" or (r["stage"] in ("sweep", "stage2") and r["selected"])))
         stage3 = cell(lambda r: int(r["state_kb"]) == kb and r["stage"] == "extra-stage3")
         long = cell(lambda r: int(r["state_kb"]) == kb and r["stage"] == "extra-long")
-        lines.append(f"| {kb} KB | {study} | {stage3} | {long} |")
+        curriculum = cell(lambda r: int(r["state_kb"]) == kb and r["stage"] == "extra-curriculum")
+        lines.append(f"| {kb} KB | {study} | {stage3} | {long} | {curriculum} |")
     return "\n".join(lines)
 
 
@@ -272,7 +276,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--import", dest="imports", nargs="+", metavar="DIR",
                     help="the unpacked device rounds (2, 3, 4, 6, 7), each holding some of "
-                         "sweep/ redo/ stage2/ seeds1/ seeds2/ long/ stage3/")
+                         "sweep/ redo/ stage2/ seeds1/ seeds2/ long/ stage3/ short/")
     ap.add_argument("--eval", action="store_true")
     ap.add_argument("--only", default="", help="--eval: only the models whose name contains this")
     ap.add_argument("--readme", action="store_true")

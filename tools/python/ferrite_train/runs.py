@@ -201,6 +201,20 @@ def study_runs() -> dict:
     return out
 
 
+# Round 11, outside the study's protocol (docs/state-study.md, "GDN: steps or lr?"): GDN with a
+# length curriculum. cu64-* is the study's GDN run (lr 3e-3) on 64-token MQAR (16 pairs, every
+# slot a query) for 1,500 steps; cu256-* resumes it on the study's 256 tokens for 3,000.
+def curriculum_runs() -> dict:
+    study = study_runs()
+    out = {}
+    for kb in (4, 8, 16):
+        for seed in (1, 2, 3):
+            base = study[study_name("gdn", kb, 3e-3, seed)]
+            out[f"cu64-gdn-{kb}k-s{seed}"] = dict(base, seq_len=64)
+            out[f"cu256-gdn-{kb}k-s{seed}"] = dict(base)
+    return out
+
+
 # ---------------------------------------------------------------------------- int4 QAT (issue 11)
 
 # Fine-tunes of the shipped LMs with the int4 image's quantizer in the forward pass
@@ -229,4 +243,4 @@ LM_STAGE2_LR = {"lm-small": 1.5e-3, "lm-large": 1e-3, "en-m3": 1e-3, "en-m4f": 5
 
 
 def all_runs() -> dict:
-    return {**mqar_runs(), **lm_runs(), **english_lm_runs(), **study_runs(), **qat_runs()}
+    return {**mqar_runs(), **lm_runs(), **english_lm_runs(), **study_runs(), **curriculum_runs(), **qat_runs()}
