@@ -646,7 +646,7 @@ fn soak_and_calibration_take_the_mqar_shape() {
     assert_clap_failure(&o, "soak --text --pairs");
     // quantize: GPTQ calibrated on the given shape, which changes the image.
     let dir = repo().join("tests/fixtures/gdn_gate");
-    let quantize = |name: &str, extra: &[&str]| -> Vec<u8> {
+    let calibrated = |name: &str, extra: &[&str]| -> Output {
         let out = tmp(name);
         let base = [
             "quantize",
@@ -660,9 +660,12 @@ fn soak_and_calibration_take_the_mqar_shape() {
             "--calibrate-mqar",
             "4",
         ];
-        let o = ferrite(&[&base[..], extra].concat());
+        ferrite(&[&base[..], extra].concat())
+    };
+    let quantize = |name: &str, extra: &[&str]| -> Vec<u8> {
+        let o = calibrated(name, extra);
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
-        std::fs::read(out).unwrap()
+        std::fs::read(tmp(name)).unwrap()
     };
     let calibration = [
         "--calibrate-pairs",
@@ -678,24 +681,17 @@ fn soak_and_calibration_take_the_mqar_shape() {
     assert_ne!(quantize("cal-spread.fer", &calibration), end);
     // A shape the generator refuses is one line; the shape without
     // --calibrate-mqar is an argument error.
-    let o = ferrite(&[
-        "quantize",
-        dir.to_str().unwrap(),
-        "-o",
-        tmp("cal-bad.fer").to_str().unwrap(),
-        "--dtype",
-        "int4",
-        "--layout",
-        "tiled",
-        "--calibrate-mqar",
-        "4",
-        "--calibrate-pairs",
-        "4",
-        "--calibrate-seq-len",
-        "31",
-        "--calibrate-queries",
-        "spread",
-    ]);
+    let o = calibrated(
+        "cal-bad.fer",
+        &[
+            "--calibrate-pairs",
+            "4",
+            "--calibrate-seq-len",
+            "31",
+            "--calibrate-queries",
+            "spread",
+        ],
+    );
     let err = assert_one_line_failure(&o, "odd calibration length");
     assert!(err.contains("seq_len 31 must be even"), "{err}");
     let o = ferrite(&[
