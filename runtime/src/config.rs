@@ -10,7 +10,7 @@
 //! embedded image at compile time (see [`crate::session_len`]).
 
 use crate::error::{ensure, Error, Result};
-use crate::format::{dim_ok, read_u32};
+use crate::format::{dim_ok, read_u32, StateFormat, STATE_WORD};
 pub use crate::format::{LayerWords, LAYER_RECORD_WORDS, MAX_DIM, MODEL_RECORD_WORDS};
 use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, Mixer, MlaConfig, SwaConfig, MLA_NOT_BUILT};
 
@@ -26,6 +26,35 @@ pub enum TokenizerKind {
     /// Byte-level BPE with a tokenizer section (format v2).
     Bpe = 1,
 }
+
+/// How a token is computed (model-record flag bit 1, image format 6): a
+/// property of the image, never of the build, so that the host and every
+/// board compute the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TokenPath {
+    /// f32 activations, states and maths (every image before format 6).
+    F32 = 0,
+    /// The integer token path (docs/integer-path.md): block floating point
+    /// activations, integer norms, activations, gates and residuals; each
+    /// layer with an integer state format runs its mixer's integer step.
+    Int = 1,
+}
+
+impl TokenPath {
+    /// Name, as `ferrite inspect` and `ferrite quantize --path` spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TokenPath::F32 => "f32",
+            TokenPath::Int => "int",
+        }
+    }
+}
+
+/// Model flag bit 0: the head is the embedding table.
+const FLAG_TIED: u32 = 1;
+/// Model flag bit 1: the integer token path (format 6).
+const FLAG_INT_PATH: u32 = 1 << 1;
 
 /// Model-wide configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,6 +78,8 @@ pub struct ModelConfig {
     /// bits 8-15 source dtype (0 f32, 1 f16, 2 bf16). Zero in images that
     /// predate the field.
     pub provenance: u32,
+    /// f32 or the integer token path (flag bit 1).
+    pub token_path: TokenPath,
 }
 
 /// Declares the mixer families from one table (below): a line per family,
@@ -62,8 +93,9 @@ pub struct ModelConfig {
 /// [`kind`], [`LayerConfig::KIND_NAMES`], the decoding of a layer record's
 /// words by kind, and the methods of [`LayerConfig`] that dispatch to each
 /// mixer's own: `from_words`, `to_words`, `layer_state_len`, `scratch_len`,
-/// `out_proj_cols`, `min_format_version` (inherent `const fn`s of the config
-/// type, so that sizing stays `const`) and its [`Mixer`] impl.
+/// `out_proj_cols`, `min_format_version`, `state_format` (inherent
+/// `const fn`s of the config type, so that sizing stays `const`) and its
+/// [`Mixer`] impl.
 macro_rules! mixer_table {
     ($(
         $(#[doc = $doc:literal])*
@@ -131,6 +163,15 @@ macro_rules! mixer_table {
             pub const fn min_format_version(&self) -> u32 {
                 match self {
                     $(LayerConfig::$variant(c) => c.min_format_version(),)*
+                }
+            }
+
+            /// How the layer keeps its state (word 15 of its record): what
+            /// its `from_words` read, [`StateFormat::F32`] for a mixer
+            /// without an integer step.
+            pub const fn state_format(&self) -> StateFormat {
+                match self {
+                    $(LayerConfig::$variant(c) => c.state_format(),)*
                 }
             }
 
@@ -202,12 +243,21 @@ impl ModelConfig {
             hidden_size: w[1],
             intermediate_size: w[2],
             norm_eps: f32::from_bits(w[3]),
-            tie_word_embeddings: w[4] & 1 != 0,
+            tie_word_embeddings: w[4] & FLAG_TIED != 0,
             provenance: w[7],
             num_layers: w[5],
             tokenizer,
+            token_path: if w[4] & FLAG_INT_PATH != 0 {
+                TokenPath::Int
+            } else {
+                TokenPath::F32
+            },
         };
-        ensure!(w[4] & !1 == 0, None, "unknown model flags");
+        ensure!(
+            w[4] & !(FLAG_TIED | FLAG_INT_PATH) == 0,
+            None,
+            "unknown model flags"
+        );
         ensure!(dim_ok(cfg.vocab_size), None, "vocab_size out of range");
         ensure!(dim_ok(cfg.hidden_size), None, "hidden_size out of range");
         ensure!(
@@ -247,7 +297,7 @@ impl ModelConfig {
             self.hidden_size,
             self.intermediate_size,
             self.norm_eps.to_bits(),
-            self.tie_word_embeddings as u32,
+            self.tie_word_embeddings as u32 | (self.token_path as u32) << 1,
             self.num_layers,
             self.tokenizer as u32,
             self.provenance,
@@ -256,6 +306,36 @@ impl ModelConfig {
 }
 
 impl LayerConfig {
+    /// The integer state format this layer's mixer has an integer step for
+    /// (docs/integer-path.md): int16 for a GDN layer with normalised keys;
+    /// `None` for the mixers that run only their f32 step so far.
+    pub const fn integer_state(&self) -> Option<StateFormat> {
+        match self {
+            LayerConfig::Gdn(c) if !matches!(c.qk_norm, crate::mixers::QkNorm::None) => {
+                Some(StateFormat::Int16)
+            }
+            _ => None,
+        }
+    }
+
+    /// This layer with state format `state`: f32 for every layer, an
+    /// integer format only where [`LayerConfig::integer_state`] offers it
+    /// (`None` otherwise).
+    pub fn with_state(&self, state: StateFormat) -> Option<LayerConfig> {
+        if state == StateFormat::F32 {
+            return Some(match *self {
+                LayerConfig::Gdn(c) => LayerConfig::Gdn(GdnConfig { state, ..c }),
+                other => other,
+            });
+        }
+        match *self {
+            LayerConfig::Gdn(c) if self.integer_state() == Some(state) => {
+                Some(LayerConfig::Gdn(GdnConfig { state, ..c }))
+            }
+            _ => None,
+        }
+    }
+
     /// Parses and validates layer record `layer` of the config section.
     pub const fn parse(section: &[u8], layer: u16) -> Result<LayerConfig> {
         let base = 4 * (MODEL_RECORD_WORDS + layer as usize * LAYER_RECORD_WORDS);
@@ -279,12 +359,28 @@ impl LayerConfig {
                 reason: MLA_NOT_BUILT,
             });
         }
-        LayerConfig::from_kind(kind, &w, l)
+        let lc = match LayerConfig::from_kind(kind, &w, l) {
+            Ok(c) => c,
+            Err(e) => return Err(e),
+        };
+        // A mixer without an integer state format leaves the word to this
+        // check: only the code its config reports is accepted.
+        if w[STATE_WORD] != lc.state_format() as u32 {
+            return Err(Error::BadConfig {
+                layer: l,
+                reason: match StateFormat::from_code(w[STATE_WORD]) {
+                    Some(_) => "this mixer has no step for that state format",
+                    None => "unknown state format",
+                },
+            });
+        }
+        Ok(lc)
     }
 
     /// Encodes the layer record (used by the tools).
     pub fn encode(&self) -> [u32; LAYER_RECORD_WORDS] {
-        let (kind, words) = self.kind_and_words();
+        let (kind, mut words) = self.kind_and_words();
+        words[STATE_WORD] = self.state_format() as u32;
         let mut out = [0u32; LAYER_RECORD_WORDS];
         out[0] = kind;
         out[1..].copy_from_slice(&words);

@@ -65,6 +65,46 @@ pub(crate) fn record_words(head: &[u32]) -> LayerWords {
     w
 }
 
+/// Index in [`LayerWords`] (the record's word 15, the last) of the layer's
+/// state format, the same word for every mixer (format 6; 0 = f32 before).
+pub const STATE_WORD: usize = LAYER_RECORD_WORDS - 2;
+
+/// How a layer keeps its state (layer-record word 15, image format 6).
+///
+/// In an image on the integer token path, a layer whose state format is
+/// not [`StateFormat::F32`] runs its mixer's integer step; a layer with an
+/// f32 state runs the f32 step, its input and output converted at the
+/// mixer's boundary (docs/integer-path.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum StateFormat {
+    /// f32 words (every image before format 6).
+    F32 = 0,
+    /// 16-bit mantissas with power-of-two block exponents that the runtime
+    /// keeps (per head for recurrent states, per slot for convolution
+    /// windows); the integer step's own layout (e.g. `mixers::gdn`).
+    Int16 = 1,
+}
+
+impl StateFormat {
+    /// Decodes a state-format code (`None` for an unknown one).
+    pub const fn from_code(code: u32) -> Option<StateFormat> {
+        match code {
+            0 => Some(StateFormat::F32),
+            1 => Some(StateFormat::Int16),
+            _ => None,
+        }
+    }
+
+    /// Name, as `ferrite inspect` and `ferrite quantize --state` spell it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StateFormat::F32 => "f32",
+            StateFormat::Int16 => "int16",
+        }
+    }
+}
+
 macro_rules! roles {
     ($($variant:ident = $code:literal, $name:literal, $doc:literal;)*) => {
         /// What a tensor is, independent of its layer. Names are fla's.

@@ -1,11 +1,12 @@
-//! The flash image format, versions 1 to 5 (`docs/image-format.md` is the
+//! The flash image format, versions 1 to 6 (`docs/image-format.md` is the
 //! prose spec). Version 2 adds the byte-level BPE tokenizer section
 //! ([`crate::tokenizer::BpeTokenizer`]); version 3 the tiled weight layout of
 //! the integer kernels ([`Layout::Tiled`]); version 4 mixer options
 //! ([`MIXER_OPTIONS_FORMAT_VERSION`]); version 5 BLA layers whose write
 //! weights the runtime computes instead of reading a stored table
-//! ([`COMPUTED_PHI_FORMAT_VERSION`]). The tools write the lowest version
-//! that can represent an image.
+//! ([`COMPUTED_PHI_FORMAT_VERSION`]); version 6 the integer token path and
+//! per-layer state formats ([`INTEGER_PATH_FORMAT_VERSION`]). The tools
+//! write the lowest version that can represent an image.
 //!
 //! ```text
 //! offset 0   header (64 bytes, little-endian)
@@ -27,13 +28,13 @@
 //! [`TensorEntry::parse`].
 
 use crate::error::{Error, Result};
-pub use crate::format::Role;
 use crate::format::{read_u16, read_u32};
+pub use crate::format::{Role, StateFormat};
 
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
 /// Newest format version this runtime reads and the tools write.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Version that first stores weights in [`Layout::Tiled`].
@@ -48,6 +49,10 @@ pub const MIXER_OPTIONS_FORMAT_VERSION: u32 = 4;
 /// [`crate::mixers::BlaPhiSource::Computed`]): the image then stores no
 /// `attn.phi` table for it.
 pub const COMPUTED_PHI_FORMAT_VERSION: u32 = 5;
+/// Version that first carries the integer token path: the model record's
+/// flag bit 1 ([`crate::config::TokenPath::Int`]) and a state format per
+/// layer (layer-record word 15, [`crate::format::StateFormat`]).
+pub const INTEGER_PATH_FORMAT_VERSION: u32 = 6;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.

@@ -92,8 +92,10 @@ compile_error!(
 
 pub mod config;
 pub mod error;
+pub mod fixed;
 mod format;
 pub mod image;
+mod int_token;
 pub mod kernels;
 pub mod math;
 pub mod mixers;
@@ -104,12 +106,14 @@ pub mod sampler;
 pub mod session;
 mod sizes;
 pub mod tensor;
+pub mod tensor_int;
 pub mod tokenizer;
 pub mod update;
 mod weights;
 
-pub use config::{LayerConfig, ModelConfig};
+pub use config::{LayerConfig, ModelConfig, TokenPath};
 pub use error::{Error, Result};
+pub use format::StateFormat;
 pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig};
 pub use session::Session;

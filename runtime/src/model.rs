@@ -1,11 +1,11 @@
 //! A validated, immutable model borrowed from an image (flash).
 
-use crate::config::{LayerConfig, ModelConfig, TokenizerKind, MAX_LAYERS};
+use crate::config::{LayerConfig, ModelConfig, TokenPath, TokenizerKind, MAX_LAYERS};
 use crate::error::{Error, Result};
-use crate::format::Role;
+use crate::format::{Role, StateFormat};
 use crate::image::{
     DType, Header, Layout, TensorEntry, TensorSpec, COMPUTED_PHI_FORMAT_VERSION, CRC, CRC_START,
-    IMAGE_ALIGN, TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
+    IMAGE_ALIGN, INTEGER_PATH_FORMAT_VERSION, TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
 use crate::mixers::{push, Specs};
 use crate::sizes::buffer_len;
@@ -98,17 +98,38 @@ impl<'a> Model<'a> {
         }
         let section = section(image, header.config_off, header.config_len);
         let config = ModelConfig::parse(section)?;
+        let int_path = config.token_path == TokenPath::Int;
+        if int_path && header.version < INTEGER_PATH_FORMAT_VERSION {
+            return Err(Error::BadConfig {
+                layer: None,
+                reason: "the integer token path needs image format version 6",
+            });
+        }
+        // Layers that run their integer step (a bit per layer).
+        let mut int_layers = 0u64;
         for layer in 0..config.num_layers as u16 {
-            let needs = LayerConfig::parse(section, layer)?.min_format_version();
+            let lc = LayerConfig::parse(section, layer)?;
+            let needs = lc.min_format_version();
             if needs > header.version {
                 return Err(Error::BadConfig {
                     layer: Some(layer),
-                    reason: if needs >= COMPUTED_PHI_FORMAT_VERSION {
+                    reason: if needs >= INTEGER_PATH_FORMAT_VERSION {
+                        "this state format needs image format version 6"
+                    } else if needs >= COMPUTED_PHI_FORMAT_VERSION {
                         "this mixer option needs image format version 5"
                     } else {
                         "this mixer option needs image format version 4"
                     },
                 });
+            }
+            if lc.state_format() != StateFormat::F32 {
+                if !int_path {
+                    return Err(Error::BadConfig {
+                        layer: Some(layer),
+                        reason: "an integer state format needs the integer token path",
+                    });
+                }
+                int_layers |= 1 << layer;
             }
         }
         crate::tokenizer::check_section(image, &header, &config)?;
@@ -134,11 +155,15 @@ impl<'a> Model<'a> {
             tokenizer,
             layer_first: [0; MAX_LAYERS + 1],
         };
-        model.validate_tensors(section)?;
+        model.validate_tensors(section, int_path.then_some(int_layers))?;
         Ok(model)
     }
 
-    fn validate_tensors(&mut self, section: &[u8]) -> Result<()> {
+    /// Checks every table entry against the config. `int_layers`: on the
+    /// integer token path, the layers that run their integer step (a bit
+    /// each): their matrices, the MLPs', the embeddings and the head must
+    /// be tiled.
+    fn validate_tensors(&mut self, section: &[u8], int_layers: Option<u64>) -> Result<()> {
         let data_start = self.header.data_off as usize;
         // Header::parse checked data_off + data_len <= file_len (a u32).
         let data_end = data_start.saturating_add(self.header.data_len as usize);
@@ -180,6 +205,19 @@ impl<'a> Model<'a> {
                     index,
                     reason: "only weight matrices may be quantized",
                 });
+            }
+            if let Some(int_layers) = int_layers {
+                let block_matrix = matches!(
+                    spec.role,
+                    Role::Embeddings | Role::LmHead | Role::MlpGate | Role::MlpUp | Role::MlpDown
+                );
+                let int_mixer = spec.layer.is_some_and(|l| int_layers >> l & 1 == 1);
+                if spec.matrix && (block_matrix || int_mixer) && e.layout != Layout::Tiled {
+                    return Err(Error::BadTensor {
+                        index,
+                        reason: "the integer token path needs this matrix tiled (int8/int4)",
+                    });
+                }
             }
             if e.layout != Layout::RowMajor && self.header.version < TILED_FORMAT_VERSION {
                 return Err(Error::BadTensor {
@@ -508,6 +546,7 @@ mod tests {
             num_layers: 1,
             tokenizer: crate::config::TokenizerKind::Bytes,
             provenance: 0,
+            token_path: crate::config::TokenPath::F32,
         }
     }
 
@@ -530,6 +569,7 @@ mod tests {
                 use_beta: true,
                 qk_activation: QkActivation::Silu,
                 qk_norm: QkNorm::L2,
+                state: StateFormat::F32,
             }),
             LayerConfig::Gsa(GsaConfig {
                 num_heads: m,

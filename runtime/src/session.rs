@@ -6,10 +6,13 @@
 //! [ h: D | x: D | out: D | gate: I | up: I | logits: vocab | mixer scratch | act ]
 //! ```
 //! `act` holds the int8 activations of the integer path (only when the model
-//! has tiled tensors). Its size is known before the first token
-//! ([`crate::session_len`]) and never changes.
+//! has tiled tensors). On the integer token path (format 6) the vectors hold
+//! i32 block mantissas instead of f32 values (`crate::int_token`), and one
+//! word per layer before `act` counts the values its integer step clamped.
+//! Its size is known before the first token ([`crate::session_len`]) and
+//! never changes.
 
-use crate::config::LayerConfig;
+use crate::config::{LayerConfig, TokenPath};
 use crate::error::{Error, Result};
 use crate::image::Role;
 use crate::math::{rms_scale, silu};
@@ -26,6 +29,8 @@ pub struct Session<'a, 'b> {
     state_len: usize,
     /// Words of `act` at the end of the used buffer (0 without tiled tensors).
     act_len: usize,
+    /// Clamp counters before `act`: one per layer on the integer token path, else none.
+    clamp_len: usize,
     /// End of the used buffer (`session_len` words).
     used: usize,
     /// Absolute position of the next token.
@@ -76,11 +81,13 @@ impl<'a, 'b> Session<'a, 'b> {
         }
         let state_len = len.state;
         let act_len = crate::sizes::act_words(model.image(), model.header(), model.config())?;
+        let clamp_len = crate::sizes::clamp_words(model.config());
         let mut s = Session {
             model,
             buf,
             state_len,
             act_len,
+            clamp_len,
             used: len.total,
             pos: 0,
             start: 0,
@@ -124,6 +131,8 @@ impl<'a, 'b> Session<'a, 'b> {
     /// tokens before, and how a device can resume a clock.
     pub fn seek(&mut self, pos: u64) {
         self.buf[..self.state_len].fill(0.0);
+        let clamps = self.used - self.act_len - self.clamp_len;
+        self.buf[clamps..clamps + self.clamp_len].fill(0.0);
         self.pos = pos;
         self.start = pos;
     }
@@ -142,9 +151,69 @@ impl<'a, 'b> Session<'a, 'b> {
         Ok(())
     }
 
-    /// The recurrent state (what stays between tokens), for inspection.
-    pub fn state(&self) -> &[f32] {
-        &self.buf[..self.state_len]
+    /// The recurrent state (what stays between tokens) as bytes, for
+    /// inspection: each layer's state in order, f32 words for an f32 state
+    /// format, the integer step's own layout otherwise (for instance
+    /// `mixers::gdn_int`'s); [`Session::layer_state`] splits it.
+    pub fn state(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.buf[..self.state_len])
+    }
+
+    /// Layer `layer`'s part of [`Session::state`], with its format.
+    pub fn layer_state(&self, layer: usize) -> Result<(crate::format::StateFormat, &[u8])> {
+        let mut start = 0usize;
+        for i in 0..=layer {
+            let lc = self.model.layer(i)?;
+            let words = usize::try_from(lc.state_len(self.pinned_max)).unwrap_or(usize::MAX);
+            if i == layer {
+                let bytes = self
+                    .state()
+                    .get(4 * start..4 * (start + words))
+                    .ok_or(Error::Internal("layer state"))?;
+                return Ok((lc.state_format(), bytes));
+            }
+            start += words;
+        }
+        Err(Error::Internal("layer state"))
+    }
+
+    /// The largest magnitude any layer's state holds (its values, whatever
+    /// its format), for inspection: a long stream stays bounded. Uses f32
+    /// arithmetic; not part of a token.
+    pub fn state_max_abs(&self) -> Result<f32> {
+        let mut top = 0f32;
+        for layer in 0..self.model.config().num_layers as usize {
+            let (format, bytes) = self.layer_state(layer)?;
+            let m = match (format, self.model.layer(layer)?) {
+                (crate::format::StateFormat::Int16, LayerConfig::Gdn(c)) => {
+                    crate::mixers::gdn_state_max_abs(&c, bytemuck::cast_slice(bytes))
+                }
+                _ => bytemuck::cast_slice::<u8, f32>(bytes)
+                    .iter()
+                    .fold(0f32, |a, v| {
+                        if v.is_nan() || a.is_nan() {
+                            f32::NAN
+                        } else {
+                            a.max(v.abs())
+                        }
+                    }),
+            };
+            top = if m.is_nan() || top.is_nan() {
+                f32::NAN
+            } else {
+                top.max(m)
+            };
+        }
+        Ok(top)
+    }
+
+    /// Per layer, the values its integer step clamped since the stream
+    /// started (a state mantissa or an update out of its range;
+    /// docs/integer-path.md). Empty unless the image is on the integer
+    /// token path; 0 for layers on the f32 step.
+    pub fn clamps(&self) -> &[u32] {
+        let start = self.used - self.act_len - self.clamp_len;
+        bytemuck::cast_slice(&self.buf[start..start + self.clamp_len])
     }
 
     /// Feeds one token and returns the logits for the next one.
@@ -175,6 +244,10 @@ impl<'a, 'b> Session<'a, 'b> {
             .ok_or(Error::Internal("act"))?;
         let (used, act_words) = used.split_at_mut(act_start);
         let mut act = ActBuf::new(act_words, self.act_len > 0);
+        let clamp_start = act_start
+            .checked_sub(self.clamp_len)
+            .ok_or(Error::Internal("clamps"))?;
+        let (used, clamp_words) = used.split_at_mut(clamp_start);
         let (mut state, mut scratch) = used.split_at_mut(self.state_len);
         let h = take(&mut scratch, d);
         let x = take(&mut scratch, d);
@@ -189,6 +262,21 @@ impl<'a, 'b> Session<'a, 'b> {
             pinned_max: self.pinned_max,
             norm_eps: cfg.norm_eps,
         };
+        if cfg.token_path == TokenPath::Int {
+            let vectors = crate::int_token::Vectors {
+                h,
+                x,
+                out,
+                gate,
+                up,
+                logits: &mut *logits,
+                scratch,
+            };
+            let clamps: &mut [u32] = bytemuck::cast_slice_mut(clamp_words);
+            crate::int_token::feed(&self.model, &ctx, token, state, vectors, &mut act, clamps)?;
+            self.pos = next;
+            return Ok(logits);
+        }
 
         self.model
             .global(Role::Embeddings)?

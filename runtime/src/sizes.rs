@@ -4,7 +4,7 @@
 //! and [`crate::Session`] use. Above `config` and `tokenizer` (it checks the
 //! header, the config and the tokenizer section's counts), below `model`.
 
-use crate::config::{LayerConfig as Layer, ModelConfig as Cfg};
+use crate::config::{LayerConfig as Layer, ModelConfig as Cfg, TokenPath};
 use crate::error::{Error, Result};
 use crate::image::{self, Header};
 use crate::tensor;
@@ -51,6 +51,15 @@ pub(crate) const fn act_words(image: &[u8], header: &Header, cfg: &Cfg) -> Resul
     }
     // Dims are at most 2^20 (config checks), so this cannot overflow.
     Ok(tensor::ActBuf::words_for(widest as usize))
+}
+
+/// Words of the per-layer clamp counters: one per layer on the integer
+/// token path, none otherwise.
+pub(crate) const fn clamp_words(cfg: &Cfg) -> usize {
+    match cfg.token_path {
+        TokenPath::Int => cfg.num_layers as usize,
+        TokenPath::F32 => 0,
+    }
 }
 
 /// f32 words of the session buffer (state + scratch) for `image`, for a
@@ -149,6 +158,11 @@ pub(crate) const fn buffer_len(image: &[u8], pinned_max: usize) -> Result<Buffer
         Err(e) => return Err(e),
     };
     let total = match checked_add(total, mixer_scratch, TOO_LARGE) {
+        Ok(v) => v,
+        Err(e) => return Err(e),
+    };
+    // Clamp counters (at most 64 words).
+    let total = match checked_add(total, clamp_words(&cfg) as u64, TOO_LARGE) {
         Ok(v) => v,
         Err(e) => return Err(e),
     };

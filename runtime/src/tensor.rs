@@ -89,8 +89,8 @@ impl<'a> Input<'a> {
 /// bytes per column of the widest input it will see.
 #[derive(Debug)]
 pub struct ActBuf<'s> {
-    words: &'s mut [f32],
-    enabled: bool,
+    pub(crate) words: &'s mut [f32],
+    pub(crate) enabled: bool,
 }
 
 impl<'s> ActBuf<'s> {

@@ -187,6 +187,7 @@ pub(crate) fn gdn_rest(f: &mut Fields, num_heads: u32, head_k_dim: u32) -> Resul
         use_beta: true,
         qk_activation: QkActivation::Silu,
         qk_norm: QkNorm::L2,
+        state: ferrite::StateFormat::F32,
     }))
 }
 
@@ -428,6 +429,7 @@ pub fn parse(value: &Value) -> Result<Config> {
             TokenizerKind::Bytes
         },
         provenance: 0,
+        token_path: ferrite::TokenPath::F32,
     };
     f.finish()?;
     Ok(Config { model, layers })

@@ -196,6 +196,7 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
         num_layers,
         tokenizer: TokenizerKind::Bytes,
         provenance: source_format,
+        token_path: ferrite::TokenPath::F32,
     };
     Ok(FlaImport {
         config: Config { model, layers },
@@ -259,6 +260,7 @@ fn delta_net_layer(f: &mut Fields, hidden: u32, warnings: &mut Vec<String>) -> R
         use_beta: f.flag("use_beta", true)?,
         qk_activation,
         qk_norm,
+        state: ferrite::StateFormat::F32,
     }))
 }
 

@@ -125,6 +125,17 @@ enum Command {
         /// without a bla layer (scripts pass it to every model).
         #[arg(long, value_parser = ["computed", "table"])]
         bla_phi: Option<String>,
+        /// How a token is computed: `f32`, or `int`, the integer token path
+        /// (format 6, docs/integer-path.md: no f32 arithmetic, the same bits
+        /// on every target; needs --dtype int8 or int4 in the tiled layout).
+        #[arg(long, default_value = "f32", value_parser = ["f32", "int"])]
+        path: String,
+        /// State format of the layers whose mixer has an integer step
+        /// (GDN): `int16` (about half the bytes) or `f32` (their f32 step);
+        /// other layers keep f32 states. Only with --path int
+        /// [default: int16 with --path int].
+        #[arg(long, value_parser = ["f32", "int16"])]
+        state: Option<String>,
     },
     /// Show an image's config, tensors, sizes and the RAM it needs.
     Inspect {
@@ -374,8 +385,22 @@ fn run(command: Command) -> Result<()> {
             calibrate_queries,
             window,
             bla_phi,
+            path,
+            state,
         } => {
             let dtype_given = dtype.is_some();
+            let token_path = if path == "int" {
+                ferrite::TokenPath::Int
+            } else {
+                ferrite::TokenPath::F32
+            };
+            let state = match (state.as_deref(), token_path) {
+                (Some("int16"), ferrite::TokenPath::F32) => {
+                    bail!("--state int16 needs --path int (integer states run on the integer token path)")
+                }
+                (Some("f32"), _) | (None, ferrite::TokenPath::F32) => ferrite::StateFormat::F32,
+                _ => ferrite::StateFormat::Int16,
+            };
             let calibration = match (calibrate, calibrate_mqar) {
                 (Some(path), _) => {
                     Some(Source::Text(std::fs::read(&path).with_context(|| {
@@ -415,6 +440,8 @@ fn run(command: Command) -> Result<()> {
                 } else {
                     BlaPhiSource::Computed
                 },
+                token_path,
+                state,
             };
             quantize(
                 &model_dir,
@@ -767,6 +794,17 @@ fn quantize(
     for warning in &dir.warnings {
         eprintln!("warning: {warning}");
     }
+    if opts.token_path == ferrite::TokenPath::Int {
+        if !opts.dtype.is_quantized() || opts.layout != ferrite::image::Layout::Tiled {
+            bail!("--path int needs --dtype int8 or int4 in the tiled layout (the integer token path multiplies tiled matrices)");
+        }
+        let f32_layers = writer::f32_step_layers(&dir.config, &opts);
+        if !f32_layers.is_empty() {
+            eprintln!(
+                "note: layers {f32_layers:?} have no integer step yet: they keep f32 states and run their f32 step inside the integer token path"
+            );
+        }
+    }
     let bla_layers = writer::bla_layer_count(&dir.config);
     if extras.bla_phi_given && bla_layers == 0 {
         eprintln!("warning: --bla-phi does nothing: the model has no bla layer");
@@ -849,12 +887,14 @@ fn inspect(image: &AlignedImage) -> Result<()> {
         tokenizer_text(&model.tokenizer())
     )?;
     writeln!(out, "source: {}", provenance_text(c.provenance))?;
+    writeln!(out, "token path: {}", c.token_path.name())?;
     for i in 0..c.num_layers as usize {
         let layer = model.layer(i).map_err(anyhow::Error::msg)?;
         writeln!(
             out,
-            "layer {i}: {} state {} bytes  {:?}",
+            "layer {i}: {} state {} {} bytes  {:?}",
             layer.kind_name(),
+            layer.state_format().name(),
             4 * layer.state_len(0),
             layer
         )?;

@@ -123,17 +123,6 @@ pub fn text_stream_len(len: u64, want: u64, window: u64) -> u64 {
     body * len + window
 }
 
-/// Largest `|x|` of a slice (NaN when one is NaN).
-fn max_abs(xs: &[f32]) -> f32 {
-    xs.iter().fold(0f32, |m, &x| {
-        if x.is_nan() || m.is_nan() {
-            f32::NAN
-        } else {
-            m.max(x.abs())
-        }
-    })
-}
-
 /// Streams the source through one session, never reset.
 /// `progress(tokens_done)` every `scan_every` tokens.
 pub fn soak(
@@ -167,7 +156,7 @@ pub fn soak(
     let mut buf = session_buffer(&model, 0)?;
     let session_bytes = 4 * buf.len();
     let mut session = Session::new(model, &mut buf).map_err(err)?;
-    let state_bytes = 4 * session.state().len();
+    let state_bytes = session.state().len();
     let mut report = SoakReport {
         tokens: total,
         state_bytes,
@@ -198,7 +187,7 @@ pub fn soak(
             }
         }
         if (t + 1) % opts.scan_every == 0 || t + 1 == total {
-            let m = max_abs(session.state());
+            let m = session.state_max_abs().map_err(err)?;
             report.max_state = if m.is_nan() {
                 m
             } else {

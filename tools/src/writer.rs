@@ -3,15 +3,16 @@
 use std::collections::HashMap;
 
 use anyhow::{bail, Context, Result};
-use ferrite::config::{LayerConfig, TokenizerKind};
+use ferrite::config::{LayerConfig, TokenPath, TokenizerKind};
 use ferrite::image::{
     DType, Header, Layout, Role, TensorEntry, TensorSpec, BPE_FORMAT_VERSION, CRC, CRC_FIELD,
-    CRC_START, GLOBAL_LAYER, HEADER_LEN, MIN_FORMAT_VERSION, TENSOR_ALIGN, TENSOR_ENTRY_LEN,
-    TILED_FORMAT_VERSION,
+    CRC_START, GLOBAL_LAYER, HEADER_LEN, INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION,
+    TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
 use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
 use ferrite::mixers::BlaPhiSource;
 use ferrite::model::{block_specs, global_specs};
+use ferrite::StateFormat;
 
 use crate::calibrate::Hessian;
 use crate::config_json::Config;
@@ -43,6 +44,13 @@ pub struct WriteOptions {
     /// [`BlaPhiSource::Table`] (the f32 table, readable by runtimes of
     /// formats 1-4). Applies to every `bla` layer; other layers ignore it.
     pub bla_phi: BlaPhiSource,
+    /// The token path the image asks for (`--path`): f32, or the integer
+    /// token path (format 6; every matrix the integer steps read tiled).
+    pub token_path: TokenPath,
+    /// The state format of every layer whose mixer has an integer step for
+    /// it (`--state`; only with the integer token path); other layers keep
+    /// f32 states and run their f32 step.
+    pub state: StateFormat,
 }
 
 impl Default for WriteOptions {
@@ -55,6 +63,8 @@ impl Default for WriteOptions {
             scales: Scales::default(),
             calibration: None,
             bla_phi: BlaPhiSource::Computed,
+            token_path: TokenPath::F32,
+            state: StateFormat::F32,
         }
     }
 }
@@ -176,12 +186,34 @@ pub fn tensor_name(layer: Option<u16>, role: Role) -> String {
 /// layer's phi source set to [`WriteOptions::bla_phi`].
 pub fn stored_config(config: &Config, opts: &WriteOptions) -> Config {
     let mut stored = config.clone();
+    stored.model.token_path = opts.token_path;
     for layer in &mut stored.layers {
         if let LayerConfig::Bla(c) = layer {
             c.phi_source = opts.bla_phi;
         }
+        if opts.token_path == TokenPath::Int {
+            if let Some(l) = layer.with_state(opts.state) {
+                *layer = l;
+            }
+        }
     }
     stored
+}
+
+/// The layers of `config` that keep an f32 state although `opts` asks for
+/// an integer one (their mixers have no integer step yet): they run their
+/// f32 step inside the integer token path.
+pub fn f32_step_layers(config: &Config, opts: &WriteOptions) -> Vec<usize> {
+    if opts.token_path != TokenPath::Int || opts.state == StateFormat::F32 {
+        return Vec::new();
+    }
+    config
+        .layers
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.with_state(opts.state).is_none())
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// How many `bla` layers `config` has (what `--bla-phi` acts on).
@@ -512,6 +544,9 @@ pub fn build_image(
     for layer in &config.layers {
         version = version.max(layer.min_format_version());
     }
+    if config.model.token_path == TokenPath::Int {
+        version = version.max(INTEGER_PATH_FORMAT_VERSION);
+    }
     if dir.tokenizer.is_some() != (config.model.tokenizer == TokenizerKind::Bpe) {
         bail!("internal: the config's tokenizer kind and the directory's tokenizer disagree");
     }
@@ -556,6 +591,18 @@ pub fn build_image(
         };
         if layout == Layout::Tiled {
             version = version.max(TILED_FORMAT_VERSION);
+        }
+        if config.model.token_path == TokenPath::Int
+            && spec.matrix
+            && layout != Layout::Tiled
+            && needs_tiled(&config, spec)
+        {
+            bail!(
+                "the integer token path needs {name} tiled (int8/int4, input dimension a multiple \
+                 of 16, group a multiple of 16), but it would be stored as {} {}",
+                dtype.name(),
+                layout.name()
+            );
         }
         let Encoded {
             payload,
@@ -636,6 +683,19 @@ pub fn build_image(
         params,
         version,
     })
+}
+
+/// Whether the integer token path reads matrix `spec` through its integer
+/// products: the embeddings, the head, the MLPs and the matrices of layers
+/// with an integer state (what `Model::load` checks).
+fn needs_tiled(config: &Config, spec: &TensorSpec) -> bool {
+    match spec.layer {
+        None => true,
+        Some(l) => {
+            matches!(spec.role, Role::MlpGate | Role::MlpUp | Role::MlpDown)
+                || config.layers[l as usize].state_format() != StateFormat::F32
+        }
+    }
 }
 
 /// Recomputes and stores the CRC of an image (also used by tests that craft images).

@@ -315,6 +315,79 @@ pub fn matvec_i4(w: &TiledI4<'_>, x: &QVec<'_>, y: &mut [f32]) {
     }
 }
 
+/// The right shift that keeps every row total of a tiled matrix with
+/// `cols` columns and weights of magnitude up to `qmax` within an i32:
+/// `|total| <= qmax * 127 * 255 * cols` (0 for int8 up to 516 columns).
+pub const fn total_shift(cols: usize, qmax: u64) -> u32 {
+    let bound = qmax * 127 * 255 * cols as u64;
+    let bits = 64 - bound.leading_zeros();
+    bits.saturating_sub(31)
+}
+
+/// The integer token path's products: `out[r] = (Σ_g m[r][g] Σ_{c in g}
+/// W[r][c] x.q[c]) >> shift`, exact integers before the shift (which is
+/// [`total_shift`], returned). `out` needs `w.rows` words.
+pub fn totals_i8(w: &TiledI8<'_>, x: &QVec<'_>, out: &mut [i32]) -> u32 {
+    let shift = total_shift(w.cols, 128);
+    let tile_bytes = TILE_ROWS * TILE_COLS;
+    let groups = w.cols / w.group.max(1);
+    let group_bytes = w.group * TILE_ROWS;
+    let block_bytes = (w.cols * TILE_ROWS).max(1);
+    let mut first = 0;
+    if groups == 1 && shift == 0 {
+        // The whole blocks in one call; m * acc fits an i32 (shift 0).
+        let full = (w.rows / TILE_ROWS)
+            .min(out.len() / TILE_ROWS)
+            .min(w.q.len() / block_bytes);
+        let rows = full * TILE_ROWS;
+        arch::rows_i8(&w.q[..full * block_bytes], x, &mut out[..rows]);
+        for (o, &m) in out[..rows].iter_mut().zip(w.mults) {
+            *o *= i32::from(m);
+        }
+        first = full;
+    }
+    for (rb, block) in w.q.chunks_exact(block_bytes).enumerate().skip(first) {
+        let mut total = [0i64; TILE_ROWS];
+        for (g, tiles) in block.chunks_exact(group_bytes.max(tile_bytes)).enumerate() {
+            let acc = arch::dot4_i8(tiles, &x.slice(g * w.group, w.group));
+            combine(&mut total, acc, w.mults, rb, g, groups);
+        }
+        store_totals(out, rb, &total, shift);
+    }
+    shift
+}
+
+/// [`totals_i8`] for a tiled int4 matrix.
+pub fn totals_i4(w: &TiledI4<'_>, x: &QVec<'_>, out: &mut [i32]) -> u32 {
+    let shift = total_shift(w.cols, 8);
+    let tile_bytes = TILE_ROWS * TILE_COLS / 2;
+    let groups = w.cols / w.group.max(1);
+    let group_bytes = w.group * TILE_ROWS / 2;
+    for (rb, block) in
+        w.q.chunks_exact((w.cols * TILE_ROWS / 2).max(1))
+            .enumerate()
+    {
+        let mut total = [0i64; TILE_ROWS];
+        for (g, tiles) in block.chunks_exact(group_bytes.max(tile_bytes)).enumerate() {
+            let acc = arch::dot4_i4(tiles, &x.slice(g * w.group, w.group));
+            combine(&mut total, acc, w.mults, rb, g, groups);
+        }
+        store_totals(out, rb, &total, shift);
+    }
+    shift
+}
+
+/// Writes `total >> shift` of the rows of block `rb` that exist.
+#[inline]
+fn store_totals(out: &mut [i32], rb: usize, total: &[i64; TILE_ROWS], shift: u32) {
+    for (r, &t) in total.iter().enumerate() {
+        if let Some(o) = out.get_mut(rb * TILE_ROWS + r) {
+            // Within an i32 by the bound of `total_shift`.
+            *o = (t >> shift) as i32;
+        }
+    }
+}
+
 impl<'a> QVec<'a> {
     /// The `len` values from column `start` (empty past the end).
     #[inline]

@@ -67,7 +67,7 @@ fn log2e_times(bits: u32) -> (i32, u32) {
 
 /// `2^f - 1` in Q32 for `f / 2^32` in [0, 1).
 #[inline(always)]
-fn exp2_frac(f: u32) -> u32 {
+pub(crate) fn exp2_frac(f: u32) -> u32 {
     let mut acc = C6;
     acc = C5 + mulhi(acc, f);
     acc = C4 + mulhi(acc, f);

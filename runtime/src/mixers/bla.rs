@@ -250,6 +250,12 @@ impl BlaConfig {
         self.num_heads as u64 * self.head_v_dim as u64
     }
 
+    /// How the layer keeps its state: f32 only (no integer step yet; in an
+    /// image on the integer token path the layer runs its f32 step).
+    pub(crate) const fn state_format(&self) -> crate::format::StateFormat {
+        crate::format::StateFormat::F32
+    }
+
     /// The oldest image format version whose layer record holds this
     /// configuration: 5 for a computed phi, else 1 (every other `bla` record
     /// is one that format 1 could hold).

@@ -12,10 +12,13 @@
 //! ```
 //! State layout: `S [HV][V][K]`, then the q, k and v convolution caches.
 
-use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
+use super::{
+    conv, gdn_int as int_step, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx,
+};
 use crate::error::{ensure, ensure_size, Error, Result};
-use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
-use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
+use crate::fixed::Block;
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role, StateFormat, STATE_WORD};
+use crate::image::{INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
@@ -113,6 +116,9 @@ pub struct GdnConfig {
     pub qk_activation: QkActivation,
     /// Normalisation of q and k.
     pub qk_norm: QkNorm,
+    /// How the state is kept (record word 15, format 6): f32, or int16 for
+    /// the integer step (`int_step`, docs/integer-path.md).
+    pub state: StateFormat,
 }
 
 impl GdnConfig {
@@ -148,7 +154,17 @@ impl GdnConfig {
                 })
             }
         };
+        let state = match StateFormat::from_code(w[STATE_WORD]) {
+            Some(s) => s,
+            None => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "unknown state format",
+                })
+            }
+        };
         let c = GdnConfig {
+            state,
             num_heads: w[0],
             num_v_heads: w[1],
             head_k_dim: w[2],
@@ -193,19 +209,26 @@ impl GdnConfig {
             layer,
             "the delta rule needs normalised keys (qk_norm l2 or sum)"
         );
+        ensure!(
+            matches!(c.state, StateFormat::F32) || !matches!(c.qk_norm, QkNorm::None),
+            layer,
+            "an int16 gdn state needs normalised keys (qk_norm l2 or sum)"
+        );
         Ok(c)
     }
 
-    /// Encodes the layer record words.
+    /// Encodes the layer record words (the state format in word 15).
     pub fn to_words(&self) -> LayerWords {
-        record_words(&[
+        let mut w = record_words(&[
             self.num_heads,
             self.num_v_heads,
             self.head_k_dim,
             self.head_v_dim,
             self.conv_size,
             self.flags(),
-        ])
+        ]);
+        w[STATE_WORD] = self.state as u32;
+        w
     }
 
     /// The record's flag word (zero beyond bit 1 for Gated DeltaNet).
@@ -256,14 +279,23 @@ impl GdnConfig {
         (h as u64, hv as u64, k as u64, v as u64)
     }
 
-    /// State words: `HV*V*K` for S plus `(2*H*K + HV*V) * (W - 1)` for the convolutions.
+    /// State words. f32: `HV*V*K` for S plus `(2*H*K + HV*V) * (W - 1)`
+    /// for the convolutions. int16: the layout of [`int_step`]'s
+    /// `StateLayout` (per head 3 words of scale, S in 16-bit mantissas,
+    /// the convolution windows in 16-bit mantissas with an exponent per
+    /// window slot): about half.
     pub const fn state_len(&self) -> u64 {
         let (h, hv, k, v) = self.dims64();
-        let channels = sum(&[product(&[2, h, k]), product(&[hv, v])]);
-        sum(&[
-            product(&[hv, v, k]),
-            conv::state_words(channels, self.conv_size),
-        ])
+        match self.state {
+            StateFormat::F32 => {
+                let channels = sum(&[product(&[2, h, k]), product(&[hv, v])]);
+                sum(&[
+                    product(&[hv, v, k]),
+                    conv::state_words(channels, self.conv_size),
+                ])
+            }
+            StateFormat::Int16 => int_step::state_words(h, hv, k, v, self.conv_size),
+        }
     }
 
     /// Scratch words: q, k (`H*K` each), v, g, o (`HV*V` each), a, b (`HV` each).
@@ -287,15 +319,22 @@ impl GdnConfig {
     }
 
     /// The oldest image format version whose layer record holds this
-    /// configuration: format 4 for the GDN family members other than Gated
-    /// DeltaNet and for Gated DeltaNet without a short convolution, else
-    /// format 1.
+    /// configuration: format 6 for an integer state, format 4 for the GDN
+    /// family members other than Gated DeltaNet and for Gated DeltaNet
+    /// without a short convolution, else format 1.
     pub(crate) const fn min_format_version(&self) -> u32 {
-        if !self.is_gated_deltanet() || self.conv_size == 0 {
+        if !matches!(self.state, StateFormat::F32) {
+            INTEGER_PATH_FORMAT_VERSION
+        } else if !self.is_gated_deltanet() || self.conv_size == 0 {
             MIXER_OPTIONS_FORMAT_VERSION
         } else {
             MIN_FORMAT_VERSION
         }
+    }
+
+    /// How the layer keeps its state (record word 15).
+    pub(crate) const fn state_format(&self) -> StateFormat {
+        self.state
     }
 }
 
@@ -330,6 +369,20 @@ impl Mixer for GdnConfig {
         }
         push(s, layer, Role::ONorm, [v, 0, 0], false);
         push(s, layer, Role::OProj, [d, vo, 0], true);
+    }
+
+    fn step_int(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: Block<'_>,
+        out: &mut [i32],
+        clamps: &mut u32,
+    ) -> Result<i32> {
+        int_step::step(self, ctx, w, state, scratch, act, x, out, clamps)
     }
 
     fn step(
@@ -495,6 +548,7 @@ mod tests {
             use_beta: true,
             qk_activation: QkActivation::Silu,
             qk_norm: QkNorm::L2,
+            state: StateFormat::F32,
         }
     }
 

@@ -159,6 +159,12 @@ impl MlaConfig {
         self.num_heads as u64 * self.v_head_dim as u64
     }
 
+    /// How the layer keeps its state: f32 only (no integer step yet; in an
+    /// image on the integer token path the layer runs its f32 step).
+    pub(crate) const fn state_format(&self) -> crate::format::StateFormat {
+        crate::format::StateFormat::F32
+    }
+
     /// The oldest image format version whose layer record holds this
     /// configuration: every `mla` layer needs format 4.
     pub(crate) const fn min_format_version(&self) -> u32 {

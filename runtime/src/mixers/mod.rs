@@ -8,7 +8,9 @@
 
 mod bla;
 mod conv;
+pub mod conv_int;
 mod gdn;
+mod gdn_int;
 mod gsa;
 mod mla;
 mod rope;
@@ -16,12 +18,14 @@ mod swa;
 
 pub use bla::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
+pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gsa::{FeatureMap, GsaConfig};
 pub use mla::MlaConfig;
 pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fixed::Block;
 use crate::format::Role;
 use crate::image::TensorSpec;
 use crate::tensor::ActBuf;
@@ -70,6 +74,32 @@ pub trait Mixer {
 
     /// Appends the mixer's tensors (roles after `attn.`) in canonical order.
     fn push_specs(&self, layer: u16, hidden: u32, specs: &mut Specs);
+
+    /// The integer step (docs/integer-path.md), run for a layer whose state
+    /// format is not f32 in an image on the integer token path: reads the
+    /// normal block `x` (`[D]`, the normed input), updates `state` (the
+    /// mixer's own integer layout, exactly its state words, all zero when
+    /// new), writes `out` (`[D]`) as a normal block and returns its
+    /// exponent. Products go through [`ActBuf::input_int`] and
+    /// [`crate::tensor::Tensor::matvec_int`]. Every value it clamps (a state
+    /// or intermediate out of its range) adds one to `clamps`. Mixers
+    /// without an integer state format keep this default, which is never
+    /// called (their layers' state format is f32: checked at load).
+    #[allow(clippy::too_many_arguments)]
+    fn step_int(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: Block<'_>,
+        out: &mut [i32],
+        clamps: &mut u32,
+    ) -> Result<i32> {
+        let _ = (ctx, w, state, scratch, act, x, out, clamps);
+        Err(Error::Internal("this mixer has no integer step"))
+    }
 }
 
 /// Pushes a spec; the capacity is sized for the largest layer, so a full

@@ -221,6 +221,12 @@ impl SwaConfig {
         self.num_heads as u64 * self.head_dim as u64
     }
 
+    /// How the layer keeps its state: f32 only (no integer step yet; in an
+    /// image on the integer token path the layer runs its f32 step).
+    pub(crate) const fn state_format(&self) -> crate::format::StateFormat {
+        crate::format::StateFormat::F32
+    }
+
     /// The oldest image format version whose layer record holds this
     /// configuration: format 4 for a dilated window, else format 1.
     pub(crate) const fn min_format_version(&self) -> u32 {

@@ -1,0 +1,533 @@
+//! GDN's integer step (state format int16, the integer token path:
+//! docs/integer-path.md): the maths of docs/spec.md §3.1 on blocks and
+//! 16-bit state mantissas, every step in integer code.
+//!
+//! **State** (words, in this order):
+//!
+//! ```text
+//! per value head j: [ E_j: i32 | f_j: u32 | M_j: u32 ]     the head's scale and largest mantissa
+//! S: [HV][V][K] i16 mantissas (padded to a word)           S_j = mantissa × f_j × 2^(E_j - 32)
+//! q, k, v convolution windows (mixers::conv_int), when conv_size > 0
+//! ```
+//!
+//! Each head's scale `σ_j = f_j 2^(E_j - 32)` (`f_j` in `[2^31, 2^32)`)
+//! carries the decay: `σ_j ← g_j σ_j` is one scalar product per head and
+//! token, exact to 2^-31, so no mantissa is rounded by a decay, however
+//! close to 1 it is (a per-element 16-bit decay would stop decaying values
+//! below `0.5 / (1 - g)` units). Writes enter at the current scale; before
+//! a token's update the head is shifted by whole bits (the shift folded
+//! into the first pass over S) so that the larger of its last largest
+//! mantissa `M_j` and this token's `v / σ_j` lies in `[2^12, 2^14)`:
+//! 12-14 significant bits, and room for the update to double the largest
+//! mantissa before it clamps at ±32767 (each clamp is counted). `M_j = 0`
+//! marks an empty head (a new or reset state): its first write chooses the
+//! scale.
+//!
+//! **Per token**: q, k, v, the gates, decay and beta from the products
+//! (blocks); the convolutions and SiLUs (`conv_int`); q and k per head to
+//! unit vectors in Q14 (q times `1/sqrt(K)`); then per value head and row
+//! `r` of S, two passes over the row as in the f32 step:
+//!
+//! ```text
+//! pass 1: S_rc <<= shift (or >>, rounded);  sk = Σ_c S_rc k_c            (exact: i32 per 4 columns, i64)
+//!         w = beta (v_r/σ - sk / 2^14)   (delta rule; additive: beta v_r/σ)  clamped to ±(2^17 - 1)
+//! pass 2: S_rc += round(w k_c / 2^14), clamped to ±32767;  o_r = Σ_c S_rc q_c   (exact in i32)
+//! ```
+//!
+//! then the head's RMSNorm, `o_norm` and the SiLU gate, and `o_proj`.
+
+use super::gdn::{GdnConfig, GdnDecay, QkActivation, QkNorm};
+use super::{conv_int, product, sum, StepCtx};
+use crate::error::{Error, Result};
+use crate::fixed::activation::{exp_neg_q16, sigmoid_q15, silu15, silu_block, to_q16};
+use crate::fixed::block::{
+    max_abs, normalize, normalize_with_max, shr_round, Block, TO_15, ZERO_EXP,
+};
+use crate::fixed::Fx;
+use crate::format::Role;
+use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
+
+/// Words of one head's scale record: `E_j`, `f_j`, `M_j`.
+const HEAD_WORDS: u64 = 3;
+/// A head whose largest mantissa (with this token's writes) reaches this is
+/// shifted right before its update.
+const HIGH: u64 = 1 << 14;
+/// A head whose largest mantissa stays below this is shifted left.
+const LOW: u64 = 1 << 12;
+/// Largest update factor `w` (so that `w k` with `|k| <= 2^14` fits an i32).
+const W_MAX: i64 = (1 << 17) - 1;
+/// Largest state mantissa.
+const S_MAX: i32 = i16::MAX as i32;
+/// q and k are unit vectors in Q14.
+const UNIT: i32 = 1 << 14;
+/// The l2norm epsilon of docs/spec.md (1e-6, as the f32 step has it).
+const L2_EPS: Fx = Fx::from_f32_bits(1e-6f32.to_bits());
+
+/// State words of an int16 GDN layer (see the module docs).
+pub(crate) const fn state_words(h: u64, hv: u64, k: u64, v: u64, conv_size: u32) -> u64 {
+    let heads = product(&[hv, HEAD_WORDS]);
+    let s = product(&[hv, v, k]).div_ceil(2);
+    let conv = if conv_size == 0 {
+        0
+    } else {
+        let qk = conv_int::state_words(product(&[h, k]), conv_size);
+        sum(&[qk, qk, conv_int::state_words(product(&[hv, v]), conv_size)])
+    };
+    sum(&[heads, s, conv])
+}
+
+/// Bits of `v` (`v` in `[2^(b-1), 2^b)`; 0 for 0).
+#[inline]
+fn bits(v: u64) -> i32 {
+    64 - v.leading_zeros() as i32
+}
+
+/// A factor `F` as a 16-bit mantissa and a right shift: `x F ≈ (x m) >> s`
+/// for `|x| <= 2^15` (so that `x m` fits an i32).
+#[derive(Clone, Copy)]
+struct Factor {
+    m: i32,
+    s: i32,
+}
+
+impl Factor {
+    fn new(f: Fx) -> Factor {
+        if f.is_zero() {
+            return Factor { m: 0, s: 0 };
+        }
+        let m = (f.mantissa() >> 16) as i32; // [2^15, 2^16)
+        Factor {
+            m: if f.is_negative() { -m } else { m },
+            s: -(f.exponent() + 16),
+        }
+    }
+
+    /// `x F`, rounded; saturated to `±i32::MAX` where a left shift would
+    /// overflow.
+    #[inline(always)]
+    fn apply(self, x: i32) -> i32 {
+        let p = x * self.m;
+        if self.s >= 0 {
+            shr_round(p, self.s as u32)
+        } else {
+            let wide = (p as i64) << (-self.s).min(32);
+            wide.clamp(-(i32::MAX as i64), i32::MAX as i64) as i32
+        }
+    }
+}
+
+/// Scales one q or k head (a slice of a normal block with exponent `e`) to
+/// `extra` times its unit vector in Q14 (`qk_norm` l2 or sum).
+fn unit_q14(m: &mut [i32], e: i32, norm: QkNorm, extra: Fx) {
+    let max = max_abs(m);
+    if max == 0 {
+        return;
+    }
+    // The head's own 15-bit view (a head may be far smaller than the block).
+    let sh = bits(max as u64) - 15;
+    for v in m.iter_mut() {
+        *v = if sh >= 0 {
+            shr_round(*v, sh as u32)
+        } else {
+            *v << -sh
+        };
+    }
+    let e = e + sh;
+    let inv = match norm {
+        QkNorm::Sum => {
+            let s1: u64 = m.iter().map(|v| v.unsigned_abs() as u64).sum();
+            let n1 = Fx::from_u64(s1, e, false);
+            let floor = Fx::from_f32_bits(1e-6f32.to_bits());
+            if n1.gt(floor) { n1 } else { floor }.recip()
+        }
+        _ => {
+            let ss: u64 = m
+                .iter()
+                .map(|v| (v.unsigned_abs() * v.unsigned_abs()) as u64)
+                .sum();
+            Fx::from_u64(ss, 2 * e, false).add(L2_EPS).rsqrt()
+        }
+    };
+    let f = Factor::new(inv.mul(extra).shl(e + 14));
+    for v in m.iter_mut() {
+        *v = f.apply(*v).clamp(-UNIT, UNIT);
+    }
+}
+
+/// q/k activations other than SiLU (which the convolution applies).
+fn activate(m: &mut [i32], e: i32, act: QkActivation) -> i32 {
+    match act {
+        QkActivation::Silu | QkActivation::Identity => e,
+        QkActivation::Relu => {
+            m.iter_mut().for_each(|v| *v = (*v).max(0));
+            normalize(m, e)
+        }
+        QkActivation::EluPlusOne => {
+            // In Q16: x + 1 above 0, e^x below.
+            for v in m.iter_mut() {
+                let t = to_q16(*v, e);
+                *v = if t > 0 {
+                    t.saturating_add(1 << 16)
+                } else {
+                    exp_neg_q16(t.unsigned_abs()) as i32
+                };
+            }
+            normalize(m, -16)
+        }
+    }
+}
+
+/// Reads `(E, f, M)` of a head.
+fn head_scale(rec: &[i32]) -> (Option<Fx>, u32) {
+    let (e, f, m) = (rec[0], rec[1] as u32, rec[2] as u32);
+    if m == 0 || f < 1 << 31 {
+        return (None, 0);
+    }
+    (Some(Fx::from_u64(f as u64, e - 32, false)), m)
+}
+
+/// The integer step of a GDN layer (see the module docs).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn step(
+    c: &GdnConfig,
+    ctx: &StepCtx,
+    w: &LayerWeights<'_>,
+    state: &mut [f32],
+    scratch: &mut [f32],
+    act: &mut ActBuf<'_>,
+    x: Block<'_>,
+    out: &mut [i32],
+    clamps: &mut u32,
+) -> Result<i32> {
+    let (h, hv, k, v) = (
+        c.num_heads as usize,
+        c.num_v_heads as usize,
+        c.head_k_dim as usize,
+        c.head_v_dim as usize,
+    );
+    let width = c.conv_size as usize;
+    let scratch: &mut [i32] = bytemuck::cast_slice_mut(scratch);
+    let too_small = Error::Internal("gdn scratch too small");
+    let (q, rest) = scratch.split_at_mut_checked(h * k).ok_or(too_small)?;
+    let (kk, rest) = rest.split_at_mut_checked(h * k).ok_or(too_small)?;
+    let (vv, rest) = rest.split_at_mut_checked(hv * v).ok_or(too_small)?;
+    let (g, rest) = rest.split_at_mut_checked(hv * v).ok_or(too_small)?;
+    let (o, rest) = rest.split_at_mut_checked(hv * v).ok_or(too_small)?;
+    let (a, rest) = rest.split_at_mut_checked(hv).ok_or(too_small)?;
+    let b = rest.get_mut(..hv).ok_or(too_small)?;
+
+    let xin = act.input_int(x)?;
+    let mut eq = w.get(Role::QProj)?.matvec_int(&xin, q)?;
+    let mut ek = w.get(Role::KProj)?.matvec_int(&xin, kk)?;
+    let mut ev = w.get(Role::VProj)?.matvec_int(&xin, vv)?;
+    let gated = matches!(c.decay, GdnDecay::Gated);
+    let ea = if gated {
+        w.get(Role::AProj)?.matvec_int(&xin, a)?
+    } else {
+        ZERO_EXP
+    };
+    let eb = if c.use_beta {
+        w.get(Role::BProj)?.matvec_int(&xin, b)?
+    } else {
+        ZERO_EXP
+    };
+    let eg = if c.use_gate {
+        w.get(Role::GProj)?.matvec_int(&xin, g)?
+    } else {
+        ZERO_EXP
+    };
+
+    // The state's parts.
+    let state: &mut [i32] = bytemuck::cast_slice_mut(state);
+    let bad_state = Error::Internal("gdn state of the wrong size");
+    let (heads, rest) = state
+        .split_at_mut_checked(hv * HEAD_WORDS as usize)
+        .ok_or(bad_state)?;
+    let (s_words, convs) = rest
+        .split_at_mut_checked((hv * v * k).div_ceil(2))
+        .ok_or(bad_state)?;
+    let s_all: &mut [i16] = bytemuck::cast_slice_mut(s_words);
+
+    let qk_silu = matches!(c.qk_activation, QkActivation::Silu);
+    if width > 0 {
+        let qk_words = conv_int::state_words((h * k) as u64, c.conv_size) as usize;
+        let (cq, rest) = convs.split_at_mut_checked(qk_words).ok_or(bad_state)?;
+        let (ck, cv) = rest.split_at_mut_checked(qk_words).ok_or(bad_state)?;
+        let conv = |role| w.get(role);
+        eq = conv_int::step(&conv(Role::QConv)?, width, cq, ctx.pos, q, eq, qk_silu)?;
+        ek = conv_int::step(&conv(Role::KConv)?, width, ck, ctx.pos, kk, ek, qk_silu)?;
+        ev = conv_int::step(&conv(Role::VConv)?, width, cv, ctx.pos, vv, ev, true)?;
+    } else {
+        if qk_silu {
+            eq = silu_block(q, eq);
+            ek = silu_block(kk, ek);
+        }
+        ev = silu_block(vv, ev);
+    }
+    eq = activate(q, eq, c.qk_activation);
+    ek = activate(kk, ek, c.qk_activation);
+
+    let q_extra = Fx::from_i64(k as i64, 0).rsqrt();
+    for (qh, kh) in q.chunks_exact_mut(k).zip(kk.chunks_exact_mut(k)) {
+        unit_q14(qh, eq, c.qk_norm, q_extra);
+        unit_q14(kh, ek, c.qk_norm, Fx::ONE);
+    }
+
+    let (a_log, dt_bias) = if gated {
+        (
+            Some(w.get(Role::ALog)?.stored_vector()?),
+            Some(w.get(Role::DtBias)?.stored_vector()?),
+        )
+    } else {
+        (None, None)
+    };
+    let o_norm = w.get(Role::ONorm)?.stored_vector()?;
+    let eps = Fx::from_f32_bits(ctx.norm_eps.to_bits());
+    let group = hv / h.max(1);
+    let beta_scale: i64 = if c.allow_neg_eigval { 2 } else { 1 };
+    for j in 0..hv {
+        let beta = beta_scale
+            * if c.use_beta {
+                sigmoid_q15(to_q16(b[j], eb)) as i64
+            } else {
+                1 << 15
+            };
+        let decay = match (&a_log, &dt_bias) {
+            (Some(al), Some(dt)) => {
+                let z = Fx::from_i64(a[j] as i64, ea).add(Fx::from_f32_bits(dt.bits(j)));
+                let rate = Fx::from_f32_bits(al.bits(j)).exp();
+                rate.mul(z.softplus()).neg().exp()
+            }
+            _ => match c.decay {
+                GdnDecay::Retention => Fx::ONE.sub(Fx::pow2((-5i32).saturating_sub(j as i32))),
+                _ => Fx::ONE,
+            },
+        };
+        let head = Head {
+            s: &mut s_all[j * v * k..(j + 1) * v * k],
+            rec: &mut heads[j * 3..j * 3 + 3],
+            q: &q[(j / group) * k..][..k],
+            k: &kk[(j / group) * k..][..k],
+            v: Block {
+                m: &vv[j * v..(j + 1) * v],
+                e: ev,
+            },
+            o: &mut o[j * v..(j + 1) * v],
+        };
+        let sigma = head.update(decay, beta, c.delta_rule, clamps);
+        // The head's output, normed and gated, with its exponent in a[j]
+        // (a and b are not read again).
+        let gate = c.use_gate.then(|| Block {
+            m: &g[j * v..(j + 1) * v],
+            e: eg,
+        });
+        a[j] = norm_head(&mut o[j * v..(j + 1) * v], sigma, &o_norm, gate, eps);
+    }
+    // One block of all heads: each to the largest head exponent.
+    let top = a.iter().copied().max().unwrap_or(ZERO_EXP);
+    let mut max = 0u32;
+    for (j, oh) in o.chunks_exact_mut(v).enumerate() {
+        let d = (top - a[j]).clamp(0, 32) as u32;
+        for e in oh.iter_mut() {
+            *e = shr_round(*e, d);
+            max = max.max(e.unsigned_abs());
+        }
+    }
+    let eo = normalize_with_max(o, top, max);
+    let oin = act.input_int(Block { m: o, e: eo })?;
+    w.get(Role::OProj)?.matvec_int(&oin, out)
+}
+
+/// The largest magnitude a state of this layout holds, as f32 (for
+/// inspection: `Session::state_max_abs`): each head's largest mantissa
+/// times its scale, and each convolution slot's.
+pub(crate) fn state_max_abs(c: &GdnConfig, state: &[i32]) -> f32 {
+    let (h, hv, k, v) = (
+        c.num_heads as u64,
+        c.num_v_heads as u64,
+        c.head_k_dim as u64,
+        c.head_v_dim as u64,
+    );
+    let mut top = Fx::ZERO;
+    for rec in state.chunks_exact(3).take(hv as usize) {
+        if let (Some(sg), m) = head_scale(rec) {
+            let x = sg.mul(Fx::from_i64(m as i64, 0));
+            if x.gt(top) {
+                top = x;
+            }
+        }
+    }
+    let mut at = (hv * HEAD_WORDS + product(&[hv, v, k]).div_ceil(2)) as usize;
+    if c.conv_size > 0 {
+        for ch in [h * k, h * k, hv * v] {
+            let words = conv_int::state_words(ch, c.conv_size) as usize;
+            if let Some(ring) = state.get(at..at + words) {
+                let x = conv_int::max_abs(ring, ch as usize, c.conv_size as usize);
+                if x.gt(top) {
+                    top = x;
+                }
+            }
+            at += words;
+        }
+    }
+    f32::from_bits(top.to_f32_bits())
+}
+
+/// One value head's part of the step.
+struct Head<'s> {
+    /// Its S, `[V][K]` mantissas.
+    s: &'s mut [i16],
+    /// Its scale record `E, f, M`.
+    rec: &'s mut [i32],
+    /// Its q head (Q14, times `1/sqrt(K)`) and k head (Q14 unit).
+    q: &'s [i32],
+    k: &'s [i32],
+    /// Its values (a slice of the v block).
+    v: Block<'s>,
+    /// Its output `S q` (mantissa times `σ 2^-14`).
+    o: &'s mut [i32],
+}
+
+impl Head<'_> {
+    /// Decays, updates S and writes `o = S q`; returns the head's scale σ
+    /// (`o_r = o[r] σ 2^-14`), zero for an empty head.
+    fn update(self, decay: Fx, beta: i64, delta_rule: bool, clamps: &mut u32) -> Fx {
+        let Head { s, rec, q, k, v, o } = self;
+        let kd = k.len();
+        let (old, m_s) = head_scale(rec);
+        // The decay is the scale's: no mantissa changes.
+        let mut sigma = old.map(|sg| sg.mul(decay)).filter(|sg| !sg.is_zero());
+        if sigma.is_none() && m_s != 0 {
+            // Decayed below any representable scale: the head is empty.
+            s.fill(0);
+        }
+        let m_s = if sigma.is_some() { m_s } else { 0 };
+        let vmax = max_abs(v.m) as u64;
+        if vmax == 0 && m_s == 0 {
+            o.fill(0);
+            rec.copy_from_slice(&[0, 0, 0]);
+            return Fx::ZERO;
+        }
+        // v / σ in mantissa units, and the head's shift before its update.
+        let mut shift = 0i32;
+        let sg = match sigma {
+            None => {
+                // An empty head: the scale that puts max |v / σ| in [2^12, 2^13).
+                Fx::pow2(bits(vmax) + v.e - 13)
+            }
+            Some(sg) => {
+                // max |v / σ| from the 15-bit view of the largest v.
+                let f = Factor::new(Fx::pow2(v.e + TO_15 as i32).mul(sg.recip()));
+                let p = (vmax >> TO_15) * f.m.unsigned_abs() as u64;
+                let vtop = if f.s >= 0 {
+                    p >> f.s.min(63)
+                } else {
+                    p << (-f.s).min(30)
+                };
+                let top = (m_s as u64).max(vtop);
+                if top >= HIGH {
+                    shift = bits(top) - 14; // top >> shift in [2^13, 2^14)
+                } else if top < LOW && top > 0 {
+                    shift = bits(top) - 13; // negative: into [2^12, 2^13)
+                }
+                sg.shl(shift)
+            }
+        };
+        sigma = Some(sg);
+        let fv = Factor::new(Fx::pow2(v.e + TO_15 as i32).mul(sg.recip()));
+        let mut new_max = 0u32;
+        for ((row, &vm), or) in s.chunks_exact_mut(kd).zip(v.m).zip(o.iter_mut()) {
+            // Pass 1: the shift, and S k (exact).
+            let mut sk = 0i64;
+            for (rc, kc) in row.chunks_mut(4).zip(k.chunks(4)) {
+                let mut part = 0i32;
+                for (e, &kv) in rc.iter_mut().zip(kc) {
+                    let x = i32::from(*e);
+                    let x = if shift > 0 {
+                        shr_round(x, shift as u32)
+                    } else {
+                        x << (-shift).min(15)
+                    };
+                    *e = x as i16;
+                    part += x * kv;
+                }
+                sk += part as i64;
+            }
+            let vr = fv.apply(vm >> TO_15) as i64;
+            let u = if delta_rule {
+                vr - ((sk + (1 << 13)) >> 14)
+            } else {
+                vr
+            };
+            let wr = ((u * beta) >> 15).clamp(-W_MAX, W_MAX) as i32;
+            // Pass 2: the write, and S q.
+            let mut sq = 0i32;
+            for ((e, &kv), &qv) in row.iter_mut().zip(k).zip(q) {
+                let mut x = i32::from(*e) + shr_round(wr * kv, 14);
+                if x.abs() > S_MAX {
+                    x = x.clamp(-S_MAX, S_MAX);
+                    *clamps = clamps.saturating_add(1);
+                }
+                *e = x as i16;
+                sq += x * qv;
+                new_max = new_max.max(x.unsigned_abs());
+            }
+            *or = sq;
+        }
+        let sg = sigma.unwrap_or(Fx::ZERO);
+        rec.copy_from_slice(&[sg.exponent() + 32, sg.mantissa() as i32, new_max as i32]);
+        if new_max == 0 {
+            rec.copy_from_slice(&[0, 0, 0]);
+        }
+        sg
+    }
+}
+
+/// RMSNorm of one head's output `o_r σ 2^-14` over its `V` values (eps
+/// `eps`), times `o_norm` and the SiLU gate: in place, returns the
+/// exponent (the values below 2^31, not normal).
+fn norm_head(
+    o: &mut [i32],
+    sigma: Fx,
+    o_norm: &crate::fixed::block::F32Bits<'_>,
+    gate: Option<Block<'_>>,
+    eps: Fx,
+) -> i32 {
+    let omax = max_abs(o);
+    if omax == 0 || sigma.is_zero() {
+        o.fill(0);
+        return i32::MIN / 2;
+    }
+    let sh = bits(omax as u64) - 15;
+    for e in o.iter_mut() {
+        *e = if sh >= 0 {
+            shr_round(*e, sh as u32)
+        } else {
+            *e << -sh
+        };
+    }
+    // value_r = u_r × fo.
+    let fo = sigma.shl(sh - 14);
+    let ss: u64 = o
+        .iter()
+        .map(|u| (u.unsigned_abs() * u.unsigned_abs()) as u64)
+        .sum();
+    let mean = Fx::from_u64(ss, 0, false)
+        .mul(Fx::from_i64(o.len() as i64, 0).recip())
+        .mul(fo)
+        .mul(fo);
+    let f = Factor::new(mean.add(eps).rsqrt().mul(fo).shl(15));
+    let we = o_norm.exp15();
+    for (c, e) in o.iter_mut().enumerate() {
+        // u (15 bits) times the weight (15 bits): 30 bits, then its 15-bit view.
+        let mut t = (*e * o_norm.at15(c)) >> 15;
+        if let Some(gb) = gate {
+            t = (t * silu15(gb.m[c], gb.e)) >> 15;
+        }
+        *e = f.apply(t);
+    }
+    // u fo rms w = t 2^15 fo rms 2^we = (t F) 2^we with F = rms fo 2^15;
+    // the gate's silu15 2^(eg + 15) and its >> 15 add eg + 30.
+    we + gate.map_or(0, |gb| gb.e + 30)
+}

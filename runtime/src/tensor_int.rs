@@ -1,0 +1,215 @@
+//! Products and lookups of the integer token path (format 6,
+//! `docs/integer-path.md`): the same tiled tensors and tile kernels as the
+//! f32 path's integer products ([`crate::kernels::tiled`]), with every step
+//! around the kernels in integer code, and block floating point vectors
+//! ([`crate::fixed::block`]) in and out.
+//!
+//! ```text
+//! x (normal block) ──quantize──▶ q (int8), scale s (Fx)
+//! total[r] = Σ_g m[r][g] Σ_c W[r][c] q[c]                     (tile kernels, exact)
+//! y[r] = total[r] · d[r] · s    as one block: d[r] read through its f32 bits,
+//!        each row shifted to the largest row's exponent, 15-16 significant bits
+//! ```
+
+use crate::error::{Error, Result};
+use crate::fixed::block::{self, f32_parts, shr_round, Block, F32Bits, ZERO_EXP};
+use crate::fixed::Fx;
+use crate::kernels::generic::{tiled_i4_at, tiled_i8_at};
+use crate::kernels::tiled::QVec;
+use crate::kernels::{arch, tiled};
+use crate::tensor::Tensor;
+use crate::tensor::{ActBuf, TensorData};
+
+/// The input of a product on the integer token path: int8 values (and the
+/// copy a kernel may read) with their scale, `x ≈ q × scale`.
+#[derive(Clone, Copy, Debug)]
+pub struct IntInput<'a> {
+    /// The int8 values as the tile kernels take them (`scale` unused: 0).
+    pub q: QVec<'a>,
+    /// `max|x| / 127`.
+    pub scale: Fx,
+}
+
+impl<'s> ActBuf<'s> {
+    /// Quantizes the normal block `x` as the input of the next products on
+    /// the integer token path. Errors when `x` is wider than the scratch
+    /// was sized for (a bug in the session's sizing).
+    pub fn input_int<'b>(&'b mut self, x: Block<'_>) -> Result<IntInput<'b>> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut *self.words);
+        let n = x.m.len();
+        if bytes.len() < n * tiled::ACT_BYTES_PER_COL {
+            return Err(Error::Internal("activation scratch too small"));
+        }
+        let wide_len = if arch::WIDE { 2 * n } else { 0 };
+        let (wide_bytes, rest) = bytes.split_at_mut(wide_len);
+        let q: &mut [i8] = bytemuck::cast_slice_mut(&mut rest[..n]);
+        let scale = block::quantize(x, q);
+        let wide: &mut [i16] = bytemuck::try_cast_slice_mut(wide_bytes)
+            .map_err(|_| Error::Internal("activation scratch misaligned"))?;
+        arch::prepare(q, wide);
+        let (q, wide) = (&*q, &*wide);
+        Ok(IntInput {
+            q: QVec {
+                q,
+                wide,
+                scale: 0.0,
+            },
+            scale,
+        })
+    }
+}
+
+impl<'a> Tensor<'a> {
+    /// `y = W x` on the integer token path, `y` as a normal block of
+    /// `rows` mantissas; returns its exponent. Only tiled tensors run it
+    /// (an image on the integer token path has every matrix tiled: checked
+    /// at load).
+    pub fn matvec_int(&self, x: &IntInput<'_>, y: &mut [i32]) -> Result<i32> {
+        if x.q.q.len() != self.cols() || y.len() != self.rows() {
+            return Err(Error::Internal(
+                "matrix-vector product of mismatched lengths",
+            ));
+        }
+        let (shift, d) = match *self.data() {
+            TensorData::TiledI8(w) => (tiled::totals_i8(&w, &x.q, y), w.row_scales),
+            TensorData::TiledI4(w) => (tiled::totals_i4(&w, &x.q, y), w.row_scales),
+            _ => {
+                return Err(Error::Internal(
+                    "the integer token path needs tiled matrices",
+                ))
+            }
+        };
+        Ok(finish(y, d, x.scale, shift))
+    }
+
+    /// The values of an f32 or f16 vector (a norm weight, a convolution
+    /// kernel, `A_log`, ...) read through their bits.
+    pub fn stored_vector(&self) -> Result<F32Bits<'a>> {
+        match *self.data() {
+            TensorData::F32(v) => Ok(F32Bits::f32(v)),
+            TensorData::F16(v) => Ok(F32Bits::f16(v)),
+            _ => Err(Error::Internal("a stored vector is f32 or f16")),
+        }
+    }
+
+    /// Row `r` (an embedding) as a normal block into `out` (`cols` values);
+    /// returns its exponent. Tiled int8/int4, f32 and f16 tensors.
+    pub fn row_int(&self, r: usize, out: &mut [i32]) -> Result<i32> {
+        let cols = self.cols();
+        if r >= self.rows() || out.len() != cols {
+            return Err(Error::Internal("row lookup out of range"));
+        }
+        match *self.data() {
+            TensorData::TiledI8(w) => {
+                let groups = cols / w.group.max(1);
+                let at = |c| i32::from(tiled_i8_at(&w, r, c));
+                Ok(tiled_row(
+                    out,
+                    w.row_scales[r],
+                    &w.mults[r * groups..],
+                    w.group,
+                    at,
+                ))
+            }
+            TensorData::TiledI4(w) => {
+                let groups = cols / w.group.max(1);
+                let at = |c| i32::from(tiled_i4_at(&w, r, c));
+                Ok(tiled_row(
+                    out,
+                    w.row_scales[r],
+                    &w.mults[r * groups..],
+                    w.group,
+                    at,
+                ))
+            }
+            TensorData::F32(v) => Ok(block::from_f32(&v[r * cols..(r + 1) * cols], out)),
+            TensorData::F16(v) => Ok(block::from_f32_bits(
+                v[r * cols..(r + 1) * cols]
+                    .iter()
+                    .map(|h| h.to_f32().to_bits()),
+                out,
+            )),
+            _ => Err(Error::Internal(
+                "the integer token path reads tiled, f32 or f16 embeddings",
+            )),
+        }
+    }
+}
+
+/// A tiled row `q[c] · m[c / group] · d` as a normal block.
+fn tiled_row(
+    out: &mut [i32],
+    d: f32,
+    mults: &[u8],
+    group: usize,
+    at: impl Fn(usize) -> i32,
+) -> i32 {
+    let (dm, de) = f32_parts(d.to_bits());
+    let d15 = dm >> 9; // |d15| < 2^15
+    let mut max = 0u32;
+    for (c, o) in out.iter_mut().enumerate() {
+        let m = i32::from(mults.get(c / group.max(1)).copied().unwrap_or(0));
+        // |q m| <= 128 * 255 < 2^15: the product stays below 2^30.
+        *o = at(c) * m * d15;
+        max = max.max(o.unsigned_abs());
+    }
+    block::normalize_with_max(out, de + 9, max)
+}
+
+/// The rows' totals `t[r]` (already `>> shift`) times `d[r] · s`, as one
+/// normal block in place; returns its exponent.
+///
+/// Each row is shifted right by its exponent's distance to the largest row
+/// scale's, and all rows by one more shift chosen from the largest such
+/// aligned total, so the largest output keeps 15-16 significant bits
+/// whatever the spread of the row scales. Rows whose scale is zero give 0.
+fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
+    let parts = |r: usize| f32_parts(d.get(r).map_or(0, |v| v.to_bits()));
+    // The largest row-scale exponent (zero scales do not count).
+    let mut dmax = i32::MIN;
+    for r in 0..t.len() {
+        let (m, e) = parts(r);
+        if m != 0 {
+            dmax = dmax.max(e);
+        }
+    }
+    if dmax == i32::MIN || s.is_zero() {
+        t.fill(0);
+        return ZERO_EXP;
+    }
+    let gap = |e: i32| (dmax - e).clamp(0, 32) as u32;
+    // The largest total after aligning its row scale.
+    let mut top = 0u32;
+    for (r, &v) in t.iter().enumerate() {
+        let (m, e) = parts(r);
+        if m != 0 {
+            let g = gap(e);
+            let a = if g >= 32 { 0 } else { v.unsigned_abs() >> g };
+            top = top.max(a);
+        }
+    }
+    if top == 0 {
+        t.fill(0);
+        return ZERO_EXP;
+    }
+    // |a| <= 2^15 after `ta` more bits.
+    let ta = (32 - top.leading_zeros()).saturating_sub(15);
+    let s16 = s.mantissa() >> 16; // [2^15, 2^16)
+    let mut max = 0u32;
+    for (r, v) in t.iter_mut().enumerate() {
+        let (m, e) = parts(r);
+        if m == 0 {
+            *v = 0;
+            continue;
+        }
+        let a = shr_round(*v, (ta + gap(e)).min(32));
+        // ds in [2^14, 2^16): 16-bit mantissa of d times s.
+        let ds = ((m.unsigned_abs() >> 8) * s16) >> 16;
+        let p = a * ds as i32; // |a| <= 2^15, ds < 2^16: below 2^31
+        *v = if m < 0 { -p } else { p };
+        max = max.max(v.unsigned_abs());
+    }
+    // value = a · ds · 2^(ta + gap + 8 + e_d + 16 + 16 + e_s) with e_d = dmax - gap.
+    let e = (ta + shift) as i32 + dmax + 40 + s.exponent();
+    block::normalize_with_max(t, e, max)
+}
