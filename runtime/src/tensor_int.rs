@@ -156,6 +156,20 @@ fn tiled_row(
     block::normalize_with_max(out, de + 9, max)
 }
 
+/// A row scale's f32 bits as `(mantissa, biased exponent)`, `d = m ×
+/// 2^(b - 150)`: 0 for a zero scale. Row scales are non-negative finite
+/// values (`d = max|w| / (qmax 255)`); a hostile image's other bit
+/// patterns give wrong but deterministic numbers (a sign bit reads as a
+/// huge exponent, a subnormal as a normal), never a panic.
+#[inline(always)]
+fn scale_parts(bits: u32) -> (u32, i32) {
+    if bits == 0 {
+        (0, 0)
+    } else {
+        ((bits & 0x7f_ffff) | 0x80_0000, (bits >> 23) as i32)
+    }
+}
+
 /// The rows' totals `t[r]` (already `>> shift`) times `d[r] · s`, as one
 /// normal block in place; returns its exponent.
 ///
@@ -164,31 +178,29 @@ fn tiled_row(
 /// aligned total, so the largest output keeps 15-16 significant bits
 /// whatever the spread of the row scales. Rows whose scale is zero give 0.
 fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
-    let parts = |r: usize| f32_parts(d.get(r).map_or(0, |v| v.to_bits()));
-    // The largest row-scale exponent (zero scales do not count).
+    let d: &[u32] = bytemuck::cast_slice(d);
+    // One pass: the largest row-scale exponent and the largest total aligned
+    // to it (when the largest exponent grows, the maximum so far is shifted
+    // by the difference: the same floor as aligning afterwards).
     let mut dmax = i32::MIN;
-    for r in 0..t.len() {
-        let (m, e) = parts(r);
-        if m != 0 {
-            dmax = dmax.max(e);
-        }
-    }
-    if dmax == i32::MIN || s.is_zero() {
-        t.fill(0);
-        return ZERO_EXP;
-    }
-    let gap = |e: i32| (dmax - e).clamp(0, 32) as u32;
-    // The largest total after aligning its row scale.
     let mut top = 0u32;
-    for (r, &v) in t.iter().enumerate() {
-        let (m, e) = parts(r);
-        if m != 0 {
-            let g = gap(e);
-            let a = if g >= 32 { 0 } else { v.unsigned_abs() >> g };
-            top = top.max(a);
+    for (&v, &bits) in t.iter().zip(d) {
+        let (m, e) = scale_parts(bits);
+        if m == 0 {
+            continue;
         }
+        if e > dmax {
+            top = if dmax == i32::MIN {
+                0
+            } else {
+                top.checked_shr((e - dmax) as u32).unwrap_or(0)
+            };
+            dmax = e;
+        }
+        let a = v.unsigned_abs().checked_shr((dmax - e) as u32).unwrap_or(0);
+        top = top.max(a);
     }
-    if top == 0 {
+    if top == 0 || s.is_zero() {
         t.fill(0);
         return ZERO_EXP;
     }
@@ -196,20 +208,16 @@ fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
     let ta = (32 - top.leading_zeros()).saturating_sub(15);
     let s16 = s.mantissa() >> 16; // [2^15, 2^16)
     let mut max = 0u32;
-    for (r, v) in t.iter_mut().enumerate() {
-        let (m, e) = parts(r);
-        if m == 0 {
-            *v = 0;
-            continue;
-        }
-        let a = shr_round(*v, (ta + gap(e)).min(32));
-        // ds in [2^14, 2^16): 16-bit mantissa of d times s.
-        let ds = ((m.unsigned_abs() >> 8) * s16) >> 16;
+    for (v, &bits) in t.iter_mut().zip(d) {
+        let (m, e) = scale_parts(bits);
+        let a = shr_round(*v, ta + (dmax - e).clamp(0, 32) as u32);
+        // ds in [2^14, 2^16): 16-bit mantissa of d times s (0 for d = 0).
+        let ds = ((m >> 8) * s16) >> 16;
         let p = a * ds as i32; // |a| <= 2^15, ds < 2^16: below 2^31
-        *v = if m < 0 { -p } else { p };
-        max = max.max(v.unsigned_abs());
+        *v = p;
+        max = max.max(p.unsigned_abs());
     }
-    // value = a · ds · 2^(ta + gap + 8 + e_d + 16 + 16 + e_s) with e_d = dmax - gap.
-    let e = (ta + shift) as i32 + dmax + 40 + s.exponent();
+    // value = a · ds · 2^(ta + gap + 8 + (e - 150) + 16 + 16 + e_s), e = dmax - gap.
+    let e = (ta + shift) as i32 + dmax - 150 + 40 + s.exponent();
     block::normalize_with_max(t, e, max)
 }

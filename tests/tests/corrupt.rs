@@ -184,7 +184,7 @@ fn cases() -> Vec<Case> {
             *b = b"{\"model_type\": \"ferrite\"}\n".repeat(4)
         }),
         case("version_0", true, |b| set_u32(b, VERSION, 0)),
-        case("version_6", true, |b| {
+        case("version_newer", true, |b| {
             set_u32(b, VERSION, FORMAT_VERSION + 1)
         }),
         case("header_len", true, |b| set_u32(b, HEADER_LEN_FIELD, 128)),
@@ -479,6 +479,80 @@ fn tiled_cases() -> Vec<Case> {
     ]
 }
 
+/// The valid image every `int_*` case starts from: the integer token path
+/// (format 6), int8 tiled, hidden 16; layer 0 GDN with an int16 state,
+/// layer 1 SWA (f32 state: its f32 step). Tensors: 0 embeddings, 1 final
+/// norm, 2 attn_norm, 3 q_proj, ...
+fn int_base_image() -> Vec<u8> {
+    let json = serde_json::json!({
+        "vocab_size": 256, "hidden_size": 16, "intermediate_size": 32,
+        "tie_word_embeddings": true, "tokenizer": "bytes",
+        "layers": [
+            {"mixer": "gdn", "num_heads": 1, "head_dim": 16, "expand_v": 1.0, "conv_size": 2},
+            {"mixer": "swa", "num_heads": 1, "head_dim": 16, "window": 4}
+        ]
+    });
+    let config = ferrite_tools::config_json::parse(&json).expect("valid config");
+    let dir = random_model(config, 11);
+    let opts = WriteOptions {
+        dtype: DType::I8,
+        token_path: ferrite::TokenPath::Int,
+        state: ferrite::StateFormat::Int16,
+        ..Default::default()
+    };
+    build_image(&dir, &opts, |_, _| {})
+        .expect("image builds")
+        .bytes
+}
+
+/// Byte offset of word `word` of layer `layer`'s record.
+fn layer_word(b: &[u8], layer: usize, word: usize) -> usize {
+    u32_at(b, CONFIG_OFF) as usize + 4 * (MODEL_RECORD_WORDS + layer * LAYER_RECORD_WORDS + word)
+}
+
+/// Byte offset of the model record's flags (word 4).
+fn model_flags(b: &[u8]) -> usize {
+    u32_at(b, CONFIG_OFF) as usize + 16
+}
+
+/// Damage to the integer token path's base image.
+fn int_cases() -> Vec<Case> {
+    vec![
+        case("int_path_in_a_v5_image", true, |b| set_u32(b, VERSION, 5)),
+        // The f32 path with a layer whose state is int16.
+        case("int_state_on_the_f32_path", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f & !2)
+        }),
+        case("int_state_in_a_v5_image", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f & !2);
+            set_u32(b, VERSION, 5)
+        }),
+        case("int_unknown_state_format", true, |b| {
+            let at = layer_word(b, 0, 15);
+            set_u32(b, at, 7)
+        }),
+        // SWA has no integer step (yet).
+        case("int_state_on_a_mixer_without_one", true, |b| {
+            let at = layer_word(b, 1, 15);
+            set_u32(b, at, 1)
+        }),
+        case("int_unknown_model_flag", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 4)
+        }),
+        // The q_proj of the integer GDN layer relabelled row-major.
+        case("int_matrix_not_tiled", true, |b| {
+            let at = entry(b, Q_PROJ, 5);
+            b[at] = 0
+        }),
+    ]
+}
+
 /// Byte offset of the flags word (record word 10) of layer 0, a BLA layer.
 fn bla_flags(b: &[u8]) -> usize {
     u32_at(b, CONFIG_OFF) as usize + 4 * MODEL_RECORD_WORDS + 4 * 10
@@ -539,6 +613,7 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (tiled_base_image(), tiled_cases()),
         (bla_base_image(BlaPhiSource::Computed), bla_computed_cases()),
         (bla_base_image(BlaPhiSource::Table), bla_table_cases()),
+        (int_base_image(), int_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),
@@ -653,7 +728,13 @@ fn corpus_covers_every_load_error_class() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=5",
+        "versions 1..=6",
+        "the integer token path needs image format version 6",
+        "this state format needs image format version 6",
+        "an integer state format needs the integer token path",
+        "unknown state format",
+        "this mixer has no step for that state format",
+        "the integer token path needs this matrix tiled",
         "this mixer option needs image format version 4",
         "this mixer option needs image format version 5",
         "attn.phi is stored where the config has none",

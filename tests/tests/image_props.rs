@@ -129,6 +129,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     use_beta: true,
                     qk_activation: QkActivation::Silu,
                     qk_norm: QkNorm::L2,
+                    state: ferrite::StateFormat::F32,
                 })
             }),
         (s(), prop::option::of(s()), s(), s(), s()).prop_map(move |(h, hkv, k, v, m)| {

@@ -79,8 +79,10 @@ pub fn normalize_with_max(m: &mut [i32], e: i32, max: u32) -> i32 {
     }
     let s = shift_to_top(max);
     shift_all(m, s);
-    // A right shift can round the largest up to 2^30: once more.
-    if s < 0 && max_abs(m) >= 1 << TOP_BITS {
+    // A right shift can round the largest up to 2^30 (rounding is monotone
+    // in the magnitude, and rounds a positive value up at least as far as a
+    // negative one): once more.
+    if s < 0 && shr_round(max as i32, (-s) as u32).unsigned_abs() >= 1 << TOP_BITS {
         shift_all(m, -1);
         return e - s + 1;
     }
@@ -125,8 +127,8 @@ pub fn sum_squares(m: &[i32], shift: u32) -> u64 {
 pub fn rms_inv(b: Block<'_>, eps: Fx) -> Fx {
     let n = b.m.len().max(1) as i64;
     let ss = Fx::from_u64(sum_squares(b.m, TO_15), 2 * (b.e + TO_15 as i32), false);
-    let mean = ss.mul(Fx::from_i64(n, 0).recip());
-    mean.add(eps).rsqrt()
+    let mean = ss * Fx::from_i64(n, 0).recip();
+    (mean + eps).rsqrt()
 }
 
 /// Quantizes a normal block to int8, `q_i = round(127 v_i / max|v|)` (on
@@ -146,16 +148,41 @@ pub fn quantize(b: Block<'_>, q: &mut [i8]) -> Fx {
         *qi = if v < 0 { -mag } else { mag };
     }
     // scale = top * 2^(e + 15) / 127.
-    Fx::from_i64(top as i64, b.e + TO_15 as i32).mul(INV_127)
+    Fx::from_i64(top as i64, b.e + TO_15 as i32) * INV_127
 }
 
 /// 1/127 to 32 bits.
 const INV_127: Fx = Fx::from_u64(((1u64 << 63) + 63) / 127, -63, false);
 
-/// The nearest f32 of `m × 2^e`, as bits (integer code; ties to even).
+/// The nearest f32 of `m × 2^e`, as bits (integer code; ties to even;
+/// below 2^-126 a signed zero, beyond f32's range an infinity).
 #[inline]
 pub fn to_f32_bits(m: i32, e: i32) -> u32 {
-    Fx::from_i64(m as i64, e).to_f32_bits()
+    let sign = if m < 0 { 0x8000_0000 } else { 0 };
+    let mag = m.unsigned_abs();
+    if mag == 0 {
+        return 0;
+    }
+    let lz = mag.leading_zeros();
+    let norm = mag << lz; // [2^31, 2^32)
+    let mut q = norm >> 8; // 24 bits
+    let rest = norm & 0xff;
+    // value = norm 2^(e - lz); f32 exponent e - lz + 31.
+    let mut biased = e as i64 - lz as i64 + 31 + 127;
+    if rest > 0x80 || (rest == 0x80 && q & 1 == 1) {
+        q += 1;
+        if q == 1 << 24 {
+            q >>= 1;
+            biased += 1;
+        }
+    }
+    if biased >= 0xff {
+        return sign | 0x7f80_0000;
+    }
+    if biased <= 0 {
+        return sign;
+    }
+    sign | ((biased as u32) << 23) | (q & 0x7f_ffff)
 }
 
 /// Writes the values of a block as f32 into `out` (by their bits).
@@ -236,7 +263,10 @@ impl<'a> Bits<'a> {
     #[inline(always)]
     fn get(&self, i: usize) -> u32 {
         match *self {
-            Bits::F32(v) => v.get(i).map_or(0, |x| x.to_bits()),
+            Bits::F32(v) => match v.get(i) {
+                Some(x) => x.to_bits(),
+                None => 0,
+            },
             // f16 -> f32 is exact (integer code in `half` where the core has
             // no conversion instruction; the same bits either way).
             Bits::F16(v) => v.get(i).map_or(0, |x| x.to_f32().to_bits()),
@@ -263,13 +293,16 @@ impl<'a> F32Bits<'a> {
     }
 
     fn new(data: Bits<'a>) -> F32Bits<'a> {
-        let mut emax = i32::MIN;
+        // The largest exponent of a normal value (subnormals read as 0).
+        let mut biased = 0u32;
         for i in 0..data.len() {
-            let b = data.get(i);
-            if b & 0x7fff_ffff != 0 {
-                emax = emax.max(f32_parts(b).1);
-            }
+            biased = biased.max((data.get(i) >> 23) & 0xff);
         }
+        let emax = if biased == 0 {
+            i32::MIN
+        } else {
+            biased as i32 - 150
+        };
         F32Bits { data, emax }
     }
 
@@ -290,12 +323,23 @@ impl<'a> F32Bits<'a> {
     }
 
     /// Value `i` as a mantissa of at most 15 bits (`|m| <= 2^15`) aligned to
-    /// the vector's largest exponent, rounded.
+    /// the vector's largest exponent, rounded (a subnormal reads as 0).
     #[inline(always)]
     pub fn at15(&self, i: usize) -> i32 {
-        let (m, e) = f32_parts(self.data.get(i));
-        let d = self.emax.saturating_sub(e).saturating_add(9);
-        shr_round(m, d.clamp(0, 32) as u32)
+        let bits = self.data.get(i);
+        let biased = ((bits >> 23) & 0xff) as i32;
+        if biased == 0 {
+            return 0;
+        }
+        let m = ((bits & 0x7f_ffff) | 0x80_0000) as i32;
+        // emax - e + 9 with e = biased - 150 (emax is at least e).
+        let d = (self.emax + 150 - biased + 9) as u32;
+        let v = shr_round(m, d);
+        if bits >> 31 != 0 {
+            -v
+        } else {
+            v
+        }
     }
 
     /// The exponent of [`F32Bits::at15`]'s mantissas (all zero: `ZERO_EXP`).
@@ -332,6 +376,17 @@ mod tests {
                 (u * 2f64.powi((i % spread as u64) as i32 - spread / 2)) as f32
             })
             .collect()
+    }
+
+    #[test]
+    fn f32_conversion_is_the_nearest() {
+        for e in [-170, -150, -30, 0, 5, 100] {
+            for m in [1, -1, 3, 0x7fff_ffff, -0x7fff_ffff, 0x0100_0001, 0x0180_0000, 0x0180_0001, 12345] {
+                let want = Fx::from_i64(m as i64, e).to_f32_bits();
+                assert_eq!(to_f32_bits(m, e), want, "{m} {e}");
+            }
+        }
+        assert_eq!(to_f32_bits(0, 7), 0);
     }
 
     #[test]

@@ -166,8 +166,8 @@ impl Fx {
         sign | ((biased as u32) << 23) | (m & 0x7f_ffff)
     }
 
-    /// `-self`.
-    pub const fn neg(self) -> Fx {
+    /// `-self` (also the `Neg` operator).
+    pub const fn negated(self) -> Fx {
         if self.m == 0 {
             self
         } else {
@@ -191,8 +191,8 @@ impl Fx {
         Fx::normal(self.m, self.e.saturating_add(k), self.neg)
     }
 
-    /// `self × other`, rounded.
-    pub fn mul(self, other: Fx) -> Fx {
+    /// `self × other`, rounded (the `*` operator).
+    fn times(self, other: Fx) -> Fx {
         if self.m == 0 || other.m == 0 {
             return Fx::ZERO;
         }
@@ -201,8 +201,8 @@ impl Fx {
         Fx::from_u64(p, e, self.neg != other.neg)
     }
 
-    /// `self + other`, rounded.
-    pub fn add(self, other: Fx) -> Fx {
+    /// `self + other`, rounded (the `+` operator).
+    fn plus(self, other: Fx) -> Fx {
         if other.m == 0 {
             return self;
         }
@@ -227,10 +227,6 @@ impl Fx {
         Fx::from_u64(w, a.e.saturating_sub(31), a.neg)
     }
 
-    /// `self - other`.
-    pub fn sub(self, other: Fx) -> Fx {
-        self.add(other.neg())
-    }
 
     /// `1 / self`; the reciprocal of zero is [`Fx::MAX`].
     pub fn recip(self) -> Fx {
@@ -313,7 +309,7 @@ impl Fx {
     /// [`crate::math::fast_int`]'s, minimax for `2^f`); below `2^E_MIN`
     /// the result is 0, above `2^E_MAX` the largest magnitude.
     pub fn exp(self) -> Fx {
-        let t = self.mul(LOG2_E);
+        let t = self * LOG2_E;
         if t.m == 0 {
             return Fx::ONE;
         }
@@ -346,16 +342,16 @@ impl Fx {
         } else {
             self
         };
-        let s = u.mul(Fx::pow2(1).add(u).recip());
-        let s2 = s.mul(s);
+        let s = u * (Fx::pow2(1) + u).recip();
+        let s2 = s * s;
         // s (1 + s^2/3 + s^4/5 + ... + s^16/17), by Horner from the last term.
         let mut acc = Fx::ZERO;
         let mut k = 17;
         while k >= 3 {
-            acc = acc.add(INV_ODD[(k - 3) / 2]).mul(s2);
+            acc = (acc + INV_ODD[(k - 3) / 2]) * s2;
             k -= 2;
         }
-        acc.add(Fx::ONE).mul(s).shl(1)
+        ((acc + Fx::ONE) * s).shl(1)
     }
 
     /// `ln(1 + e^self)` (PyTorch's softplus: `self` itself above 20).
@@ -364,7 +360,35 @@ impl Fx {
             return self;
         }
         let pos = if self.neg { Fx::ZERO } else { self };
-        pos.add(self.abs().neg().exp().ln1p_unit())
+        pos + (-self.abs()).exp().ln1p_unit()
+    }
+}
+
+impl core::ops::Mul for Fx {
+    type Output = Fx;
+    fn mul(self, other: Fx) -> Fx {
+        self.times(other)
+    }
+}
+
+impl core::ops::Add for Fx {
+    type Output = Fx;
+    fn add(self, other: Fx) -> Fx {
+        self.plus(other)
+    }
+}
+
+impl core::ops::Sub for Fx {
+    type Output = Fx;
+    fn sub(self, other: Fx) -> Fx {
+        self.plus(other.negated())
+    }
+}
+
+impl core::ops::Neg for Fx {
+    type Output = Fx;
+    fn neg(self) -> Fx {
+        self.negated()
     }
 }
 
@@ -474,10 +498,10 @@ mod tests {
             let b = xs[(i * 7 + 3) % xs.len()];
             let (fa, fb) = (fx(a), fx(b));
             let (a, b) = (val(fa), val(fb));
-            assert!(rel(val(fa.mul(fb)), a * b) <= 2f64.powi(-31), "{a} * {b}");
+            assert!(rel(val(fa * fb), a * b) <= 2f64.powi(-31), "{a} * {b}");
             let sum = a + b;
             // An add is exact to 2^-31 of the larger operand.
-            let err = (val(fa.add(fb)) - sum).abs();
+            let err = (val(fa + fb) - sum).abs();
             assert!(err <= a.abs().max(b.abs()) * 2f64.powi(-31), "{a} + {b}");
             assert!(rel(val(fa.recip()), 1.0 / a) <= 2f64.powi(-31), "1/{a}");
             let r = val(fa.abs().rsqrt());
@@ -529,11 +553,11 @@ mod tests {
 
     #[test]
     fn saturation_and_zero_are_defined() {
-        assert_eq!(Fx::MAX.mul(Fx::MAX), Fx::MAX);
-        assert_eq!(Fx::pow2(E_MIN).mul(Fx::pow2(-40)), Fx::ZERO);
+        assert_eq!(Fx::MAX * Fx::MAX, Fx::MAX);
+        assert_eq!(Fx::pow2(E_MIN) * Fx::pow2(-40), Fx::ZERO);
         assert_eq!(Fx::ZERO.recip(), Fx::MAX);
         assert_eq!(Fx::ZERO.rsqrt(), Fx::MAX);
-        assert_eq!(Fx::ONE.sub(Fx::ONE), Fx::ZERO);
+        assert_eq!(Fx::ONE - Fx::ONE, Fx::ZERO);
         assert_eq!(Fx::from_f32_bits(f32::NAN.to_bits()).mantissa(), u32::MAX);
         assert_eq!(Fx::from_f32_bits(0x8000_0000), Fx::ZERO);
         assert_eq!(Fx::MAX.to_f32_bits(), f32::INFINITY.to_bits());

@@ -89,21 +89,27 @@ pub fn step(
         };
     }
     let write = (pos % hist.max(1) as u64) as usize;
+    // Taps before `first` are older than the stream; slot offsets once.
+    let first = hist.saturating_sub(usize::try_from(pos).unwrap_or(usize::MAX));
+    let mut base = [0usize; MAX_WIDTH];
+    for (b, &slot) in base.iter_mut().zip(&slot_of).take(hist).skip(first) {
+        *b = slot * channels;
+    }
+    let cur_shift = shift[width - 1];
     let mut max = 0u32;
+    let mut row = [0i32; MAX_WIDTH];
     for (c, xc) in x.iter_mut().enumerate() {
+        // The channel's kernel as 15-bit mantissas (each value is read once
+        // per token: no saving in keeping them).
+        for (j, r) in row.iter_mut().enumerate().take(width) {
+            *r = w.at15(c * width + j);
+        }
         let cur = *xc >> TO_15; // |cur| <= 2^15
-        let mut acc = 0i32;
-        for j in 0..width {
-            if shift[j] == u32::MAX {
-                continue;
-            }
-            let v = if j + 1 == width {
-                cur
-            } else {
-                i32::from(slots[slot_of[j] * channels + c])
-            };
-            // 15 x 15 bits, then at least `spare` bits down.
-            acc += shr_round(w.at15(c * width + j) * v, shift[j]);
+        // 15 x 15 bits, then at least `spare` bits down.
+        let mut acc = shr_round(row[width - 1] * cur, cur_shift);
+        for j in first..hist {
+            let v = i32::from(slots[base[j] + c]);
+            acc += shr_round(row[j] * v, shift[j]);
         }
         if hist > 0 {
             slots[write * channels + c] = cur.clamp(-32767, 32767) as i16;

@@ -5,7 +5,7 @@
 //! **State** (words, in this order):
 //!
 //! ```text
-//! per value head j: [ E_j: i32 | f_j: u32 | M_j: u32 ]     the head's scale and largest mantissa
+//! per value head j: [ E_j: i32 | f_j: u32 | M_j: u32 ]     the head's scale; the OR of its mantissas' magnitudes
 //! S: [HV][V][K] i16 mantissas (padded to a word)           S_j = mantissa × f_j × 2^(E_j - 32)
 //! q, k, v convolution windows (mixers::conv_int), when conv_size > 0
 //! ```
@@ -17,7 +17,9 @@
 //! below `0.5 / (1 - g)` units). Writes enter at the current scale; before
 //! a token's update the head is shifted by whole bits (the shift folded
 //! into the first pass over S) so that the larger of its last largest
-//! mantissa `M_j` and this token's `v / σ_j` lies in `[2^12, 2^14)`:
+//! mantissa and this token's `v / σ_j` lies in `[2^12, 2^14)` (the head
+//! keeps `M_j`, the OR of its mantissas' magnitudes after the last update,
+//! whose top bit is the largest's):
 //! 12-14 significant bits, and room for the update to double the largest
 //! mantissa before it clamps at ±32767 (each clamp is counted). `M_j = 0`
 //! marks an empty head (a new or reset state): its first write chooses the
@@ -146,10 +148,10 @@ fn unit_q14(m: &mut [i32], e: i32, norm: QkNorm, extra: Fx) {
                 .iter()
                 .map(|v| (v.unsigned_abs() * v.unsigned_abs()) as u64)
                 .sum();
-            Fx::from_u64(ss, 2 * e, false).add(L2_EPS).rsqrt()
+            (Fx::from_u64(ss, 2 * e, false) + L2_EPS).rsqrt()
         }
     };
-    let f = Factor::new(inv.mul(extra).shl(e + 14));
+    let f = Factor::new((inv * extra).shl(e + 14));
     for v in m.iter_mut() {
         *v = f.apply(*v).clamp(-UNIT, UNIT);
     }
@@ -295,12 +297,12 @@ pub(crate) fn step(
             };
         let decay = match (&a_log, &dt_bias) {
             (Some(al), Some(dt)) => {
-                let z = Fx::from_i64(a[j] as i64, ea).add(Fx::from_f32_bits(dt.bits(j)));
+                let z = Fx::from_i64(a[j] as i64, ea) + Fx::from_f32_bits(dt.bits(j));
                 let rate = Fx::from_f32_bits(al.bits(j)).exp();
-                rate.mul(z.softplus()).neg().exp()
+                (-(rate * z.softplus())).exp()
             }
             _ => match c.decay {
-                GdnDecay::Retention => Fx::ONE.sub(Fx::pow2((-5i32).saturating_sub(j as i32))),
+                GdnDecay::Retention => Fx::ONE - Fx::pow2((-5i32).saturating_sub(j as i32)),
                 _ => Fx::ONE,
             },
         };
@@ -349,16 +351,26 @@ pub(crate) fn state_max_abs(c: &GdnConfig, state: &[i32]) -> f32 {
         c.head_k_dim as u64,
         c.head_v_dim as u64,
     );
+    let heads = (hv * HEAD_WORDS) as usize;
+    let s_words = product(&[hv, v, k]).div_ceil(2) as usize;
+    let s_all: &[i16] = state
+        .get(heads..heads + s_words)
+        .map_or(&[], |w| bytemuck::cast_slice(w));
     let mut top = Fx::ZERO;
-    for rec in state.chunks_exact(3).take(hv as usize) {
-        if let (Some(sg), m) = head_scale(rec) {
-            let x = sg.mul(Fx::from_i64(m as i64, 0));
+    for (j, rec) in state.chunks_exact(3).take(hv as usize).enumerate() {
+        if let (Some(sg), _) = head_scale(rec) {
+            let m = s_all
+                .iter()
+                .skip(j * (v * k) as usize)
+                .take((v * k) as usize)
+                .fold(0u32, |a, e| a.max(e.unsigned_abs() as u32));
+            let x = sg * Fx::from_i64(m as i64, 0);
             if x.gt(top) {
                 top = x;
             }
         }
     }
-    let mut at = (hv * HEAD_WORDS + product(&[hv, v, k]).div_ceil(2)) as usize;
+    let mut at = heads + s_words;
     if c.conv_size > 0 {
         for ch in [h * k, h * k, hv * v] {
             let words = conv_int::state_words(ch, c.conv_size) as usize;
@@ -397,7 +409,7 @@ impl Head<'_> {
         let kd = k.len();
         let (old, m_s) = head_scale(rec);
         // The decay is the scale's: no mantissa changes.
-        let mut sigma = old.map(|sg| sg.mul(decay)).filter(|sg| !sg.is_zero());
+        let mut sigma = old.map(|sg| sg * decay).filter(|sg| !sg.is_zero());
         if sigma.is_none() && m_s != 0 {
             // Decayed below any representable scale: the head is empty.
             s.fill(0);
@@ -418,7 +430,7 @@ impl Head<'_> {
             }
             Some(sg) => {
                 // max |v / σ| from the 15-bit view of the largest v.
-                let f = Factor::new(Fx::pow2(v.e + TO_15 as i32).mul(sg.recip()));
+                let f = Factor::new(Fx::pow2(v.e + TO_15 as i32) * sg.recip());
                 let p = (vmax >> TO_15) * f.m.unsigned_abs() as u64;
                 let vtop = if f.s >= 0 {
                     p >> f.s.min(63)
@@ -435,43 +447,43 @@ impl Head<'_> {
             }
         };
         sigma = Some(sg);
-        let fv = Factor::new(Fx::pow2(v.e + TO_15 as i32).mul(sg.recip()));
+        let fv = Factor::new(Fx::pow2(v.e + TO_15 as i32) * sg.recip());
+        // The OR of the magnitudes: the same top bit as their maximum (the
+        // head's shift decisions read only that), one instruction cheaper.
         let mut new_max = 0u32;
         for ((row, &vm), or) in s.chunks_exact_mut(kd).zip(v.m).zip(o.iter_mut()) {
-            // Pass 1: the shift, and S k (exact).
-            let mut sk = 0i64;
-            for (rc, kc) in row.chunks_mut(4).zip(k.chunks(4)) {
-                let mut part = 0i32;
-                for (e, &kv) in rc.iter_mut().zip(kc) {
-                    let x = i32::from(*e);
-                    let x = if shift > 0 {
-                        shr_round(x, shift as u32)
-                    } else {
-                        x << (-shift).min(15)
-                    };
-                    *e = x as i16;
-                    part += x * kv;
-                }
-                sk += part as i64;
+            // Pass 1: the head's shift (if any), and S k exactly (i32 per
+            // 4 columns: |Σ_4 S k| <= 2 · 2^15 · 2^14 by Cauchy-Schwarz).
+            if shift > 0 {
+                row.iter_mut()
+                    .for_each(|e| *e = shr_round(i32::from(*e), shift as u32) as i16);
+            } else if shift < 0 {
+                let l = (-shift).min(15);
+                row.iter_mut().for_each(|e| *e = (i32::from(*e) << l) as i16);
             }
-            let vr = fv.apply(vm >> TO_15) as i64;
             let u = if delta_rule {
-                vr - ((sk + (1 << 13)) >> 14)
+                let mut sk = 0i64;
+                for (rc, kc) in row.chunks(4).zip(k.chunks(4)) {
+                    let part: i32 = rc.iter().zip(kc).map(|(&e, &kv)| i32::from(e) * kv).sum();
+                    sk += part as i64;
+                }
+                fv.apply(vm >> TO_15) as i64 - ((sk + (1 << 13)) >> 14)
             } else {
-                vr
+                fv.apply(vm >> TO_15) as i64
             };
             let wr = ((u * beta) >> 15).clamp(-W_MAX, W_MAX) as i32;
-            // Pass 2: the write, and S q.
+            // Pass 2: the write (|wr k| < 2^31 - 2^14: the rounding fits),
+            // and S q (|Σ S q| < 2^29: q is a unit vector over sqrt(K)).
             let mut sq = 0i32;
             for ((e, &kv), &qv) in row.iter_mut().zip(k).zip(q) {
-                let mut x = i32::from(*e) + shr_round(wr * kv, 14);
-                if x.abs() > S_MAX {
+                let mut x = i32::from(*e) + ((wr * kv + (1 << 13)) >> 14);
+                if !(-S_MAX..=S_MAX).contains(&x) {
                     x = x.clamp(-S_MAX, S_MAX);
                     *clamps = clamps.saturating_add(1);
                 }
                 *e = x as i16;
                 sq += x * qv;
-                new_max = new_max.max(x.unsigned_abs());
+                new_max |= x.unsigned_abs();
             }
             *or = sq;
         }
@@ -513,11 +525,8 @@ fn norm_head(
         .iter()
         .map(|u| (u.unsigned_abs() * u.unsigned_abs()) as u64)
         .sum();
-    let mean = Fx::from_u64(ss, 0, false)
-        .mul(Fx::from_i64(o.len() as i64, 0).recip())
-        .mul(fo)
-        .mul(fo);
-    let f = Factor::new(mean.add(eps).rsqrt().mul(fo).shl(15));
+    let mean = Fx::from_u64(ss, 0, false) * Fx::from_i64(o.len() as i64, 0).recip() * fo * fo;
+    let f = Factor::new(((mean + eps).rsqrt() * fo).shl(15));
     let we = o_norm.exp15();
     for (c, e) in o.iter_mut().enumerate() {
         // u (15 bits) times the weight (15 bits): 30 bits, then its 15-bit view.
