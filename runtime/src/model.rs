@@ -218,6 +218,16 @@ impl<'a> Model<'a> {
                         reason: "the integer token path needs this matrix tiled (int8/int4)",
                     });
                 }
+                // Norms (and the vectors of integer steps) are read as f32 bits.
+                let int_vector = spec.layer.is_none()
+                    || matches!(spec.role, Role::AttnNorm | Role::MlpNorm)
+                    || int_mixer;
+                if !spec.matrix && int_vector && e.dtype != DType::F32 {
+                    return Err(Error::BadTensor {
+                        index,
+                        reason: "the integer token path reads its vectors as f32",
+                    });
+                }
             }
             if e.layout != Layout::RowMajor && self.header.version < TILED_FORMAT_VERSION {
                 return Err(Error::BadTensor {

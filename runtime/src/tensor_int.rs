@@ -82,13 +82,13 @@ impl<'a> Tensor<'a> {
         Ok(finish(y, d, x.scale, shift))
     }
 
-    /// The values of an f32 or f16 vector (a norm weight, a convolution
-    /// kernel, `A_log`, ...) read through their bits.
+    /// The values of an f32 vector (a norm weight, a convolution kernel,
+    /// `A_log`, ...) read through their bits. The integer token path keeps
+    /// its vectors f32 (checked at load).
     pub fn stored_vector(&self) -> Result<F32Bits<'a>> {
         match *self.data() {
-            TensorData::F32(v) => Ok(F32Bits::f32(v)),
-            TensorData::F16(v) => Ok(F32Bits::f16(v)),
-            _ => Err(Error::Internal("a stored vector is f32 or f16")),
+            TensorData::F32(v) => Ok(F32Bits::new(v)),
+            _ => Err(Error::Internal("an integer-path vector that is not f32")),
         }
     }
 

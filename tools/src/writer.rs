@@ -593,9 +593,19 @@ pub fn build_image(
             version = version.max(TILED_FORMAT_VERSION);
         }
         if config.model.token_path == TokenPath::Int
+            && !spec.matrix
+            && dtype != DType::F32
+            && read_by_integer_code(&config, spec)
+        {
+            bail!(
+                "the integer token path reads {name} as f32 bits, but a rule stores it as {}",
+                dtype.name()
+            );
+        }
+        if config.model.token_path == TokenPath::Int
             && spec.matrix
             && layout != Layout::Tiled
-            && needs_tiled(&config, spec)
+            && read_by_integer_code(&config, spec)
         {
             bail!(
                 "the integer token path needs {name} tiled (int8/int4, input dimension a multiple \
@@ -685,15 +695,19 @@ pub fn build_image(
     })
 }
 
-/// Whether the integer token path reads matrix `spec` through its integer
-/// products: the embeddings, the head, the MLPs and the matrices of layers
-/// with an integer state (what `Model::load` checks).
-fn needs_tiled(config: &Config, spec: &TensorSpec) -> bool {
+/// Whether the integer token path reads tensor `spec` in integer code (a
+/// matrix through its integer products, tiled; a vector through its f32
+/// bits): the embeddings, the head and the final norm, the block's norms
+/// and MLPs, and every tensor of a layer with an integer state (what
+/// `Model::load` checks).
+fn read_by_integer_code(config: &Config, spec: &TensorSpec) -> bool {
     match spec.layer {
         None => true,
         Some(l) => {
-            matches!(spec.role, Role::MlpGate | Role::MlpUp | Role::MlpDown)
-                || config.layers[l as usize].state_format() != StateFormat::F32
+            matches!(
+                spec.role,
+                Role::MlpGate | Role::MlpUp | Role::MlpDown | Role::AttnNorm | Role::MlpNorm
+            ) || config.layers[l as usize].state_format() != StateFormat::F32
         }
     }
 }

@@ -12,8 +12,6 @@
 //! scales) are read through their bits: [`F32Bits`] gives their mantissas
 //! aligned to the largest exponent of the vector.
 
-use half::f16;
-
 use super::scalar::Fx;
 
 /// Bits of a normal block's largest mantissa: `[2^(TOP_BITS-1), 2^TOP_BITS)`.
@@ -244,101 +242,92 @@ pub fn from_f32(x: &[f32], out: &mut [i32]) -> i32 {
     from_f32_bits(x.iter().map(|v| v.to_bits()), out)
 }
 
-/// A vector of f32 values stored in the image (f32 or f16), read through
-/// its bits: each value as a 15-bit mantissa aligned to the vector's
-/// largest exponent, `value_i ≈ at15(i) × 2^exp15()`.
+/// A vector of f32 values stored in the image, read through its bits:
+/// each value as a 15-bit mantissa aligned to the vector's largest
+/// exponent, `value_i ≈ at15(i) × 2^exp15()`. (The integer token path
+/// stores its vectors as f32: checked at load.)
 #[derive(Clone, Copy, Debug)]
 pub struct F32Bits<'a> {
-    data: Bits<'a>,
+    bits: &'a [u32],
+    /// `emax + 159`: the shift that takes a value of biased exponent `b`
+    /// to the 15-bit mantissa is `shift_base - b`.
+    shift_base: i32,
     emax: i32,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Bits<'a> {
-    F32(&'a [f32]),
-    F16(&'a [f16]),
-}
-
-impl<'a> Bits<'a> {
-    #[inline(always)]
-    fn get(&self, i: usize) -> u32 {
-        match *self {
-            Bits::F32(v) => match v.get(i) {
-                Some(x) => x.to_bits(),
-                None => 0,
-            },
-            // f16 -> f32 is exact (integer code in `half` where the core has
-            // no conversion instruction; the same bits either way).
-            Bits::F16(v) => v.get(i).map_or(0, |x| x.to_f32().to_bits()),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match *self {
-            Bits::F32(v) => v.len(),
-            Bits::F16(v) => v.len(),
-        }
-    }
 }
 
 impl<'a> F32Bits<'a> {
     /// The view of f32 values (one pass to find the largest exponent).
-    pub fn f32(v: &'a [f32]) -> F32Bits<'a> {
-        Self::new(Bits::F32(v))
-    }
-
-    /// The view of f16 values.
-    pub fn f16(v: &'a [f16]) -> F32Bits<'a> {
-        Self::new(Bits::F16(v))
-    }
-
-    fn new(data: Bits<'a>) -> F32Bits<'a> {
+    pub fn new(v: &'a [f32]) -> F32Bits<'a> {
+        let bits: &[u32] = bytemuck::cast_slice(v);
         // The largest exponent of a normal value (subnormals read as 0).
-        let mut biased = 0u32;
-        for i in 0..data.len() {
-            biased = biased.max((data.get(i) >> 23) & 0xff);
-        }
+        let biased = bits.iter().fold(0u32, |m, &b| m.max((b >> 23) & 0xff));
         let emax = if biased == 0 {
             i32::MIN
         } else {
             biased as i32 - 150
         };
-        F32Bits { data, emax }
+        F32Bits {
+            bits,
+            shift_base: biased as i32 + 9,
+            emax,
+        }
     }
 
     /// Number of values.
     pub fn len(&self) -> usize {
-        self.data.len()
+        self.bits.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.bits.is_empty()
     }
 
     /// The f32 bits of value `i` (0 past the end).
     #[inline(always)]
     pub fn bits(&self, i: usize) -> u32 {
-        self.data.get(i)
+        self.bits.get(i).copied().unwrap_or(0)
     }
 
     /// Value `i` as a mantissa of at most 15 bits (`|m| <= 2^15`) aligned to
-    /// the vector's largest exponent, rounded (a subnormal reads as 0).
+    /// the vector's largest exponent, rounded (a subnormal reads as 0, an
+    /// index past the end as 0).
     #[inline(always)]
     pub fn at15(&self, i: usize) -> i32 {
-        let bits = self.data.get(i);
+        Self::decode(self.bits(i), self.shift_base)
+    }
+
+    /// The bits and the shift base [`F32Bits::decode`] takes, for loops
+    /// that walk the values with their own stride.
+    pub fn raw(&self) -> (&'a [u32], i32) {
+        (self.bits, self.shift_base)
+    }
+
+    /// [`F32Bits::at15`] of the bits `bits` of a vector with shift base
+    /// `shift_base` ([`F32Bits::raw`]).
+    #[inline(always)]
+    pub fn decode(bits: u32, shift_base: i32) -> i32 {
         let biased = ((bits >> 23) & 0xff) as i32;
         if biased == 0 {
             return 0;
         }
         let m = ((bits & 0x7f_ffff) | 0x80_0000) as i32;
-        // emax - e + 9 with e = biased - 150 (emax is at least e).
-        let d = (self.emax + 150 - biased + 9) as u32;
-        let v = shr_round(m, d);
+        // emax - e + 9 = shift_base - biased, at least 9.
+        let v = shr_round(m, (shift_base - biased) as u32);
         if bits >> 31 != 0 {
             -v
         } else {
             v
+        }
+    }
+
+    /// The values `start..start + out.len()` as [`F32Bits::at15`] gives
+    /// them, into `out` (0 past the end).
+    #[inline(always)]
+    pub fn at15_into(&self, start: usize, out: &mut [i32]) {
+        let src = self.bits.get(start..).unwrap_or(&[]);
+        for (o, &b) in out.iter_mut().zip(src.iter().chain(core::iter::repeat(&0))) {
+            *o = Self::decode(b, self.shift_base);
         }
     }
 
@@ -474,17 +463,19 @@ mod tests {
     #[test]
     fn stored_vectors_read_through_their_bits() {
         let x = [0.5f32, -0.25, 3.0, 1e-9, 0.0, -2.75];
-        let w = F32Bits::f32(&x);
+        let w = F32Bits::new(&x);
         assert_eq!(w.exp15(), 1 - 23 + 9);
         for (i, &v) in x.iter().enumerate() {
             let got = value(w.at15(i), w.exp15());
             assert!((got - v as f64).abs() <= 2f64.powi(1 - 15), "{v} {got}");
             assert_eq!(w.bits(i), v.to_bits());
         }
-        let h: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
-        let wh = F32Bits::f16(&h);
-        assert_eq!(wh.at15(2), w.at15(2));
-        assert_eq!(F32Bits::f32(&[0.0; 4]).exp15(), ZERO_EXP);
+        let mut four = [0; 4];
+        w.at15_into(2, &mut four);
+        assert_eq!(four, [w.at15(2), w.at15(3), w.at15(4), w.at15(5)]);
+        w.at15_into(4, &mut four);
+        assert_eq!(four, [w.at15(4), w.at15(5), 0, 0]);
+        assert_eq!(F32Bits::new(&[0.0; 4]).exp15(), ZERO_EXP);
         assert_eq!(f32_parts(f32::INFINITY.to_bits()), (1 << 23, 105));
     }
 }

@@ -21,7 +21,7 @@
 use super::{product, sum};
 use crate::error::{Error, Result};
 use crate::fixed::activation::silu_block;
-use crate::fixed::block::{normalize_with_max, shr_round, TO_15};
+use crate::fixed::block::{normalize_with_max, shr_round, F32Bits, TO_15};
 use crate::tensor::Tensor;
 
 /// Widest convolution a config may ask for (`conv_size` 1..=64).
@@ -58,68 +58,58 @@ pub fn step(
     if slots.len() < hist * channels {
         return Err(Error::Internal("convolution state of the wrong size"));
     }
-    // The slot (and so the exponent) of each tap j = 0..W-1; the current
-    // input is tap W-1 (age 0). Taps older than the stream are skipped.
+    // Tap j = 0..W-1 reads the token of age W-1-j: the current input is tap
+    // W-1 (age 0), the token of age a sits in slot (pos - a) mod (W-1).
+    // Taps older than the stream are skipped.
     let x_exp = e + TO_15 as i32;
-    let mut slot_of = [usize::MAX; MAX_WIDTH];
-    let mut tap_exp = [i32::MIN; MAX_WIDTH];
-    tap_exp[width - 1] = x_exp;
-    for (j, (s, te)) in slot_of
-        .iter_mut()
-        .zip(tap_exp.iter_mut())
-        .enumerate()
-        .take(hist)
-    {
-        let age = (hist - j) as u64;
-        if pos >= age {
-            let slot = ((pos - age) % hist as u64) as usize;
-            *s = slot;
-            *te = exps[slot];
+    let valid = |age: usize| pos >= age as u64;
+    let slot_of = |age: usize| ((pos - age as u64) % hist.max(1) as u64) as usize;
+    let mut emax = x_exp;
+    for age in 1..=hist {
+        if valid(age) {
+            emax = emax.max(exps[slot_of(age)]);
         }
     }
-    let emax = tap_exp[..width].iter().copied().max().unwrap_or(x_exp);
     // log2 of the taps' count, rounded up: the sum of W terms below 2^30.
     let spare = usize::BITS - (width - 1).leading_zeros();
-    let mut shift = [0u32; MAX_WIDTH];
-    for (sh, &te) in shift.iter_mut().zip(&tap_exp[..width]) {
-        *sh = if te == i32::MIN {
-            u32::MAX
-        } else {
-            spare + (emax - te).clamp(0, 40) as u32
-        };
-    }
+    let shift_for = |te: i32| spare + (emax - te).clamp(0, 40) as u32;
+    let (bits, base) = w.raw();
+    let decode = |i: usize| F32Bits::decode(bits.get(i).copied().unwrap_or(0), base);
+
+    // The current tap, and the oldest (its slot takes the current input).
     let write = (pos % hist.max(1) as u64) as usize;
-    // Taps before `first` are older than the stream; slot offsets once.
-    let first = hist.saturating_sub(usize::try_from(pos).unwrap_or(usize::MAX));
-    let mut base = [0usize; MAX_WIDTH];
-    for (b, &slot) in base.iter_mut().zip(&slot_of).take(hist).skip(first) {
-        *b = slot * channels;
-    }
-    let cur_shift = shift[width - 1];
-    let mut max = 0u32;
-    let mut row = [0i32; MAX_WIDTH];
+    let cur_shift = shift_for(x_exp);
+    let oldest = (hist > 0 && valid(hist)).then(|| shift_for(exps[write]));
     for (c, xc) in x.iter_mut().enumerate() {
-        // The channel's kernel as 15-bit mantissas (each value is read once
-        // per token: no saving in keeping them).
-        for (j, r) in row.iter_mut().enumerate().take(width) {
-            *r = w.at15(c * width + j);
-        }
         let cur = *xc >> TO_15; // |cur| <= 2^15
         // 15 x 15 bits, then at least `spare` bits down.
-        let mut acc = shr_round(row[width - 1] * cur, cur_shift);
-        for j in first..hist {
-            let v = i32::from(slots[base[j] + c]);
-            acc += shr_round(row[j] * v, shift[j]);
-        }
+        let mut acc = shr_round(decode(c * width + hist) * cur, cur_shift);
         if hist > 0 {
-            slots[write * channels + c] = cur.clamp(-32767, 32767) as i16;
+            let slot = &mut slots[write * channels + c];
+            if let Some(sh) = oldest {
+                acc += shr_round(decode(c * width) * i32::from(*slot), sh);
+            }
+            *slot = cur.clamp(-32767, 32767) as i16;
         }
         *xc = acc;
-        max = max.max(acc.unsigned_abs());
+    }
+    // The taps in between, one pass each.
+    for j in 1..hist {
+        let age = hist - j;
+        if !valid(age) {
+            continue;
+        }
+        let slot = slot_of(age);
+        let sh = shift_for(exps[slot]);
+        let row = &slots[slot * channels..(slot + 1) * channels];
+        for (c, (xc, &v)) in x.iter_mut().zip(row).enumerate() {
+            *xc += shr_round(decode(c * width + j) * i32::from(v), sh);
+        }
     }
     if hist > 0 {
         exps[write] = x_exp;
     }
+    let max = crate::fixed::block::max_abs(x);
     let e_out = normalize_with_max(x, w.exp15() + emax + spare as i32, max);
     Ok(if silu { silu_block(x, e_out) } else { e_out })
 }

@@ -448,19 +448,18 @@ impl Head<'_> {
         };
         sigma = Some(sg);
         let fv = Factor::new(Fx::pow2(v.e + TO_15 as i32) * sg.recip());
-        // The OR of the magnitudes: the same top bit as their maximum (the
-        // head's shift decisions read only that), one instruction cheaper.
-        let mut new_max = 0u32;
-        for ((row, &vm), or) in s.chunks_exact_mut(kd).zip(v.m).zip(o.iter_mut()) {
-            // Pass 1: the head's shift (if any), and S k exactly (i32 per
-            // 4 columns: |Σ_4 S k| <= 2 · 2^15 · 2^14 by Cauchy-Schwarz).
-            if shift > 0 {
-                row.iter_mut()
-                    .for_each(|e| *e = shr_round(i32::from(*e), shift as u32) as i16);
-            } else if shift < 0 {
-                let l = (-shift).min(15);
-                row.iter_mut().for_each(|e| *e = (i32::from(*e) << l) as i16);
-            }
+        // Simple passes over the head (few live values: the M0 has eight
+        // low registers), `o` holding each row's scalar in between.
+        if shift > 0 {
+            s.iter_mut()
+                .for_each(|e| *e = shr_round(i32::from(*e), shift as u32) as i16);
+        } else if shift < 0 {
+            let l = (-shift).min(15);
+            s.iter_mut().for_each(|e| *e = (i32::from(*e) << l) as i16);
+        }
+        // S k per row, exactly: i32 per 4 columns (|Σ_4 S k| <= 2 · 2^15 ·
+        // 2^14 by Cauchy-Schwarz, k a unit vector), then i64.
+        for ((row, &vm), or) in s.chunks_exact(kd).zip(v.m).zip(o.iter_mut()) {
             let u = if delta_rule {
                 let mut sk = 0i64;
                 for (rc, kc) in row.chunks(4).zip(k.chunks(4)) {
@@ -471,15 +470,22 @@ impl Head<'_> {
             } else {
                 fv.apply(vm >> TO_15) as i64
             };
-            let wr = ((u * beta) >> 15).clamp(-W_MAX, W_MAX) as i32;
-            // Pass 2: the write (|wr k| < 2^31 - 2^14: the rounding fits),
-            // and S q (|Σ S q| < 2^29: q is a unit vector over sqrt(K)).
+            *or = ((u * beta) >> 15).clamp(-W_MAX, W_MAX) as i32;
+        }
+        // The write (|w k| < 2^31 - 2^14: the rounding fits) and S q
+        // (|Σ S q| < 2^29: q is a unit vector over sqrt(K)).
+        let mut count = 0u32;
+        // The OR of the magnitudes: the same top bit as their maximum (the
+        // head's shift decisions read only that), one instruction cheaper.
+        let mut new_max = 0u32;
+        for (row, or) in s.chunks_exact_mut(kd).zip(o.iter_mut()) {
+            let wr = *or;
             let mut sq = 0i32;
             for ((e, &kv), &qv) in row.iter_mut().zip(k).zip(q) {
                 let mut x = i32::from(*e) + ((wr * kv + (1 << 13)) >> 14);
                 if !(-S_MAX..=S_MAX).contains(&x) {
                     x = x.clamp(-S_MAX, S_MAX);
-                    *clamps = clamps.saturating_add(1);
+                    count += 1;
                 }
                 *e = x as i16;
                 sq += x * qv;
@@ -487,6 +493,7 @@ impl Head<'_> {
             }
             *or = sq;
         }
+        *clamps = clamps.saturating_add(count);
         let sg = sigma.unwrap_or(Fx::ZERO);
         rec.copy_from_slice(&[sg.exponent() + 32, sg.mantissa() as i32, new_max as i32]);
         if new_max == 0 {
