@@ -23,7 +23,7 @@ fn the_accessors_agree_with_the_const_fn() {
     assert_eq!(model.state_bytes(3), Ok(4 * state));
     let mut buf = vec![0.0f32; words];
     let session = Session::with_pinned_capacity(model, &mut buf, 3).unwrap();
-    assert_eq!(session.state().len(), state);
+    assert_eq!(session.state().len(), 4 * state);
 }
 
 #[test]

@@ -83,7 +83,10 @@ fn fixtures_on_the_integer_path_are_within_the_stated_bounds() {
         let got = logits(model, &exp.tokens, exp.pinned).unwrap();
         let base = logits(f32_path.model().unwrap(), &exp.tokens, exp.pinned).unwrap();
         let (d_max, d_rms) = (max_abs_diff(&got, &exp.logits), rel_rms(&got, &exp.logits));
-        let (b_max, b_rms) = (max_abs_diff(&base, &exp.logits), rel_rms(&base, &exp.logits));
+        let (b_max, b_rms) = (
+            max_abs_diff(&base, &exp.logits),
+            rel_rms(&base, &exp.logits),
+        );
         let states: Vec<&str> = (0..model.config().num_layers as usize)
             .map(|l| model.layer(l).unwrap().state_format().name())
             .collect();
@@ -91,7 +94,9 @@ fn fixtures_on_the_integer_path_are_within_the_stated_bounds() {
             "{name:<26} {states:?}: integer path {d_max:.3} / {d_rms:.2e}, f32 path (int8) {b_max:.3} / {b_rms:.2e}"
         );
         if !(d_max <= max_bound) || !(d_rms <= rms_bound) {
-            failures.push(format!("{name}: {d_max} (<= {max_bound}), {d_rms:e} (<= {rms_bound})"));
+            failures.push(format!(
+                "{name}: {d_max} (<= {max_bound}), {d_rms:e} (<= {rms_bound})"
+            ));
         }
     }
     assert!(failures.is_empty(), "{failures:?}");
@@ -117,13 +122,24 @@ fn int16_states_take_about_half_the_bytes() {
         .parent()
         .unwrap()
         .join("models/mqar/gdn-2k-lr3e-3");
-    let f32_state = image_of(&dir, &int8()).model().unwrap().state_bytes(0).unwrap();
-    let int_state = image_of(&dir, &int_path()).model().unwrap().state_bytes(0).unwrap();
+    let f32_state = image_of(&dir, &int8())
+        .model()
+        .unwrap()
+        .state_bytes(0)
+        .unwrap();
+    let int_state = image_of(&dir, &int_path())
+        .model()
+        .unwrap()
+        .state_bytes(0)
+        .unwrap();
     assert_eq!(f32_state, 6400);
     // Per layer: 2 heads x 12 bytes of scale, 512 i16 of S, three windows
     // of 3 slots (32 i16 each, and an exponent).
     assert_eq!(int_state, 2 * (2 * 12 + 1024 + 3 * (3 * 4 + 3 * 64)));
-    assert!(int_state * 100 <= f32_state * 52, "{int_state} of {f32_state}");
+    assert!(
+        int_state * 100 <= f32_state * 52,
+        "{int_state} of {f32_state}"
+    );
 }
 
 /// 100,000 tokens without a reset: finite logits, no clamp, and a state
@@ -154,7 +170,10 @@ fn a_long_stream_stays_bounded_without_clamping() {
             }
         }
     }
-    println!("state max: first 1k {early:e}, last 1k {late:e}, clamps {:?}", session.clamps());
+    println!(
+        "state max: first 1k {early:e}, last 1k {late:e}, clamps {:?}",
+        session.clamps()
+    );
     assert!(late <= 4.0 * early && late > 0.0, "{early} -> {late}");
     assert_eq!(session.clamps(), &[0, 0]);
 }
@@ -194,7 +213,10 @@ fn reset_reproduces_the_first_run_on_the_integer_path() {
     let mut session = Session::new(model, &mut buf).unwrap();
     let mut run = |s: &mut Session| -> Vec<Vec<f32>> {
         s.reset();
-        exp.tokens.iter().map(|&t| s.feed(t).unwrap().to_vec()).collect()
+        exp.tokens
+            .iter()
+            .map(|&t| s.feed(t).unwrap().to_vec())
+            .collect()
     };
     let first = run(&mut session);
     let state = session.state().to_vec();

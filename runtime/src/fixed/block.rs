@@ -41,6 +41,13 @@ pub fn shr_round(v: i32, s: u32) -> i32 {
     }
 }
 
+/// `v / 2^s` rounded half up, for `s` in `0..=31` and `|v| + 2^(s-1)`
+/// below 2^31 (a product of two 15-bit views, say): no branch.
+#[inline(always)]
+pub fn shr_round_small(v: i32, s: u32) -> i32 {
+    (v + ((1u32 << s) >> 1) as i32) >> s
+}
+
 /// The largest `|m_i|`.
 #[inline]
 pub fn max_abs(m: &[i32]) -> u32 {
@@ -304,21 +311,19 @@ impl<'a> F32Bits<'a> {
     }
 
     /// [`F32Bits::at15`] of the bits `bits` of a vector with shift base
-    /// `shift_base` ([`F32Bits::raw`]).
+    /// `shift_base` ([`F32Bits::raw`]). No branch: a subnormal (biased
+    /// exponent 0) is its mantissa at exponent 1, which is exact.
     #[inline(always)]
     pub fn decode(bits: u32, shift_base: i32) -> i32 {
-        let biased = ((bits >> 23) & 0xff) as i32;
-        if biased == 0 {
-            return 0;
-        }
-        let m = ((bits & 0x7f_ffff) | 0x80_0000) as i32;
-        // emax - e + 9 = shift_base - biased, at least 9.
-        let v = shr_round(m, (shift_base - biased) as u32);
-        if bits >> 31 != 0 {
-            -v
-        } else {
-            v
-        }
+        let biased = (bits >> 23) & 0xff;
+        let normal = (biased != 0) as u32;
+        let m = ((bits & 0x7f_ffff) | (normal << 23)) as i32; // < 2^24
+                                                              // emax - e + 9 = shift_base - max(biased, 1), at least 9; at 31
+                                                              // every mantissa below 2^24 gives 0.
+        let d = (shift_base - (biased | (1 - normal)) as i32).clamp(9, 31) as u32;
+        let v = shr_round_small(m, d);
+        let sign = (bits as i32) >> 31; // 0 or -1
+        (v ^ sign) - sign
     }
 
     /// The values `start..start + out.len()` as [`F32Bits::at15`] gives
@@ -370,7 +375,17 @@ mod tests {
     #[test]
     fn f32_conversion_is_the_nearest() {
         for e in [-170, -150, -30, 0, 5, 100] {
-            for m in [1, -1, 3, 0x7fff_ffff, -0x7fff_ffff, 0x0100_0001, 0x0180_0000, 0x0180_0001, 12345] {
+            for m in [
+                1,
+                -1,
+                3,
+                0x7fff_ffff,
+                -0x7fff_ffff,
+                0x0100_0001,
+                0x0180_0000,
+                0x0180_0001,
+                12345,
+            ] {
                 let want = Fx::from_i64(m as i64, e).to_f32_bits();
                 assert_eq!(to_f32_bits(m, e), want, "{m} {e}");
             }

@@ -227,7 +227,6 @@ impl Fx {
         Fx::from_u64(w, a.e.saturating_sub(31), a.neg)
     }
 
-
     /// `1 / self`; the reciprocal of zero is [`Fx::MAX`].
     pub fn recip(self) -> Fx {
         if self.m == 0 {

@@ -21,7 +21,7 @@
 use super::{product, sum};
 use crate::error::{Error, Result};
 use crate::fixed::activation::silu_block;
-use crate::fixed::block::{normalize_with_max, shr_round, F32Bits, TO_15};
+use crate::fixed::block::{normalize_with_max, shr_round_small, F32Bits, TO_15};
 use crate::tensor::Tensor;
 
 /// Widest convolution a config may ask for (`conv_size` 1..=64).
@@ -74,24 +74,38 @@ pub fn step(
     let spare = usize::BITS - (width - 1).leading_zeros();
     let shift_for = |te: i32| spare + (emax - te).clamp(0, 40) as u32;
     let (bits, base) = w.raw();
-    let decode = |i: usize| F32Bits::decode(bits.get(i).copied().unwrap_or(0), base);
+    if bits.len() != channels * width {
+        return Err(Error::Internal("convolution kernel of the wrong size"));
+    }
+    // Every shift below is at most 31 and the values shifted are products of
+    // two 15-bit views (below 2^30): the branch-free rounding applies.
+    let shift_for = |te: i32| (spare + (emax - te).clamp(0, 40) as u32).min(31);
+    let tap = |j: usize| bits.iter().skip(j).step_by(width);
 
     // The current tap, and the oldest (its slot takes the current input).
     let write = (pos % hist.max(1) as u64) as usize;
     let cur_shift = shift_for(x_exp);
-    let oldest = (hist > 0 && valid(hist)).then(|| shift_for(exps[write]));
-    for (c, xc) in x.iter_mut().enumerate() {
-        let cur = *xc >> TO_15; // |cur| <= 2^15
-        // 15 x 15 bits, then at least `spare` bits down.
-        let mut acc = shr_round(decode(c * width + hist) * cur, cur_shift);
-        if hist > 0 {
-            let slot = &mut slots[write * channels + c];
-            if let Some(sh) = oldest {
-                acc += shr_round(decode(c * width) * i32::from(*slot), sh);
-            }
+    if hist == 0 {
+        for (xc, &wb) in x.iter_mut().zip(tap(0)) {
+            // |x >> 15| <= 2^15.
+            *xc = shr_round_small(F32Bits::decode(wb, base) * (*xc >> TO_15), cur_shift);
+        }
+    } else {
+        let row = &mut slots[write * channels..(write + 1) * channels];
+        // An oldest tap older than the stream weighs nothing.
+        let (old_shift, old_on) = if valid(hist) {
+            (shift_for(exps[write]), -1i32)
+        } else {
+            (0, 0)
+        };
+        for (((xc, slot), &wc), &w0) in x.iter_mut().zip(row.iter_mut()).zip(tap(hist)).zip(tap(0))
+        {
+            let cur = *xc >> TO_15; // |cur| <= 2^15
+            let old = i32::from(*slot) & old_on;
+            *xc = shr_round_small(F32Bits::decode(wc, base) * cur, cur_shift)
+                + shr_round_small(F32Bits::decode(w0, base) * old, old_shift);
             *slot = cur.clamp(-32767, 32767) as i16;
         }
-        *xc = acc;
     }
     // The taps in between, one pass each.
     for j in 1..hist {
@@ -102,8 +116,8 @@ pub fn step(
         let slot = slot_of(age);
         let sh = shift_for(exps[slot]);
         let row = &slots[slot * channels..(slot + 1) * channels];
-        for (c, (xc, &v)) in x.iter_mut().zip(row).enumerate() {
-            *xc += shr_round(decode(c * width + j) * i32::from(v), sh);
+        for ((xc, &v), &wb) in x.iter_mut().zip(row).zip(tap(j)) {
+            *xc += shr_round_small(F32Bits::decode(wb, base) * i32::from(v), sh);
         }
     }
     if hist > 0 {
