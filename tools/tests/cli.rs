@@ -482,6 +482,35 @@ fn generate_streams_a_huge_count_until_its_reader_stops() {
     }
 }
 
+/// `ferrite logits .. | head`: the JSON rows' writes end as quietly as the
+/// others when the reader goes away (serde_json wraps the io error).
+#[test]
+fn logits_stop_quietly_when_their_reader_stops() {
+    use std::io::Read;
+    let img = image("gsa_swish_gqa");
+    let tokens = vec!["7"; 3000].join(",");
+    for _ in 0..3 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["logits", img.as_str(), "--tokens", &tokens])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut head = [0u8; 4000];
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_exact(&mut head)
+            .expect("logits stream");
+        let o = child.wait_with_output().unwrap();
+        assert_no_abort(&o, "logits");
+        assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
+        assert_eq!(stderr(&o), "");
+        assert!(head.starts_with(b"[["));
+    }
+}
+
 #[test]
 fn mqar_of_any_size_runs_in_constant_memory_until_stopped() {
     let img = image("gsa_swish_gqa");

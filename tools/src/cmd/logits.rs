@@ -40,7 +40,9 @@ pub fn run(args: Args) -> Result<()> {
         if !std::mem::take(&mut first) {
             out.write_all(b",")?;
         }
-        serde_json::to_writer(&mut out, row)?;
+        // As an io::Error, so that a reader going away (`| head`) is the
+        // clean exit it is for the other writes, not an error.
+        serde_json::to_writer(&mut out, row).map_err(std::io::Error::from)?;
         Ok(())
     })?;
     out.write_all(b"]\n")?;
