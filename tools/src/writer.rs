@@ -13,10 +13,9 @@ use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
 use ferrite::mixers::BlaPhiSource;
 use ferrite::model::{block_specs, global_specs};
 
-use crate::calibrate::Hessian;
 use crate::config_json::Config;
 use crate::model_dir::ModelDir;
-use crate::quant::{encode, encode_tiled, Encoded, Scales};
+use crate::quant::{encode, encode_tiled, Encoded, Hessian, Scales};
 
 /// How to store tensors.
 #[derive(Clone, Debug)]
