@@ -404,13 +404,19 @@ pub fn parse(value: &Value) -> Result<Config> {
     let mut layers = Vec::with_capacity(raw_layers.len());
     for (i, raw) in raw_layers.iter().enumerate() {
         let mut lf = Fields::new(raw, format!("layers[{i}]"))?;
-        let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla", "mla"], None)?;
+        // The runtime's kinds (its mixer table); each needs a parser below
+        // (`every_runtime_mixer_kind_has_a_parser`).
+        let kind = lf.choice("mixer", LayerConfig::KIND_NAMES, None)?;
         let layer = match kind.as_str() {
             "gdn" => parse_gdn(&mut lf, hidden)?,
             "gsa" => parse_gsa(&mut lf, hidden, None)?,
             "swa" => parse_swa(&mut lf, hidden)?,
+            "bla" => parse_bla(&mut lf, hidden)?,
             "mla" => parse_mla(&mut lf, hidden)?,
-            _ => parse_bla(&mut lf, hidden)?,
+            other => bail!(
+                "{}: mixer {other:?} has no config.json parser in ferrite-tools",
+                lf.at
+            ),
         };
         lf.finish()?;
         layers.push(layer);
@@ -456,9 +462,10 @@ mod tests {
         }
     }
 
-    /// Every mixer kind of the runtime's table (`config::mixer_table!`) has
-    /// a parser here: a layer with only its `mixer` field fails on a field
-    /// of that kind, not on the kind.
+    /// Every mixer kind of the runtime's table (`config::mixer_table!`,
+    /// whose `KIND_NAMES` is the list `mixer` takes) has a parser here: a
+    /// layer with only its `mixer` field fails on a field of that kind, not
+    /// on the kind.
     #[test]
     fn every_runtime_mixer_kind_has_a_parser() {
         for name in LayerConfig::KIND_NAMES {

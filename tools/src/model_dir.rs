@@ -54,6 +54,10 @@ fn to_f32(dtype: Dtype, bytes: &[u8], name: &str) -> Result<Vec<f32>> {
     })
 }
 
+/// Names of the source dtypes by their provenance code (bits 8-15 of
+/// `ModelConfig::provenance`), as `ferrite inspect` prints them.
+pub const SOURCE_DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
+
 /// Provenance code (bits 8-15 of `ModelConfig::provenance`) of a source dtype.
 fn dtype_code(dtype: Dtype) -> u32 {
     match dtype {
@@ -168,7 +172,7 @@ impl ModelDir {
         };
         let (tensors, dtype) = read_weights(dir)?;
         config.model.provenance |= dtype << 8;
-        let source_dtype = ["f32", "f16", "bf16"][dtype as usize].to_string();
+        let source_dtype = SOURCE_DTYPES[dtype as usize].to_string();
         let tokenizer_path = dir.join("tokenizer.json");
         let tokenizer = if tokenizer_path.exists() {
             let spec = tokenizer_json::read(&tokenizer_path)?;

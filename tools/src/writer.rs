@@ -132,15 +132,35 @@ pub fn group_size_for(
     Ok(group)
 }
 
-/// Parses a dtype name as used on the command line.
+/// Every dtype the runtime decodes ([`DType::from_code`]), in code order:
+/// the dtypes `--dtype` and `--rule` take, by their runtime names
+/// ([`DType::name`]; no second list here).
+pub fn dtypes() -> impl Iterator<Item = DType> {
+    (0..=u8::MAX).filter_map(DType::from_code)
+}
+
+/// The short spelling the command line also takes for a dtype (`i8`, `i4`).
+pub fn dtype_alias(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::I8 => Some("i8"),
+        DType::I4 => Some("i4"),
+        DType::F32 | DType::F16 => None,
+    }
+}
+
+/// Parses a dtype name as used on the command line: [`DType::name`] or
+/// [`dtype_alias`].
 pub fn parse_dtype(s: &str) -> Result<DType> {
-    Ok(match s {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "int8" | "i8" => DType::I8,
-        "int4" | "i4" => DType::I4,
-        other => bail!("unknown dtype {other:?} (use f32, f16, int8 or int4)"),
-    })
+    if let Some(dtype) = dtypes().find(|&d| d.name() == s || dtype_alias(d) == Some(s)) {
+        return Ok(dtype);
+    }
+    let names: Vec<&str> = dtypes().map(DType::name).collect();
+    match names.split_last() {
+        Some((last, init)) if !init.is_empty() => {
+            bail!("unknown dtype {s:?} (use {} or {last})", init.join(", "))
+        }
+        _ => bail!("unknown dtype {s:?} (use {})", names.join(", ")),
+    }
 }
 
 /// Parses a rule `GLOB=DTYPE`, e.g. `lm_head.weight=f16` or `model.layers.*.mlp.*=int4`.
@@ -379,7 +399,7 @@ impl Image {
     /// `int8 x32 tiled group 16/32, f32 x22`.
     pub fn dtype_summary(&self) -> String {
         let mut parts = Vec::new();
-        for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
+        for dtype in dtypes() {
             for layout in [Layout::RowMajor, Layout::Tiled] {
                 let of: Vec<&WrittenTensor> = self
                     .tensors
@@ -661,6 +681,25 @@ mod tests {
         assert!(glob_match("*", "x"));
         assert!(
             parse_rule("a=int4").is_ok() && parse_rule("a").is_err() && parse_rule("a=i3").is_err()
+        );
+    }
+
+    /// The command line's dtype names are the runtime's: every dtype it
+    /// decodes parses from its name (and alias), and an unknown name is told
+    /// them all.
+    #[test]
+    fn dtype_names_are_the_runtime_s() {
+        let all: Vec<DType> = dtypes().collect();
+        assert_eq!(all, [DType::F32, DType::F16, DType::I8, DType::I4]);
+        for d in all {
+            assert_eq!(parse_dtype(d.name()).unwrap(), d);
+            if let Some(alias) = dtype_alias(d) {
+                assert_eq!(parse_dtype(alias).unwrap(), d);
+            }
+        }
+        assert_eq!(
+            parse_dtype("i3").unwrap_err().to_string(),
+            "unknown dtype \"i3\" (use f32, f16, int8 or int4)"
         );
     }
 }

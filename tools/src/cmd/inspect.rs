@@ -5,6 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 use ferrite::Tokenizer;
 use ferrite_tools::fla;
+use ferrite_tools::model_dir::SOURCE_DTYPES;
 use ferrite_tools::writer;
 
 use super::args::ImageArg;
@@ -90,12 +91,9 @@ fn provenance_text(p: u32) -> String {
         fla::source::FLA_DELTA_NET => "fla checkpoint, model_type delta_net".to_string(),
         other => format!("unknown source format {other}"),
     };
-    let dtype = match (p >> 8) & 0xFF {
-        0 => "f32",
-        1 => "f16",
-        2 => "bf16",
-        _ => "unknown",
-    };
+    let dtype = SOURCE_DTYPES
+        .get(((p >> 8) & 0xFF) as usize)
+        .unwrap_or(&"unknown");
     format!("{format}, weights {dtype}")
 }
 

@@ -136,29 +136,20 @@ impl Calibration {
     }
 }
 
-/// `--dtype`: the runtime's dtypes by their names ([`DType::name`]), every
-/// dtype the runtime decodes, so that there is no second list here.
+/// `--dtype`: every dtype the runtime decodes, by its runtime name
+/// ([`writer::dtypes`], as `--rule` takes them; no second list here).
 #[derive(Clone, Copy)]
 struct DTypeArg(DType);
 
 impl ValueEnum for DTypeArg {
     fn value_variants<'a>() -> &'a [Self] {
-        static ALL: LazyLock<Vec<DTypeArg>> = LazyLock::new(|| {
-            (0..=u8::MAX)
-                .filter_map(DType::from_code)
-                .map(DTypeArg)
-                .collect()
-        });
+        static ALL: LazyLock<Vec<DTypeArg>> =
+            LazyLock::new(|| writer::dtypes().map(DTypeArg).collect());
         &ALL
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
-        let alias = match self.0 {
-            DType::I8 => Some("i8"),
-            DType::I4 => Some("i4"),
-            _ => None,
-        };
-        Some(PossibleValue::new(self.0.name()).aliases(alias))
+        Some(PossibleValue::new(self.0.name()).aliases(writer::dtype_alias(self.0)))
     }
 }
 
