@@ -392,10 +392,13 @@ pub struct Config {
     pub layers: Vec<LayerConfig>,
 }
 
+/// The `model_type` of ferrite's own `config.json` (also its default).
+pub const MODEL_TYPE: &str = "ferrite";
+
 /// Parses a `config.json` value (docs/spec.md §1.2).
 pub fn parse(value: &Value) -> Result<Config> {
     let mut f = Fields::new(value, "config")?;
-    f.choice("model_type", &["ferrite"], Some("ferrite"))?;
+    f.choice("model_type", &[MODEL_TYPE], Some(MODEL_TYPE))?;
     let hidden = f.int("hidden_size", None, 1)?;
     let raw_layers = match f.take("layers") {
         Some(Value::Array(a)) if !a.is_empty() => a,

@@ -158,6 +158,7 @@ impl ModelDir {
             .with_context(|| format!("cannot read {}", config_path.display()))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+        fla::check_model_type(&value)?;
         let (mut config, warnings) = if fla::is_fla(&value) {
             let import = fla::parse(&value, fla_options)?;
             (import.config, import.warnings)

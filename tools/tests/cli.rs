@@ -905,6 +905,32 @@ fn quantize_options_that_change_nothing_are_refused() {
     }
 }
 
+/// An fla checkpoint of a model type ferrite does not run is told which it
+/// does, fla's among them (not only ferrite's own "ferrite").
+#[test]
+fn an_fla_model_type_ferrite_does_not_run_is_told_the_ones_it_does() {
+    let dir = tmp("rwkv7");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = std::fs::read_to_string(repo().join("tests/fla/gdn_gva_f32/config.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    config["model_type"] = "rwkv7".into();
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = tmp("rwkv7.fer");
+    let o = ferrite(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let line = assert_one_line_failure(&o, "rwkv7");
+    assert_eq!(
+        line,
+        "error: config: model_type \"rwkv7\" is not supported: ferrite runs \"ferrite\", \
+         and fla's \"gated_deltanet\", \"gsa\", \"delta_net\""
+    );
+    assert!(!out.exists());
+}
+
 #[test]
 fn options_a_script_may_pass_regardless_are_warnings() {
     let img = image("gdn_gate");

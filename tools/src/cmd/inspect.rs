@@ -84,12 +84,12 @@ pub fn run(args: Args) -> Result<()> {
 
 /// Human-readable `ModelConfig::provenance`.
 fn provenance_text(p: u32) -> String {
-    let format = match p & 0xFF {
-        fla::source::FERRITE => "ferrite model dir".to_string(),
-        fla::source::FLA_GATED_DELTANET => "fla checkpoint, model_type gated_deltanet".to_string(),
-        fla::source::FLA_GSA => "fla checkpoint, model_type gsa".to_string(),
-        fla::source::FLA_DELTA_NET => "fla checkpoint, model_type delta_net".to_string(),
-        other => format!("unknown source format {other}"),
+    let code = p & 0xFF;
+    let fla_type = fla::MODEL_TYPES.iter().find(|&&(_, c)| c == code);
+    let format = match fla_type {
+        _ if code == fla::source::FERRITE => "ferrite model dir".to_string(),
+        Some((name, _)) => format!("fla checkpoint, model_type {name}"),
+        None => format!("unknown source format {code}"),
     };
     let dtype = SOURCE_DTYPES
         .get(((p >> 8) & 0xFF) as usize)
