@@ -113,7 +113,7 @@ def lm_runs() -> dict:
 
 # ---------------------------------------------------------------------------- English LMs (issue 15, item 4)
 
-# Trained on data/english-train.txt (make_english_data.py: the fortunes, the Devil's
+# Trained on data/english-train.txt (ferrite-english-data: the fortunes, the Devil's
 # Dictionary and the Jargon File, 4.1 MB), evaluated on both held-out texts.
 #  en-m3: lm-small's shape (fits the lm3s6965's 256 KB flash at int8), continued from
 #         models/lm/small (trained on the fortunes); shipped as models/lm/en-m3;
@@ -186,5 +186,5 @@ def load_registry(module: str = DEFAULT_REGISTRY) -> dict:
         registry = importlib.import_module(module)
     except ModuleNotFoundError as error:
         raise SystemExit(f"registry {module!r} not found ({error}); research registries import "
-                         "from tools/python: cd tools/python && python -m ferrite_train....") from None
+                         "from tools/python: run `python -m ferrite_train.launch` (or .train) there") from None
     return registry.all_runs()

@@ -119,7 +119,7 @@ def _last_value(out: str) -> float:
 
 
 # metrics.json key -> layout: "int8" is the row-major figure recorded before the
-# integer path, "int8_tiled" the integer path's (tools/python/eval_models.py).
+# integer path, "int8_tiled" the integer path's (ferrite-eval-models).
 INT8_LAYOUTS = {"int8": "rows", "int8_tiled": "tiled"}
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device round 5 (issue 15, item 4), from the repo root on the GPU machine (carry
-# tools/python/data, built by make_lm_data.py and make_english_data.py): the English LMs
+# tools/python/data, built by ferrite-lm-data and ferrite-english-data): the English LMs
 # of runs.py english_lm_runs(), four processes at once, 500 s each.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
