@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ferrite_dev.codegen import kinds as codegen
+from ferrite_dev.fixtures import reference as fixtures
 from ferrite_dev.reports import families, study
 from ferrite_ref import config, reference
 from ferrite_ref.kinds import MIXER_KINDS
@@ -69,6 +70,11 @@ def test_run_families_are_the_mixers_of_their_configs():
         assert mixers == {families.kind_of(spec["family"])}, name
         checked += 1
     assert checked >= len(MIXER_KINDS)
+
+
+def test_the_fixtures_cover_every_kind():
+    covered = {layer["mixer"] for _, _, _, config, _ in fixtures.FIXTURES for layer in config["layers"]}
+    assert covered == set(MIXER_KINDS)
 
 
 def test_report_families_are_kinds_or_their_variants():
