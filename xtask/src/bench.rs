@@ -18,6 +18,17 @@ use anyhow::{bail, Context, Result};
 
 use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest, BOARDS};
 
+/// `bench-kernels`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// Only this board [default: every board]
+    #[arg(long, value_name = "B", value_parser = crate::cli::board())]
+    pub board: Option<&'static Board>,
+    /// Write the table into docs/benchmarks.md
+    #[arg(long)]
+    pub record: bool,
+}
+
 /// (dtype, rows, cols): what every board times.
 pub const CASES: &[(&str, usize, usize)] = &[
     ("int8", 256, 256),
@@ -249,7 +260,8 @@ fn run_board(board: &'static Board) -> Result<Vec<Measurement>> {
     Ok(out)
 }
 
-pub fn run(board: Option<&str>, record: bool) -> Result<ExitCode> {
+/// Runs every case on `board` (every board without); `record`: writes docs/benchmarks.md.
+pub fn run(board: Option<&'static Board>, record: bool) -> Result<ExitCode> {
     if let Some(v) = std::env::var_os("FERRITE_KERNELS") {
         bail!(
             "FERRITE_KERNELS={} is set: unset it (bench-kernels builds each board's own module, and the portable one where it compares them)",
@@ -257,7 +269,7 @@ pub fn run(board: Option<&str>, record: bool) -> Result<ExitCode> {
         );
     }
     let boards: Vec<&'static Board> = match board {
-        Some(name) => vec![boards::named(name)?],
+        Some(b) => vec![b],
         None => BOARDS.iter().collect(),
     };
     let mut results = Vec::new();

@@ -15,6 +15,17 @@ use anyhow::{Context, Result};
 
 use crate::boards::root_dir;
 
+/// `fuzz`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// Seconds in all, split among the targets
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    pub seconds: u64,
+    /// Only the targets whose name contains T
+    #[arg(long, value_name = "T")]
+    pub only: Option<String>,
+}
+
 /// The instrumentation `cargo fuzz build` would add (sanitizer none).
 const FUZZ_RUSTFLAGS: &str = "-Cpasses=sancov-module \
     -Cllvm-args=-sanitizer-coverage-level=4 \

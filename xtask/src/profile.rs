@@ -19,8 +19,75 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
 
 use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest};
+use crate::cli::{self, ImageArgs, MathArgs};
+use crate::host;
+
+/// `profile <name>`.
+#[derive(ClapArgs, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// The board
+    #[arg(value_name = "NAME", value_parser = cli::board())]
+    pub board: &'static Board,
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// The prompt
+    #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = cli::prompt())]
+    pub prompt: String,
+    /// Tokens to generate
+    #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = 8, value_parser = cli::at_least::<1>)]
+    pub n: usize,
+    /// Functions listed
+    #[arg(long, value_name = "K", default_value_t = 30)]
+    pub top: usize,
+    #[command(flatten)]
+    pub math: MathArgs,
+    /// Keep the runtime's math functions out of line (to count them)
+    #[arg(long)]
+    pub math_calls: bool,
+}
+
+/// Profiles and prints the `profile:` line and the table of functions.
+pub fn command(args: &Args) -> Result<std::process::ExitCode> {
+    let board = args.board;
+    let image = args.image.resolve(|| host::default_image(board))?;
+    let opts = BuildOpts {
+        math_noinline: args.math_calls,
+        fast_math: args.math.fast_math,
+        ..BuildOpts::default()
+    };
+    let p = run(board, &image, &args.prompt, args.n, &opts)?;
+    let fed = p.tokens.max(1);
+    println!(
+        "profile: board={} math={} image={} tokens={fed} instructions={} instructions_per_token={}",
+        board.name,
+        opts.math(board).name(),
+        image.display(),
+        p.total,
+        p.total / fed
+    );
+    // own: blocks that start in the function; +builtins: with the compiler
+    // builtins it called (soft-float helpers on FPU-less cores); calls:
+    // entries into it. Inlined code counts for the function it is inlined in.
+    println!(
+        "{:>6}  {:>12}  {:>10}  {:>10}  {:>8}  function",
+        "share", "instructions", "per_token", "+builtins", "calls/tok"
+    );
+    for f in p.functions.iter().take(args.top) {
+        println!(
+            "{:>5.1}%  {:>12}  {:>10}  {:>10}  {:>8.1}  {}",
+            100.0 * f.own as f64 / p.total.max(1) as f64,
+            f.own,
+            f.own / fed,
+            f.with_builtins / fed,
+            f.calls as f64 / fed as f64,
+            f.name
+        );
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
 
 /// Instructions per function over whole tokens.
 #[derive(Debug, Default)]

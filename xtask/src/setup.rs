@@ -254,10 +254,15 @@ pub fn ensure_qemu() -> Result<()> {
     Ok(())
 }
 
+/// What a build needs: the targets and the components (llvm-size).
+pub fn ensure_toolchain() -> Result<()> {
+    ensure_targets()?;
+    ensure_components()
+}
+
 /// Everything a board command needs: targets, components (llvm-size), QEMU.
 pub fn ensure_board_tools() -> Result<()> {
-    ensure_targets()?;
-    ensure_components()?;
+    ensure_toolchain()?;
     ensure_qemu()
 }
 

@@ -14,7 +14,6 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{self, root_dir, Board};
-use crate::cli::SoakOpts;
 use crate::{evalboard, host};
 
 /// One host stream: a row of the table.
@@ -80,12 +79,22 @@ const HOST_CASES: &[HostCase] = &[
     },
 ];
 
-/// The command's options with their defaults.
-struct Opts {
-    tokens: u64,
-    board_tokens: usize,
-    only: Option<String>,
-    record: bool,
+/// `soak`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// Tokens per host stream (at least 20000: two windows)
+    #[arg(short = 'n', long, alias = "n", default_value_t = 1_000_000,
+          value_parser = crate::cli::at_least::<20_000>)]
+    pub tokens: usize,
+    /// Tokens of the m4f stream; 0 skips it
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub board_tokens: usize,
+    /// Only the rows whose label contains T
+    #[arg(long, value_name = "T")]
+    pub only: Option<String>,
+    /// Write the table into docs/soak.md
+    #[arg(long)]
+    pub record: bool,
 }
 
 /// The text every text stream repeats.
@@ -137,7 +146,7 @@ fn without_sinks(dir: &Path) -> Result<PathBuf> {
 }
 
 /// Runs one host case; returns its table row.
-fn host_case(case: &HostCase, tokens: u64) -> Result<String> {
+fn host_case(case: &HostCase, tokens: usize) -> Result<String> {
     let mut dir = root_dir().join(case.dir);
     if case.drop_sinks {
         dir = without_sinks(&dir)?;
@@ -255,17 +264,7 @@ fn record(rows: &[String]) -> Result<()> {
 }
 
 /// The command.
-pub fn run(opts: SoakOpts) -> Result<ExitCode> {
-    let o = Opts {
-        tokens: opts.tokens.unwrap_or(1_000_000),
-        board_tokens: opts.board_tokens.unwrap_or(100_000),
-        only: opts.only,
-        record: opts.record,
-    };
-    ensure!(
-        o.tokens >= 20_000,
-        "--tokens must be at least 20000 (two windows)"
-    );
+pub fn run(o: &Args) -> Result<ExitCode> {
     let wanted = |label: &str| o.only.as_deref().is_none_or(|t| label.contains(t));
     let mut rows = Vec::new();
     for case in HOST_CASES.iter().filter(|c| wanted(c.label)) {
