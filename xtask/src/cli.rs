@@ -73,7 +73,7 @@ pub enum Command {
     Setup,
     /// Every check (the README's test command and CI): fmt, clippy, rustdoc, cargo test,
     /// embedded builds, Python tests, test-boards
-    Test,
+    Test(crate::test::Args),
 }
 
 impl Command {
@@ -81,7 +81,7 @@ impl Command {
     pub fn run(self) -> Result<ExitCode> {
         match &self {
             Command::Chip(_) | Command::Chips(_) => setup::ensure_toolchain()?,
-            Command::Fuzz(_) | Command::Soak(_) | Command::Test => {}
+            Command::Fuzz(_) | Command::Soak(_) | Command::Test(_) => {}
             _ => setup::ensure_board_tools()?,
         }
         let exit = |ok: bool| {
@@ -110,7 +110,7 @@ impl Command {
                 );
                 Ok(ExitCode::SUCCESS)
             }
-            Command::Test => crate::test::run(),
+            Command::Test(args) => crate::test::run(&args),
         }
     }
 }
@@ -428,7 +428,8 @@ mod tests {
         ),
         ("chips", &["Chips(ChipsArgs { name: None, record: false })"]),
         ("setup", &["Setup"]),
-        ("test", &["Test"]),
+        ("test", &["Test(Args { list: false })"]),
+        ("test --list", &["Test(Args { list: true })"]),
     ];
 
     #[test]
