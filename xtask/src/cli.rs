@@ -84,13 +84,7 @@ impl Command {
             Command::Fuzz(_) | Command::Soak(_) | Command::Test(_) => {}
             _ => setup::ensure_board_tools()?,
         }
-        let exit = |ok: bool| {
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        };
+        let exit = |ok: bool| ExitCode::from(u8::from(!ok));
         match self {
             Command::Demo(opts) => board::demo(opts),
             Command::Board(args) => board::run(args.board, &args.opts),
@@ -98,7 +92,7 @@ impl Command {
             Command::Ota(args) => ota::run(&args),
             Command::TestBoards(a) => suite::run(a.overwrite, a.only.as_deref()),
             Command::BoardTable => table::run().map(|()| ExitCode::SUCCESS),
-            Command::Profile(args) => profile::command(&args),
+            Command::Profile(args) => profile::run(&args),
             Command::BenchKernels(a) => bench::run(a.board, a.record),
             Command::Soak(args) => soak::run(&args),
             Command::Fuzz(a) => fuzz::run(a.seconds, a.only.as_deref()).map(exit),
