@@ -183,8 +183,9 @@ fn feature_combinations() -> Result<bool> {
 /// runtime/Cargo.toml's `rust-version` names: the pinned one when it is that
 /// version, else a rustup toolchain of that name (never downloaded here).
 fn msrv() -> Result<bool> {
-    let manifest: toml::Table =
-        std::fs::read_to_string(root_dir().join("runtime/Cargo.toml"))?.parse()?;
+    let path = root_dir().join("runtime/Cargo.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let manifest: toml::Table = text.parse().context("runtime/Cargo.toml")?;
     let msrv = manifest
         .get("package")
         .and_then(|p| p.get("rust-version"))
