@@ -271,3 +271,13 @@ pub fn eval_text(image: &Path, text: &Path, chunk: usize, math: Math) -> Result<
         bits_per_byte,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_token_ids() {
+        assert_eq!(super::parse_ids("1, 2,3\n").unwrap(), [1, 2, 3]);
+        assert!(super::parse_ids("").unwrap().is_empty());
+        assert!(super::parse_ids("1,x").is_err());
+    }
+}
