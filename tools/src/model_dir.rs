@@ -99,8 +99,18 @@ pub fn parse_safetensors(
     Ok(code)
 }
 
-/// Reads `model.safetensors`, or the shards named by `model.safetensors.index.json`.
-fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)> {
+/// Whether a `weight_map` shard name is a file of the model directory itself
+/// on every platform: not empty, no `..`, no separator (`/`, `\`) and no
+/// drive prefix (`:`), so that joining it to the directory cannot leave it.
+fn is_plain_file_name(file: &str) -> bool {
+    !file.is_empty() && !file.contains("..") && !file.contains(['/', '\\', ':'])
+}
+
+/// Reads `dir/model.safetensors`, or the shards `dir/model.safetensors.index.json`
+/// names (plain file names in `dir`, nothing outside it); returns the
+/// tensors and the widest-loss source dtype code. Untrusted files: fuzzed
+/// (`fuzz/fuzz_targets/sharded_checkpoint.rs`).
+pub fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)> {
     let mut tensors = BTreeMap::new();
     let single = dir.join("model.safetensors");
     let index_path = dir.join("model.safetensors.index.json");
@@ -121,7 +131,7 @@ fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)> {
         let file = file
             .as_str()
             .with_context(|| format!("weight_map entry {name} is not a file name"))?;
-        if file.contains('/') || file.contains("..") {
+        if !is_plain_file_name(file) {
             bail!("weight_map entry {name} points outside the model directory: {file}");
         }
         if !shards.contains(&file) {
@@ -197,6 +207,34 @@ impl ModelDir {
                 t.tokens.len()
             ),
             _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `\` and `:` would leave the directory on Windows (`..\x`, `C:\x`,
+    /// `C:x`), `/` and `..` everywhere.
+    #[test]
+    fn shard_names_stay_in_the_directory() {
+        for ok in ["model-00001-of-00002.safetensors", "a.b", "x"] {
+            assert!(is_plain_file_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "..",
+            "../x",
+            "/etc/x",
+            "a/b",
+            "..\\x",
+            "C:\\x",
+            "C:x",
+            "\\\\srv\\x",
+            "a..b",
+        ] {
+            assert!(!is_plain_file_name(bad), "{bad}");
         }
     }
 }
