@@ -17,9 +17,12 @@
 #   crashes/   crash-*, timeout-*, oom-* inputs (reproduce: BIN_DIR/<target> FILE)
 #   fuzz.log   the fork-mode log; merge.log the merge's
 # and OUT_DIR/summary.tsv (and summary.md, the same as a table): execs,
-# exec/s, coverage (edges; features), corpus size, units the merge kept,
-# and the crash, timeout and OOM inputs found. Exit status 1 when any
-# target left a crash, timeout or OOM input, else 0.
+# exec/s (execs over the run's seconds, all workers), coverage (edges;
+# features), corpus size, units the merge kept, the crash, timeout and OOM
+# inputs found and the fork log's own oom/timeout/crash count. Exit status 1
+# when any target left a crash, timeout or OOM input, else 0.
+# FUZZ_FLAGS (environment) is appended to every target's libFuzzer flags
+# (e.g. FUZZ_FLAGS=-len_control=0).
 set -euo pipefail
 
 # name seeds-dir max_len (as xtask's TARGETS, xtask/src/fuzz.rs)
@@ -35,7 +38,7 @@ long_session seeds-session 4096
 "
 
 if [ $# -lt 2 ]; then
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 BIN=$(cd "$1" && pwd)
@@ -72,18 +75,22 @@ for t in "${chosen[@]}"; do
     (cd "$dir" && exec "$BIN/$name" "$dir/new" "$FUZZ/corpus/$name" "$FUZZ/$seeds" \
         -fork="$WORKERS" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
         -max_len="$max_len" -max_total_time="$SECONDS_EACH" -timeout=60 -rss_limit_mb=2048 \
-        -artifact_prefix="$dir/crashes/" -print_final_stats=1 >"$dir/fuzz.log" 2>&1) &
+        -artifact_prefix="$dir/crashes/" ${FUZZ_FLAGS:-} >"$dir/fuzz.log" 2>&1) &
     pids+=($!)
 done
 for p in "${pids[@]}"; do
     wait "$p" || true
 done
 
-# The last fork-mode status line: "#N: cov: C ft: F corp: U exec/s: E ...".
-field() { # field LOG NAME -> the value after "NAME:" on the last status line
-    grep -a -E '^#[0-9]+: cov:' "$1" | tail -n 1 | sed -n "s/.* $2: \([0-9]*\).*/\1/p"
+# The last fork-mode status line: "#N: cov: C ft: F corp: U exec/s: E
+# oom/timeout/crash: O/T/C time: Ss job: J ...".
+status() { # status LOG -> that line (empty when the log has none)
+    grep -a -E '^#[0-9]+: cov:' "$1" | tail -n 1 || true
 }
-printf 'target\tworkers\tseconds\texecs\texec_per_s\tcov_edges\tfeatures\tcorpus_units\tmerge_added\tcrashes\ttimeouts\tooms\n' >"$OUT/summary.tsv"
+field() { # field LOG NAME -> the value after "NAME: " on the last status line
+    status "$1" | sed -n "s|.* $2: \([0-9/]*\).*|\1|p"
+}
+printf 'target\tworkers\tseconds\texecs\texec_per_s\tcov_edges\tfeatures\tcorpus_units\tmerge_added\tcrashes\ttimeouts\tooms\tlog_oom_timeout_crash\n' >"$OUT/summary.tsv"
 bad=0
 for t in "${chosen[@]}"; do
     read -r name seeds max_len <<<"$t"
@@ -93,20 +100,30 @@ for t in "${chosen[@]}"; do
     "$BIN/$name" -merge=1 "$dir/corpus" "$dir/new" -max_len="$max_len" \
         -timeout=60 -rss_limit_mb=2048 -artifact_prefix="$dir/crashes/" >"$dir/merge.log" 2>&1 || true
     log="$dir/fuzz.log"
-    execs=$(grep -a -E '^#[0-9]+: cov:' "$log" | tail -n 1 | sed -n 's/^#\([0-9]*\):.*/\1/p')
-    added=$(sed -n 's/.*MERGE-OUTER: \([0-9]*\) new files.*/\1/p' "$dir/merge.log" | tail -n 1)
+    execs=$(status "$log" | sed -n 's/^#\([0-9]*\):.*/\1/p')
+    secs=$(status "$log" | sed -n 's/.* time: \([0-9]*\)s.*/\1/p')
+    rate="?"
+    if [ -n "$execs" ] && [ -n "$secs" ] && [ "$secs" -gt 0 ]; then
+        rate=$((execs / secs))
+    fi
+    added=$(sed -n 's/.*MERGE-OUTER: \([0-9]*\) new files.*/\1/p' "$dir/merge.log" | tail -n 1 || true)
     crashes=$(find "$dir/crashes" -name 'crash-*' | wc -l)
     timeouts=$(find "$dir/crashes" -name 'timeout-*' | wc -l)
     ooms=$(find "$dir/crashes" -name 'oom-*' | wc -l)
     [ $((crashes + timeouts + ooms)) -eq 0 ] || bad=1
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$WORKERS" "$SECONDS_EACH" \
-        "${execs:-?}" "$(field "$log" exec/s)" "$(field "$log" cov)" "$(field "$log" ft)" \
-        "$(field "$log" corp)" "${added:-?}" "$crashes" "$timeouts" "$ooms" >>"$OUT/summary.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$WORKERS" "$SECONDS_EACH" \
+        "${execs:-?}" "$rate" "$(field "$log" cov)" "$(field "$log" ft)" "$(field "$log" corp)" \
+        "${added:-?}" "$crashes" "$timeouts" "$ooms" "$(field "$log" oom/timeout/crash)" >>"$OUT/summary.tsv"
 done
 {
     head -n 1 "$OUT/summary.tsv" | sed 's/\t/ | /g; s/^/| /; s/$/ |/'
     head -n 1 "$OUT/summary.tsv" | sed 's/[^\t]*/---/g; s/\t/|/g; s/^/|/; s/$/|/'
     tail -n +2 "$OUT/summary.tsv" | sed 's/\t/ | /g; s/^/| /; s/$/ |/'
 } >"$OUT/summary.md"
+# sharded_checkpoint's scratch directories (one per process, removed by the
+# next process of the target; the last ones, and the merge's, are left).
+for d in /dev/shm/ferrite-fuzz-sharded-* "${TMPDIR:-/tmp}"/ferrite-fuzz-sharded-*; do
+    if [ -d "$d" ] && [ ! -e "/proc/${d##*-}" ]; then rm -rf "$d"; fi
+done
 cat "$OUT/summary.md"
 exit "$bad"
