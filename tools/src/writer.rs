@@ -489,6 +489,24 @@ fn dtype_for(opts: &WriteOptions, spec: &TensorSpec, name: &str) -> Result<DType
     Ok(dtype)
 }
 
+/// Refuses values an image cannot hold: NaN or infinite ones (the runtime's
+/// `Model::check_values` refuses them, and quantized they would become
+/// zeros or an infinite scale) and, stored as f16, values beyond its range
+/// (they would become infinite).
+fn check_representable(values: &[f32], name: &str, dtype: DType) -> Result<()> {
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        bail!("tensor {name} has a non-finite value ({v}) at index {i}");
+    }
+    let beyond_f16 = |v: &f32| half::f16::from_f32(*v).is_infinite();
+    if let (DType::F16, Some(i)) = (dtype, values.iter().position(beyond_f16)) {
+        bail!(
+            "tensor {name} has the value {} at index {i}, beyond f16's range (65504): store it as f32 (--rule {name}=f32)",
+            values[i]
+        );
+    }
+    Ok(())
+}
+
 /// Builds an image from a model directory.
 pub fn build_image(
     dir: &ModelDir,
@@ -544,6 +562,7 @@ pub fn build_image(
         progress(i, specs.len());
         let values = source_values(dir, spec, name)?;
         let dtype = dtype_for(opts, spec, name)?;
+        check_representable(&values, name, dtype)?;
         let rows = spec.dims[0] as usize;
         let cols = spec.numel() / rows;
         let layout = if dtype.is_quantized()
@@ -666,6 +685,65 @@ pub fn seal(bytes: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model_dir::SourceTensor;
+
+    /// A two-layer model directory with small values in every tensor.
+    fn small_dir() -> ModelDir {
+        let config = crate::config_json::parse(&serde_json::json!({
+            "vocab_size": 256, "hidden_size": 16, "intermediate_size": 32,
+            "layers": [{"mixer": "swa", "num_heads": 2, "head_dim": 8, "window": 4}]
+        }))
+        .unwrap();
+        let tensors = expected_specs(&config)
+            .iter()
+            .map(|spec| {
+                let shape: Vec<usize> = spec.dims[..spec.ndim()]
+                    .iter()
+                    .map(|&d| d as usize)
+                    .collect();
+                let values = (0..spec.numel()).map(|i| (i % 7) as f32 * 0.01).collect();
+                let name = tensor_name(spec.layer, spec.role);
+                (name, SourceTensor { shape, values })
+            })
+            .collect();
+        ModelDir {
+            config,
+            tensors,
+            source_dtype: "f32".into(),
+            warnings: Vec::new(),
+            tokenizer: None,
+        }
+    }
+
+    /// Found by `fuzz/fuzz_targets/quantize_hostile.rs`: a NaN or infinite
+    /// weight gave an image the runtime's `check_values` refuses (int8 made
+    /// NaN a silent 0), and f16 turned values beyond 65504 into infinities.
+    #[test]
+    fn values_an_image_cannot_hold_are_refused() {
+        let opts = |dtype| WriteOptions {
+            dtype,
+            ..WriteOptions::default()
+        };
+        let name = "model.layers.0.mlp.up_proj.weight";
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut dir = small_dir();
+            dir.tensors.get_mut(name).unwrap().values[5] = bad;
+            for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
+                let err = build_image(&dir, &opts(dtype), |_, _| {}).unwrap_err();
+                assert!(err.to_string().contains("non-finite value"), "{err}");
+            }
+        }
+        let mut dir = small_dir();
+        dir.tensors.get_mut(name).unwrap().values[3] = -7e4;
+        let err = build_image(&dir, &opts(DType::F16), |_, _| {}).unwrap_err();
+        assert!(err.to_string().contains("beyond f16's range"), "{err}");
+        for dtype in [DType::F32, DType::I8, DType::I4] {
+            build_image(&dir, &opts(dtype), |_, _| {}).unwrap();
+        }
+        // 65519 still rounds to f16's largest value.
+        dir.tensors.get_mut(name).unwrap().values[3] = 65519.0;
+        build_image(&dir, &opts(DType::F16), |_, _| {}).unwrap();
+    }
 
     #[test]
     fn globs() {
