@@ -7,7 +7,7 @@
 #
 #   fuzz/campaign.sh BIN_DIR OUT_DIR [WORKERS] [SECONDS] [TARGET...]
 #
-# runs each target (all of TARGETS below whose binary is in BIN_DIR, or
+# runs each target (all of fuzz/targets.txt whose binary is in BIN_DIR, or
 # those named) at the same time, each with WORKERS libFuzzer fork-mode
 # workers (default 2) for SECONDS (default 600), from its committed corpus
 # and seeds. Then, per target, in OUT_DIR/<target>/:
@@ -25,8 +25,8 @@
 # (e.g. FUZZ_FLAGS=-len_control=0).
 set -euo pipefail
 
-# name seeds-dir max_len (as xtask's TARGETS, xtask/src/fuzz.rs)
-TARGETS="
+# name seeds-dir max_len share, one target a line (xtask reads the same file)
+TARGETS=$(grep -v '^#' "$(dirname "$0")/targets.txt")
 load_and_feed seeds 32768
 bpe_tokenizer seeds-bpe 65536
 tools_inputs seeds-tools 65536
@@ -51,7 +51,7 @@ ONLY=" $* "
 FUZZ=$(cd "$(dirname "$0")" && pwd)
 
 chosen=()
-while read -r name seeds max_len; do
+while read -r name seeds max_len _share; do
     [ -n "$name" ] || continue
     if [ "$ONLY" != "  " ] && [[ "$ONLY" != *" $name "* ]]; then
         continue

@@ -34,13 +34,25 @@ const FUZZ_RUSTFLAGS: &str = "-Cpasses=sancov-module \
     --cfg fuzzing -Cdebug-assertions -Coverflow-checks";
 
 /// Every target (docs/fuzzing.md), each with its committed corpus in
-/// `fuzz/corpus/<name>`: its name, its seed directory (under `fuzz/`), the
-/// largest input it is given and its share of a smoke run's seconds.
-const TARGETS: [(&str, &str, usize, u64); 3] = [
-    ("load_and_feed", "seeds", 32768, 2),
-    ("bpe_tokenizer", "seeds-bpe", 65536, 1),
-    ("tools_inputs", "seeds-tools", 65536, 1),
-];
+/// `fuzz/corpus/<name>`: `fuzz/targets.txt` (which fuzz/campaign.sh reads
+/// too), one line per target: its name, its seed directory (under `fuzz/`),
+/// the largest input it is given and its share of a smoke run's seconds.
+fn targets() -> Vec<(&'static str, &'static str, usize, u64)> {
+    include_str!("../../fuzz/targets.txt")
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let num = |i: usize| f.get(i).and_then(|v| v.parse().ok());
+            match (f.first(), f.get(1), num(2), num(3)) {
+                (Some(name), Some(seeds), Some(max_len), Some(share)) => {
+                    (*name, *seeds, max_len as usize, share)
+                }
+                _ => panic!("fuzz/targets.txt: bad line {l:?}"),
+            }
+        })
+        .collect()
+}
 
 /// Builds every target (instrumented, for the host) and runs each (or
 /// those whose name contains `only`) from its committed corpus and seeds,
@@ -48,8 +60,8 @@ const TARGETS: [(&str, &str, usize, u64); 3] = [
 /// scratch directory, so the committed corpus stays as it is. `Ok(false)`
 /// when libFuzzer found a crash (it prints the input's path).
 pub fn run(seconds: u64, only: Option<&str>) -> Result<bool> {
-    let targets: Vec<_> = TARGETS
-        .iter()
+    let targets: Vec<_> = targets()
+        .into_iter()
         .filter(|t| only.is_none_or(|o| t.0.contains(o)))
         .collect();
     anyhow::ensure!(!targets.is_empty(), "no fuzz target matches {only:?}");
@@ -70,7 +82,7 @@ pub fn run(seconds: u64, only: Option<&str>) -> Result<bool> {
     );
     let shares: u64 = targets.iter().map(|t| t.3).sum();
     let mut ok = true;
-    for &&(name, seeds, max_len, share) in &targets {
+    for &(name, seeds, max_len, share) in &targets {
         let secs = (seconds * share / shares).max(1);
         let (scratch, corpus) = (
             fuzz.join("target/smoke-corpus").join(name),
@@ -110,4 +122,31 @@ pub fn run(seconds: u64, only: Option<&str>) -> Result<bool> {
         }
     }
     Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line of fuzz/targets.txt names a `[[bin]]` of fuzz/Cargo.toml,
+    /// a seed directory and a section of docs/fuzzing.md, and every
+    /// `[[bin]]` is listed.
+    #[test]
+    fn the_target_list_matches_the_fuzz_crate_and_its_docs() {
+        let fuzz = root_dir().join("fuzz");
+        let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).unwrap();
+        let docs = std::fs::read_to_string(root_dir().join("docs/fuzzing.md")).unwrap();
+        let list = targets();
+        for (name, seeds, max_len, share) in &list {
+            assert!(
+                manifest.contains(&format!("name = \"{name}\"")),
+                "{name}: no [[bin]]"
+            );
+            assert!(fuzz.join(seeds).is_dir(), "{name}: no fuzz/{seeds}");
+            assert!(docs.contains(&format!("`{name}`")), "{name}: not in docs");
+            assert!(*max_len > 0 && *share > 0, "{name}");
+        }
+        let bins = manifest.matches("[[bin]]").count();
+        assert_eq!(bins, list.len(), "fuzz/Cargo.toml has {bins} bins");
+    }
 }
