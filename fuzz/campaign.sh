@@ -27,15 +27,6 @@ set -euo pipefail
 
 # name seeds-dir max_len share, one target a line (xtask reads the same file)
 TARGETS=$(grep -v '^#' "$(dirname "$0")/targets.txt")
-load_and_feed seeds 32768
-bpe_tokenizer seeds-bpe 65536
-tools_inputs seeds-tools 65536
-sharded_checkpoint seeds-sharded 65536
-quantize_hostile seeds-quantize 4096
-update_receive seeds-update 65536
-sampler seeds-sampler 8192
-long_session seeds-session 4096
-"
 
 if [ $# -lt 2 ]; then
     sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
