@@ -77,14 +77,18 @@ impl Sampler {
         (self.rng.next_u32() >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
     }
 
-    /// Picks the next token from `logits` (NaN logits are never picked).
+    /// Picks the next token from `logits` (NaN logits are never picked,
+    /// unless all are).
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         let c = self.config;
-        if c.temperature == 0.0 || c.top_k == 1 {
-            return argmax(logits);
-        }
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let inv_t = 1.0 / c.temperature;
+        // Greedy, and the limits where the softmax is the argmax: an
+        // infinite logit takes all the mass (none above -inf: no mass to
+        // draw from), and so does the largest logit when 1 / T overflows.
+        if c.temperature == 0.0 || c.top_k == 1 || !max.is_finite() || !inv_t.is_finite() {
+            return argmax(logits);
+        }
         let weight = |l: f32| {
             if l.is_nan() {
                 0.0
@@ -140,17 +144,16 @@ impl Sampler {
     }
 }
 
-/// Index of the largest logit (the first on ties; 0 for an empty slice).
+/// Index of the largest logit (the first on ties; NaN logits are skipped;
+/// 0 when all are NaN or the slice is empty).
 pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    let mut best_val = f32::NEG_INFINITY;
+    let mut best: Option<(usize, f32)> = None;
     for (i, &l) in logits.iter().enumerate() {
-        if l > best_val {
-            best = i;
-            best_val = l;
+        if !l.is_nan() && best.is_none_or(|(_, b)| l > b) {
+            best = Some((i, l));
         }
     }
-    best as u32
+    best.map_or(0, |(i, _)| i as u32)
 }
 
 /// The `k` largest logits with their ids, in descending order.
@@ -175,9 +178,11 @@ fn top_k(logits: &[f32], k: usize) -> Vec<(f32, u32), MAX_TOP_K> {
 fn nucleus_threshold(logits: &[f32], p: f32, weight: &impl Fn(f32) -> f32) -> f32 {
     let mass = |t: f32| -> f32 { logits.iter().filter(|&&l| l >= t).map(|&l| weight(l)).sum() };
     let total = mass(f32::NEG_INFINITY);
+    // Over the finite logits: -inf has no mass (and would make the
+    // midpoint NaN, a loop without end); +inf never gets here.
     let (mut lo, mut hi) = logits
         .iter()
-        .filter(|l| !l.is_nan())
+        .filter(|l| l.is_finite())
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &l| {
             (a.min(l), b.max(l))
         });
@@ -261,6 +266,32 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(a.sample(&logits), b.sample(&logits));
         }
+    }
+
+    /// Found by `fuzz/fuzz_targets/sampler.rs`: a -inf logit (a masked
+    /// token) with top_p < 1 looped for ever; +inf logits and a temperature
+    /// whose inverse overflows drew tokens of zero probability; greedy
+    /// picked a NaN logit at index 0 when the others were -inf.
+    #[test]
+    fn infinite_logits_and_tiny_temperatures() {
+        let inf = f32::INFINITY;
+        let mut s = sampler(1.0, 0, 0.9, 1);
+        for _ in 0..100 {
+            assert!(s.sample(&[1.0, 0.0, -inf]) < 2);
+        }
+        for (t, k, p) in [(1.0, 0, 1.0), (1.0, 0, 0.5), (0.7, 3, 1.0)] {
+            let mut s = sampler(t, k, p, 3);
+            for _ in 0..100 {
+                assert_eq!(s.sample(&[1.0, inf, 2.0, inf]), 1);
+            }
+        }
+        let mut s = sampler(1e-40, 0, 1.0, 5);
+        for _ in 0..100 {
+            assert_eq!(s.sample(&[3.0, 2.0, 0.5]), 0);
+        }
+        assert_eq!(argmax(&[f32::NAN, -inf, -inf]), 1);
+        assert_eq!(argmax(&[f32::NAN, f32::NAN]), 0);
+        assert_eq!(argmax(&[]), 0);
     }
 
     #[test]

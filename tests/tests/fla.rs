@@ -1,6 +1,6 @@
 //! Checkpoints written by the real flash-linear-attention library (fla 0.6.0,
 //! `save_pretrained`), with fla's own logits: `tests/fla/` (made by
-//! `tools/python/make_fla_fixtures.py` on a GPU; see tests/fla/README.md).
+//! `ferrite-fla-fixtures`, tools/python, on a GPU; see tests/fla/README.md).
 //!
 //! f32 checkpoints: ferrite's logits within 1e-4 relative (to the largest
 //! logit) of fla's. bf16 checkpoints (sharded, with an index): within 1e-4

@@ -4,7 +4,7 @@
 //! image) and `--calibrate models/lm/calibration.txt` (GPTQ) against f32 on
 //! the first 16 KB of the held-out text of `lm/small`, and the image sizes
 //! of both LMs. The whole table (every model, the whole text, all 1,000 MQAR
-//! sequences) is `tools/python/eval_models.py`'s, recorded in each
+//! sequences) is `ferrite-eval-models`'s (tools/python), recorded in each
 //! `metrics.json`.
 
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! of `models/mqar/*` within 0.005 of f32 on the 1,000 recorded sequences.
 //! The full table (every model; f32, int8 and int4 in both layouts; whole
 //! held-out text, all 1,000 sequences) is measured by
-//! `tools/python/eval_models.py` into each `metrics.json`, and
+//! `ferrite-eval-models` (tools/python) into each `metrics.json`, and
 //! `recorded_figures_meet_the_targets` below checks it; the other tests
 //! re-measure a subset with the runtime (13-14 s of CPU in `--profile
 //! checked`: 7-10 s on 2 idle cores, ~22 s with the machine's 2 cores
@@ -156,7 +156,7 @@ fn mqar_int8_tiled_accuracy_within_0_005_of_f32() {
 #[ignore = "the full MQAR measurement, ~4 minutes: cargo test --profile checked -p ferrite-tests --test integer_path -- --ignored --nocapture"]
 fn mqar_all_models_on_the_recorded_sequences() {
     // Every shipped MQAR model on all 1,000 recorded sequences: the correct
-    // counts of tools/python/eval_models.py (f32, int8 rows, int8 tiled) and
+    // counts of ferrite-eval-models (f32, int8 rows, int8 tiled) and
     // how many of the 8,000 predictions each int8 layout changes, which the
     // accuracy alone hides (docs/quantization.md).
     let seqs = generate(0, 1000, MqarParams::default()).unwrap();
@@ -217,7 +217,7 @@ fn number(v: &serde_json::Value, path: &[&str]) -> f64 {
 #[test]
 fn recorded_figures_meet_the_targets() {
     // The full measurement (docs/quantization.md's table) as recorded in
-    // metrics.json by tools/python/eval_models.py.
+    // metrics.json by ferrite-eval-models (tools/python).
     let mut dirs: Vec<PathBuf> = ["models/lm", "models/mqar"]
         .iter()
         .flat_map(|d| std::fs::read_dir(root().join(d)).unwrap())

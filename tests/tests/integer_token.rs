@@ -211,7 +211,7 @@ fn reset_reproduces_the_first_run_on_the_integer_path() {
     let model: Model = image.model().unwrap();
     let mut buf = session_buffer(&model, 0).unwrap();
     let mut session = Session::new(model, &mut buf).unwrap();
-    let mut run = |s: &mut Session| -> Vec<Vec<f32>> {
+    let run = |s: &mut Session| -> Vec<Vec<f32>> {
         s.reset();
         exp.tokens
             .iter()

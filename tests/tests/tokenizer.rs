@@ -1,6 +1,6 @@
 //! Byte-level BPE against the HuggingFace `tokenizers` library: the committed
 //! `tests/tokenizer/tokenizer.json` (trained by
-//! `tools/python/make_tokenizer_fixture.py`) goes into an image, and the
+//! `ferrite-tokenizer-fixture`, tools/python) goes into an image, and the
 //! runtime's encoder must give the library's ids (`tests/tokenizer/expected.json`)
 //! for every sample, and decode them back to the text.
 

@@ -16,6 +16,7 @@ use ferrite::Session;
 
 use crate::model_dir::ModelDir;
 use crate::mqar::{self, MqarParams};
+use crate::quant::Hessian;
 use crate::run::{session_buffer, AlignedImage};
 use crate::writer::{self, tensor_name, WriteOptions};
 
@@ -39,17 +40,6 @@ pub enum Source {
         /// Pairs, length and query layout (docs/mqar.md).
         params: MqarParams,
     },
-}
-
-/// The mean input outer product of one matrix.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Hessian {
-    /// Input width.
-    pub n: usize,
-    /// `n x n`, row-major, symmetric: `sum x xᵀ / count`.
-    pub h: Vec<f64>,
-    /// Input vectors seen.
-    pub count: usize,
 }
 
 #[derive(Default)]

@@ -393,10 +393,13 @@ pub struct Config {
     pub layers: Vec<LayerConfig>,
 }
 
+/// The `model_type` of ferrite's own `config.json` (also its default).
+pub const MODEL_TYPE: &str = "ferrite";
+
 /// Parses a `config.json` value (docs/spec.md §1.2).
 pub fn parse(value: &Value) -> Result<Config> {
     let mut f = Fields::new(value, "config")?;
-    f.choice("model_type", &["ferrite"], Some("ferrite"))?;
+    f.choice("model_type", &[MODEL_TYPE], Some(MODEL_TYPE))?;
     let hidden = f.int("hidden_size", None, 1)?;
     let raw_layers = match f.take("layers") {
         Some(Value::Array(a)) if !a.is_empty() => a,
@@ -405,13 +408,19 @@ pub fn parse(value: &Value) -> Result<Config> {
     let mut layers = Vec::with_capacity(raw_layers.len());
     for (i, raw) in raw_layers.iter().enumerate() {
         let mut lf = Fields::new(raw, format!("layers[{i}]"))?;
-        let kind = lf.choice("mixer", &["gdn", "gsa", "swa", "bla", "mla"], None)?;
+        // The runtime's kinds (its mixer table); each needs a parser below
+        // (`every_runtime_mixer_kind_has_a_parser`).
+        let kind = lf.choice("mixer", LayerConfig::KIND_NAMES, None)?;
         let layer = match kind.as_str() {
             "gdn" => parse_gdn(&mut lf, hidden)?,
             "gsa" => parse_gsa(&mut lf, hidden, None)?,
             "swa" => parse_swa(&mut lf, hidden)?,
+            "bla" => parse_bla(&mut lf, hidden)?,
             "mla" => parse_mla(&mut lf, hidden)?,
-            _ => parse_bla(&mut lf, hidden)?,
+            other => bail!(
+                "{}: mixer {other:?} has no config.json parser in ferrite-tools",
+                lf.at
+            ),
         };
         lf.finish()?;
         layers.push(layer);
@@ -458,9 +467,10 @@ mod tests {
         }
     }
 
-    /// Every mixer kind of the runtime's table (`config::mixer_table!`) has
-    /// a parser here: a layer with only its `mixer` field fails on a field
-    /// of that kind, not on the kind.
+    /// Every mixer kind of the runtime's table (`config::mixer_table!`,
+    /// whose `KIND_NAMES` is the list `mixer` takes) has a parser here: a
+    /// layer with only its `mixer` field fails on a field of that kind, not
+    /// on the kind.
     #[test]
     fn every_runtime_mixer_kind_has_a_parser() {
         for name in LayerConfig::KIND_NAMES {

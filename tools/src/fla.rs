@@ -9,12 +9,12 @@
 //! `tie_word_embeddings`, which `save_pretrained` omits when it equals the
 //! transformers base default (true).
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{GdnConfig, GdnDecay, QkNorm, SwaConfig};
 use serde_json::Value;
 
-use crate::config_json::{Config, Fields};
+use crate::config_json::{self, Config, Fields};
 
 /// Source-format codes of [`ModelConfig::provenance`] (bits 0-7).
 pub mod source {
@@ -26,6 +26,20 @@ pub mod source {
     pub const FLA_GSA: u32 = 2;
     /// fla `delta_net`.
     pub const FLA_DELTA_NET: u32 = 3;
+}
+
+/// The fla `model_type`s the importer runs, each with its source-format code
+/// ([`source`]); the one list `is_fla`, the parser, the refusal of other
+/// types and `ferrite inspect` read.
+pub const MODEL_TYPES: &[(&str, u32)] = &[
+    ("gated_deltanet", source::FLA_GATED_DELTANET),
+    ("gsa", source::FLA_GSA),
+    ("delta_net", source::FLA_DELTA_NET),
+];
+
+/// The names of [`MODEL_TYPES`].
+fn model_type_names() -> Vec<&'static str> {
+    MODEL_TYPES.iter().map(|&(name, _)| name).collect()
 }
 
 /// Fields that change nothing in single-stream f32 inference.
@@ -57,12 +71,33 @@ pub struct FlaOptions {
     pub window: Option<u32>,
 }
 
-/// Whether `config.json` comes from fla.
+/// Whether `config.json` comes from fla (a model type of [`MODEL_TYPES`]).
 pub fn is_fla(value: &Value) -> bool {
-    matches!(
-        value.get("model_type").and_then(Value::as_str),
-        Some("gated_deltanet" | "gsa" | "delta_net")
-    )
+    let model_type = value.get("model_type").and_then(Value::as_str);
+    MODEL_TYPES
+        .iter()
+        .any(|&(name, _)| Some(name) == model_type)
+}
+
+/// Refuses a `config.json` whose `model_type` is a string that neither
+/// ferrite's own format ([`config_json::MODEL_TYPE`]) nor this importer
+/// runs, naming those that are run (an fla user's `rwkv7` is then told which
+/// fla types are, not only that `ferrite` is).
+pub fn check_model_type(value: &Value) -> Result<()> {
+    match value.get("model_type").and_then(Value::as_str) {
+        Some(t) if t != config_json::MODEL_TYPE && !is_fla(value) => {
+            let fla: Vec<String> = model_type_names()
+                .iter()
+                .map(|n| format!("{n:?}"))
+                .collect();
+            bail!(
+                "config: model_type {t:?} is not supported: ferrite runs {:?}, and fla's {}",
+                config_json::MODEL_TYPE,
+                fla.join(", ")
+            )
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Drops `name` when it is JSON `null`, so that its default applies.
@@ -101,7 +136,7 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
     ] {
         nullable(&mut f, value, name);
     }
-    let model_type = f.choice("model_type", &["gated_deltanet", "gsa", "delta_net"], None)?;
+    let model_type = f.choice("model_type", &model_type_names(), None)?;
     let hidden = f.int("hidden_size", Some(2048), 1)?;
     let num_layers = f.int(
         "num_hidden_layers",
@@ -182,11 +217,11 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
         f.take(name);
     }
     f.finish()?;
-    let source_format = match model_type.as_str() {
-        "gsa" => source::FLA_GSA,
-        "delta_net" => source::FLA_DELTA_NET,
-        _ => source::FLA_GATED_DELTANET,
-    };
+    let source_format = MODEL_TYPES
+        .iter()
+        .find(|&&(name, _)| name == model_type)
+        .map(|&(_, code)| code)
+        .context("internal: a model_type without a source code")?;
     let model = ModelConfig {
         vocab_size,
         hidden_size: hidden,
@@ -549,6 +584,35 @@ mod tests {
         c["model_type"] = json!("retnet");
         assert!(!is_fla(&c));
         assert!(is_fla(&delta_net_config()));
+    }
+
+    /// A model type neither ferrite nor the importer runs is refused naming
+    /// those they do; theirs (and none) pass to their parsers.
+    #[test]
+    fn other_model_types_are_told_the_ones_that_run() {
+        let err = check_model_type(&json!({"model_type": "rwkv7"})).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "config: model_type \"rwkv7\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\""
+        );
+        for ok in [
+            json!({}),
+            json!({"model_type": "ferrite"}),
+            delta_net_config(),
+            gdn_config(),
+        ] {
+            check_model_type(&ok).unwrap();
+        }
+        // Every listed type is one the parser takes (it fails on a field, not the type).
+        for (name, _) in MODEL_TYPES {
+            let err = parse(
+                &json!({"model_type": name, "num_heads": "x"}),
+                &FlaOptions::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(!err.contains("model_type"), "{name}: {err}");
+        }
     }
 
     #[test]

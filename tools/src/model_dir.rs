@@ -1,7 +1,7 @@
 //! Reading a model directory: `config.json` + `model.safetensors` (f32, f16 or
 //! bf16), and `tokenizer.json` (byte-level BPE) when there is one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -54,6 +54,10 @@ fn to_f32(dtype: Dtype, bytes: &[u8], name: &str) -> Result<Vec<f32>> {
     })
 }
 
+/// Names of the source dtypes by their provenance code (bits 8-15 of
+/// `ModelConfig::provenance`), as `ferrite inspect` prints them.
+pub const SOURCE_DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
+
 /// Provenance code (bits 8-15 of `ModelConfig::provenance`) of a source dtype.
 fn dtype_code(dtype: Dtype) -> u32 {
     match dtype {
@@ -99,8 +103,18 @@ pub fn parse_safetensors(
     Ok(code)
 }
 
-/// Reads `model.safetensors`, or the shards named by `model.safetensors.index.json`.
-fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)> {
+/// Whether a `weight_map` shard name is a file of the model directory itself
+/// on every platform: not empty, no `..`, no separator (`/`, `\`) and no
+/// drive prefix (`:`), so that joining it to the directory cannot leave it.
+fn is_plain_file_name(file: &str) -> bool {
+    !file.is_empty() && !file.contains("..") && !file.contains(['/', '\\', ':'])
+}
+
+/// Reads `dir/model.safetensors`, or the shards `dir/model.safetensors.index.json`
+/// names (plain file names in `dir`, nothing outside it); returns the
+/// tensors and the widest-loss source dtype code. Untrusted files: fuzzed
+/// (`fuzz/fuzz_targets/sharded_checkpoint.rs`).
+pub fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)> {
     let mut tensors = BTreeMap::new();
     let single = dir.join("model.safetensors");
     let index_path = dir.join("model.safetensors.index.json");
@@ -116,15 +130,17 @@ fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)> {
         .get("weight_map")
         .and_then(serde_json::Value::as_object)
         .with_context(|| format!("{} has no weight_map object", index_path.display()))?;
+    // In the map's order, each once (a set: an index may list very many).
     let mut shards: Vec<&str> = Vec::new();
+    let mut seen = BTreeSet::new();
     for (name, file) in map {
         let file = file
             .as_str()
             .with_context(|| format!("weight_map entry {name} is not a file name"))?;
-        if file.contains('/') || file.contains("..") {
+        if !is_plain_file_name(file) {
             bail!("weight_map entry {name} points outside the model directory: {file}");
         }
-        if !shards.contains(&file) {
+        if seen.insert(file) {
             shards.push(file);
         }
     }
@@ -154,6 +170,7 @@ impl ModelDir {
             .with_context(|| format!("cannot read {}", config_path.display()))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+        fla::check_model_type(&value)?;
         let (mut config, warnings) = if fla::is_fla(&value) {
             let import = fla::parse(&value, fla_options)?;
             (import.config, import.warnings)
@@ -168,7 +185,7 @@ impl ModelDir {
         };
         let (tensors, dtype) = read_weights(dir)?;
         config.model.provenance |= dtype << 8;
-        let source_dtype = ["f32", "f16", "bf16"][dtype as usize].to_string();
+        let source_dtype = SOURCE_DTYPES[dtype as usize].to_string();
         let tokenizer_path = dir.join("tokenizer.json");
         let tokenizer = if tokenizer_path.exists() {
             let spec = tokenizer_json::read(&tokenizer_path)?;
@@ -197,6 +214,57 @@ impl ModelDir {
                 t.tokens.len()
             ),
             _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An index of 100 000 distinct shards is refused at its first missing
+    /// shard in the map's order, without a quadratic pass over the names
+    /// first (`Vec::contains`: 19 s in the checked profile, now 0.35 s; the
+    /// time is not asserted).
+    #[test]
+    fn a_long_index_is_refused_at_its_first_missing_shard() {
+        let dir = std::env::temp_dir().join(format!("ferrite-index-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let map: serde_json::Map<String, serde_json::Value> = (0..100_000)
+            .map(|i| {
+                (
+                    format!("t{i:06}"),
+                    format!("s{:06}.safetensors", 99_999 - i).into(),
+                )
+            })
+            .collect();
+        let index = serde_json::json!({ "weight_map": map });
+        std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+        let err = format!("{:#}", read_weights(&dir).unwrap_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("s099999.safetensors"), "{err}");
+    }
+
+    /// `\` and `:` would leave the directory on Windows (`..\x`, `C:\x`,
+    /// `C:x`), `/` and `..` everywhere.
+    #[test]
+    fn shard_names_stay_in_the_directory() {
+        for ok in ["model-00001-of-00002.safetensors", "a.b", "x"] {
+            assert!(is_plain_file_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "..",
+            "../x",
+            "/etc/x",
+            "a/b",
+            "..\\x",
+            "C:\\x",
+            "C:x",
+            "\\\\srv\\x",
+            "a..b",
+        ] {
+            assert!(!is_plain_file_name(bad), "{bad}");
         }
     }
 }

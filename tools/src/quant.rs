@@ -105,6 +105,18 @@ pub enum Scales {
     Search,
 }
 
+/// The mean input outer product of one matrix, what [`gptq_tiled`]
+/// quantizes for (measured by `crate::calibrate::hessians`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hessian {
+    /// Input width.
+    pub n: usize,
+    /// `n x n`, row-major, symmetric: `sum x xᵀ / count`.
+    pub h: Vec<f64>,
+    /// Input vectors seen.
+    pub count: usize,
+}
+
 /// Smallest multiplier tried by [`Scales::Search`], as a fraction of absmax's.
 const SEARCH_LOW: f32 = 0.4;
 

@@ -14,10 +14,9 @@ use ferrite::mixers::BlaPhiSource;
 use ferrite::model::{block_specs, global_specs};
 use ferrite::StateFormat;
 
-use crate::calibrate::Hessian;
 use crate::config_json::Config;
 use crate::model_dir::ModelDir;
-use crate::quant::{encode, encode_tiled, Encoded, Scales};
+use crate::quant::{encode, encode_tiled, Encoded, Hessian, Scales};
 
 /// How to store tensors.
 #[derive(Clone, Debug)]
@@ -143,15 +142,35 @@ pub fn group_size_for(
     Ok(group)
 }
 
-/// Parses a dtype name as used on the command line.
+/// Every dtype the runtime decodes ([`DType::from_code`]), in code order:
+/// the dtypes `--dtype` and `--rule` take, by their runtime names
+/// ([`DType::name`]; no second list here).
+pub fn dtypes() -> impl Iterator<Item = DType> {
+    (0..=u8::MAX).filter_map(DType::from_code)
+}
+
+/// The short spelling the command line also takes for a dtype (`i8`, `i4`).
+pub fn dtype_alias(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::I8 => Some("i8"),
+        DType::I4 => Some("i4"),
+        DType::F32 | DType::F16 => None,
+    }
+}
+
+/// Parses a dtype name as used on the command line: [`DType::name`] or
+/// [`dtype_alias`].
 pub fn parse_dtype(s: &str) -> Result<DType> {
-    Ok(match s {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "int8" | "i8" => DType::I8,
-        "int4" | "i4" => DType::I4,
-        other => bail!("unknown dtype {other:?} (use f32, f16, int8 or int4)"),
-    })
+    if let Some(dtype) = dtypes().find(|&d| d.name() == s || dtype_alias(d) == Some(s)) {
+        return Ok(dtype);
+    }
+    let names: Vec<&str> = dtypes().map(DType::name).collect();
+    match names.split_last() {
+        Some((last, init)) if !init.is_empty() => {
+            bail!("unknown dtype {s:?} (use {} or {last})", init.join(", "))
+        }
+        _ => bail!("unknown dtype {s:?} (use {})", names.join(", ")),
+    }
 }
 
 /// Parses a rule `GLOB=DTYPE`, e.g. `lm_head.weight=f16` or `model.layers.*.mlp.*=int4`.
@@ -412,7 +431,7 @@ impl Image {
     /// `int8 x32 tiled group 16/32, f32 x22`.
     pub fn dtype_summary(&self) -> String {
         let mut parts = Vec::new();
-        for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
+        for dtype in dtypes() {
             for layout in [Layout::RowMajor, Layout::Tiled] {
                 let of: Vec<&WrittenTensor> = self
                     .tensors
@@ -502,6 +521,24 @@ fn dtype_for(opts: &WriteOptions, spec: &TensorSpec, name: &str) -> Result<DType
     Ok(dtype)
 }
 
+/// Refuses values an image cannot hold: NaN or infinite ones (the runtime's
+/// `Model::check_values` refuses them, and quantized they would become
+/// zeros or an infinite scale) and, stored as f16, values beyond its range
+/// (they would become infinite).
+fn check_representable(values: &[f32], name: &str, dtype: DType) -> Result<()> {
+    if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        bail!("tensor {name} has a non-finite value ({v}) at index {i}");
+    }
+    let beyond_f16 = |v: &f32| half::f16::from_f32(*v).is_infinite();
+    if let (DType::F16, Some(i)) = (dtype, values.iter().position(beyond_f16)) {
+        bail!(
+            "tensor {name} has the value {} at index {i}, beyond f16's range (65504): store it as f32 (--rule {name}=f32)",
+            values[i]
+        );
+    }
+    Ok(())
+}
+
 /// Builds an image from a model directory.
 pub fn build_image(
     dir: &ModelDir,
@@ -560,6 +597,7 @@ pub fn build_image(
         progress(i, specs.len());
         let values = source_values(dir, spec, name)?;
         let dtype = dtype_for(opts, spec, name)?;
+        check_representable(&values, name, dtype)?;
         let rows = spec.dims[0] as usize;
         let cols = spec.numel() / rows;
         let layout = if dtype.is_quantized()
@@ -721,6 +759,65 @@ pub fn seal(bytes: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model_dir::SourceTensor;
+
+    /// A two-layer model directory with small values in every tensor.
+    fn small_dir() -> ModelDir {
+        let config = crate::config_json::parse(&serde_json::json!({
+            "vocab_size": 256, "hidden_size": 16, "intermediate_size": 32,
+            "layers": [{"mixer": "swa", "num_heads": 2, "head_dim": 8, "window": 4}]
+        }))
+        .unwrap();
+        let tensors = expected_specs(&config)
+            .iter()
+            .map(|spec| {
+                let shape: Vec<usize> = spec.dims[..spec.ndim()]
+                    .iter()
+                    .map(|&d| d as usize)
+                    .collect();
+                let values = (0..spec.numel()).map(|i| (i % 7) as f32 * 0.01).collect();
+                let name = tensor_name(spec.layer, spec.role);
+                (name, SourceTensor { shape, values })
+            })
+            .collect();
+        ModelDir {
+            config,
+            tensors,
+            source_dtype: "f32".into(),
+            warnings: Vec::new(),
+            tokenizer: None,
+        }
+    }
+
+    /// Found by `fuzz/fuzz_targets/quantize_hostile.rs`: a NaN or infinite
+    /// weight gave an image the runtime's `check_values` refuses (int8 made
+    /// NaN a silent 0), and f16 turned values beyond 65504 into infinities.
+    #[test]
+    fn values_an_image_cannot_hold_are_refused() {
+        let opts = |dtype| WriteOptions {
+            dtype,
+            ..WriteOptions::default()
+        };
+        let name = "model.layers.0.mlp.up_proj.weight";
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut dir = small_dir();
+            dir.tensors.get_mut(name).unwrap().values[5] = bad;
+            for dtype in [DType::F32, DType::F16, DType::I8, DType::I4] {
+                let err = build_image(&dir, &opts(dtype), |_, _| {}).unwrap_err();
+                assert!(err.to_string().contains("non-finite value"), "{err}");
+            }
+        }
+        let mut dir = small_dir();
+        dir.tensors.get_mut(name).unwrap().values[3] = -7e4;
+        let err = build_image(&dir, &opts(DType::F16), |_, _| {}).unwrap_err();
+        assert!(err.to_string().contains("beyond f16's range"), "{err}");
+        for dtype in [DType::F32, DType::I8, DType::I4] {
+            build_image(&dir, &opts(dtype), |_, _| {}).unwrap();
+        }
+        // 65519 still rounds to f16's largest value.
+        dir.tensors.get_mut(name).unwrap().values[3] = 65519.0;
+        build_image(&dir, &opts(DType::F16), |_, _| {}).unwrap();
+    }
 
     #[test]
     fn globs() {
@@ -736,6 +833,25 @@ mod tests {
         assert!(glob_match("*", "x"));
         assert!(
             parse_rule("a=int4").is_ok() && parse_rule("a").is_err() && parse_rule("a=i3").is_err()
+        );
+    }
+
+    /// The command line's dtype names are the runtime's: every dtype it
+    /// decodes parses from its name (and alias), and an unknown name is told
+    /// them all.
+    #[test]
+    fn dtype_names_are_the_runtime_s() {
+        let all: Vec<DType> = dtypes().collect();
+        assert_eq!(all, [DType::F32, DType::F16, DType::I8, DType::I4]);
+        for d in all {
+            assert_eq!(parse_dtype(d.name()).unwrap(), d);
+            if let Some(alias) = dtype_alias(d) {
+                assert_eq!(parse_dtype(alias).unwrap(), d);
+            }
+        }
+        assert_eq!(
+            parse_dtype("i3").unwrap_err().to_string(),
+            "unknown dtype \"i3\" (use f32, f16, int8 or int4)"
         );
     }
 }

@@ -482,6 +482,35 @@ fn generate_streams_a_huge_count_until_its_reader_stops() {
     }
 }
 
+/// `ferrite logits .. | head`: the JSON rows' writes end as quietly as the
+/// others when the reader goes away (serde_json wraps the io error).
+#[test]
+fn logits_stop_quietly_when_their_reader_stops() {
+    use std::io::Read;
+    let img = image("gsa_swish_gqa");
+    let tokens = vec!["7"; 3000].join(",");
+    for _ in 0..3 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(["logits", img.as_str(), "--tokens", &tokens])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut head = [0u8; 4000];
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_exact(&mut head)
+            .expect("logits stream");
+        let o = child.wait_with_output().unwrap();
+        assert_no_abort(&o, "logits");
+        assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
+        assert_eq!(stderr(&o), "");
+        assert!(head.starts_with(b"[["));
+    }
+}
+
 #[test]
 fn mqar_of_any_size_runs_in_constant_memory_until_stopped() {
     let img = image("gsa_swish_gqa");
@@ -874,6 +903,32 @@ fn quantize_options_that_change_nothing_are_refused() {
         let o = ferrite(&all);
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
     }
+}
+
+/// An fla checkpoint of a model type ferrite does not run is told which it
+/// does, fla's among them (not only ferrite's own "ferrite").
+#[test]
+fn an_fla_model_type_ferrite_does_not_run_is_told_the_ones_it_does() {
+    let dir = tmp("rwkv7");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = std::fs::read_to_string(repo().join("tests/fla/gdn_gva_f32/config.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    config["model_type"] = "rwkv7".into();
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = tmp("rwkv7.fer");
+    let o = ferrite(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let line = assert_one_line_failure(&o, "rwkv7");
+    assert_eq!(
+        line,
+        "error: config: model_type \"rwkv7\" is not supported: ferrite runs \"ferrite\", \
+         and fla's \"gated_deltanet\", \"gsa\", \"delta_net\""
+    );
+    assert!(!out.exists());
 }
 
 #[test]

@@ -10,8 +10,9 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::{bail, Context, Result};
 use ferrite_common::chip::{Chip, CHIPS};
 
-use crate::boards::{root_dir, DEFAULT_N, DEFAULT_PROMPT};
-use crate::{cli, host, image_check};
+use crate::boards::root_dir;
+use crate::cli::GenerateArgs;
+use crate::{host, image_check};
 
 /// The chip called `name`, or an error listing the chips.
 pub fn named(name: &str) -> Result<&'static Chip> {
@@ -81,31 +82,17 @@ pub struct Built {
     pub image_bytes: u64,
 }
 
-/// The image of `--image` (a file, or a model directory quantized to
-/// `--dtype`, default int8), or the chip's default model.
-fn image_of(opts: &cli::ImageOpts, chip: &Chip) -> Result<PathBuf> {
-    let Some(p) = &opts.image else {
-        return match chip.model {
-            (dir, dtype) if dir.contains('/') => host::shipped_image(dir, dtype),
-            (fixture, dtype) => host::fixture_image(fixture, dtype),
-        };
-    };
-    let path = std::fs::canonicalize(p).with_context(|| format!("--image {p}"))?;
-    if !path.is_dir() {
-        return Ok(path);
+/// The chip's default model.
+fn default_image(chip: &Chip) -> Result<PathBuf> {
+    match chip.model {
+        (dir, dtype) if dir.contains('/') => host::shipped_image(dir, dtype),
+        (fixture, dtype) => host::fixture_image(fixture, dtype),
     }
-    let dtype = opts.dtype.as_deref().unwrap_or("int8");
-    let rel = path.strip_prefix(root_dir()).unwrap_or(&path);
-    let name = rel
-        .to_string_lossy()
-        .trim_start_matches("models/")
-        .replace('/', "-");
-    host::model_image(&path, &name, dtype)
 }
 
 /// Builds the `generate` firmware of `chip` with `image` embedded; fails
 /// with one line when it does not fit the chip's budget.
-pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result<Built> {
+pub fn build(chip: &'static Chip, image: &Path, opts: &GenerateArgs) -> Result<Built> {
     let facts = image_check::check(image)?;
     if facts.bytes > chip.flash {
         bail!(
@@ -122,7 +109,7 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
     if chip.package == "chips" {
         features.push(chip.name);
     }
-    if opts.fast_math.unwrap_or(true) {
+    if opts.math.fast_math.unwrap_or(true) {
         features.push("fast-math");
     }
     if facts.bpe {
@@ -135,7 +122,7 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
         "building the generate firmware for {} ({}, {}; the first build of a chip takes a few minutes) ...",
         chip.name, chip.mcu, chip.target
     );
-    let d = crate::boards::BuildOpts::default();
+    let s = opts.build_opts();
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(&package)
         .args(["build", "--release", "--quiet", "--target", chip.target])
@@ -147,18 +134,12 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
                 .unwrap_or_default(),
         )
         .env("FERRITE_IMAGE", image)
-        .env(
-            "FERRITE_PROMPT",
-            opts.prompt.as_deref().unwrap_or(DEFAULT_PROMPT),
-        )
-        .env("FERRITE_N", opts.n.unwrap_or(DEFAULT_N).to_string())
-        .env(
-            "FERRITE_TEMPERATURE",
-            opts.temperature.unwrap_or(d.temperature).to_string(),
-        )
-        .env("FERRITE_TOP_K", opts.top_k.unwrap_or(d.top_k).to_string())
-        .env("FERRITE_TOP_P", opts.top_p.unwrap_or(d.top_p).to_string())
-        .env("FERRITE_SEED", opts.seed.unwrap_or(d.seed).to_string())
+        .env("FERRITE_PROMPT", opts.prompt())
+        .env("FERRITE_N", opts.n().to_string())
+        .env("FERRITE_TEMPERATURE", s.temperature.to_string())
+        .env("FERRITE_TOP_K", s.top_k.to_string())
+        .env("FERRITE_TOP_P", s.top_p.to_string())
+        .env("FERRITE_SEED", s.seed.to_string())
         .env("DEFMT_LOG", "info")
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped());
@@ -232,7 +213,7 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
 pub fn clippy() -> Result<bool> {
     let mut ok = true;
     for chip in CHIPS {
-        let image = image_of(&cli::ImageOpts::default(), chip)?;
+        let image = default_image(chip)?;
         let mut features = vec!["fast-math"];
         if chip.package == "chips" {
             features.push(chip.name);
@@ -262,7 +243,7 @@ pub fn clippy() -> Result<bool> {
         ok &= status.success();
     }
     // The library with its tests, on the host.
-    let image = image_of(&cli::ImageOpts::default(), &CHIPS[0])?;
+    let image = default_image(&CHIPS[0])?;
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root_dir().join("chips"))
         .args(["clippy", "--quiet", "--release", "--lib", "--tests"])
@@ -278,7 +259,7 @@ pub fn clippy() -> Result<bool> {
 /// generation loop against the runtime's `Session::generate`, and its
 /// report lines), with the default chip model embedded.
 pub fn host_test() -> Result<bool> {
-    let image = image_of(&cli::ImageOpts::default(), &CHIPS[0])?;
+    let image = default_image(&CHIPS[0])?;
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(root_dir().join("chips"))
         .args(["test", "--quiet", "--release", "--lib"])
@@ -311,18 +292,8 @@ fn stats_line(chip: &Chip, b: &Built) -> String {
 }
 
 /// `cargo xtask chip <name> [--image F|DIR [--dtype D]] [--prompt P] [-n N] [sampler] [--math fast|libm]`.
-pub fn run(opts: &cli::BoardOpts) -> Result<ExitCode> {
-    if opts.defmt {
-        bail!("chip: --defmt is not an option: the Arm chips always print through defmt over RTT");
-    }
-    let name = opts.board.as_deref().with_context(|| {
-        format!(
-            "which chip? {}",
-            ferrite_common::chip::names().collect::<Vec<_>>().join(" ")
-        )
-    })?;
-    let chip = named(name)?;
-    let image = image_of(&opts.image, chip)?;
+pub fn run(chip: &'static Chip, opts: &GenerateArgs) -> Result<ExitCode> {
+    let image = opts.image.resolve(|| default_image(chip))?;
     let b = build(chip, &image, opts)?;
     println!(
         "chip: {} ({}, {} on {}, {}; kernels {})",
@@ -368,8 +339,8 @@ pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
         .iter()
         .filter(|c| only.is_none_or(|o| c.name.contains(o)))
     {
-        let built = image_of(&cli::ImageOpts::default(), chip)
-            .and_then(|image| build(chip, &image, &cli::BoardOpts::default()));
+        let built =
+            default_image(chip).and_then(|image| build(chip, &image, &GenerateArgs::default()));
         match built {
             Ok(b) => {
                 println!("{}", stats_line(chip, &b));

@@ -279,7 +279,7 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         &format!(
             "m4f: demo ({} {}, sampled) generates like the host",
             crate::DEMO_MODEL,
-            crate::DEMO_DTYPE
+            crate::DEMO_DTYPE.name()
         ),
         demo_matches_host,
     );
@@ -785,7 +785,7 @@ fn defmt_build() -> Result<String> {
 /// The demo of `cargo xtask demo`: the trained LM, sampled with a seed.
 fn demo_matches_host(s: &mut Suite) -> Result<String> {
     let board = boards::named("m4f")?;
-    let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE)?;
+    let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE.name())?;
     let opts = BuildOpts {
         temperature: crate::DEMO_TEMPERATURE,
         seed: crate::DEMO_SEED,

@@ -72,7 +72,6 @@ pub fn step(
     }
     // log2 of the taps' count, rounded up: the sum of W terms below 2^30.
     let spare = usize::BITS - (width - 1).leading_zeros();
-    let shift_for = |te: i32| spare + (emax - te).clamp(0, 40) as u32;
     let (bits, base) = w.raw();
     if bits.len() != channels * width {
         return Err(Error::Internal("convolution kernel of the wrong size"));

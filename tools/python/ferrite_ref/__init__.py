@@ -1,4 +1,4 @@
-"""ferrite_ref — the numpy float64 reference of docs/spec.md (gdn, gsa, swa, bla mixers)."""
+"""ferrite_ref — the numpy float64 reference of docs/spec.md: one module per mixer kind (ferrite_ref.kinds)."""
 
 from .config import ModelConfig, load_config, parse_config
 from .modeldir import write_model_dir

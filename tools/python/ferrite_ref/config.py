@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 _REQUIRED = object()
 
@@ -20,6 +20,7 @@ _REQUIRED = object()
 class GdnConfig:
     """Gated DeltaNet (docs/spec.md §3.1): H q/k heads of size K, HV value heads of size V."""
 
+    kind: ClassVar[str] = "gdn"  # the `mixer` field (ferrite_ref.kinds)
     num_heads: int
     head_dim: int  # K
     num_v_heads: int  # HV
@@ -39,6 +40,7 @@ class GdnConfig:
 class GsaConfig:
     """Gated Slot Attention (docs/spec.md §3.2): H query heads, Hkv kv heads, M slots."""
 
+    kind: ClassVar[str] = "gsa"  # the `mixer` field (ferrite_ref.kinds)
     num_heads: int
     num_kv_heads: int
     head_k_dim: int  # K = hidden_size * expand_k / num_heads
@@ -58,6 +60,7 @@ class SwaConfig:
     exists only so tests can compare BLA with a plain sliding window.
     """
 
+    kind: ClassVar[str] = "swa"  # the `mixer` field (ferrite_ref.kinds)
     num_heads: int
     num_kv_heads: int
     head_dim: int  # d
@@ -75,6 +78,7 @@ class SwaConfig:
 class BlaConfig:
     """Blurry Window Attention (docs/spec.md §3.4): H heads, K = V = head_dim."""
 
+    kind: ClassVar[str] = "bla"  # the `mixer` field (ferrite_ref.kinds)
     num_heads: int
     head_dim: int  # K = V
     period: int  # P
@@ -91,6 +95,7 @@ class BlaConfig:
 class MlaConfig:
     """Latent-compressed (MLA-style) sliding window (docs/spec.md §3.6)."""
 
+    kind: ClassVar[str] = "mla"  # the `mixer` field (ferrite_ref.kinds)
     num_heads: int
     head_dim: int  # d: q/k size without RoPE
     v_head_dim: int  # dv
@@ -324,7 +329,10 @@ def _parse_mla(f: _Fields, hidden: int) -> MlaConfig:
     )
 
 
+# One parser per kind of the runtime's table (ferrite_ref.kinds; tests/test_kinds.py checks it).
 _MIXER_PARSERS = {"gdn": _parse_gdn, "gsa": _parse_gsa, "swa": _parse_swa, "bla": _parse_bla, "mla": _parse_mla}
+#: The config class of each mixer kind.
+MIXER_CONFIGS = {cls.kind: cls for cls in (GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig)}
 
 
 def _parse_layer(raw: Any, index: int, hidden: int) -> MixerConfig:

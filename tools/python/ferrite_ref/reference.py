@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
+from typing import Callable, NamedTuple, Union
 
 import numpy as np
 
 from . import bla, gdn, gsa, mla, swa
-from .config import BlaConfig, GdnConfig, GsaConfig, MlaConfig, ModelConfig, SwaConfig, load_config
+from .config import ModelConfig, load_config
 from .ops import rmsnorm, swiglu_mlp
 from .safetensors_io import load_safetensors
 
-_SHAPES = {GdnConfig: gdn.tensor_shapes, GsaConfig: gsa.tensor_shapes, SwaConfig: swa.tensor_shapes, BlaConfig: bla.tensor_shapes,
-           MlaConfig: mla.tensor_shapes}
+class MixerEntry(NamedTuple):
+    """One mixer kind's module: its tensors and its per-token state machine."""
+
+    tensor_shapes: Callable  # (cfg, D) -> {name: shape}
+    build: Callable  # (cfg, weights, norm_eps, pinned) -> an object with reset() and step(x)
+
+
+# Every mixer kind of the runtime's table (ferrite_ref.kinds; tests/test_kinds.py checks it).
+MIXERS = {
+    "gdn": MixerEntry(gdn.tensor_shapes, lambda cfg, w, eps, pinned: gdn.GatedDeltaNet(cfg, w, eps)),
+    "gsa": MixerEntry(gsa.tensor_shapes, lambda cfg, w, eps, pinned: gsa.GatedSlotAttention(cfg, w)),
+    "swa": MixerEntry(swa.tensor_shapes, lambda cfg, w, eps, pinned: swa.SlidingWindowAttention(cfg, w, pinned)),
+    "bla": MixerEntry(bla.tensor_shapes, lambda cfg, w, eps, pinned: bla.BlurryWindowAttention(cfg, w)),
+    "mla": MixerEntry(mla.tensor_shapes, lambda cfg, w, eps, pinned: mla.LatentWindowAttention(cfg, w)),
+}
 
 
 def model_tensor_shapes(cfg: ModelConfig) -> dict:
@@ -23,7 +36,7 @@ def model_tensor_shapes(cfg: ModelConfig) -> dict:
     for n, layer in enumerate(cfg.layers):
         prefix = f"model.layers.{n}."
         shapes[prefix + "attn_norm.weight"] = (d,)
-        for name, shape in _SHAPES[type(layer)](layer, d).items():
+        for name, shape in MIXERS[layer.kind].tensor_shapes(layer, d).items():
             shapes[prefix + "attn." + name] = shape
         shapes[prefix + "mlp_norm.weight"] = (d,)
         shapes[prefix + "mlp.gate_proj.weight"] = (i, d)
@@ -44,18 +57,6 @@ def check_tensors(tensors: dict, shapes: dict) -> None:
     for name, shape in shapes.items():
         if tuple(tensors[name].shape) != tuple(shape):
             raise ValueError(f"tensor {name!r} has shape {list(tensors[name].shape)}, expected {list(shape)}")
-
-
-def _build_mixer(layer, weights: dict, cfg: ModelConfig, pinned: int):
-    if isinstance(layer, GdnConfig):
-        return gdn.GatedDeltaNet(layer, weights, cfg.norm_eps)
-    if isinstance(layer, GsaConfig):
-        return gsa.GatedSlotAttention(layer, weights)
-    if isinstance(layer, SwaConfig):
-        return swa.SlidingWindowAttention(layer, weights, pinned)
-    if isinstance(layer, MlaConfig):
-        return mla.LatentWindowAttention(layer, weights)
-    return bla.BlurryWindowAttention(layer, weights)
 
 
 def _sub_dict(tensors: dict, prefix: str) -> dict:
@@ -83,7 +84,7 @@ class Reference:
         self.layers = []
         for n, layer in enumerate(self.config.layers):
             w = _sub_dict(t, f"model.layers.{n}.")
-            mixer = _build_mixer(layer, _sub_dict(w, "attn."), self.config, pinned)
+            mixer = MIXERS[layer.kind].build(layer, _sub_dict(w, "attn."), self.config.norm_eps, pinned)
             self.layers.append((w, mixer))
 
     def reset(self) -> None:

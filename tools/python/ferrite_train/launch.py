@@ -2,6 +2,7 @@
 bound, so concurrent processes use the GPU far better than one after another).
 
     python -m ferrite_train.launch --out OUT --time-budget 420 [--runs a,b,...] [--deadline 540]
+                                   [--registry MODULE]
 
 Each run is its own process (``python -m ferrite_train.train``), logging to
 OUT/logs/<run>.log. Processes still alive at the deadline are terminated (the
@@ -18,13 +19,16 @@ import sys
 import time
 from pathlib import Path
 
-from .runs import LM_STAGE2_LR, all_runs
+from .runs import DEFAULT_REGISTRY, LM_STAGE2_LR, load_registry
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--runs", help="comma-separated names (default: all)")
+    ap.add_argument("--registry", default=DEFAULT_REGISTRY,
+                    help="module whose all_runs() names the runs (default: %(default)s; the state study's: "
+                         "research.study_runs, from tools/python)")
     ap.add_argument("--time-budget", type=float, required=True)
     ap.add_argument("--steps", type=int)
     ap.add_argument("--lm-stage2", help="LM runs resume from DIR/<run> at LM_STAGE2_LR")
@@ -33,8 +37,11 @@ def main(argv=None):
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs")
     ap.add_argument("--init-dir", help="each run starts from DIR/<run> (a stage 2: fresh optimizer and schedule)")
     args = ap.parse_args(argv)
-    runs = all_runs()
+    runs = load_registry(args.registry)
     names = args.runs.split(",") if args.runs else list(runs)
+    unknown = [n for n in names if n not in runs]
+    if unknown:
+        ap.error(f"unknown runs {unknown} in registry {args.registry}")
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -45,7 +52,7 @@ def main(argv=None):
     def start(name):
         task = runs[name]["task"]
         cmd = [sys.executable, "-m", "ferrite_train.train", "--run", name, "--out", str(out / task),
-               "--time-budget", str(args.time_budget)]
+               "--time-budget", str(args.time_budget), "--registry", args.registry]
         if args.steps:
             cmd += ["--steps", str(args.steps)]
         if args.eager:

@@ -4,21 +4,30 @@ MQAR models: 2 layers of one mixer family, d_model 64, vocab 256, tied
 embeddings, at state sizes chosen so the recurrent state per layer lines up
 across families (about 2, 4, 8 and 16 KB; exact bytes in each metrics.json).
 LM models: byte-level hybrids cycling gdn / swa / gsa / bla.
+
+The runs of the state study (models/mqar-256) are research, not shipped
+models: tools/python/research/study_runs.py, a registry of its own
+(``--registry research.study_runs``).
 """
 
 from __future__ import annotations
 
+import importlib
+
 D_MQAR = 64
+#: The module whose ``all_runs()`` names the runs ``train`` and ``launch`` know by default.
+DEFAULT_REGISTRY = "ferrite_train.runs"
 
 
-def _model(layers: list, hidden: int, intermediate: int) -> dict:
+def model_config(layers: list, hidden: int, intermediate: int) -> dict:
+    """A byte-level config.json with tied embeddings around ``layers``."""
     return {"model_type": "ferrite", "vocab_size": 256, "hidden_size": hidden,
             "intermediate_size": intermediate, "norm_eps": 1e-6, "tie_word_embeddings": True,
             "tokenizer": "bytes", "layers": layers}
 
 
 def _mqar(name: str, family: str, layer: dict) -> tuple:
-    return name, {"task": "mqar", "family": family, "config": _model([layer, dict(layer)], D_MQAR, 2 * D_MQAR)}
+    return name, {"task": "mqar", "family": family, "config": model_config([layer, dict(layer)], D_MQAR, 2 * D_MQAR)}
 
 
 def mqar_runs() -> dict:
@@ -62,7 +71,7 @@ def mqar_runs() -> dict:
     # Issue 14: GSA with fla's short convolution (the usual cure for the ~0.36 plateau above).
     for m in (8, 16):
         name = f"gsa-m{m}-conv"
-        config = _model([dict(layer, use_short_conv=True, conv_size=4) for layer in out[f"gsa-m{m}"]["config"]["layers"]],
+        config = model_config([dict(layer, use_short_conv=True, conv_size=4) for layer in out[f"gsa-m{m}"]["config"]["layers"]],
                         D_MQAR, 2 * D_MQAR)
         out[name] = dict(out[f"gsa-m{m}"], family="gsa-conv", config=config)
         out[name + "-lr3e-3"] = dict(out[name], lr=3e-3)
@@ -70,21 +79,21 @@ def mqar_runs() -> dict:
     # window of the whole sequence (64) with R + dr = 16 / 32 floats per slot (dr = 4),
     # against SWA's 64 floats per slot (2 x 1 kv head x 32) over 16 / 32 slots.
     for name, rank in (("mla-w64-r12", 12), ("mla-w64-r28", 28)):
-        out[name] = dict(out["swa-w16"], family="mla", config=_model(
+        out[name] = dict(out["swa-w16"], family="mla", config=model_config(
             [{"mixer": "mla", "num_heads": 2, "head_dim": 32, "v_head_dim": 32, "rope_dim": 4,
               "kv_lora_rank": rank, "window": 64, "rope_theta": 10000.0}] * 2, D_MQAR, 2 * D_MQAR))
     return out
 
 
 def lm_runs() -> dict:
-    small = _model([
+    small = model_config([
         {"mixer": "gdn", "num_heads": 2, "head_dim": 16, "expand_v": 2.0, "use_gate": True},
         {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": 32, "sinks": 4,
          "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
         {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 16, "feature_map": "swish"},
         {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": 64, "modes": 4, "use_short_conv": True},
     ], 64, 96)
-    large = _model([
+    large = model_config([
         {"mixer": "gdn", "num_heads": 2, "head_dim": 32, "expand_v": 2.0, "use_gate": True},
         {"mixer": "swa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 24, "window": 64, "sinks": 4,
          "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
@@ -104,7 +113,7 @@ def lm_runs() -> dict:
 
 # ---------------------------------------------------------------------------- English LMs (issue 15, item 4)
 
-# Trained on data/english-train.txt (make_english_data.py: the fortunes, the Devil's
+# Trained on data/english-train.txt (ferrite-english-data: the fortunes, the Devil's
 # Dictionary and the Jargon File, 4.1 MB), evaluated on both held-out texts.
 #  en-m3: lm-small's shape (fits the lm3s6965's 256 KB flash at int8), continued from
 #         models/lm/small (trained on the fortunes); shipped as models/lm/en-m3;
@@ -116,7 +125,7 @@ def lm_runs() -> dict:
 # en-m3-scratch), en-m4f and en-m4f-ft (now en-m4f-from-large); the settings are unchanged.
 def english_lm_runs() -> dict:
     base = lm_runs()
-    wide = _model([
+    wide = model_config([
         {"mixer": "gdn", "num_heads": 4, "head_dim": 32, "expand_v": 2.0, "use_gate": True},
         {"mixer": "swa", "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "window": 64, "sinks": 4,
          "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True},
@@ -136,83 +145,6 @@ def english_lm_runs() -> dict:
         "en-m4f": dict(base["lm-large"], **english, config=wide, lr=1e-3),
         "en-m4f-from-large": dict(base["lm-large"], **english, lr=1e-3, init_from="models/lm/large"),
     }
-
-
-# ---------------------------------------------------------------------------- state study (issue 15)
-
-# MQAR where state matters: 256 tokens, 16 pairs, queries at random slots (docs/mqar.md "spread").
-STUDY_TASK = {"pairs": 16, "seq_len": 256, "queries": "spread"}
-STUDY_KB = (1, 2, 4, 8, 16, 32, 64)
-STUDY_LRS = (3e-4, 1e-3, 3e-3)
-STUDY_STEPS = 1500
-
-
-def study_layer(family: str, kb: int) -> dict:
-    """One layer of ``family`` whose memory (without convolution caches) is ``kb`` KB (f32)."""
-    floats = kb * 256
-    if family == "swa":  # 2 q heads sharing 1 kv head of 32: W * 64 floats
-        return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64,
-                "rope_theta": 10000.0, "use_short_conv": True}
-    if family == "swa-sinks":  # (S + W) * 64 floats, StreamingLLM positions
-        sinks = 2 if kb == 1 else 4
-        return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64 - sinks,
-                "sinks": sinks, "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True}
-    if family == "bla":  # 2 heads of 32, period = L, N = 2M + 1 slots: N * 128 floats (N = the largest that fits)
-        modes = (floats // 128 - 1) // 2
-        return {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": STUDY_TASK["seq_len"], "modes": modes,
-                "kernel": "dirichlet", "decay": "gated", "use_short_conv": True}
-    if family == "gsa":  # 1 kv head, K = V = 32, short conv: M * 64 floats
-        return {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": floats // 64, "feature_map": "swish",
-                "use_short_conv": True, "conv_size": 4}
-    if family == "gdn":  # HV * V * K floats
-        h, k, ev = {1: (1, 16, 1.0), 2: (2, 16, 1.0), 4: (2, 16, 2.0), 8: (2, 32, 1.0), 16: (2, 32, 2.0),
-                    32: (4, 32, 2.0), 64: (4, 64, 1.0)}[kb]
-        return {"mixer": "gdn", "num_heads": h, "head_dim": k, "expand_v": ev, "use_gate": True}
-    if family == "mla":  # latent R + shared RoPE key dr = 4 per slot: W * (R + 4) floats
-        # R = 32 (1.8x SWA's window at the same bytes) until the window covers the
-        # sequence, then the window stays at the sequence and the latent grows.
-        window = min(floats // 36, STUDY_TASK["seq_len"])
-        return {"mixer": "mla", "num_heads": 2, "head_dim": 32, "v_head_dim": 32, "rope_dim": 4,
-                "kv_lora_rank": floats // window - 4, "window": window, "rope_theta": 10000.0}
-    raise ValueError(family)
-
-
-STUDY_FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn", "mla")
-
-
-def study_name(family: str, kb: int, lr: float, seed: int) -> str:
-    return f"st-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
-
-
-def study_runs() -> dict:
-    """Every (family, size, lr, seed) of the study: 2 layers, d_model 64, batch 64, 1,500 steps
-    (fewer when 200 validation sequences are solved first)."""
-    out = {}
-    for family in STUDY_FAMILIES:
-        for kb in STUDY_KB:
-            layer = study_layer(family, kb)
-            for lr in STUDY_LRS:
-                for seed in (1, 2, 3):
-                    out[study_name(family, kb, lr, seed)] = {
-                        "task": "mqar", "family": family, "state_kb": kb,
-                        "config": _model([layer, dict(layer)], D_MQAR, 2 * D_MQAR),
-                        "steps": STUDY_STEPS, "batch": 64, "lr": lr, "wd": 0.1, "seed": seed, "stop_at": 0.995,
-                        **STUDY_TASK}
-    return out
-
-
-# Round 11, outside the study's protocol (docs/state-study.md, "GDN: steps or lr?"): GDN with a
-# length curriculum. cu64-* is the study's GDN run (lr 3e-3) on 64-token MQAR (16 pairs, every
-# slot a query) for 1,500 steps; cu256-* resumes it on the study's 256 tokens for 3,000.
-def curriculum_runs() -> dict:
-    study = study_runs()
-    out = {}
-    for kb in (4, 8, 16):
-        for seed in (1, 2, 3):
-            base = study[study_name("gdn", kb, 3e-3, seed)]
-            out[f"cu64-gdn-{kb}k-s{seed}"] = dict(base, seq_len=64)
-            out[f"cu256-gdn-{kb}k-s{seed}"] = dict(base)
-    return out
 
 
 # ---------------------------------------------------------------------------- int4 QAT (issue 11)
@@ -243,4 +175,16 @@ LM_STAGE2_LR = {"lm-small": 1.5e-3, "lm-large": 1e-3, "en-m3": 1e-3, "en-m4f": 5
 
 
 def all_runs() -> dict:
-    return {**mqar_runs(), **lm_runs(), **english_lm_runs(), **study_runs(), **curriculum_runs(), **qat_runs()}
+    """Every run of the shipped models (the default registry of ``train`` and ``launch``)."""
+    return {**mqar_runs(), **lm_runs(), **english_lm_runs(), **qat_runs()}
+
+
+def load_registry(module: str = DEFAULT_REGISTRY) -> dict:
+    """The runs of a registry: ``all_runs()`` of the module named ``module`` (importable
+    from the working directory, e.g. ``research.study_runs`` from tools/python)."""
+    try:
+        registry = importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        raise SystemExit(f"registry {module!r} not found ({error}); research registries import "
+                         "from tools/python: run `python -m ferrite_train.launch` (or .train) there") from None
+    return registry.all_runs()

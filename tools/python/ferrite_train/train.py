@@ -1,6 +1,7 @@
 """Train one model of ``runs.py`` and export it as a model directory (docs/spec.md).
 
     python -m ferrite_train.train --run bla-m7 --out OUT [--steps N] [--time-budget S] [--device cuda]
+                                  [--registry MODULE]
 
 Writes OUT/<run>/: config.json, model.safetensors (f32), metrics.json,
 loss.csv. The directory is re-exported at checkpoints (every quarter of the
@@ -27,7 +28,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import platform
 import time
 from pathlib import Path
@@ -37,56 +37,21 @@ import torch
 import torch.nn.functional as F
 
 from ferrite_ref import mqar
-from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, MlaConfig, SwaConfig
 
 from . import qat
+from .corpus import DATA_DIR
 from .export import export_model_dir
+from .mixers import layer_core_state_floats, layer_state_floats
 from .model import FerriteLM
-from .runs import all_runs
+from .runs import DEFAULT_REGISTRY, load_registry
 
 EVAL_CHUNK = 512
-# LM data sets (tools/python/data, built by make_lm_data.py / make_english_data.py):
+# LM data sets (tools/python/data, built by ferrite_train.corpus: fortunes / english):
 # name -> (training text, held-out text).
 LM_DATA = {"fortunes": ("fortunes-train.txt", "heldout.txt"),
            "english": ("english-train.txt", "english-heldout.txt")}
 # Where each held-out text is committed under models/lm/.
 LM_HELDOUT_COPY = {"heldout.txt": "heldout.txt", "english-heldout.txt": "heldout-english.txt"}
-
-
-def layer_state_floats(layer) -> int:
-    """Recurrent state words of one layer, as the runtime sizes it (runtime/src/mixers/*.rs)."""
-    if isinstance(layer, GdnConfig):
-        h, hv, k, v = layer.num_heads, layer.num_v_heads, layer.head_dim, layer.head_v_dim
-        return hv * v * k + (2 * h * k + hv * v) * max(layer.conv_size - 1, 0)
-    if isinstance(layer, GsaConfig):
-        hkv, k, v = layer.num_kv_heads, layer.head_k_dim, layer.head_v_dim
-        conv = (layer.num_heads * k + hkv * (k + v)) * (layer.conv_size - 1) if layer.use_short_conv else 0
-        return hkv * layer.num_slots * (k + v) + conv
-    if isinstance(layer, SwaConfig):
-        h, hkv, d = layer.num_heads, layer.num_kv_heads, layer.head_dim
-        conv = (h * d + 2 * hkv * d) * (layer.conv_size - 1) if layer.use_short_conv else 0
-        span = (layer.window - 1) * layer.dilation + 1
-        return (layer.sinks + span) * hkv * 2 * d + conv
-    if isinstance(layer, MlaConfig):
-        return layer.window * (layer.kv_lora_rank + layer.rope_dim)
-    assert isinstance(layer, BlaConfig)
-    h, k, n = layer.num_heads, layer.head_dim, layer.slots
-    conv = 3 * h * k * (layer.conv_size - 1) if layer.use_short_conv else 0
-    return h * n * 2 * k + conv
-
-
-def layer_core_state_floats(layer) -> int:
-    """The mixer's memory proper, without the short-convolution caches."""
-    if isinstance(layer, GdnConfig):
-        return layer.num_v_heads * layer.head_v_dim * layer.head_dim
-    if isinstance(layer, GsaConfig):
-        return layer.num_kv_heads * layer.num_slots * (layer.head_k_dim + layer.head_v_dim)
-    if isinstance(layer, SwaConfig):
-        span = (layer.window - 1) * layer.dilation + 1
-        return (layer.sinks + span) * layer.num_kv_heads * 2 * layer.head_dim
-    if isinstance(layer, BlaConfig):
-        return layer.num_heads * layer.slots * 2 * layer.head_dim
-    return layer_state_floats(layer)
 
 
 def lr_at(progress: float, lr: float, warmup: float = 0.1) -> float:
@@ -181,8 +146,9 @@ def _precise(flag: bool) -> None:
 
 
 def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_dir=None, log_every=25,
-          overrides=None, init_from=None, graph=None) -> dict:
-    spec = dict(all_runs()[name])
+          overrides=None, init_from=None, graph=None, runs=None) -> dict:
+    """Train run ``name`` of ``runs`` (default: the shipped models' registry) into ``out/name``."""
+    spec = dict((runs if runs is not None else load_registry())[name])
     if steps:
         spec["steps"] = steps
     spec.update({k: v for k, v in (overrides or {}).items() if v is not None})
@@ -400,21 +366,27 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True)
+    ap.add_argument("--registry", default=DEFAULT_REGISTRY,
+                    help="module whose all_runs() names the runs (default: %(default)s; the state study's: "
+                         "research.study_runs, from tools/python)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--steps", type=int)
     ap.add_argument("--time-budget", type=float, default=None)
-    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / "data"))
+    ap.add_argument("--data", default=str(DATA_DIR))
     ap.add_argument("--lr", type=float)
     ap.add_argument("--batch", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--init-from", help="start from this model dir's weights (stage 2)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graph: run every step op by op")
     args = ap.parse_args(argv)
+    runs = load_registry(args.registry)
+    if args.run not in runs:
+        ap.error(f"unknown run {args.run!r} in registry {args.registry}")
     torch.set_num_threads(1)
     train(args.run, Path(args.out), args.device, args.steps, args.time_budget, args.data,
           overrides={"lr": args.lr, "batch": args.batch, "seed": args.seed}, init_from=args.init_from,
-          graph=False if args.eager else None)
+          graph=False if args.eager else None, runs=runs)
 
 
 if __name__ == "__main__":

@@ -5,18 +5,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import make_fixtures
+from ferrite_dev.fixtures import reference as fixtures
 from ferrite_ref import Reference
 from ferrite_ref.config import load_config
 from ferrite_ref.safetensors_io import load_safetensors
 
-COMMITTED = make_fixtures.FIXTURES_DIR
-NAMES = [name for name, *_ in make_fixtures.FIXTURES]
+COMMITTED = fixtures.FIXTURES_DIR
+NAMES = [name for name, *_ in fixtures.FIXTURES]
 FILES = ["config.json", "model.safetensors", "expected.safetensors"]
 
 
 def test_regeneration_is_byte_identical(tmp_path):
-    assert make_fixtures.main(["--out", str(tmp_path)]) == 0
+    assert fixtures.main(["--out", str(tmp_path)]) == 0
     for name in NAMES:
         for file in FILES:
             assert (tmp_path / name / file).read_bytes() == (COMMITTED / name / file).read_bytes(), f"{name}/{file}"
@@ -30,8 +30,8 @@ def test_fixture_is_consistent(name):
     assert set(metadata) == {"pinned", "seed"}
     tokens, logits = expected["tokens"], expected["logits"]
     cfg = load_config(path / "config.json")
-    assert tokens.dtype == np.int32 and tokens.shape == (make_fixtures.NUM_TOKENS,)
-    assert logits.dtype == np.float32 and logits.shape == (make_fixtures.NUM_TOKENS, cfg.vocab_size)
+    assert tokens.dtype == np.int32 and tokens.shape == (fixtures.NUM_TOKENS,)
+    assert logits.dtype == np.float32 and logits.shape == (fixtures.NUM_TOKENS, cfg.vocab_size)
     fresh = Reference(path, pinned=int(metadata["pinned"])).logits(tokens)
     np.testing.assert_allclose(logits, fresh, rtol=1e-6, atol=1e-6)
     assert sum(f.stat().st_size for f in Path(path).iterdir()) < 300_000

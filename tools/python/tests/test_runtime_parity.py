@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ferrite_ref.kinds import MIXER_KINDS
 from ferrite_ref.modeldir import write_model_dir
 from ferrite_ref.reference import Reference
 
@@ -29,7 +30,7 @@ TOLERANCE = 1e-4
 def _random_layer(rng: random.Random, hidden: int) -> dict:
     """One mixer with randomly drawn options (all valid per docs/spec.md)."""
     heads = rng.choice([1, 2, 4])
-    kind = rng.choice(["gdn", "gsa", "swa", "bla", "mla"])
+    kind = rng.choice(MIXER_KINDS)
     if kind == "mla":
         return {"mixer": "mla", "num_heads": heads, "head_dim": rng.choice([4, 8]), "v_head_dim": rng.choice([4, 6]),
                 "rope_dim": rng.choice([0, 2, 4]), "kv_lora_rank": rng.choice([1, 5, 12]),
@@ -63,6 +64,8 @@ def _random_layer(rng: random.Random, hidden: int) -> dict:
         if layer["rope_positions"] == "absolute" and rng.random() < 0.5:
             layer.update(dilation=rng.choice([2, 3]))
         return layer
+    if kind != "bla":
+        raise ValueError(f"no random {kind} layer: add one here (docs/adding-a-mixer.md)")
     period = rng.choice([4, 7, 10, 16])
     modes = rng.randint(0, period // 2)
     layer = {"mixer": "bla", "num_heads": heads, "period": period, "modes": modes,

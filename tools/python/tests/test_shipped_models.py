@@ -12,7 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ferrite_dev.reports import study as study_report
+from ferrite_dev.reports.families import kind_of
 from ferrite_ref import mqar
+from ferrite_ref.kinds import MIXER_KINDS
 from ferrite_ref.reference import Reference
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +36,9 @@ def test_every_family_is_shipped_at_three_or_more_state_sizes():
     for d in MQAR_DIRS:
         m = metrics(d)
         sizes.setdefault(m["family"], set()).add(m["runtime"]["state_bytes_per_layer"][0])
+    # mla came after these models (issue 14): the state study (models/mqar-256) measures it.
     assert set(sizes) == {"bla", "gdn", "gsa", "swa", "swa-sinks"}
+    assert all(kind_of(f) in MIXER_KINDS for f in sizes), sizes
     assert all(len(s) >= 3 for s in sizes.values()), sizes
 
 
@@ -62,11 +67,11 @@ def test_recorded_integer_path_figures_meet_the_targets(model_dir):
 
 
 def test_quantization_doc_tables_are_the_recorded_figures():
-    """docs/quantization.md's integer-path tables are models_report.py --integer of the
+    """docs/quantization.md's integer-path tables are ferrite-models-report --integer of the
     metrics.json files as they are now (regenerate them when the figures change)."""
-    import models_report
+    from ferrite_dev.reports import models
 
-    assert models_report.integer_tables() in (ROOT / "docs/quantization.md").read_text()
+    assert models.integer_tables() in (ROOT / "docs/quantization.md").read_text()
 
 
 @pytest.mark.parametrize("model_dir", ENGLISH_LM_DIRS, ids=lambda p: p.name)
@@ -114,7 +119,7 @@ def _last_value(out: str) -> float:
 
 
 # metrics.json key -> layout: "int8" is the row-major figure recorded before the
-# integer path, "int8_tiled" the integer path's (tools/python/eval_models.py).
+# integer path, "int8_tiled" the integer path's (ferrite-eval-models).
 INT8_LAYOUTS = {"int8": "rows", "int8_tiled": "tiled"}
 
 
@@ -227,7 +232,7 @@ def test_state_study_covers_every_family_at_five_or_more_sizes():
         m = metrics(d)
         assert m["mqar"] == {"pairs": 16, "seq_len": 256, "queries": "spread"}
         sizes.setdefault(m["family"], set()).add(m["state_bytes_per_layer"][0])
-    assert set(sizes) == {"bla", "gdn", "gsa", "swa", "swa-sinks", "mla"}
+    assert set(sizes) == set(study_report.FAMILIES), sizes
     assert all(len(s) >= 5 for s in sizes.values()), sizes
     assert all(min(s) <= 3000 and max(s) >= 17000 for s in sizes.values()), sizes
 
@@ -284,8 +289,6 @@ def test_gdn_extra_runs_stay_outside_the_protocol_and_match_the_doc():
     study = [r for r in rows if r["family"] == "gdn" and r["state_kb"] in ("4", "8", "16") and r["lr"] == "0.003"
              and (r["stage"] == "seed-stage2" or (r["stage"] in ("sweep", "stage2") and r["selected"]))]
     assert len(study) == 9 and sum(float(r["test_accuracy"]) > 0.5 for r in study) == 2
-    import study_report
-
     doc = (ROOT / "docs/state-study.md").read_text()
     assert study_report.gdn_table() in doc
 

@@ -1,0 +1,97 @@
+"""The state study's runs (issue 15; docs/state-study.md, models/mqar-256): a
+registry of ``ferrite_train`` outside the shipped package.
+
+MQAR with 256 tokens, 16 pairs and spread queries; every (family, state size,
+lr, seed) of the protocol (``study_runs``) and round 11's length curriculum
+(``curriculum_runs``), which is outside it. Run from tools/python, where
+``research`` is importable:
+
+    python -m ferrite_train.launch --registry research.study_runs --out OUT --time-budget S --runs st-gdn-4k-lr3e-3-s1,...
+    python -m ferrite_train.train --registry research.study_runs --run st-gdn-4k-lr3e-3-s1 --out OUT
+
+The device rounds that ran them are research/rounds/r1.sh .. r11.sh.
+"""
+
+from __future__ import annotations
+
+from ferrite_train import runs as shipped
+from ferrite_train.runs import D_MQAR, model_config
+
+# MQAR where state matters: 256 tokens, 16 pairs, queries at random slots (docs/mqar.md "spread").
+STUDY_TASK = {"pairs": 16, "seq_len": 256, "queries": "spread"}
+STUDY_KB = (1, 2, 4, 8, 16, 32, 64)
+STUDY_LRS = (3e-4, 1e-3, 3e-3)
+STUDY_STEPS = 1500
+
+
+def study_layer(family: str, kb: int) -> dict:
+    """One layer of ``family`` whose memory (without convolution caches) is ``kb`` KB (f32)."""
+    floats = kb * 256
+    if family == "swa":  # 2 q heads sharing 1 kv head of 32: W * 64 floats
+        return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64,
+                "rope_theta": 10000.0, "use_short_conv": True}
+    if family == "swa-sinks":  # (S + W) * 64 floats, StreamingLLM positions
+        sinks = 2 if kb == 1 else 4
+        return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64 - sinks,
+                "sinks": sinks, "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True}
+    if family == "bla":  # 2 heads of 32, period = L, N = 2M + 1 slots: N * 128 floats (N = the largest that fits)
+        modes = (floats // 128 - 1) // 2
+        return {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": STUDY_TASK["seq_len"], "modes": modes,
+                "kernel": "dirichlet", "decay": "gated", "use_short_conv": True}
+    if family == "gsa":  # 1 kv head, K = V = 32, short conv: M * 64 floats
+        return {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": floats // 64, "feature_map": "swish",
+                "use_short_conv": True, "conv_size": 4}
+    if family == "gdn":  # HV * V * K floats
+        h, k, ev = {1: (1, 16, 1.0), 2: (2, 16, 1.0), 4: (2, 16, 2.0), 8: (2, 32, 1.0), 16: (2, 32, 2.0),
+                    32: (4, 32, 2.0), 64: (4, 64, 1.0)}[kb]
+        return {"mixer": "gdn", "num_heads": h, "head_dim": k, "expand_v": ev, "use_gate": True}
+    if family == "mla":  # latent R + shared RoPE key dr = 4 per slot: W * (R + 4) floats
+        # R = 32 (1.8x SWA's window at the same bytes) until the window covers the
+        # sequence, then the window stays at the sequence and the latent grows.
+        window = min(floats // 36, STUDY_TASK["seq_len"])
+        return {"mixer": "mla", "num_heads": 2, "head_dim": 32, "v_head_dim": 32, "rope_dim": 4,
+                "kv_lora_rank": floats // window - 4, "window": window, "rope_theta": 10000.0}
+    raise ValueError(family)
+
+
+STUDY_FAMILIES = ("swa", "swa-sinks", "bla", "gsa", "gdn", "mla")
+
+
+def study_name(family: str, kb: int, lr: float, seed: int) -> str:
+    return f"st-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
+
+
+def study_runs() -> dict:
+    """Every (family, size, lr, seed) of the study: 2 layers, d_model 64, batch 64, 1,500 steps
+    (fewer when 200 validation sequences are solved first)."""
+    out = {}
+    for family in STUDY_FAMILIES:
+        for kb in STUDY_KB:
+            layer = study_layer(family, kb)
+            for lr in STUDY_LRS:
+                for seed in (1, 2, 3):
+                    out[study_name(family, kb, lr, seed)] = {
+                        "task": "mqar", "family": family, "state_kb": kb,
+                        "config": model_config([layer, dict(layer)], D_MQAR, 2 * D_MQAR),
+                        "steps": STUDY_STEPS, "batch": 64, "lr": lr, "wd": 0.1, "seed": seed, "stop_at": 0.995,
+                        **STUDY_TASK}
+    return out
+
+
+# Round 11, outside the study's protocol (docs/state-study.md, "GDN: steps or lr?"): GDN with a
+# length curriculum. cu64-* is the study's GDN run (lr 3e-3) on 64-token MQAR (16 pairs, every
+# slot a query) for 1,500 steps; cu256-* resumes it on the study's 256 tokens for 3,000.
+def curriculum_runs() -> dict:
+    study = study_runs()
+    out = {}
+    for kb in (4, 8, 16):
+        for seed in (1, 2, 3):
+            base = study[study_name("gdn", kb, 3e-3, seed)]
+            out[f"cu64-gdn-{kb}k-s{seed}"] = dict(base, seq_len=64)
+            out[f"cu256-gdn-{kb}k-s{seed}"] = dict(base)
+    return out
+
+
+def all_runs() -> dict:
+    """The shipped models' runs and the study's (the rounds launch both from this registry)."""
+    return {**shipped.all_runs(), **study_runs(), **curriculum_runs()}

@@ -1,0 +1,112 @@
+//! `ferrite inspect`: what an image holds and the flash and RAM it needs.
+
+use std::io::Write;
+
+use anyhow::Result;
+use ferrite::Tokenizer;
+use ferrite_tools::fla;
+use ferrite_tools::model_dir::SOURCE_DTYPES;
+use ferrite_tools::writer;
+
+use super::args::ImageArg;
+
+/// Show an image's config, tensors, sizes and the RAM it needs.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    image: ImageArg,
+}
+
+/// Prints the header line, the source, one line per layer, a table of the
+/// tensors and the flash and RAM totals.
+pub fn run(args: Args) -> Result<()> {
+    let image = args.image.read()?;
+    let mut out = std::io::stdout().lock();
+    let model = image.model()?;
+    let c = model.config();
+    writeln!(
+        out,
+        "ferrite image v{}: vocab {} hidden {} intermediate {} layers {} norm_eps {:e} tied_head {} tokenizer {}",
+        model.header().version,
+        c.vocab_size,
+        c.hidden_size,
+        c.intermediate_size,
+        c.num_layers,
+        c.norm_eps,
+        c.tie_word_embeddings,
+        tokenizer_text(&model.tokenizer())
+    )?;
+    writeln!(out, "source: {}", provenance_text(c.provenance))?;
+    writeln!(out, "token path: {}", c.token_path.name())?;
+    for i in 0..c.num_layers as usize {
+        let layer = model.layer(i).map_err(anyhow::Error::msg)?;
+        writeln!(
+            out,
+            "layer {i}: {} state {} {} bytes  {:?}",
+            layer.kind_name(),
+            layer.state_format().name(),
+            4 * layer.state_len(0),
+            layer
+        )?;
+    }
+    writeln!(
+        out,
+        "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10} {:>6}",
+        "tensor", "dtype", "group", "shape", "bytes", "rel_err", "layout"
+    )?;
+    for index in 0..model.tensor_count() {
+        let e = model.entry(index).map_err(anyhow::Error::msg)?;
+        let dims: Vec<String> = e
+            .dims
+            .iter()
+            .filter(|&&d| d != 0)
+            .map(u32::to_string)
+            .collect();
+        writeln!(
+            out,
+            "{:<44} {:>6} {:>5} {:>16} {:>9} {:>10.3e} {:>6}",
+            writer::tensor_name(e.layer_index(), e.role),
+            e.dtype.name(),
+            e.group_size,
+            dims.join("x"),
+            u64::from(e.data_len) + u64::from(e.scale_len),
+            e.quant_error,
+            e.layout.name()
+        )?;
+    }
+    writeln!(
+        out,
+        "flash_bytes={} ram_bytes={} state_bytes={}",
+        image.bytes().len(),
+        model.session_bytes(0).map_err(anyhow::Error::msg)?,
+        model.state_bytes(0).map_err(anyhow::Error::msg)?
+    )?;
+    Ok(())
+}
+
+/// Human-readable `ModelConfig::provenance`.
+fn provenance_text(p: u32) -> String {
+    let code = p & 0xFF;
+    let fla_type = fla::MODEL_TYPES.iter().find(|&&(_, c)| c == code);
+    let format = match fla_type {
+        _ if code == fla::source::FERRITE => "ferrite model dir".to_string(),
+        Some((name, _)) => format!("fla checkpoint, model_type {name}"),
+        None => format!("unknown source format {code}"),
+    };
+    let dtype = SOURCE_DTYPES
+        .get(((p >> 8) & 0xFF) as usize)
+        .unwrap_or(&"unknown");
+    format!("{format}, weights {dtype}")
+}
+
+/// `bytes (vocab 256)` or `bpe (vocab N, M merges)`.
+fn tokenizer_text(t: &Tokenizer<'_>) -> String {
+    match t {
+        Tokenizer::Bytes(_) => "bytes (vocab 256)".to_string(),
+        Tokenizer::Bpe(b) => format!(
+            "bpe (vocab {}, {} merges, GPT-2 pre-tokenizer)",
+            b.vocab_len(),
+            b.merge_count()
+        ),
+    }
+}
