@@ -95,6 +95,8 @@ impl<'a, 'b> Session<'a, 'b> {
             pinned_max,
         };
         s.reset();
+        let clamps = s.used - s.act_len - s.clamp_len;
+        s.buf[clamps..clamps + s.clamp_len].fill(0.0);
         Ok(s)
     }
 
@@ -131,8 +133,6 @@ impl<'a, 'b> Session<'a, 'b> {
     /// tokens before, and how a device can resume a clock.
     pub fn seek(&mut self, pos: u64) {
         self.buf[..self.state_len].fill(0.0);
-        let clamps = self.used - self.act_len - self.clamp_len;
-        self.buf[clamps..clamps + self.clamp_len].fill(0.0);
         self.pos = pos;
         self.start = pos;
     }
@@ -207,10 +207,11 @@ impl<'a, 'b> Session<'a, 'b> {
         Ok(top)
     }
 
-    /// Per layer, the values its integer step clamped since the stream
-    /// started (a state mantissa or an update out of its range;
-    /// docs/integer-path.md). Empty unless the image is on the integer
-    /// token path; 0 for layers on the f32 step.
+    /// Per layer, the values its integer step clamped since the session
+    /// was made (a state mantissa out of its range; docs/integer-path.md,
+    /// "Saturation"): resets and seeks keep them, so an evaluation that
+    /// resets per chunk reads the whole run's. Empty unless the image is
+    /// on the integer token path; 0 for layers on the f32 step.
     pub fn clamps(&self) -> &[u32] {
         let start = self.used - self.act_len - self.clamp_len;
         bytemuck::cast_slice(&self.buf[start..start + self.clamp_len])

@@ -52,10 +52,11 @@ fn rel_rms(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
 /// path against the f64 reference, max |logit difference| and relative RMS
 /// logit error (the measured values and the int8 image on the f32 path,
 /// for comparison, are in docs/integer-path.md; the same numbers are in
-/// docs/spec.md §5). The GDN rows run the int16 integer step (but
-/// `gdn_linear_attention`, whose keys are not normalised, and
-/// `gdn_retention`'s first layer... see `states` in the output); the others
-/// run their f32 step inside the integer block.
+/// docs/spec.md §5). The GDN rows run the int16 integer step except the
+/// layers whose keys are not normalised (`qk_norm: none`:
+/// `gdn_linear_attention`, `gdn_retention`'s first layer; the output lists
+/// each layer's state format); the others run their f32 step inside the
+/// integer block.
 const BOUNDS: &[(&str, f32, f64)] = &[
     ("gdn_gate", 1.2, 0.03),
     ("gdn_gva_negeig", 1.2, 0.03),
@@ -93,7 +94,8 @@ fn fixtures_on_the_integer_path_are_within_the_stated_bounds() {
         println!(
             "{name:<26} {states:?}: integer path {d_max:.3} / {d_rms:.2e}, f32 path (int8) {b_max:.3} / {b_rms:.2e}"
         );
-        if !(d_max <= max_bound) || !(d_rms <= rms_bound) {
+        let within = d_max <= max_bound && d_rms <= rms_bound; // false for NaN
+        if !within {
             failures.push(format!(
                 "{name}: {d_max} (<= {max_bound}), {d_rms:e} (<= {rms_bound})"
             ));
@@ -178,20 +180,24 @@ fn a_long_stream_stays_bounded_without_clamping() {
     assert_eq!(session.clamps(), &[0, 0]);
 }
 
-/// The integer path's clamp counters: one per layer, zero after a reset.
+/// The integer path's clamp counters: one per layer, zero in a new session
+/// whatever the buffer held, not cleared by a reset (this random model
+/// clamps nothing in 50 tokens, so that part only checks the counters stay
+/// put).
 #[test]
-fn clamps_are_counted_per_layer_and_reset() {
+fn clamps_are_counted_per_layer_from_a_new_session() {
     let image = image_of(&fixtures_dir().join("hybrid_gdn_swa"), &int_path());
     let model = image.model().unwrap();
     let layers = model.config().num_layers as usize;
-    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut buf = vec![f32::from_bits(0x1234_5678); model.session_len(0).unwrap()];
     let mut session = Session::new(model, &mut buf).unwrap();
-    assert_eq!(session.clamps().len(), layers);
+    assert_eq!(session.clamps(), vec![0; layers].as_slice());
     for t in 0..50 {
         session.feed(t * 5 % 256).unwrap();
     }
+    let before = session.clamps().to_vec();
     session.reset();
-    assert!(session.clamps().iter().all(|&c| c == 0));
+    assert_eq!(session.clamps(), before.as_slice());
     // f32 images have none.
     let f32_image = image_of(&fixtures_dir().join("hybrid_gdn_swa"), &int8());
     let f32_model = f32_image.model().unwrap();

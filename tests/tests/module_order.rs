@@ -19,9 +19,13 @@ const ORDER: &[&str] = &[
     "error",
     "image",
     "math",
+    // The integer token path's fixed-point primitives (format 6).
+    "fixed",
     "kernels",
     "probe",
     "tensor",
+    // The integer token path's products and lookups.
+    "tensor_int",
     // The view of a layer's tensors that the mixers read.
     "weights",
     "sampler",
@@ -33,6 +37,8 @@ const ORDER: &[&str] = &[
     // `session_len` and the buffer's parts.
     "sizes",
     "model",
+    // One token on the integer token path.
+    "int_token",
     "session",
     "update",
 ];

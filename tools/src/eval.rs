@@ -50,12 +50,14 @@ pub fn mqar_counts(
 }
 
 /// `(correct, total)` MQAR queries of a stream of sequences, scored as they
-/// are drawn (memory independent of their number and length).
+/// are drawn (memory independent of their number and length), and per layer
+/// the values the integer token path clamped ([`ferrite::Session::clamps`];
+/// empty for an f32-path image).
 pub fn mqar_stream_counts(
     model: Model<'_>,
     mut stream: MqarStream,
     mut progress: impl FnMut(u64),
-) -> Result<(u64, u64)> {
+) -> Result<(u64, u64, Vec<u32>)> {
     let mut buf = session_buffer(&model, 0)?;
     let mut session = Session::new(model, &mut buf).map_err(err)?;
     let (mut correct, mut total, mut done) = (0u64, 0u64, 0u64);
@@ -69,7 +71,7 @@ pub fn mqar_stream_counts(
     if total == 0 {
         bail!("no MQAR queries to score");
     }
-    Ok((correct, total))
+    Ok((correct, total, session.clamps().to_vec()))
 }
 
 /// Feeds one sequence from a reset state; `(correct, total)` of its queries.
@@ -108,12 +110,15 @@ pub fn bits_per_byte(
 }
 
 /// The sums behind [`bits_per_byte`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TextScore {
     /// Sum of `-ln p(token)` over the predicted tokens.
     pub nats: f64,
     /// Bytes the predicted tokens decode to.
     pub bytes: usize,
+    /// Per layer, the values the integer token path clamped
+    /// ([`ferrite::Session::clamps`]; empty for an f32-path image).
+    pub clamps: Vec<u32>,
 }
 
 impl TextScore {
@@ -172,7 +177,11 @@ pub fn tokens_score(
     if bytes == 0 {
         bail!("no byte to predict (is --chunk larger than 1?)");
     }
-    Ok(TextScore { nats, bytes })
+    Ok(TextScore {
+        nats,
+        bytes,
+        clamps: session.clamps().to_vec(),
+    })
 }
 
 /// `text` in the ids of the model's tokenizer; fails (rather than aborting)

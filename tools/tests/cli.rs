@@ -1163,3 +1163,71 @@ fn generate_streams_in_constant_memory() {
         );
     }
 }
+
+#[test]
+fn quantize_path_int_writes_format_6_and_inspect_shows_the_state_formats() {
+    let d = repo().join("tests/fixtures/hybrid_gdn_swa");
+    let d = d.to_str().unwrap();
+    let out = tmp("int.fer");
+    let out = out.to_str().unwrap();
+    let o = ferrite(&["quantize", d, "-o", out, "--dtype", "int8", "--path", "int"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("format v6"), "{err}");
+    assert!(err.contains("layers [1] have no integer step yet"), "{err}");
+    let o = ferrite(&["inspect", out]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("token path: int"), "{text}");
+    assert!(text.contains("layer 0: gdn state int16"), "{text}");
+    assert!(text.contains("layer 1: swa state f32"), "{text}");
+    // --state f32 keeps every layer on its f32 step (still format 6).
+    let o = ferrite(&[
+        "quantize", d, "-o", out, "--dtype", "int8", "--path", "int", "--state", "f32",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&ferrite(&["inspect", out]).stdout).into_owned();
+    assert!(text.contains("layer 0: gdn state f32"), "{text}");
+    // The f32 path is unchanged: no token path line says int.
+    let o = ferrite(&["quantize", d, "-o", out, "--dtype", "int8"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&ferrite(&["inspect", out]).stdout).contains("token path: f32"));
+}
+
+#[test]
+fn quantize_path_int_refuses_what_it_cannot_run_on_one_line() {
+    let d = repo().join("tests/fixtures/gdn_gate");
+    let d = d.to_str().unwrap();
+    let out = tmp("int-bad.fer");
+    let out = out.to_str().unwrap();
+    for (args, want) in [
+        (
+            &["--path", "int"][..],
+            "--path int needs --dtype int8 or int4",
+        ),
+        (
+            &["--dtype", "int8", "--path", "int", "--layout", "rows"][..],
+            "in the tiled layout",
+        ),
+        (
+            &["--dtype", "int8", "--state", "int16"][..],
+            "--state int16 needs --path int",
+        ),
+        (
+            &[
+                "--dtype",
+                "int8",
+                "--path",
+                "int",
+                "--rule",
+                "*norm.weight=f16",
+            ][..],
+            "reads model.norm.weight as f32 bits",
+        ),
+    ] {
+        let mut all = vec!["quantize", d, "-o", out];
+        all.extend_from_slice(args);
+        let err = assert_one_line_failure(&ferrite(&all), want);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -124,6 +124,30 @@ pub fn model_image(dir: &Path, name: &str, dtype: &str) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// A shipped model directory at int8 on the integer token path
+/// (`ferrite quantize --dtype int8 --path int`, format 6), named
+/// `<name>.int8-int.fer`.
+pub fn int_path_image(rel: &str) -> Result<PathBuf> {
+    let dir = root_dir().join(rel);
+    ensure!(dir.is_dir(), "model directory {} not found", dir.display());
+    let name = rel.trim_start_matches("models/").replace('/', "-");
+    let images = crate::boards::work_dir().join("images");
+    std::fs::create_dir_all(&images)?;
+    let out = images.join(format!("{name}.int8-int.fer"));
+    eprintln!("quantizing {rel} to int8 on the integer token path ...");
+    let mut cmd = Command::new(ferrite()?);
+    cmd.arg("quantize")
+        .arg(&dir)
+        .arg("-o")
+        .arg(&out)
+        .args(["--dtype", "int8", "--path", "int"]);
+    stdout(
+        &mut cmd,
+        &format!("ferrite quantize {rel} --dtype int8 --path int"),
+    )?;
+    Ok(out)
+}
+
 /// `ferrite tokenize <image> --text T`: the prompt's ids in the image's tokenizer.
 pub fn tokenize(image: &Path, text: &str) -> Result<Vec<u32>> {
     let mut cmd = Command::new(ferrite()?);

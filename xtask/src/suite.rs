@@ -16,6 +16,10 @@
 //!   polynomial, `fast-math-int` for the integer one; host::ferrite_with);
 //!   such a board also runs `generate` without the feature against the
 //!   plain host (boards/expected/<board>-libm.out / .stats);
+//! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` at
+//!   int8 with `--path int` on m0, m3, m4f and rv32imac, built with their
+//!   `fast-math` module, generates the plain host CLI's tokens and final
+//!   logits bit for bit;
 //! - BPE: a model with the committed byte-level BPE tokenizer
 //!   (tests/tokenizer/model) encodes the prompt and generates the host's
 //!   tokens, and its transcript equals boards/expected/bpe-<board>.out;
@@ -63,6 +67,13 @@ const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// options that version added: the GDN family, GSA short convolution,
 /// dilated SWA, `mla`): host and board must agree bit for bit.
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
+/// Boards that run a model on the integer token path (format 6): with the
+/// firmware's `fast-math` module, against the plain host CLI, bit for bit
+/// (the path computes no f32, so the module cannot matter).
+const INT_PATH_BOARDS: &[&str] = &["m0", "m3", "m4f", "rv32imac"];
+/// The model they run: GDN only, so every layer takes the integer step.
+const INT_PATH_MODEL: &str = "models/mqar/gdn-2k-lr3e-3";
+
 /// Boards that run the OTA example.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
@@ -211,6 +222,13 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         s.check(
             &format!("{name}: the format-4 mixer options generate like the host (int8)"),
             |_| format4_matches_host(board),
+        );
+    }
+    for name in INT_PATH_BOARDS {
+        let board = boards::named(name)?;
+        s.check(
+            &format!("{name}: {INT_PATH_MODEL} on the integer token path like the plain host, bit for bit"),
+            |_| int_path_matches_host(board),
         );
     }
     for name in BPE_BOARDS {
@@ -543,6 +561,28 @@ fn board_matches_host_as(
     Ok(format!(
         "{note}; math {}; {}",
         opts.math(board).name(),
+        report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+/// [`INT_PATH_MODEL`] on the integer token path on `board`, built with the
+/// board's math module, against the host CLI without `fast-math`: the same
+/// tokens and the same final logits bit for bit.
+fn int_path_matches_host(board: &'static Board) -> Result<String> {
+    let image = host::int_path_image(INT_PATH_MODEL)?;
+    let (_, report) = run_generate(board, &image, 16)?;
+    let plain = BuildOpts {
+        fast_math: Some(false),
+        ..BuildOpts::default()
+    };
+    let note = compare_with_host_as(&image, &report, DEFAULT_PROMPT, &plain)?;
+    ensure!(
+        note.contains("bit-identical"),
+        "the integer token path must give the host's bits: {note}"
+    );
+    Ok(format!(
+        "{note} (board math {}, host libm); {}",
+        BuildOpts::default().math(board).name(),
         report.stats_line().trim_start_matches("stats: ")
     ))
 }

@@ -94,6 +94,7 @@ fn text(model: Model<'_>, path: &Path, chunk: Option<usize>) -> Result<()> {
         score.bytes,
         score.nats
     )?;
+    clamps_line(&mut out, &score.clamps)?;
     writeln!(out, "bits_per_byte={:.4}", score.bits_per_byte())?;
     Ok(())
 }
@@ -103,7 +104,8 @@ fn mqar_recall(model: Model<'_>, seed: u64, n: usize, shape: &MqarShape) -> Resu
     let params = shape.params();
     let stream = mqar::MqarStream::new(seed, n, params)?;
     let bar = progress_bar(n as u64, "sequences");
-    let (correct, total) = eval::mqar_stream_counts(model, stream, |done| bar.set_position(done))?;
+    let (correct, total, clamps) =
+        eval::mqar_stream_counts(model, stream, |done| bar.set_position(done))?;
     bar.finish_and_clear();
     // `end` keeps the line it always had; other layouts say so.
     let layout = match params.queries {
@@ -116,6 +118,17 @@ fn mqar_recall(model: Model<'_>, seed: u64, n: usize, shape: &MqarShape) -> Resu
         "sequences={n} pairs={} seq_len={}{layout} seed={seed} correct={correct} total={total}",
         params.pairs, params.seq_len
     )?;
+    clamps_line(&mut out, &clamps)?;
     writeln!(out, "accuracy={:.4}", correct as f64 / total as f64)?;
+    Ok(())
+}
+
+/// On the integer token path, a line with the values each layer clamped
+/// (docs/integer-path.md, "Saturation"); nothing for an f32-path image.
+fn clamps_line(out: &mut impl Write, clamps: &[u32]) -> Result<()> {
+    if !clamps.is_empty() {
+        let list: Vec<String> = clamps.iter().map(u32::to_string).collect();
+        writeln!(out, "clamps_per_layer={}", list.join(","))?;
+    }
     Ok(())
 }
