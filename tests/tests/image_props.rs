@@ -312,7 +312,7 @@ fn bla_phi_flag_and_version_relabels_load_only_when_consistent() {
                 b[8..12].copy_from_slice(&version.to_le_bytes());
                 seal(&mut b);
                 let consistent = computed == written_computed
-                    && version <= 5
+                    && version <= ferrite::image::FORMAT_VERSION
                     && version >= if computed { 5 } else { 1 };
                 let got = load_and_run(&b);
                 assert_eq!(
