@@ -109,7 +109,7 @@ static SIGMOID_Q16: [u16; 513] = [
 ];
 
 /// `sigmoid(t)` for `t` in Q16, as Q15 (`0..=32768`): the table
-/// [`SIGMOID_Q16`] interpolated linearly (steps of 1/32: within 0.4 units
+/// `SIGMOID_Q16` interpolated linearly (steps of 1/32: within 0.4 units
 /// of Q15 of the function before rounding), rounded to Q15; `|t| >= 16`
 /// gives 0 or 1.
 #[inline]

@@ -6,7 +6,7 @@
 //! through f32 arithmetic.
 //!
 //! Each operation rounds its result to 32 significant bits (relative error
-//! at most 2^-31; [`Fx::add`] of nearly equal values of opposite signs
+//! at most 2^-31; a sum (`+`) of nearly equal values of opposite signs
 //! loses the bits that cancel, as any float does), so `Fx` is more precise
 //! than f32. There is no infinity or NaN: magnitudes saturate at
 //! `(2^32 - 1) × 2^E_MAX` and flush to zero below `2^E_MIN`; an f32 NaN or

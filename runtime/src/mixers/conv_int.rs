@@ -1,5 +1,5 @@
 //! The short convolution on the integer token path (docs/spec.md §3.5,
-//! docs/integer-path.md): the same maths as [`super::conv`], on blocks.
+//! docs/integer-path.md): the same maths as the f32 `mixers::conv`, on blocks.
 //!
 //! State of one convolved vector of `C` channels and width `W`: a ring of
 //! `W - 1` slots, the input of token `p` in slot `p mod (W - 1)`, each slot

@@ -280,10 +280,9 @@ impl GdnConfig {
     }
 
     /// State words. f32: `HV*V*K` for S plus `(2*H*K + HV*V) * (W - 1)`
-    /// for the convolutions. int16: the layout of [`int_step`]'s
-    /// `StateLayout` (per head 3 words of scale, S in 16-bit mantissas,
-    /// the convolution windows in 16-bit mantissas with an exponent per
-    /// window slot): about half.
+    /// for the convolutions. int16: the layout of `mixers/gdn_int.rs` (per
+    /// head 3 words of scale, S in 16-bit mantissas, the convolution windows
+    /// in 16-bit mantissas with an exponent per window slot): about half.
     pub const fn state_len(&self) -> u64 {
         let (h, hv, k, v) = self.dims64();
         match self.state {
