@@ -109,7 +109,7 @@ pub mod update;
 mod weights;
 
 pub use config::{LayerConfig, ModelConfig};
-pub use error::{Error, Result};
+pub use error::{Error, Result, StepError};
 pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig};
 pub use session::Session;

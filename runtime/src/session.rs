@@ -10,7 +10,7 @@
 //! ([`crate::session_len`]) and never changes.
 
 use crate::config::LayerConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StepError, StepResult};
 use crate::image::Role;
 use crate::math::{rms_scale, silu};
 use crate::mixers::StepCtx;
@@ -149,17 +149,30 @@ impl<'a, 'b> Session<'a, 'b> {
 
     /// Feeds one token and returns the logits for the next one.
     ///
-    /// Errors on a token outside the vocabulary and at position `u64::MAX`
-    /// ([`Error::PositionOverflow`]); the state is unchanged then.
-    pub fn feed(&mut self, token: u32) -> Result<&[f32]> {
+    /// Errors on a token outside the vocabulary
+    /// ([`StepError::TokenOutOfRange`]) and at position `u64::MAX`
+    /// ([`StepError::PositionOverflow`]); the state is unchanged then. The
+    /// image and the buffer were checked when the model was loaded and the
+    /// session made, so nothing else is expected (a failed invariant is a
+    /// [`StepError::Internal`]).
+    pub fn feed(&mut self, token: u32) -> StepResult<&[f32]> {
         let cfg = *self.model.config();
         if token >= cfg.vocab_size {
-            return Err(Error::TokenOutOfRange {
+            return Err(StepError::TokenOutOfRange {
                 token,
                 vocab: cfg.vocab_size,
             });
         }
-        let next = self.pos.checked_add(1).ok_or(Error::PositionOverflow)?;
+        let next = self.pos.checked_add(1).ok_or(StepError::PositionOverflow)?;
+        self.run(token, next).map_err(Error::at_step)
+    }
+
+    /// [`Session::feed`] after its checks: runs the layers on `token` (in
+    /// the vocabulary) and moves to position `next`. Its errors are the
+    /// load-time type, converted once by `feed`: everything here was checked
+    /// at load, so any error is a bug.
+    fn run(&mut self, token: u32, next: u64) -> Result<&[f32]> {
+        let cfg = *self.model.config();
         let (d, i, vocab) = (
             cfg.hidden_size as usize,
             cfg.intermediate_size as usize,
@@ -233,7 +246,7 @@ impl<'a, 'b> Session<'a, 'b> {
         n: usize,
         sampler: &mut Sampler,
         mut on_token: impl FnMut(u32) -> bool,
-    ) -> Result<usize> {
+    ) -> StepResult<usize> {
         self.generate_with(prompt, n, sampler, |step| on_token(step.token))
     }
 
@@ -246,7 +259,7 @@ impl<'a, 'b> Session<'a, 'b> {
     /// one from the logits [`Session::feed`] returned, calling `on_step`
     /// before the next feed. `on_step` returns `false` to stop early.
     /// Returns the number of tokens generated (at most `n`). Errors on an
-    /// empty prompt ([`Error::BadPrompt`]) and with what `feed` returns; the
+    /// empty prompt ([`StepError::EmptyPrompt`]) and with what `feed` returns; the
     /// tokens generated before an error were shown to `on_step`.
     ///
     /// What a firmware that reports the final step's logits writes (the
@@ -280,10 +293,8 @@ impl<'a, 'b> Session<'a, 'b> {
         n: usize,
         sampler: &mut Sampler,
         mut on_step: impl FnMut(Step<'_>) -> bool,
-    ) -> Result<usize> {
-        let (&last, head) = prompt
-            .split_last()
-            .ok_or(Error::BadPrompt("the prompt is empty"))?;
+    ) -> StepResult<usize> {
+        let (&last, head) = prompt.split_last().ok_or(StepError::EmptyPrompt)?;
         for &t in head {
             self.feed(t)?;
         }

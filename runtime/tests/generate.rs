@@ -1,7 +1,7 @@
 //! `Session::generate_with` shows each step exactly as `feed` and the
 //! sampler made it, and `Session::generate` is the same loop.
 
-use ferrite::{Aligned, Error, Model, Sampler, SamplerConfig, Session};
+use ferrite::{Aligned, Model, Sampler, SamplerConfig, Session, StepError};
 
 const IMAGE_LEN: usize = include_bytes!("../../tests/images/tiny_int8.fer").len();
 static IMAGE: Aligned<[u8; IMAGE_LEN]> =
@@ -144,15 +144,45 @@ fn an_empty_prompt_or_a_bad_token_is_an_error() {
     let never = |_: ferrite::session::Step<'_>| -> bool { panic!("no step to show") };
     assert_eq!(
         s.generate_with(&[], 3, &mut Sampler::greedy(), never),
-        Err(Error::BadPrompt("the prompt is empty"))
+        Err(StepError::EmptyPrompt)
     );
     assert_eq!(
         s.generate_with(&[1, vocab, 2], 3, &mut Sampler::greedy(), never),
-        Err(Error::TokenOutOfRange {
+        Err(StepError::TokenOutOfRange {
             token: vocab,
             vocab
         })
     );
     // Refused before anything was fed past the first token.
     assert_eq!(s.position(), 1);
+}
+
+#[test]
+fn step_errors_become_the_load_type_with_the_same_message() {
+    let model = Model::load(&IMAGE.0).unwrap();
+    let vocab = model.config().vocab_size;
+    let mut buf = buffer(&model);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    let e = s.feed(vocab).unwrap_err();
+    let wide: ferrite::Error = e.into();
+    assert_eq!(
+        wide,
+        ferrite::Error::TokenOutOfRange {
+            token: vocab,
+            vocab
+        }
+    );
+    assert_eq!(e.to_string(), wide.to_string());
+    // `?` into `ferrite::Result`, as the firmware writes it.
+    fn generate(s: &mut Session<'_, '_>) -> ferrite::Result<usize> {
+        Ok(s.generate(&[], 1, &mut Sampler::greedy(), |_| true)?)
+    }
+    assert_eq!(
+        generate(&mut s),
+        Err(ferrite::Error::BadPrompt("the prompt is empty"))
+    );
+    assert_eq!(
+        StepError::EmptyPrompt.to_string(),
+        "bad prompt: the prompt is empty"
+    );
 }
