@@ -272,14 +272,22 @@ mod tests {
         assert!(t.components.iter().any(|c| c == "llvm-tools"));
     }
 
+    /// Targets only the runtime is built for (as for every target of
+    /// rust-toolchain.toml, by the `cargo xtask test` step "runtime builds
+    /// for every embedded target"): RV32I without M, which must get the
+    /// portable kernels.
+    const BUILD_ONLY_TARGETS: &[&str] = &["riscv32i-unknown-none-elf"];
+
     /// rust-toolchain.toml lists exactly the targets of the board and chip
-    /// tables, so that a fresh machine gets every target a board or chip
-    /// needs on the first cargo call, and none that none uses.
+    /// tables and [`BUILD_ONLY_TARGETS`], so that a fresh machine gets every
+    /// target a board, chip or check needs on the first cargo call, and none
+    /// that none uses.
     #[test]
     fn toolchain_targets_are_the_board_tables() {
         let mut pinned = Toolchain::of_repo().unwrap().targets;
         let mut boards: Vec<String> = ferrite_common::board::targets()
             .chain(ferrite_common::chip::CHIPS.iter().map(|c| c.target))
+            .chain(BUILD_ONLY_TARGETS.iter().copied())
             .map(str::to_string)
             .collect();
         pinned.sort();
@@ -287,7 +295,7 @@ mod tests {
         boards.dedup();
         assert_eq!(
             pinned, boards,
-            "rust-toolchain.toml targets vs the board and chip tables (common/src/board.rs, common/src/chip.rs)"
+            "rust-toolchain.toml targets vs the board and chip tables (common/src/board.rs, common/src/chip.rs) and BUILD_ONLY_TARGETS"
         );
     }
 
