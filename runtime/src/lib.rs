@@ -9,11 +9,13 @@
 //! caller's static [f32; session_len] ──Session::new──▶ feed(token) -> logits
 //! ```
 //!
-//! Four token-mixer families, freely mixed in one stack: [`mixers::GdnConfig`]
-//! (Gated DeltaNet), [`mixers::GsaConfig`] (Gated Slot Attention),
-//! [`mixers::SwaConfig`] (sliding-window attention with sinks) and
-//! [`mixers::BlaConfig`] (Blurry Window Attention). `docs/spec.md` (shared with
-//! the Python reference) defines the maths; `docs/image-format.md` the image.
+//! Five token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
+//! one stack: [`mixers::GdnConfig`] (Gated DeltaNet), [`mixers::GsaConfig`]
+//! (Gated Slot Attention), [`mixers::SwaConfig`] (sliding-window attention
+//! with sinks), [`mixers::BlaConfig`] (Blurry Window Attention) and
+//! [`mixers::MlaConfig`] (a latent-compressed, MLA-style sliding window;
+//! the `mla` feature). `docs/spec.md` (shared with the Python reference)
+//! defines the maths; `docs/image-format.md` the image.
 //!
 //! The exact buffer a model needs is a `const fn` of its image, so a board
 //! sizes a `static` at compile time (the whole program:
