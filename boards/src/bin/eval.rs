@@ -58,7 +58,7 @@ impl core::fmt::Display for Fixed4 {
 /// several places, and one copy of `Session::feed` keeps the firmware within
 /// the M3's 256 KB with the small LM.
 #[inline(never)]
-fn feed<'s>(session: &'s mut Session<'_, '_>, token: u32) -> ferrite::Result<&'s [f32]> {
+fn feed<'s>(session: &'s mut Session<'_, '_>, token: u32) -> Result<&'s [f32], ferrite::StepError> {
     session.feed(token)
 }
 

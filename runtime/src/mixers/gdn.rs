@@ -13,7 +13,7 @@
 //! State layout: `S [HV][V][K]`, then the q, k and v convolution caches.
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::error::{ensure, ensure_size, Error, Result};
+use crate::error::{ensure, ensure_size, Error, Result, StepResult};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
 use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
@@ -333,6 +333,25 @@ impl Mixer for GdnConfig {
     }
 
     fn step(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> StepResult<()> {
+        self.run(ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+}
+
+impl GdnConfig {
+    /// [`Mixer::step`] with the load-time error type, converted once by
+    /// `step` (everything here was checked at load: an error is a bug).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
         &self,
         ctx: &StepCtx,
         w: &LayerWeights<'_>,

@@ -21,7 +21,7 @@ pub use mla::MlaConfig;
 pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;
 
-use crate::error::Result;
+use crate::error::StepResult;
 use crate::format::Role;
 use crate::image::TensorSpec;
 use crate::tensor::ActBuf;
@@ -55,7 +55,9 @@ pub trait Mixer {
     /// Runs one token: reads `x` (`[D]`), updates `state`, writes `out` (`[D]`).
     /// `state` holds exactly the mixer's state words, `scratch` at least its
     /// scratch words; a new (or reset) state is all zeros. `act` quantizes
-    /// the inputs of products with tensors on the integer path.
+    /// the inputs of products with tensors on the integer path. The layer's
+    /// record and tensors were checked at load, so an error is a failed
+    /// invariant ([`crate::StepError::Internal`]).
     #[allow(clippy::too_many_arguments)]
     fn step(
         &self,
@@ -66,7 +68,7 @@ pub trait Mixer {
         act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
-    ) -> Result<()>;
+    ) -> StepResult<()>;
 
     /// Appends the mixer's tensors (roles after `attn.`) in canonical order.
     fn push_specs(&self, layer: u16, hidden: u32, specs: &mut Specs);
