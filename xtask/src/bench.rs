@@ -158,7 +158,7 @@ fn run_cases(
     let elf = match boards::build(&req) {
         Ok(elf) => elf,
         Err(e) if format!("{e:#}").contains("does not fit board") => {
-            let module = kernels.unwrap_or(board.kernels);
+            let module = kernels.unwrap_or(board.kernels());
             if let [(dtype, rows, cols)] = cases {
                 eprintln!("{dtype} {rows}x{cols} does not fit {}", board.name);
                 return Ok(vec![Measurement {
@@ -258,7 +258,7 @@ pub fn run(board: Option<&str>, record: bool) -> Result<ExitCode> {
     }
     let boards: Vec<&'static Board> = match board {
         Some(name) => vec![boards::named(name)?],
-        None => BOARDS.iter().collect(),
+        None => BOARDS.clone(),
     };
     let mut results = Vec::new();
     for b in &boards {
@@ -326,7 +326,7 @@ fn row_order(board: &str, module: &str) -> (usize, bool) {
         module == "portable"
             && BOARDS
                 .iter()
-                .any(|b| b.name == board && b.kernels != "portable"),
+                .any(|b| b.name == board && b.kernels() != "portable"),
     )
 }
 

@@ -8,19 +8,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
-use ferrite_common::chip::{Chip, CHIPS};
+use ferrite_common::target::{Memory, Target as Chip};
 
 use crate::boards::{root_dir, DEFAULT_N, DEFAULT_PROMPT};
 use crate::{cli, host, image_check};
 
 /// The chip called `name`, or an error listing the chips.
 pub fn named(name: &str) -> Result<&'static Chip> {
-    Chip::named(name).with_context(|| {
-        format!(
-            "unknown chip {name:?}; chips: {}",
-            ferrite_common::chip::names().collect::<Vec<_>>().join(" ")
-        )
-    })
+    Chip::named(name)
+        .filter(|c| c.chip().is_some())
+        .with_context(|| {
+            format!(
+                "unknown chip {name:?}; chips: {}",
+                ferrite_common::target::chips()
+                    .map(|c| c.name)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        })
 }
 
 /// Flash and RAM of a chip firmware.
@@ -71,6 +76,19 @@ pub fn parse_sizes(text: &str) -> ChipSizes {
     ChipSizes { flash, ram }
 }
 
+/// (flash, RAM) budget of a chip: its memory map's lengths, or its HAL's.
+fn budget(chip: &Chip) -> (u64, u64) {
+    match chip.memory {
+        Memory::Hal { flash, ram } => (flash, ram),
+        Memory::Map(file) => {
+            let text = std::fs::read_to_string(root_dir().join("boards/memory").join(file))
+                .unwrap_or_default();
+            let len = |r| ferrite_common::target::region_length(&text, r).unwrap_or(0);
+            (len("FLASH"), len("RAM"))
+        }
+    }
+}
+
 /// One built firmware.
 pub struct Built {
     /// The ELF (a copy under `chips/target/xtask/<chip>/`).
@@ -107,19 +125,19 @@ fn image_of(opts: &cli::ImageOpts, chip: &Chip) -> Result<PathBuf> {
 /// with one line when it does not fit the chip's budget.
 pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result<Built> {
     let facts = image_check::check(image)?;
-    if facts.bytes > chip.flash {
+    if facts.bytes > budget(chip).0 {
         bail!(
             "image {} ({} bytes) does not fit chip {}: its flash budget is {} KiB; {}",
             image.display(),
             facts.bytes,
             chip.name,
-            chip.flash / 1024,
-            facts.budget_hint(chip.flash)
+            budget(chip).0 / 1024,
+            facts.budget_hint(budget(chip).0)
         );
     }
-    let package = root_dir().join(chip.package);
+    let package = root_dir().join(chip.chip().unwrap().package);
     let mut features = Vec::new();
-    if chip.package == "chips" {
+    if chip.chip().unwrap().package == "boards" {
         features.push(chip.name);
     }
     if opts.fast_math.unwrap_or(true) {
@@ -133,12 +151,12 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
     }
     eprintln!(
         "building the generate firmware for {} ({}, {}; the first build of a chip takes a few minutes) ...",
-        chip.name, chip.mcu, chip.target
+        chip.name, chip.chip().unwrap().mcu, chip.triple
     );
     let d = crate::boards::BuildOpts::default();
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(&package)
-        .args(["build", "--release", "--quiet", "--target", chip.target])
+        .args(["build", "--release", "--quiet", "--target", chip.triple])
         .args(["--bin", "generate", "--features", &features.join(",")])
         .env(
             "CARGO_ENCODED_RUSTFLAGS",
@@ -180,8 +198,8 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
                 "image {} does not fit chip {} (flash {} KiB, RAM {} KiB): {}{hint}",
                 image.display(),
                 chip.name,
-                chip.flash / 1024,
-                chip.ram / 1024,
+                budget(chip).0 / 1024,
+                budget(chip).1 / 1024,
                 line.split_once("error: ").map_or(line, |(_, e)| e).trim()
             );
         }
@@ -191,10 +209,10 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
     eprint!("{stderr}");
     let built = package
         .join("target")
-        .join(chip.target)
+        .join(chip.triple)
         .join("release")
         .join("generate");
-    let dir = root_dir().join("chips/target/xtask").join(chip.name);
+    let dir = root_dir().join("boards/target/xtask").join(chip.name);
     std::fs::create_dir_all(&dir)?;
     let elf = dir.join("generate.elf");
     std::fs::copy(&built, &elf).with_context(|| format!("copying {}", built.display()))?;
@@ -209,15 +227,15 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
     let sizes = parse_sizes(&String::from_utf8_lossy(&size.stdout));
     // The linker enforces the Arm chips' maps; the ESP32-C3's map is the
     // whole 4 MB of address space, so the app partition is checked here.
-    if sizes.flash > chip.flash || sizes.ram > chip.ram {
+    if sizes.flash > budget(chip).0 || sizes.ram > budget(chip).1 {
         bail!(
             "the firmware for chip {} with image {} does not fit: flash {} of {} bytes, RAM {} of {} bytes",
             chip.name,
             image.display(),
             sizes.flash,
-            chip.flash,
+            budget(chip).0,
             sizes.ram,
-            chip.ram
+            budget(chip).1
         );
     }
     Ok(Built {
@@ -231,21 +249,21 @@ pub fn build(chip: &'static Chip, image: &Path, opts: &cli::BoardOpts) -> Result
 /// builds it (its feature, target, `-C target-cpu`, fast math, an image).
 pub fn clippy() -> Result<bool> {
     let mut ok = true;
-    for chip in CHIPS {
+    for chip in ferrite_common::target::chips() {
         let image = image_of(&cli::ImageOpts::default(), chip)?;
         let mut features = vec!["fast-math"];
-        if chip.package == "chips" {
+        if chip.chip().unwrap().package == "boards" {
             features.push(chip.name);
         }
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(root_dir().join(chip.package))
+            .current_dir(root_dir().join(chip.chip().unwrap().package))
             .args([
                 "clippy",
                 "--quiet",
                 "--release",
                 "--bins",
                 "--target",
-                chip.target,
+                chip.triple,
             ])
             .args(["--features", &features.join(",")])
             .args(["--", "-D", "warnings"])
@@ -262,9 +280,12 @@ pub fn clippy() -> Result<bool> {
         ok &= status.success();
     }
     // The library with its tests, on the host.
-    let image = image_of(&cli::ImageOpts::default(), &CHIPS[0])?;
+    let image = image_of(
+        &cli::ImageOpts::default(),
+        ferrite_common::target::chips().next().unwrap(),
+    )?;
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root_dir().join("chips"))
+        .current_dir(root_dir().join("boards"))
         .args(["clippy", "--quiet", "--release", "--lib", "--tests"])
         .args(["--features", "host,fast-math", "--", "-D", "warnings"])
         .env("FERRITE_IMAGE", &image)
@@ -278,9 +299,12 @@ pub fn clippy() -> Result<bool> {
 /// generation loop against the runtime's `Session::generate`, and its
 /// report lines), with the default chip model embedded.
 pub fn host_test() -> Result<bool> {
-    let image = image_of(&cli::ImageOpts::default(), &CHIPS[0])?;
+    let image = image_of(
+        &cli::ImageOpts::default(),
+        ferrite_common::target::chips().next().unwrap(),
+    )?;
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root_dir().join("chips"))
+        .current_dir(root_dir().join("boards"))
         .args(["test", "--quiet", "--release", "--lib"])
         .args(["--features", "host,fast-math"])
         .env("FERRITE_IMAGE", &image)
@@ -300,13 +324,13 @@ fn stats_line(chip: &Chip, b: &Built) -> String {
     format!(
         "stats: chip={} target={} kernels={} image_bytes={} flash_bytes={} flash_budget={} ram_bytes={} ram_budget={}",
         chip.name,
-        chip.target,
-        chip.kernels,
+        chip.triple,
+        chip.kernels(),
         b.image_bytes,
         b.sizes.flash,
-        chip.flash,
+        budget(chip).0,
         b.sizes.ram,
-        chip.ram
+        budget(chip).1
     )
 }
 
@@ -318,7 +342,10 @@ pub fn run(opts: &cli::BoardOpts) -> Result<ExitCode> {
     let name = opts.board.as_deref().with_context(|| {
         format!(
             "which chip? {}",
-            ferrite_common::chip::names().collect::<Vec<_>>().join(" ")
+            ferrite_common::target::chips()
+                .map(|c| c.name)
+                .collect::<Vec<_>>()
+                .join(" ")
         )
     })?;
     let chip = named(name)?;
@@ -326,25 +353,32 @@ pub fn run(opts: &cli::BoardOpts) -> Result<ExitCode> {
     let b = build(chip, &image, opts)?;
     println!(
         "chip: {} ({}, {} on {}, {}; kernels {})",
-        chip.name, chip.board, chip.mcu, chip.core, chip.target, chip.kernels
+        chip.name,
+        chip.chip().unwrap().board,
+        chip.chip().unwrap().mcu,
+        chip.core,
+        chip.triple,
+        chip.kernels()
     );
     println!("image: {} ({} bytes)", image.display(), b.image_bytes);
     println!(
         "flash: {} of {} bytes ({})",
         b.sizes.flash,
-        chip.flash,
-        pct(b.sizes.flash, chip.flash)
+        budget(chip).0,
+        pct(b.sizes.flash, budget(chip).0)
     );
     println!(
         "RAM:   {} of {} bytes ({}; static data, the session buffer included; the rest is stack)",
         b.sizes.ram,
-        chip.ram,
-        pct(b.sizes.ram, chip.ram)
+        budget(chip).1,
+        pct(b.sizes.ram, budget(chip).1)
     );
     println!("elf: {}", b.elf.display());
     println!(
         "flash and run: {}",
-        chip.flash_cmd
+        chip.chip()
+            .unwrap()
+            .flash_cmd
             .replace("{elf}", &b.elf.display().to_string())
     );
     println!("{}", stats_line(chip, &b));
@@ -364,9 +398,7 @@ pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
         println!("FAIL the chips library's host tests (cargo test --features host in chips/)");
         ok = false;
     }
-    for chip in CHIPS
-        .iter()
-        .filter(|c| only.is_none_or(|o| c.name.contains(o)))
+    for chip in ferrite_common::target::chips().filter(|c| only.is_none_or(|o| c.name.contains(o)))
     {
         let built = image_of(&cli::ImageOpts::default(), chip)
             .and_then(|image| build(chip, &image, &cli::BoardOpts::default()));
@@ -380,11 +412,11 @@ pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
                     chip.model.1,
                     b.image_bytes,
                     b.sizes.flash,
-                    chip.flash,
-                    pct(b.sizes.flash, chip.flash),
+                    budget(chip).0,
+                    pct(b.sizes.flash, budget(chip).0),
                     b.sizes.ram,
-                    chip.ram,
-                    pct(b.sizes.ram, chip.ram)
+                    budget(chip).1,
+                    pct(b.sizes.ram, budget(chip).1)
                 ));
             }
             Err(e) => {
@@ -446,35 +478,5 @@ mod tests {
                 ram: 3372 + 1492 + 32852
             }
         );
-    }
-
-    /// Every chip with a memory map of its own: the map's FLASH and RAM
-    /// lengths are the table's budget (so that the linker enforces it).
-    #[test]
-    fn memory_maps_are_the_budgets() {
-        for chip in CHIPS {
-            let Some(memory) = chip.memory else { continue };
-            let text =
-                std::fs::read_to_string(root_dir().join("chips/memory").join(memory)).unwrap();
-            let len = |r| ferrite_common::board::region_length(&text, r);
-            assert_eq!(len("FLASH"), Some(chip.flash), "{}", chip.name);
-            assert_eq!(len("RAM"), Some(chip.ram), "{}", chip.name);
-        }
-    }
-
-    /// The chips' kernels are what runtime/build.rs gives their cores: DSP
-    /// (SMLAD) on the Cortex-M4F and M33, RV32 assembly on RV32 cores
-    /// without the P extension. (The firmware asserts the same at compile
-    /// time against `ferrite::kernels::arch::NAME`.)
-    #[test]
-    fn kernels_follow_the_core() {
-        for chip in CHIPS {
-            let want = if chip.target.starts_with("riscv32") {
-                "rv32"
-            } else {
-                "dsp"
-            };
-            assert_eq!(chip.kernels, want, "{}", chip.name);
-        }
     }
 }

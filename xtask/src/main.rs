@@ -99,8 +99,8 @@ usage: cargo xtask <command>
 
 /// The usage text with the boards of the table.
 fn usage() -> String {
-    let names: Vec<_> = ferrite_common::board::names().collect();
-    let chips: Vec<_> = ferrite_common::chip::names().collect();
+    let names: Vec<_> = ferrite_common::target::boards().map(|b| b.name).collect();
+    let chips: Vec<_> = ferrite_common::target::chips().map(|c| c.name).collect();
     format!(
         "{USAGE}\nboards: {}\nchips: {}",
         names.join(" "),

@@ -197,13 +197,14 @@ pub fn run(
     anyhow::ensure!(made.success(), "mkfifo {} failed", fifo.display());
     eprintln!(
         "profiling under QEMU ({} -machine {}, every block logged: slower than a run) ...",
-        board.qemu, board.machine
+        board.qemu_binary(),
+        board.qemu().unwrap().machine
     );
     let mut qemu = Command::new("timeout")
         .arg(boards::timeout_for(n * 20).to_string())
-        .arg(board.qemu)
-        .args(["-machine", board.machine])
-        .args(board.qemu_args)
+        .arg(board.qemu_binary())
+        .args(["-machine", board.qemu().unwrap().machine])
+        .args(board.qemu().unwrap().args)
         .args(["-nographic", "-monitor", "none", "-serial", "none"])
         .args(["-semihosting-config", "enable=on,target=native"])
         .args(["-icount", "shift=0,sleep=off"])
@@ -216,7 +217,7 @@ pub fn run(
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .with_context(|| format!("starting {}", board.qemu))?;
+        .with_context(|| format!("starting {}", board.qemu_binary()))?;
     let log = std::fs::File::open(&fifo).with_context(|| fifo.display().to_string())?;
     let profile = fold(BufReader::with_capacity(1 << 20, log), "Session4feed");
     let status = qemu.wait()?;

@@ -278,8 +278,7 @@ mod tests {
     #[test]
     fn toolchain_targets_are_the_board_tables() {
         let mut pinned = Toolchain::of_repo().unwrap().targets;
-        let mut boards: Vec<String> = ferrite_common::board::targets()
-            .chain(ferrite_common::chip::CHIPS.iter().map(|c| c.target))
+        let mut boards: Vec<String> = ferrite_common::target::triples()
             .map(str::to_string)
             .collect();
         pinned.sort();

@@ -68,7 +68,7 @@ const END: &str = "<!-- board-table:end -->";
 pub fn run() -> Result<()> {
     let mut rows = Vec::new();
     let mut compact = Vec::new();
-    for board in BOARDS {
+    for &board in BOARDS.iter() {
         for &(model, dtype) in MODELS {
             let image = host::fixture_image(model, dtype)?;
             let image_bytes = std::fs::metadata(&image)?.len();
@@ -152,7 +152,7 @@ pub fn run() -> Result<()> {
     );
     let boards: Vec<String> = BOARDS
         .iter()
-        .map(|b| format!("`{}` {}", b.name, b.about))
+        .map(|b| format!("`{}` {}", b.name, b.qemu().unwrap().about))
         .collect();
     let boards = boards.join("; ");
     let doc = format!(

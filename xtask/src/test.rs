@@ -190,12 +190,11 @@ fn steps() -> Vec<Step> {
                             "--release",
                             "--bins",
                             "--target",
-                            board.target,
+                            board.triple,
                         ])
                         // As xtask builds them: with the runtime's fast math.
-                        .args(["--features", "fast-math"])
+                        .args(["--features", &format!("{},fast-math", board.name)])
                         .args(["--", "-D", "warnings"])
-                        .env("FERRITE_BOARD", board.name)
                         .env(
                             "CARGO_ENCODED_RUSTFLAGS",
                             crate::boards::firmware::rustflags(board),

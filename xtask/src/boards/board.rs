@@ -4,16 +4,22 @@
 
 use anyhow::{Context, Result};
 
-pub use ferrite_common::board::{Board, BOARDS, DEFAULT_MODEL};
+pub use ferrite_common::target::{Target as Board, DEFAULT_MODEL};
+
+/// The QEMU boards of the target table.
+pub static BOARDS: std::sync::LazyLock<Vec<&'static Board>> =
+    std::sync::LazyLock::new(|| ferrite_common::target::boards().collect());
 
 use super::boards_dir;
 
 /// The board called `name`, or an error that lists the boards.
 pub fn named(name: &str) -> Result<&'static Board> {
-    Board::named(name).with_context(|| {
-        let names: Vec<_> = ferrite_common::board::names().collect();
-        format!("unknown board {name:?}; boards: {}", names.join(", "))
-    })
+    Board::named(name)
+        .filter(|b| b.qemu().is_some())
+        .with_context(|| {
+            let names: Vec<_> = BOARDS.iter().map(|b| b.name).collect();
+            format!("unknown board {name:?}; boards: {}", names.join(", "))
+        })
 }
 
 /// What xtask adds to a row of the table.
@@ -35,10 +41,13 @@ impl BoardExt for Board {
     }
 
     fn budget(&self) -> Result<(u64, u64)> {
-        let path = boards_dir().join("memory").join(self.memory);
+        let ferrite_common::target::Memory::Map(file) = self.memory else {
+            anyhow::bail!("{}: no memory map", self.name)
+        };
+        let path = boards_dir().join("memory").join(file);
         let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
         let length = |region: &str| {
-            ferrite_common::board::region_length(&text, region)
+            ferrite_common::target::region_length(&text, region)
                 .with_context(|| format!("{}: no {region} region with a LENGTH", path.display()))
         };
         Ok((length("FLASH")?, length("RAM")?))

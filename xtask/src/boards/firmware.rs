@@ -106,8 +106,8 @@ impl Default for BuildOpts {
 impl BuildOpts {
     /// Whether a firmware for `board` built with these options has the
     /// runtime's `fast-math` feature (and so which host CLI it must match).
-    pub fn fast_math(&self, board: &Board) -> bool {
-        self.fast_math.unwrap_or(board.fast_math)
+    pub fn fast_math(&self, _board: &Board) -> bool {
+        self.fast_math.unwrap_or(true)
     }
 
     /// The `exp`/`sigmoid`/`silu` of a firmware for `board` built with these
@@ -144,12 +144,12 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         let facts = crate::image_check::check(req.image)?;
         if facts.bytes > flash {
             bail!(
-                "image {} ({} bytes) does not fit board {}: its flash budget is {} KiB (boards/memory/{}); {}",
+                "image {} ({} bytes) does not fit board {}: its flash budget is {} KiB (boards/memory/{}.x); {}",
                 req.image.display(),
                 facts.bytes,
                 board.name,
                 flash / 1024,
-                board.memory,
+                board.name,
                 facts.budget_hint(flash)
             );
         }
@@ -157,7 +157,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     } else {
         None
     };
-    let mut features = Vec::new();
+    let mut features = vec![board.name];
     // The BPE tokenizer's code only where the image needs it (and for the
     // OTA example, which may receive any image at run time).
     if req.firmware == Firmware::Ota || facts.as_ref().is_some_and(|f| f.bpe) {
@@ -188,7 +188,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     }
     eprintln!(
         "building the {bin} firmware for {} ({}{forced}; the first build of a target takes a minute) ...",
-        board.name, board.target
+        board.name, board.triple
     );
     // Settings read from the environment by a build script force a rebuild
     // when they change: each combination builds in its own directory, and so
@@ -208,12 +208,11 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             "--release",
             "--quiet",
             "--target",
-            board.target,
+            board.triple,
             "--bin",
             bin,
         ])
         .args(["--features", &features.join(",")])
-        .env("FERRITE_BOARD", board.name)
         // The board's `-C target-cpu`, the only rustflags a firmware gets
         // (the runtime's build script reads it to pick the kernels).
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags(board))
@@ -282,7 +281,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
                 board.name,
                 flash / 1024,
                 ram / 1024,
-                board.memory,
+                board.name,
                 line.split_once("error: ").map_or(line, |(_, e)| e).trim()
             );
         }
@@ -290,16 +289,10 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         bail!("building {bin} for {} failed", board.name);
     }
     eprint!("{stderr}");
-    let built = target_dir.join(board.target).join("release").join(bin);
+    let built = target_dir.join(board.triple).join("release").join(bin);
     let dir = work_dir().join(board.name);
     std::fs::create_dir_all(&dir)?;
-    let math = if fast_math == board.fast_math {
-        ""
-    } else if fast_math {
-        "-fast-math"
-    } else {
-        "-libm"
-    };
+    let math = if fast_math { "" } else { "-libm" };
     let elf = dir.join(match (req.defmt, &variant) {
         (true, _) => format!("{bin}-defmt{math}.elf"),
         (false, Some(v)) => format!("{bin}-{v}{math}.elf"),

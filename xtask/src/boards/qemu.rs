@@ -31,14 +31,15 @@ pub fn run_qemu(
     if echo {
         eprintln!(
             "running it under QEMU ({} -machine {}, instructions counted) ...",
-            board.qemu, board.machine
+            board.qemu_binary(),
+            board.qemu().unwrap().machine
         );
     }
     let mut cmd = Command::new("timeout");
     cmd.arg(timeout_s.to_string())
-        .arg(board.qemu)
-        .args(["-machine", board.machine])
-        .args(board.qemu_args)
+        .arg(board.qemu_binary())
+        .args(["-machine", board.qemu().unwrap().machine])
+        .args(board.qemu().unwrap().args)
         .args(["-nographic", "-monitor", "none", "-serial", "none"])
         .args(["-semihosting-config", "enable=on,target=native"])
         .args(["-icount", "shift=0,sleep=off"])
@@ -50,7 +51,7 @@ pub fn run_qemu(
         .stderr(Stdio::inherit());
     let mut qemu = cmd
         .spawn()
-        .with_context(|| format!("starting {}", board.qemu))?;
+        .with_context(|| format!("starting {}", board.qemu_binary()))?;
     let mut source: Box<dyn Read + Send> = Box::new(qemu.stdout.take().unwrap());
     let mut decoder = None;
     if defmt {
