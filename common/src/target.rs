@@ -108,7 +108,8 @@ const QEMU: Qemu = Qemu {
     update_session: 64 << 10,
 };
 
-/// Every target, QEMU boards first; the order of the suite and the docs' tables.
+/// Every target, QEMU boards first ([`BOARDS`], then [`CHIPS`]); the order
+/// of the suite and the docs' tables.
 pub const TARGETS: &[Target] = &[
     Target {
         name: "m4f",
@@ -395,14 +396,27 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     TARGETS.iter().map(|t| t.name)
 }
 
-/// The QEMU boards, in table order.
-pub fn boards() -> impl Iterator<Item = &'static Target> {
-    TARGETS.iter().filter(|t| t.qemu().is_some())
-}
+/// The QEMU boards: the table's first rows.
+pub const BOARDS: &[Target] = TARGETS.split_at(board_rows()).0;
 
-/// The real chips, in table order.
-pub fn chips() -> impl Iterator<Item = &'static Target> {
-    TARGETS.iter().filter(|t| t.chip().is_some())
+/// The real chips: the rows after the boards.
+pub const CHIPS: &[Target] = TARGETS.split_at(board_rows()).1;
+
+/// How many rows the QEMU boards take (a build error unless they come first).
+const fn board_rows() -> usize {
+    let mut i = 0;
+    while i < TARGETS.len() && matches!(TARGETS[i].kind, Kind::Qemu(_)) {
+        i += 1;
+    }
+    let mut j = i;
+    while j < TARGETS.len() {
+        assert!(
+            matches!(TARGETS[j].kind, Kind::Chip(_)),
+            "the QEMU boards come first in TARGETS"
+        );
+        j += 1;
+    }
+    i
 }
 
 /// The distinct triples of the table, in table order of first use.
@@ -463,7 +477,7 @@ mod tests {
             assert_eq!(Target::named(t.name), Some(t));
         }
         assert_eq!(Target::named("nope"), None);
-        assert_eq!((boards().count(), chips().count()), (8, 5));
+        assert_eq!((BOARDS.len(), CHIPS.len()), (8, 5));
     }
 
     #[test]

@@ -4,22 +4,37 @@
 //! docs/benchmarks.md between `<!-- kernels:start -->` and
 //! `<!-- kernels:end -->`.
 //!
-//! Each board runs [`CASES`] with the kernel module its target gets; m4f and
-//! m55 also run the integer cases with `FERRITE_KERNELS=portable`, to show
-//! what their assembly buys. The weights are in flash: the firmware is first
-//! built with every case; when it does not fit the board, with one dtype at a
-//! time, then one case at a time, and a case that does not fit alone is
-//! reported as `kernel: board=.. dtype=.. rows=.. cols=.. does not fit`.
+//! Each board runs [`CASES`] with the kernel module its target gets; those
+//! of [`PORTABLE_TOO`] also run the integer cases with
+//! `FERRITE_KERNELS=portable`, to show what their assembly buys. The weights
+//! are in flash: the firmware is first built with every case; when it does
+//! not fit the board, with one dtype at a time, then one case at a time, and
+//! a case that does not fit alone is reported as
+//! `kernel: board=.. dtype=.. rows=.. cols=.. does not fit`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::process::{Command, ExitCode};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest, BOARDS};
 
+/// `bench-kernels`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// Only this board [default: every board]
+    #[arg(long, value_name = "B", value_parser = crate::cli::board())]
+    pub board: Option<&'static Board>,
+    /// Write the table into docs/benchmarks.md
+    #[arg(long)]
+    pub record: bool,
+}
+
 /// (dtype, rows, cols): what every board times.
-pub const CASES: &[(&str, usize, usize)] = &[
+type Case = (&'static str, usize, usize);
+
+/// What every board times.
+pub const CASES: &[Case] = &[
     ("int8", 256, 256),
     ("int8", 64, 512),
     ("int8", 1024, 64),
@@ -37,21 +52,31 @@ pub const PORTABLE_TOO: &[&str] = &["m4f", "m55", "m3", "rv32imac"];
 const START: &str = "<!-- kernels:start -->";
 const END: &str = "<!-- kernels:end -->";
 
-type Case = (&'static str, usize, usize);
+/// What a `kernel:` line measured: board, module, dtype, rows (none for
+/// `quantize`), cols.
+type Key = (String, String, String, Option<usize>, usize);
 
 /// One `kernel:` line, parsed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurement {
     pub line: String,
-    pub board: String,
-    pub module: String,
-    pub dtype: String,
-    pub rows: Option<usize>,
-    pub cols: usize,
+    pub key: Key,
+    /// None: the case does not fit the board.
     pub instructions: Option<u64>,
     pub macs_per_instruction: Option<String>,
     /// `kernel-mismatch:` seen for this case: the results were wrong.
     pub mismatch: bool,
+}
+
+impl Measurement {
+    /// The `kernel-mismatch:` line of this case.
+    fn mismatch_line(&self) -> String {
+        let (board, module, dtype, rows, cols) = &self.key;
+        let rows = rows.unwrap_or(0);
+        format!(
+            "kernel-mismatch: board={board} module={module} dtype={dtype} rows={rows} cols={cols}"
+        )
+    }
 }
 
 /// Parses the `kernel:` lines of a run (and marks the `kernel-mismatch:` ones).
@@ -59,12 +84,13 @@ pub fn parse(text: &str) -> Result<Vec<Measurement>> {
     let mut out: Vec<Measurement> = Vec::new();
     let mut mismatched = Vec::new();
     for line in text.lines().map(str::trim) {
-        let (rest, mismatch) = if let Some(r) = line.strip_prefix("kernel: ") {
-            (r, false)
-        } else if let Some(r) = line.strip_prefix("kernel-mismatch: ") {
-            (r, true)
-        } else {
-            continue;
+        let (rest, mismatch) = match (
+            line.strip_prefix("kernel: "),
+            line.strip_prefix("kernel-mismatch: "),
+        ) {
+            (Some(r), _) => (r, false),
+            (_, Some(r)) => (r, true),
+            _ => continue,
         };
         let kv: BTreeMap<&str, &str> = rest
             .split_whitespace()
@@ -75,16 +101,17 @@ pub fn parse(text: &str) -> Result<Vec<Measurement>> {
                 .copied()
                 .with_context(|| format!("no {k}= in {line:?}"))
         };
-        let num = |k: &str| -> Result<usize> {
+        let num = |k: &str| {
             get(k)?
                 .parse()
                 .with_context(|| format!("bad {k}= in {line:?}"))
         };
+        let rows = kv.get("rows").map(|_| num("rows")).transpose()?;
         let key = (
-            get("board")?.to_string(),
-            get("module")?.to_string(),
-            get("dtype")?.to_string(),
-            kv.get("rows").map(|_| num("rows")).transpose()?,
+            get("board")?.into(),
+            get("module")?.into(),
+            get("dtype")?.into(),
+            rows,
             num("cols")?,
         );
         if mismatch {
@@ -93,45 +120,24 @@ pub fn parse(text: &str) -> Result<Vec<Measurement>> {
         }
         let instructions = kv
             .get("instructions")
-            .map(|v| {
-                v.parse::<u64>()
-                    .with_context(|| format!("bad instructions= in {line:?}"))
-            })
+            .map(|_| num("instructions"))
             .transpose()?;
-        if instructions.is_none() && !line.ends_with("does not fit") {
-            bail!("no instructions= in {line:?}");
-        }
+        ensure!(
+            instructions.is_some() || line.ends_with("does not fit"),
+            "no instructions= in {line:?}"
+        );
         out.push(Measurement {
             line: line.to_string(),
-            board: key.0,
-            module: key.1,
-            dtype: key.2,
-            rows: key.3,
-            cols: key.4,
-            instructions,
+            key,
+            instructions: instructions.map(|n| n as u64),
             macs_per_instruction: kv.get("macs_per_instruction").map(|s| s.to_string()),
             mismatch: false,
         });
     }
-    for key in mismatched {
-        for r in out.iter_mut() {
-            if (&r.board, &r.module, &r.dtype, r.rows, r.cols)
-                == (&key.0, &key.1, &key.2, key.3, key.4)
-            {
-                r.mismatch = true;
-            }
-        }
+    for r in out.iter_mut() {
+        r.mismatch = mismatched.contains(&r.key);
     }
     Ok(out)
-}
-
-/// `dtype:ROWSxCOLS,...` for `FERRITE_BENCH`.
-fn spec(cases: &[Case]) -> String {
-    cases
-        .iter()
-        .map(|(d, r, c)| format!("{d}:{r}x{c}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Builds and runs the bench firmware with `cases`; splits them (by dtype,
@@ -141,6 +147,10 @@ fn run_cases(
     kernels: Option<&'static str>,
     cases: &[Case],
 ) -> Result<Vec<Measurement>> {
+    let spec: Vec<String> = cases
+        .iter()
+        .map(|(d, r, c)| format!("{d}:{r}x{c}"))
+        .collect();
     let req = RunRequest {
         board,
         firmware: Firmware::Bench,
@@ -150,7 +160,7 @@ fn run_cases(
         defmt: false,
         echo: false,
         opts: BuildOpts {
-            bench: Some(spec(cases)),
+            bench: Some(spec.join(",")),
             kernels,
             ..BuildOpts::default()
         },
@@ -158,23 +168,13 @@ fn run_cases(
     let elf = match boards::build(&req) {
         Ok(elf) => elf,
         Err(e) if format!("{e:#}").contains("does not fit board") => {
-            let module = kernels.unwrap_or(board.kernels());
             if let [(dtype, rows, cols)] = cases {
                 eprintln!("{dtype} {rows}x{cols} does not fit {}", board.name);
-                return Ok(vec![Measurement {
-                    line: format!(
-                        "kernel: board={} module={module} dtype={dtype} rows={rows} cols={cols} does not fit",
-                        board.name
-                    ),
-                    board: board.name.into(),
-                    module: module.into(),
-                    dtype: dtype.to_string(),
-                    rows: Some(*rows),
-                    cols: *cols,
-                    instructions: None,
-                    macs_per_instruction: None,
-                    mismatch: false,
-                }]);
+                let module = kernels.unwrap_or(board.kernels());
+                return parse(&format!(
+                    "kernel: board={} module={module} dtype={dtype} rows={rows} cols={cols} does not fit",
+                    board.name
+                ));
             }
             let mut dtypes: Vec<&str> = cases.iter().map(|c| c.0).collect();
             dtypes.dedup();
@@ -198,7 +198,6 @@ fn run_cases(
     };
     let cwd = boards::work_dir().join(board.name);
     let run = boards::run_qemu(board, &elf, &cwd, false, false, boards::DEFAULT_TIMEOUT_S)?;
-    let text = String::from_utf8_lossy(&run.output);
     // 0: ran; 1: ran, and a product differed from the reference.
     if !matches!(run.status, 0 | 1) {
         bail!(
@@ -208,24 +207,17 @@ fn run_cases(
             run.tail()
         );
     }
-    let results = parse(&text)?;
+    let results = parse(&String::from_utf8_lossy(&run.output))?;
     for r in &results {
         println!("{}", r.line);
         if r.mismatch {
-            println!(
-                "kernel-mismatch: board={} module={} dtype={} rows={} cols={}: results differ from the reference",
-                r.board,
-                r.module,
-                r.dtype,
-                r.rows.unwrap_or(0),
-                r.cols
-            );
+            println!("{}: results differ from the reference", r.mismatch_line());
         }
     }
     Ok(results)
 }
 
-/// Every case of one board: its own module, then (m4f, m55, m3, rv32imac) the portable one.
+/// Every case of one board: its own module, then (those of [`PORTABLE_TOO`]) the portable one.
 fn run_board(board: &'static Board) -> Result<Vec<Measurement>> {
     let mut out = run_cases(board, None, CASES)?;
     if PORTABLE_TOO.contains(&board.name) {
@@ -233,46 +225,32 @@ fn run_board(board: &'static Board) -> Result<Vec<Measurement>> {
         out.extend(run_cases(board, Some("portable"), &ints)?);
     }
     // A quantize line per width and module (each build prints its own).
-    let mut seen = Vec::new();
-    out.retain(|r| {
-        if r.dtype != "quantize" {
-            return true;
-        }
-        let key = (r.module.clone(), r.cols);
-        if seen.contains(&key) {
-            false
-        } else {
-            seen.push(key);
-            true
-        }
-    });
+    let mut seen = HashSet::new();
+    out.retain(|r| r.key.2 != "quantize" || seen.insert((r.key.1.clone(), r.key.4)));
     Ok(out)
 }
 
-pub fn run(board: Option<&str>, record: bool) -> Result<ExitCode> {
+/// Runs every case on `board` (every board without); `record`: writes docs/benchmarks.md.
+pub fn run(board: Option<&'static Board>, record: bool) -> Result<ExitCode> {
     if let Some(v) = std::env::var_os("FERRITE_KERNELS") {
         bail!(
             "FERRITE_KERNELS={} is set: unset it (bench-kernels builds each board's own module, and the portable one where it compares them)",
             v.to_string_lossy()
         );
     }
-    let boards: Vec<&'static Board> = match board {
-        Some(name) => vec![boards::named(name)?],
-        None => BOARDS.clone(),
-    };
+    let boards: Vec<&'static Board> = board.map_or_else(|| BOARDS.iter().collect(), |b| vec![b]);
     let mut results = Vec::new();
     for b in &boards {
         results.extend(run_board(b)?);
     }
-    let wrong = results.iter().filter(|r| r.mismatch).count();
     if record {
         let path = boards::root_dir().join("docs").join("benchmarks.md");
         let doc = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
         let names: Vec<&str> = boards.iter().map(|b| b.name).collect();
-        let new = record_into(&doc, &results, &names, &qemu_version())?;
-        std::fs::write(&path, new)?;
+        std::fs::write(&path, record_into(&doc, &results, &names, &qemu_version())?)?;
         println!("wrote the kernel table in {}", path.display());
     }
+    let wrong = results.iter().filter(|r| r.mismatch).count();
     if wrong > 0 {
         println!("{wrong} case(s) computed results that differ from the reference (see kernel-mismatch lines)");
         return Ok(ExitCode::FAILURE);
@@ -282,16 +260,15 @@ pub fn run(board: Option<&str>, record: bool) -> Result<ExitCode> {
 
 /// `qemu-system-arm --version`, e.g. `7.2.22`.
 fn qemu_version() -> String {
-    Command::new("qemu-system-arm")
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| {
-            let text = String::from_utf8_lossy(&o.stdout).into_owned();
-            let v = text.split("version ").nth(1)?.split_whitespace().next()?;
-            Some(v.to_string())
-        })
-        .unwrap_or_else(|| "?".into())
+    let out = Command::new("qemu-system-arm").arg("--version").output();
+    let text = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let version = text
+        .split("version ")
+        .nth(1)
+        .and_then(|v| v.split_whitespace().next());
+    version.unwrap_or("?").to_string()
 }
 
 /// The document with its kernels section rewritten: the lines already there
@@ -300,12 +277,10 @@ pub fn record_into(doc: &str, results: &[Measurement], ran: &[&str], qemu: &str)
     let (Some(a), Some(b)) = (doc.find(START), doc.find(END)) else {
         bail!("docs/benchmarks.md has no {START} ... {END} section to write the table into");
     };
-    if a > b {
-        bail!("docs/benchmarks.md: {END} comes before {START}");
-    }
+    ensure!(a < b, "docs/benchmarks.md: {END} comes before {START}");
     let mut kept: Vec<Measurement> = parse(&doc[a..b])?
         .into_iter()
-        .filter(|r| !ran.contains(&r.board.as_str()))
+        .filter(|r| !ran.contains(&r.key.0.as_str()))
         .collect();
     kept.extend(results.iter().cloned());
     Ok(format!(
@@ -317,122 +292,95 @@ pub fn record_into(doc: &str, results: &[Measurement], ran: &[&str], qemu: &str)
 }
 
 /// Board order, then the board's own module before `portable`.
-fn row_order(board: &str, module: &str) -> (usize, bool) {
+fn row_order(r: &Measurement) -> (usize, bool) {
+    let (board, module) = (&r.key.0, &r.key.1);
+    let at = BOARDS.iter().position(|b| b.name == board);
     (
-        BOARDS
-            .iter()
-            .position(|b| b.name == board)
-            .unwrap_or(usize::MAX),
-        module == "portable"
-            && BOARDS
-                .iter()
-                .any(|b| b.name == board && b.kernels() != "portable"),
+        at.unwrap_or(usize::MAX),
+        module == "portable" && at.is_some_and(|i| BOARDS[i].kernels() != "portable"),
     )
 }
 
 /// The tables and the raw lines of the section.
 fn render(results: &[Measurement], qemu: &str) -> String {
-    let mut rows: Vec<(String, String)> = Vec::new();
-    for r in results {
-        let key = (r.board.clone(), r.module.clone());
-        if !rows.contains(&key) {
-            rows.push(key);
+    let mut sorted: Vec<&Measurement> = results.iter().collect();
+    sorted.sort_by_key(|r| row_order(r));
+    let mut rows: Vec<(&str, &str)> = Vec::new();
+    for r in &sorted {
+        if !rows.contains(&(&r.key.0, &r.key.1)) {
+            rows.push((&r.key.0, &r.key.1));
         }
     }
-    rows.sort_by_key(|(b, m)| row_order(b, m));
-    let find = |board: &str, module: &str, dtype: &str, rows: Option<usize>, cols: usize| {
-        results.iter().find(|r| {
-            r.board == board
-                && r.module == module
-                && r.dtype == dtype
-                && r.rows == rows
-                && r.cols == cols
-        })
-    };
-    let cell = |r: Option<&Measurement>, what: fn(&Measurement) -> String| match r {
-        None => "".to_string(),
-        Some(r) if r.instructions.is_none() => "does not fit".to_string(),
-        Some(r) if r.mismatch => format!("{} (wrong results)", what(r)),
-        Some(r) => what(r),
-    };
-    let mut head = String::from("| board | module |");
-    let mut rule = String::from("|---|---|");
-    for (d, r, c) in CASES {
-        head.push_str(&format!(" {d} {r}x{c} |"));
-        rule.push_str("---|");
-    }
-    let table = |what: fn(&Measurement) -> String| {
-        let mut t = format!("{head}\n{rule}\n");
+    // A table of `what` per (board, module) row and (dtype, rows, cols)
+    // column, with the rows that have a cell.
+    let table = |columns: &[(&str, Option<usize>, usize, String)],
+                 what: fn(&Measurement) -> String| {
+        let mut t = String::from("| board | module |");
+        columns
+            .iter()
+            .for_each(|c| t.push_str(&format!(" {} |", c.3)));
+        t.push_str(&format!("\n|---|---|{}\n", "---|".repeat(columns.len())));
         for (board, module) in &rows {
+            let cells: Vec<Option<&Measurement>> = columns
+                .iter()
+                .map(|(d, r, c, _)| {
+                    results.iter().find(|m| {
+                        m.key == (board.to_string(), module.to_string(), d.to_string(), *r, *c)
+                    })
+                })
+                .collect();
+            if cells.iter().all(Option::is_none) {
+                continue;
+            }
             t.push_str(&format!("| {board} | {module} |"));
-            for &(d, r, c) in CASES {
-                t.push_str(&format!(
-                    " {} |",
-                    cell(find(board, module, d, Some(r), c), what)
-                ));
+            for cell in cells {
+                let text = match cell {
+                    None => String::new(),
+                    Some(m) if m.instructions.is_none() => "does not fit".into(),
+                    Some(m) if m.mismatch => format!("{} (wrong results)", what(m)),
+                    Some(m) => what(m),
+                };
+                t.push_str(&format!(" {text} |"));
             }
             t.push('\n');
         }
         t
     };
-    let mpi = table(|r| r.macs_per_instruction.clone().unwrap_or_default());
-    let count = table(|r| r.instructions.map(|n| n.to_string()).unwrap_or_default());
+    let cases: Vec<_> = CASES
+        .iter()
+        .map(|&(d, r, c)| (d, Some(r), c, format!("{d} {r}x{c}")))
+        .collect();
     let mut widths: Vec<usize> = results
         .iter()
-        .filter(|r| r.dtype == "quantize")
-        .map(|r| r.cols)
+        .filter(|r| r.key.2 == "quantize")
+        .map(|r| r.key.4)
         .collect();
     widths.sort_unstable();
     widths.dedup();
-    let mut quant = String::from("| board | module |");
-    let mut qrule = String::from("|---|---|");
-    for w in &widths {
-        quant.push_str(&format!(" {w} columns |"));
-        qrule.push_str("---|");
-    }
-    quant = format!("{quant}\n{qrule}\n");
-    for (board, module) in &rows {
-        if !results
-            .iter()
-            .any(|r| &r.board == board && &r.module == module && r.dtype == "quantize")
-        {
-            continue;
-        }
-        quant.push_str(&format!("| {board} | {module} |"));
-        for &w in &widths {
-            let c = cell(find(board, module, "quantize", None, w), |r| {
-                r.instructions.map(|n| n.to_string()).unwrap_or_default()
-            });
-            quant.push_str(&format!(" {c} |"));
-        }
-        quant.push('\n');
-    }
-    let mut lines: Vec<&Measurement> = results.iter().collect();
-    lines.sort_by_key(|r| row_order(&r.board, &r.module));
+    let quantize: Vec<_> = widths
+        .iter()
+        .map(|&w| ("quantize", None, w, format!("{w} columns")))
+        .collect();
+    let count = |r: &Measurement| r.instructions.map(|n| n.to_string()).unwrap_or_default();
     let mut raw = String::new();
-    for r in lines {
-        raw.push_str(&r.line);
-        raw.push('\n');
+    for r in sorted {
+        raw.push_str(&format!("{}\n", r.line));
         if r.mismatch {
-            raw.push_str(&format!(
-                "kernel-mismatch: board={} module={} dtype={} rows={} cols={}\n",
-                r.board,
-                r.module,
-                r.dtype,
-                r.rows.unwrap_or(0),
-                r.cols
-            ));
+            raw.push_str(&format!("{}\n", r.mismatch_line()));
         }
     }
     format!(
         "Written by `cargo xtask bench-kernels --record` (QEMU {qemu}, `-icount shift=0`); do not edit by hand.\n\n\
          Multiply-accumulates per instruction, `rows x cols / instructions` of one product (higher is better):\n\n\
-         {mpi}\n\
+         {}\n\
          Instructions of one product:\n\n\
-         {count}\n\
+         {}\n\
          Instructions to quantize one input vector (`tiled::quantize` + `arch::prepare`), once per vector for every integer product that reads it:\n\n\
-         {quant}\n\
-         <details><summary>The firmware's lines (what <code>--record</code> merges)</summary>\n\n```text\n{raw}```\n\n</details>\n"
+         {}\n\
+         <details><summary>The firmware's lines (what <code>--record</code> merges)</summary>\n\n```text\n{raw}```\n\n</details>\n",
+        table(&cases, |r| r.macs_per_instruction.clone().unwrap_or_default()),
+        table(&cases, count),
+        table(&quantize, count),
     )
 }
 
@@ -451,8 +399,7 @@ kernel-mismatch: board=m4f module=dsp dtype=int4 rows=256 cols=256 row=0 got=0x4
     fn parses_lines_and_marks_mismatches() {
         let r = parse(RUN).unwrap();
         assert_eq!(r.len(), 3);
-        assert_eq!(r[0].dtype, "quantize");
-        assert_eq!(r[0].rows, None);
+        assert_eq!((r[0].key.2.as_str(), r[0].key.3), ("quantize", None));
         assert_eq!(r[1].instructions, Some(97220));
         assert_eq!(r[1].macs_per_instruction.as_deref(), Some("0.674"));
         assert!(!r[1].mismatch);
@@ -477,11 +424,27 @@ kernel-mismatch: board=m4f module=dsp dtype=int4 rows=256 cols=256 row=0 got=0x4
         assert!(new.contains("does not fit"));
         assert!(new.contains("0.367 (wrong results)"));
         assert!(!new.contains("65536"), "the m4f lines were replaced");
-        // m4f comes after m3? No: board order (m4f first).
+        // Board order: m4f first.
         assert!(new.find("| m4f | dsp |").unwrap() < new.find("| m3 | portable |").unwrap());
         // Recording the same again changes nothing.
         let again = record_into(&new, &parse(RUN).unwrap(), &["m4f"], "7.2.22").unwrap();
         assert_eq!(again, new);
         assert!(record_into("no markers", &[], &[], "7.2.22").is_err());
+    }
+
+    /// The committed docs/benchmarks.md is what its own lines render to.
+    #[test]
+    fn the_committed_table_is_the_rendered_one() {
+        let doc = std::fs::read_to_string(boards::root_dir().join("docs/benchmarks.md")).unwrap();
+        let qemu = doc
+            .split("--record` (QEMU ")
+            .nth(1)
+            .and_then(|v| v.split(',').next())
+            .unwrap();
+        let new = record_into(&doc, &[], &[], qemu).unwrap();
+        assert!(
+            new == doc,
+            "docs/benchmarks.md: the kernels section is not the rendered one"
+        );
     }
 }

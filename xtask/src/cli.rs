@@ -1,541 +1,493 @@
-//! Command-line options: one type per command, each built from the
-//! arguments by [`Flags`], which refuses an option the command does not take
-//! and values the firmware's build script would reject (one line each, not a
-//! build-script panic).
+//! The command line (clap): the commands, the option groups several of them
+//! share, and the value checks that refuse what a firmware's build script
+//! would reject (one line each, before anything builds).
 
-use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
+use clap::builder::{NonEmptyStringValueParser, PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
+use ferrite::image::DType;
 
-/// Options that take a value.
-const VALUED: &[&str] = &[
-    "--image",
-    "--prompt",
-    "-n",
-    "--dtype",
-    "--temperature",
-    "--top-k",
-    "--top-p",
-    "--seed",
-    "--text",
-    "--bytes",
-    "--chunk",
-    "--pairs",
-    "--seq-len",
-    "--seconds",
-    "--top",
-    "--board",
-    "--only",
-    "--math",
-    "--board-tokens",
-    "--update",
-    "--cut-at",
-];
+use crate::boards::{self, Board, BuildOpts, BOARDS, CHIPS};
+use crate::{bench, board, chip, eval_board, fuzz, host, ota, profile, setup, soak, suite, table};
 
-/// Options without a value.
-const SWITCHES: &[&str] = &[
-    "--mqar",
-    "--defmt",
-    "--corrupt",
-    "--overwrite",
-    "--record",
-    "--math-calls",
-];
-
-/// The arguments after the command, split into options and positionals.
-/// Each command's options type takes what it reads; [`Flags::finish`] then
-/// refuses whatever is left.
-#[derive(Debug, Default)]
-pub struct Flags {
-    values: BTreeMap<&'static str, String>,
-    switches: Vec<&'static str>,
-    positional: Vec<String>,
-    /// `-h` / `--help` was given.
-    pub help: bool,
+/// `cargo xtask`: build, run and check ferrite's firmware and everything else.
+#[derive(Parser, Debug)]
+#[command(name = "xtask", bin_name = "cargo xtask", after_help = targets_help())]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-impl Flags {
-    /// Splits `args` (`--n` and `--tokens` are `-n`).
-    pub fn parse(args: &[String]) -> Result<Flags> {
-        let mut f = Flags::default();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let name = match a.as_str() {
-                "--n" | "--tokens" => "-n",
-                s => s,
-            };
-            if let Some(&key) = VALUED.iter().find(|&&k| k == name) {
-                let v = it.next().with_context(|| format!("{key} needs a value"))?;
-                f.values.insert(key, v.clone());
-            } else if let Some(&key) = SWITCHES.iter().find(|&&k| k == name) {
-                f.switches.push(key);
-            } else if matches!(name, "-h" | "--help") {
-                f.help = true;
-            } else if name.starts_with('-') {
-                bail!("unknown option {name}");
-            } else {
-                f.positional.push(a.clone());
+/// The commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// The trained LM (models/lm/en-m4f, int8) writing 200 sampled tokens on the M4F board
+    /// (installs QEMU if missing)
+    ///
+    /// Takes the options of `board`, with the demo's defaults: --prompt "A man " -n 200
+    /// --temperature 0.6 --seed 1.
+    Demo(board::Opts),
+    /// Build and run `generate` on a board; prints text, `tokens:`, `stats:`
+    Board(board::Args),
+    /// Run the `eval` firmware: MQAR accuracy or bits per byte on the board, checked against
+    /// `ferrite eval` on the host (built with the same math)
+    EvalBoard(eval_board::Args),
+    /// A/B update: the board serves A, receives B in chunks over semihosting, validates it,
+    /// prints `ota: accepted` or `ota: refused <reason>`, then generates with the model that
+    /// serves
+    Ota(ota::Args),
+    /// QEMU suite: every board against the host runtime and boards/expected/, every board's
+    /// tile kernels against the reference
+    TestBoards(SuiteArgs),
+    /// Regenerate docs/boards.md (board x model sizes and speed)
+    BoardTable,
+    /// Instructions per function while `generate` runs (QEMU counts every block it executes),
+    /// from the first token on, also with the compiler builtins (soft float) each called, and
+    /// calls
+    Profile(profile::Args),
+    /// Time the int8/int4 tiled and f32 matrix-vector products (256x256, 64x512, 1024x64;
+    /// weights in flash) on every board under QEMU; one `kernel:` line per case
+    ///
+    /// m4f, m55, m3 and rv32imac also run with the portable kernels.
+    BenchKernels(bench::Args),
+    /// Long streams with no reset (docs/soak.md): 1M tokens per model on the host, 100k on
+    /// m4f; finite logits, state size, first vs last window (minutes; not in `test`)
+    Soak(soak::Args),
+    /// Build the libFuzzer targets (fuzz/) on stable and run them over their committed
+    /// corpora; fails on a crash
+    Fuzz(fuzz::Args),
+    /// Build `generate` for a real chip (no emulator: flash it with the printed probe-rs /
+    /// espflash line); prints flash and RAM against the chip's budget and a `stats:` line
+    /// (docs/chips.md)
+    ///
+    /// The Arm chips always print through defmt over RTT, so there is no --defmt.
+    Chip(ChipArgs),
+    /// Every chip built with its default model and size-checked (part of `test`)
+    Chips(ChipsArgs),
+    /// Install what the other commands need and a fresh machine lacks: the targets and
+    /// components of rust-toolchain.toml (rustup), QEMU (apt-get)
+    Setup,
+    /// Every check (the README's test command and CI): fmt, clippy, rustdoc, cargo test,
+    /// embedded builds, Python tests, test-boards
+    Test(crate::test::Args),
+}
+
+impl Command {
+    /// Installs what the command needs (setup.rs), then runs it.
+    pub fn run(self) -> Result<ExitCode> {
+        match &self {
+            Command::Chip(_) | Command::Chips(_) => setup::ensure_toolchain()?,
+            Command::Fuzz(_) | Command::Soak(_) | Command::Test(_) => {}
+            _ => setup::ensure_board_tools()?,
+        }
+        let exit = |ok: bool| ExitCode::from(u8::from(!ok));
+        match self {
+            Command::Demo(opts) => board::demo(opts),
+            Command::Board(args) => board::run(args.board, &args.opts),
+            Command::EvalBoard(args) => eval_board::run(&args),
+            Command::Ota(args) => ota::run(&args),
+            Command::TestBoards(a) => suite::run(a.overwrite, a.only.as_deref()),
+            Command::BoardTable => table::run().map(|()| ExitCode::SUCCESS),
+            Command::Profile(args) => profile::run(&args),
+            Command::BenchKernels(a) => bench::run(a.board, a.record),
+            Command::Soak(args) => soak::run(&args),
+            Command::Fuzz(a) => fuzz::run(a.seconds, a.only.as_deref()).map(exit),
+            Command::Chip(a) => chip::run(a.chip, &a.generate),
+            Command::Chips(a) => chip::all(a.name.as_deref(), a.record).map(exit),
+            Command::Setup => {
+                eprintln!(
+                    "setup: the targets, components and QEMU the commands need are installed"
+                );
+                Ok(ExitCode::SUCCESS)
             }
+            Command::Test(args) => crate::test::run(&args),
         }
-        Ok(f)
-    }
-
-    /// The value of `key`, parsed.
-    fn value<T: std::str::FromStr>(&mut self, key: &'static str) -> Result<Option<T>> {
-        match self.values.remove(key) {
-            None => Ok(None),
-            Some(v) => v
-                .parse()
-                .ok()
-                .map(Some)
-                .with_context(|| format!("{key} {v}: not a valid value")),
-        }
-    }
-
-    /// Whether switch `key` was given.
-    fn switch(&mut self, key: &'static str) -> bool {
-        let had = self.switches.contains(&key);
-        self.switches.retain(|&s| s != key);
-        had
-    }
-
-    /// The board: the first positional argument, or `--board`.
-    fn board(&mut self) -> Result<Option<String>> {
-        let flag = self.value::<String>("--board")?;
-        match (self.positional.is_empty(), flag) {
-            (true, b) => Ok(b),
-            (false, None) => Ok(Some(self.positional.remove(0))),
-            (false, Some(_)) => bail!("the board given twice"),
-        }
-    }
-
-    /// `--math fast|libm`: the runtime's `fast-math` feature on or off.
-    fn math(&mut self) -> Result<Option<bool>> {
-        match self.value::<String>("--math")?.as_deref() {
-            None => Ok(None),
-            Some("fast") => Ok(Some(true)),
-            Some("libm") => Ok(Some(false)),
-            Some(other) => bail!("--math {other}: use fast or libm"),
-        }
-    }
-
-    /// Refuses whatever `command` did not take.
-    pub fn finish(self, command: &str) -> Result<()> {
-        if let Some(p) = self.positional.first() {
-            bail!("{command}: unexpected argument {p}");
-        }
-        if let Some(k) = self.values.keys().next() {
-            bail!("{command} does not take {k}");
-        }
-        if let Some(k) = self.switches.first() {
-            bail!("{command} does not take {k}");
-        }
-        Ok(())
     }
 }
 
-/// `-n`: at least one token (or MQAR sequence).
-fn count(f: &mut Flags) -> Result<Option<usize>> {
-    let n = f.value("-n")?;
-    if n == Some(0) {
-        bail!("-n 0: the firmware needs at least one token (or MQAR sequence)");
+/// The boards and chips, below `--help`.
+fn targets_help() -> String {
+    let boards: Vec<_> = BOARDS.iter().map(|b| b.name).collect();
+    let chips: Vec<_> = CHIPS.iter().map(|c| c.name).collect();
+    format!("boards: {}\nchips: {}", boards.join(" "), chips.join(" "))
+}
+
+/// A board of the table, by name.
+pub fn board() -> impl TypedValueParser<Value = &'static Board> {
+    PossibleValuesParser::new(BOARDS.iter().map(|b| b.name)).try_map(|s| boards::named(&s))
+}
+
+/// A chip of the table, by name.
+fn chip() -> impl TypedValueParser<Value = &'static Board> {
+    PossibleValuesParser::new(CHIPS.iter().map(|c| c.name)).try_map(|s| chip::named(&s))
+}
+
+/// A count of at least `MIN` (`-n`: a firmware needs at least one token or MQAR sequence).
+pub fn at_least<const MIN: usize>(s: &str) -> Result<usize, String> {
+    match s.parse() {
+        Ok(n) if n >= MIN => Ok(n),
+        Ok(_) => Err(format!("must be at least {MIN}")),
+        Err(e) => Err(format!("{e}")),
     }
-    Ok(n)
 }
 
 /// `--prompt`: not empty.
-fn prompt(f: &mut Flags) -> Result<Option<String>> {
-    let p: Option<String> = f.value("--prompt")?;
-    if p.as_deref() == Some("") {
-        bail!("--prompt must not be empty");
-    }
-    Ok(p)
+pub fn prompt() -> NonEmptyStringValueParser {
+    NonEmptyStringValueParser::new()
 }
 
-/// `--image F|DIR [--dtype D]`.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct ImageOpts {
-    /// An image file or a model directory.
-    pub image: Option<String>,
-    /// The dtype a model directory is quantized to (default int8).
-    pub dtype: Option<String>,
+/// `--dtype`: a storage type of the runtime, by its name (`ferrite quantize --dtype`).
+fn dtype(s: &str) -> Result<DType, String> {
+    let all = || (0..).map_while(DType::from_code);
+    all().find(|d| d.name() == s).ok_or_else(|| {
+        let names: Vec<_> = all().map(DType::name).collect();
+        format!("use {}", names.join(", "))
+    })
 }
 
-impl ImageOpts {
-    fn take(f: &mut Flags) -> Result<ImageOpts> {
-        Ok(ImageOpts {
-            image: f.value("--image")?,
-            dtype: f.value("--dtype")?,
-        })
+/// `--temperature`: a finite number >= 0.
+fn temperature(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(t) if t >= 0.0 && t.is_finite() => Ok(t),
+        _ => Err("must be a finite number >= 0".into()),
     }
 }
 
-/// `board` (and `demo`): build and run `generate`.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct BoardOpts {
-    /// The board's name.
-    pub board: Option<String>,
-    /// The image.
-    pub image: ImageOpts,
-    /// `--prompt`.
+/// `--top-p`: in (0, 1].
+fn top_p(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(p) if p > 0.0 && p <= 1.0 => Ok(p),
+        _ => Err("must be in (0, 1]".into()),
+    }
+}
+
+/// `--image F|DIR [--dtype D]`: the model a firmware embeds.
+#[derive(Args, Debug, Clone, Default, PartialEq)]
+pub struct ImageArgs {
+    /// An image file, or a model directory (quantized to --dtype)
+    #[arg(long, value_name = "F|DIR")]
+    pub image: Option<PathBuf>,
+    /// The storage type a model directory is quantized to: f32, f16, int8, int4 [default: int8]
+    #[arg(long, value_name = "D", value_parser = dtype)]
+    pub dtype: Option<DType>,
+}
+
+impl ImageArgs {
+    /// The image of `--image`, or without it `default()`.
+    pub fn resolve(&self, default: impl FnOnce() -> Result<PathBuf>) -> Result<PathBuf> {
+        match &self.image {
+            Some(p) => image(p, self.dtype.unwrap_or(DType::I8)),
+            None => default(),
+        }
+    }
+}
+
+/// An image file as it is, or a model directory quantized to `dtype`.
+pub fn image(path: &Path, dtype: DType) -> Result<PathBuf> {
+    let path =
+        std::fs::canonicalize(path).with_context(|| format!("--image {}", path.display()))?;
+    if !path.is_dir() {
+        return Ok(path);
+    }
+    let rel = path.strip_prefix(boards::root_dir()).unwrap_or(&path);
+    host::shipped_image(&rel.to_string_lossy(), dtype.name())
+}
+
+/// `--math fast|libm`: the runtime's `fast-math` feature on or off (default the target's).
+#[derive(Args, Debug, Clone, Default, PartialEq)]
+pub struct MathArgs {
+    /// The runtime's fast-math feature on (fast) or off (libm) [default: the target's]
+    #[arg(long = "math", value_name = "fast|libm",
+          value_parser = PossibleValuesParser::new(["fast", "libm"]).map(|s| s == "fast"))]
+    pub fast_math: Option<bool>,
+}
+
+/// What the `generate` firmware runs: image, prompt, length, sampler, math.
+#[derive(Args, Debug, Clone, Default, PartialEq)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// The prompt [default: "Once upon a time"]
+    #[arg(long, value_parser = prompt())]
     pub prompt: Option<String>,
-    /// `-n`: tokens to generate.
+    /// Tokens to generate [default: 32]
+    #[arg(short = 'n', long = "tokens", alias = "n", value_parser = at_least::<1>)]
     pub n: Option<usize>,
-    /// `--temperature`.
+    /// Sampling temperature; 0 is greedy [default: 0]
+    #[arg(long, value_parser = temperature, allow_negative_numbers = true)]
     pub temperature: Option<f32>,
-    /// `--top-k`.
+    /// Sample among the K most likely tokens; 0: all [default: 0]
+    #[arg(long, value_name = "K")]
     pub top_k: Option<usize>,
-    /// `--top-p`.
+    /// Sample among the most likely tokens that together have probability P [default: 1]
+    #[arg(long, value_name = "P", value_parser = top_p)]
     pub top_p: Option<f32>,
-    /// `--seed`.
+    /// The sampler's seed [default: 0]
+    #[arg(long)]
     pub seed: Option<u64>,
-    /// `--defmt`.
-    pub defmt: bool,
-    /// `--math fast|libm`.
-    pub fast_math: Option<bool>,
+    #[command(flatten)]
+    pub math: MathArgs,
 }
 
-impl BoardOpts {
-    /// Takes `board`'s options from `f`.
-    pub fn take(f: &mut Flags) -> Result<BoardOpts> {
-        let o = BoardOpts {
-            board: f.board()?,
-            image: ImageOpts::take(f)?,
-            prompt: prompt(f)?,
-            n: count(f)?,
-            temperature: f.value("--temperature")?,
-            top_k: f.value("--top-k")?,
-            top_p: f.value("--top-p")?,
-            seed: f.value("--seed")?,
-            defmt: f.switch("--defmt"),
-            fast_math: f.math()?,
-        };
-        if let Some(t) = o.temperature {
-            if !(t >= 0.0 && t.is_finite()) {
-                bail!("--temperature {t}: must be a finite number >= 0");
-            }
+impl GenerateArgs {
+    /// The prompt, or the default one.
+    pub fn prompt(&self) -> &str {
+        self.prompt.as_deref().unwrap_or(boards::DEFAULT_PROMPT)
+    }
+
+    /// The number of tokens, or the default.
+    pub fn n(&self) -> usize {
+        self.n.unwrap_or(boards::DEFAULT_N)
+    }
+
+    /// The firmware's build settings: the sampler (defaults where not given) and the math.
+    pub fn build_opts(&self) -> BuildOpts {
+        let d = BuildOpts::default();
+        BuildOpts {
+            temperature: self.temperature.unwrap_or(d.temperature),
+            top_k: self.top_k.unwrap_or(d.top_k),
+            top_p: self.top_p.unwrap_or(d.top_p),
+            seed: self.seed.unwrap_or(d.seed),
+            fast_math: self.math.fast_math,
+            ..d
         }
-        if let Some(p) = o.top_p {
-            if !(p > 0.0 && p <= 1.0) {
-                bail!("--top-p {p}: must be in (0, 1]");
-            }
-        }
-        Ok(o)
     }
 }
 
-/// `eval-board`: MQAR accuracy or bits per byte on a board.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct EvalBoardOpts {
-    /// The board's name.
-    pub board: Option<String>,
-    /// The image (required).
-    pub image: ImageOpts,
-    /// `--mqar`.
-    pub mqar: bool,
-    /// `-n`: MQAR sequences.
-    pub n: Option<usize>,
-    /// `--seed`: the MQAR seed.
-    pub seed: Option<u64>,
-    /// `--pairs`.
-    pub pairs: Option<usize>,
-    /// `--seq-len`.
-    pub seq_len: Option<usize>,
-    /// `--text FILE`.
-    pub text: Option<String>,
-    /// `--bytes`: score the first B bytes.
-    pub bytes: Option<usize>,
-    /// `--chunk`.
-    pub chunk: Option<usize>,
-    /// `--math fast|libm`.
-    pub fast_math: Option<bool>,
-}
-
-impl EvalBoardOpts {
-    /// Takes `eval-board`'s options from `f`.
-    pub fn take(f: &mut Flags) -> Result<EvalBoardOpts> {
-        let o = EvalBoardOpts {
-            board: f.board()?,
-            image: ImageOpts::take(f)?,
-            mqar: f.switch("--mqar"),
-            n: count(f)?,
-            seed: f.value("--seed")?,
-            pairs: f.value("--pairs")?,
-            seq_len: f.value("--seq-len")?,
-            text: f.value("--text")?,
-            bytes: f.value("--bytes")?,
-            chunk: f.value("--chunk")?,
-            fast_math: f.math()?,
-        };
-        if let Some(c) = o.chunk {
-            if c < 2 {
-                bail!("--chunk {c}: needs at least 2 tokens per chunk");
-            }
-        }
-        let pairs = o.pairs.unwrap_or(8);
-        let seq_len = o.seq_len.unwrap_or(64);
-        if !(1..=64).contains(&pairs) {
-            bail!("--pairs {pairs}: MQAR takes 1 to 64 key-value pairs");
-        }
-        if seq_len < 4 * pairs {
-            bail!(
-                "--seq-len {seq_len}: MQAR with {pairs} pairs needs at least {}",
-                4 * pairs
-            );
-        }
-        Ok(o)
-    }
-}
-
-/// `ota`: the OTA example.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct OtaOpts {
-    /// The board's name.
-    pub board: Option<String>,
-    /// Model A, embedded (`--image`, default the board's model).
-    pub image: ImageOpts,
-    /// `--update B`: the image offered as the update (file or model dir,
-    /// quantized to int8); none: no update is offered.
-    pub update: Option<String>,
-    /// `--corrupt`: flip a byte in the middle of the update.
-    pub corrupt: bool,
-    /// `--cut-at K`: the transfer stops after K bytes.
-    pub cut_at: Option<usize>,
-    /// `--prompt`.
-    pub prompt: Option<String>,
-    /// `-n`.
-    pub n: Option<usize>,
-}
-
-impl OtaOpts {
-    /// Takes `ota`'s options from `f`.
-    pub fn take(f: &mut Flags) -> Result<OtaOpts> {
-        let o = OtaOpts {
-            board: f.board()?,
-            image: ImageOpts::take(f)?,
-            update: f.value("--update")?,
-            corrupt: f.switch("--corrupt"),
-            cut_at: f.value("--cut-at")?,
-            prompt: prompt(f)?,
-            n: count(f)?,
-        };
-        if o.update.is_none() && (o.corrupt || o.cut_at.is_some()) {
-            bail!("--corrupt and --cut-at damage an update: give one with --update B.fer");
-        }
-        if o.corrupt && o.cut_at.is_some() {
-            bail!("--corrupt and --cut-at: one damage at a time");
-        }
-        Ok(o)
-    }
-}
-
-/// `profile`: instructions per function.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct ProfileOpts {
-    /// The board's name.
-    pub board: Option<String>,
-    /// The image.
-    pub image: ImageOpts,
-    /// `--prompt`.
-    pub prompt: Option<String>,
-    /// `-n` (default 8).
-    pub n: Option<usize>,
-    /// `--top`: functions listed (default 30).
-    pub top: Option<usize>,
-    /// `--math fast|libm`.
-    pub fast_math: Option<bool>,
-    /// `--math-calls`: the runtime's math functions out of line.
-    pub math_calls: bool,
-}
-
-impl ProfileOpts {
-    /// Takes `profile`'s options from `f`.
-    pub fn take(f: &mut Flags) -> Result<ProfileOpts> {
-        Ok(ProfileOpts {
-            board: f.board()?,
-            image: ImageOpts::take(f)?,
-            prompt: prompt(f)?,
-            n: count(f)?,
-            top: f.value("--top")?,
-            fast_math: f.math()?,
-            math_calls: f.switch("--math-calls"),
-        })
-    }
-}
-
-/// `test-boards`: the QEMU suite.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct SuiteOpts {
-    /// `--overwrite`: record the expected outputs.
+/// `test-boards`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct SuiteArgs {
+    /// Record the expected outputs in boards/expected/ instead of comparing with them
+    #[arg(long)]
     pub overwrite: bool,
-    /// `--only TEXT`: the checks whose name contains TEXT.
+    /// Only the checks whose name contains T, e.g. `kernels`
+    #[arg(long, value_name = "T")]
     pub only: Option<String>,
 }
 
-impl SuiteOpts {
-    /// Takes `test-boards`' options from `f`.
-    pub fn take(f: &mut Flags) -> Result<SuiteOpts> {
-        Ok(SuiteOpts {
-            overwrite: f.switch("--overwrite"),
-            only: f.value("--only")?,
-        })
-    }
+/// `chip <name>`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct ChipArgs {
+    /// The chip
+    #[arg(value_name = "NAME", value_parser = chip())]
+    pub chip: &'static Board,
+    #[command(flatten)]
+    pub generate: GenerateArgs,
 }
 
-/// `bench-kernels`.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct BenchOpts {
-    /// `--board B` (or B): one board; every board without.
-    pub board: Option<String>,
-    /// `--record`: write the table into docs/benchmarks.md.
+/// `chips [<name>]`.
+#[derive(Args, Debug, Clone, PartialEq)]
+pub struct ChipsArgs {
+    /// Only the chips whose name contains NAME (then the library's host tests are left out)
+    pub name: Option<String>,
+    /// Write docs/chips.md's measured table
+    #[arg(long)]
     pub record: bool,
-}
-
-impl BenchOpts {
-    /// Takes `bench-kernels`' options from `f`.
-    pub fn take(f: &mut Flags) -> Result<BenchOpts> {
-        Ok(BenchOpts {
-            board: f.board()?,
-            record: f.switch("--record"),
-        })
-    }
-}
-
-/// `fuzz`.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct FuzzOpts {
-    /// `--seconds` (default 60).
-    pub seconds: Option<u64>,
-    /// `--only T`: the targets whose name contains T.
-    pub only: Option<String>,
-}
-
-impl FuzzOpts {
-    /// Takes `fuzz`'s options from `f`.
-    pub fn take(f: &mut Flags) -> Result<FuzzOpts> {
-        Ok(FuzzOpts {
-            seconds: f.value("--seconds")?,
-            only: f.value("--only")?,
-        })
-    }
-}
-
-/// `soak`.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct SoakOpts {
-    /// `--tokens N`: host stream length (default 1,000,000).
-    pub tokens: Option<u64>,
-    /// `--board-tokens N`: the m4f stream (default 100,000; 0 skips it).
-    pub board_tokens: Option<usize>,
-    /// `--only T`: the rows whose label contains T.
-    pub only: Option<String>,
-    /// `--record`: write the table into docs/soak.md.
-    pub record: bool,
-}
-
-impl SoakOpts {
-    /// Takes `soak`'s options from `f`.
-    pub fn take(f: &mut Flags) -> Result<SoakOpts> {
-        Ok(SoakOpts {
-            // `--tokens` is an alias of `-n` (Flags::parse).
-            tokens: f.value("-n")?,
-            board_tokens: f.value("--board-tokens")?,
-            only: f.value("--only")?,
-            record: f.switch("--record"),
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
-    fn flags(args: &str) -> Flags {
-        let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
-        Flags::parse(&args).unwrap()
+    fn parse(line: &str) -> Result<Command, clap::Error> {
+        let args = std::iter::once("xtask").chain(line.split_whitespace());
+        Cli::try_parse_from(args).map(|c| c.command)
     }
 
-    #[test]
-    fn board_takes_its_options_and_refuses_others() {
-        let mut f = flags("m3 --image x.fer --prompt Hi --tokens 5 --temperature 0.7 --seed 1 --math libm --defmt");
-        let o = BoardOpts::take(&mut f).unwrap();
-        f.finish("board").unwrap();
-        assert_eq!(o.board.as_deref(), Some("m3"));
-        assert_eq!(o.image.image.as_deref(), Some("x.fer"));
-        assert_eq!((o.n, o.temperature, o.seed), (Some(5), Some(0.7), Some(1)));
-        assert_eq!((o.defmt, o.fast_math), (true, Some(false)));
+    /// Every command line of the usage before clap (`cargo xtask --help` as
+    /// recorded), each command with each of its options, and what each must
+    /// set (in the parsed command's `Debug` text).
+    const OLD_USAGE: &[(&str, &[&str])] = &[
+        (
+            "demo",
+            &["Demo(Opts { generate: GenerateArgs { image: ImageArgs { image: None"],
+        ),
+        (
+            "board m3 --image x.fer --dtype int4 --prompt Hi -n 5 --temperature 0.7 --top-k 3 \
+             --top-p 0.9 --seed 1 --defmt --math libm",
+            &[
+                "Board(Args { board: Board { name: \"m3\"",
+                "image: Some(\"x.fer\")",
+                "dtype: Some(I4)",
+                "prompt: Some(\"Hi\")",
+                "n: Some(5)",
+                "temperature: Some(0.7)",
+                "top_k: Some(3)",
+                "top_p: Some(0.9)",
+                "seed: Some(1)",
+                "fast_math: Some(false)",
+                "defmt: true",
+            ],
+        ),
+        (
+            "board m4f --math fast --tokens 7",
+            &["fast_math: Some(true)", "n: Some(7)"],
+        ),
+        ("board m4f", &["n: None", "fast_math: None", "defmt: false"]),
+        (
+            "eval-board m4f --image d --dtype f16 --mqar -n 4 --seed 2 --pairs 4 --seq-len 32 \
+             --math fast",
+            &[
+                "EvalBoard(Args { board: Board { name: \"m4f\"",
+                "image: Some(\"d\")",
+                "dtype: Some(F16)",
+                "mqar: true, n: 4, seed: 2, pairs: 4, seq_len: 32",
+                "fast_math: Some(true)",
+            ],
+        ),
+        (
+            "eval-board m3 --image d --text t.txt --bytes 256 --chunk 128 --math libm",
+            &[
+                "text: Some(\"t.txt\"), bytes: Some(256), chunk: 128",
+                "fast_math: Some(false)",
+            ],
+        ),
+        (
+            "eval-board m3 --image d --mqar",
+            &["n: 100, seed: 0, pairs: 8, seq_len: 64, text: None, bytes: None, chunk: 512"],
+        ),
+        (
+            "ota m4f --image a.fer --update b.fer --corrupt --prompt P -n 3",
+            &[
+                "Ota(Args { board: Board { name: \"m4f\"",
+                "image: Some(\"a.fer\")",
+                "update: Some(\"b.fer\"), corrupt: true, cut_at: None, prompt: \"P\", n: 3",
+            ],
+        ),
+        (
+            "ota m4f --update b.fer --cut-at 100",
+            &["corrupt: false, cut_at: Some(100)"],
+        ),
+        (
+            "ota m4f",
+            &["update: None", "prompt: \"Once upon a time\", n: 32"],
+        ),
+        (
+            "test-boards --overwrite --only kernels",
+            &["overwrite: true, only: Some(\"kernels\")"],
+        ),
+        ("test-boards", &["overwrite: false, only: None"]),
+        ("board-table", &["BoardTable"]),
+        (
+            "profile m3 --image d --dtype int8 --prompt P -n 2 --top 10 --math fast --math-calls",
+            &[
+                "Profile(Args { board: Board { name: \"m3\"",
+                "dtype: Some(I8)",
+                "prompt: \"P\", n: 2, top: 10",
+                "fast_math: Some(true)",
+                "math_calls: true",
+            ],
+        ),
+        ("profile m3", &["n: 8, top: 30", "math_calls: false"]),
+        (
+            "bench-kernels --board m33 --record",
+            &["name: \"m33\"", "record: true"],
+        ),
+        (
+            "bench-kernels",
+            &["BenchKernels(Args { board: None, record: false })"],
+        ),
+        (
+            "soak --tokens 50000 --board-tokens 0 --only lm --record",
+            &["tokens: 50000, board_tokens: 0, only: Some(\"lm\"), record: true"],
+        ),
+        (
+            "soak",
+            &["tokens: 1000000, board_tokens: 100000, only: None, record: false"],
+        ),
+        (
+            "fuzz --seconds 5 --only bpe",
+            &["Fuzz(Args { seconds: 5, only: Some(\"bpe\") })"],
+        ),
+        ("fuzz", &["Fuzz(Args { seconds: 60, only: None })"]),
+        (
+            "chip rp2350 --image d --dtype int4 --prompt P -n 9 --temperature 1 --top-k 2 \
+             --top-p 0.5 --seed 3 --math libm",
+            &[
+                "Chip(ChipArgs { chip: Chip { name: \"rp2350\"",
+                "dtype: Some(I4)",
+                "prompt: Some(\"P\"), n: Some(9), temperature: Some(1.0), top_k: Some(2), \
+                 top_p: Some(0.5), seed: Some(3)",
+                "fast_math: Some(false)",
+            ],
+        ),
+        (
+            "chips rp2350 --record",
+            &["Chips(ChipsArgs { name: Some(\"rp2350\"), record: true })"],
+        ),
+        ("chips", &["Chips(ChipsArgs { name: None, record: false })"]),
+        ("setup", &["Setup"]),
+        ("test", &["Test(Args { list: false })"]),
+        ("test --list", &["Test(Args { list: true })"]),
+    ];
 
-        let mut f = flags("m4f --record");
-        BoardOpts::take(&mut f).unwrap();
-        let e = f.finish("board").unwrap_err().to_string();
-        assert_eq!(e, "board does not take --record");
-        let mut f = flags("m4f extra");
-        BoardOpts::take(&mut f).unwrap();
-        assert!(f.finish("board").is_err());
-    }
-
     #[test]
-    fn bad_values_are_refused_before_building() {
-        for (args, want) in [
-            ("m4f -n 0", "-n 0"),
-            ("m4f --prompt", "--prompt needs a value"),
-            ("m4f --top-p 1.5", "--top-p 1.5"),
-            ("m4f --temperature -1", "--temperature -1"),
-            ("m4f --math fastest", "--math fastest"),
-            ("m4f -n x", "-n x: not a valid value"),
-        ] {
-            let args: Vec<String> = args.split_whitespace().map(str::to_string).collect();
-            let e = Flags::parse(&args)
-                .and_then(|mut f| BoardOpts::take(&mut f))
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(want), "{args:?}: {e}");
+    fn every_command_line_of_the_old_usage_parses() {
+        Cli::command().debug_assert();
+        for (line, wanted) in OLD_USAGE {
+            let parsed = format!(
+                "{:?}",
+                parse(line).unwrap_or_else(|e| panic!("{line}: {e}"))
+            );
+            for w in *wanted {
+                assert!(parsed.contains(w), "{line}: no {w:?} in {parsed}");
+            }
         }
-        assert!(Flags::parse(&["--frobnicate".into()]).is_err());
-        let mut f = flags("m4f --mqar --pairs 9 --seq-len 32");
-        let e = EvalBoardOpts::take(&mut f).unwrap_err().to_string();
-        assert!(e.contains("--seq-len 32"), "{e}");
-        let mut f = flags("m4f --text t --chunk 1");
-        assert!(EvalBoardOpts::take(&mut f).is_err());
     }
 
     #[test]
-    fn each_command_reads_its_own() {
-        let mut f = flags("--overwrite --only m0:");
-        let o = SuiteOpts::take(&mut f).unwrap();
-        f.finish("test-boards").unwrap();
-        assert_eq!((o.overwrite, o.only.as_deref()), (true, Some("m0:")));
-        let mut f = flags("--board m33 --record");
-        let o = BenchOpts::take(&mut f).unwrap();
-        f.finish("bench-kernels").unwrap();
-        assert_eq!((o.board.as_deref(), o.record), (Some("m33"), true));
-        let mut f = flags("m4f --update b.fer --corrupt -n 4");
-        let o = OtaOpts::take(&mut f).unwrap();
-        assert_eq!(
-            (o.corrupt, o.n, o.update.as_deref()),
-            (true, Some(4), Some("b.fer"))
+    fn unknown_commands_options_and_bad_values_are_refused() {
+        for line in [
+            "",
+            "frobnicate",
+            "board",
+            "board m99",
+            "board m4f --record",
+            "board m4f extra",
+            "board m4f -n 0",
+            "board m4f --prompt=",
+            "board m4f --top-p 1.5",
+            "board m4f --temperature -1",
+            "board m4f --math fastest",
+            "board m4f --dtype int3",
+            "board m4f -n x",
+            "chip rp2350 --defmt",
+            "chip m4f",
+            "eval-board m4f --mqar",
+            "eval-board m4f --image d",
+            "eval-board m4f --image d --mqar --text t",
+            "eval-board m4f --image d --mqar --pairs 65",
+            "eval-board m4f --image d --text t --chunk 1",
+            "ota m4f --corrupt",
+            "ota m4f --cut-at 5",
+            "ota m4f --update b --corrupt --cut-at 1",
+            "test-boards --record",
+            "test --only x",
+            "soak --tokens 10",
+            "fuzz --seconds x",
+            "bench-kernels --board nope",
+        ] {
+            assert!(parse(line).is_err(), "accepted: {line:?}");
+        }
+    }
+
+    #[test]
+    fn the_help_lists_every_command_and_the_targets() {
+        let help = Cli::command().render_help().to_string();
+        for (line, _) in OLD_USAGE {
+            let name = line.split(' ').next().unwrap();
+            assert!(
+                help.contains(&format!("\n  {name} ")),
+                "{name} missing from\n{help}"
+            );
+        }
+        assert!(
+            help.contains("boards: m4f ") && help.contains("chips: rp2350 "),
+            "{help}"
         );
-        let mut f = flags("m4f --update b.fer --cut-at 100");
-        assert_eq!(OtaOpts::take(&mut f).unwrap().cut_at, Some(100));
-        assert!(OtaOpts::take(&mut flags("m4f --corrupt")).is_err());
-        assert!(OtaOpts::take(&mut flags("m4f --update b --corrupt --cut-at 1")).is_err());
-        let mut f = flags("--seconds 5");
-        assert_eq!(FuzzOpts::take(&mut f).unwrap().seconds, Some(5));
-        let mut f = flags("--tokens 50000 --board-tokens 0 --record --only lm");
-        let o = SoakOpts::take(&mut f).unwrap();
-        f.finish("soak").unwrap();
-        assert_eq!(
-            (o.tokens, o.board_tokens, o.record),
-            (Some(50_000), Some(0), true)
-        );
-        assert_eq!(o.only.as_deref(), Some("lm"));
-        let mut f = flags("m3 --math-calls --top 10");
-        let o = ProfileOpts::take(&mut f).unwrap();
-        assert_eq!((o.math_calls, o.top), (true, Some(10)));
-        let mut f = flags("m4f --board m3");
-        assert!(BoardOpts::take(&mut f).is_err());
-        let f = flags("-h");
-        assert!(f.help);
-        f.finish("x").unwrap();
     }
 }

@@ -72,7 +72,7 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         if is_matrix {
             facts.matrix_params += numel;
             facts.matrix_rows += u64::from(e.dims[0]);
-            if bits(e.dtype) < bits(facts.narrowest) {
+            if e.dtype.payload_bytes(8) < facts.narrowest.payload_bytes(8) {
                 facts.narrowest = e.dtype;
             }
             if numel > largest {
@@ -101,20 +101,15 @@ impl ImageFacts {
             true => groups + 4 * self.matrix_rows,
             false => 4 * groups,
         };
-        let matrix = match dtype {
-            DType::F32 => 4 * self.matrix_params,
-            DType::F16 => 2 * self.matrix_params,
-            DType::I8 => self.matrix_params + scales,
-            DType::I4 => self.matrix_params.div_ceil(2) + scales,
-        };
-        matrix + 4 * self.other_params
+        let payload = dtype.payload_bytes(self.matrix_params as usize) as u64;
+        payload + if dtype.is_quantized() { scales } else { 0 } + 4 * self.other_params
     }
 
     /// How to ask for every weight matrix at `name`: `--dtype` alone, or with
     /// rules when the image already holds matrices of that type beside wider
     /// ones (a dtype default kept those wider).
     fn every_matrix_at(&self, name: &str) -> String {
-        match dtype_name(self.narrowest) == name && self.narrowest != self.dtype {
+        match self.narrowest.name() == name && self.narrowest != self.dtype {
             true => format!(
                 "with every weight matrix at {name} (`ferrite quantize --dtype {name}` and a \
                  `--rule GLOB={name}` for those now wider, then --image FILE)"
@@ -129,14 +124,10 @@ impl ImageFacts {
     fn widest_within(&self, limit: u64) -> (Option<(&'static str, u64)>, u64) {
         let current = self.estimate(self.dtype).min(self.bytes);
         let overhead = self.bytes.saturating_sub(current);
-        let fits = [
-            (DType::F16, "f16"),
-            (DType::I8, "int8"),
-            (DType::I4, "int4"),
-        ]
-        .into_iter()
-        .find(|&(d, _)| self.estimate(d) + overhead <= limit && self.estimate(d) < current)
-        .map(|(d, name)| (name, self.estimate(d) + overhead));
+        let fits = [DType::F16, DType::I8, DType::I4]
+            .into_iter()
+            .find(|&d| self.estimate(d) + overhead <= limit && self.estimate(d) < current)
+            .map(|d| (d.name(), self.estimate(d) + overhead));
         (fits, self.estimate(DType::I4) + overhead)
     }
 
@@ -177,26 +168,6 @@ impl ImageFacts {
                 int4.div_ceil(1024)
             ),
         }
-    }
-}
-
-/// Bits per element of a storage type (its width, for ordering).
-fn bits(d: DType) -> u32 {
-    match d {
-        DType::F32 => 32,
-        DType::F16 => 16,
-        DType::I8 => 8,
-        DType::I4 => 4,
-    }
-}
-
-/// The `--dtype` name of a storage type.
-fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "f32",
-        DType::F16 => "f16",
-        DType::I8 => "int8",
-        DType::I4 => "int4",
     }
 }
 
@@ -247,16 +218,13 @@ mod tests {
         // int4 matrices beside an int8 embedding table (the int4 default):
         // --dtype int4 alone is what made it; the hint names the rules.
         let mixed = ImageFacts {
-            bytes: 120_000,
             matrix_params: 145_000,
             matrix_rows: 2_000,
             other_params: 6_000,
-            group: 32,
-            bpe: false,
-            mla: false,
             tiled: true,
             dtype: DType::I8,
             narrowest: DType::I4,
+            ..facts(120_000)
         };
         let hint = mixed.fit_hint(3_000);
         assert!(
@@ -301,16 +269,14 @@ mod tests {
         // 176 KB: 3 KB too large for its board. int4 fits; the overhead is
         // what the int8 estimate leaves of the file, not a guess from sizes.
         let int8 = ImageFacts {
-            bytes: 176_000,
             matrix_params: 145_000,
             matrix_rows: 2_000,
             other_params: 6_000,
             group: 64,
-            bpe: false,
-            mla: false,
             tiled: true,
             dtype: DType::I8,
             narrowest: DType::I8,
+            ..facts(176_000)
         };
         let hint = int8.fit_hint(3_000);
         assert!(hint.contains("--dtype int4"), "{hint}");

@@ -15,12 +15,38 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{ExitCode, Stdio};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
+use clap::Args as ClapArgs;
 
 use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest};
+use crate::cli::{self, ImageArgs, MathArgs};
+use crate::host;
+
+/// `profile <name>`.
+#[derive(ClapArgs, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// The board
+    #[arg(value_name = "NAME", value_parser = cli::board())]
+    pub board: &'static Board,
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// The prompt
+    #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = cli::prompt())]
+    pub prompt: String,
+    /// Tokens to generate
+    #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = 8, value_parser = cli::at_least::<1>)]
+    pub n: usize,
+    /// Functions listed
+    #[arg(long, value_name = "K", default_value_t = 30)]
+    pub top: usize,
+    #[command(flatten)]
+    pub math: MathArgs,
+    /// Keep the runtime's math functions out of line (to count them)
+    #[arg(long)]
+    pub math_calls: bool,
+}
 
 /// Instructions per function over whole tokens.
 #[derive(Debug, Default)]
@@ -167,20 +193,22 @@ fn demangle(symbol: &str) -> String {
     format!("{:#}", rustc_demangle::demangle(symbol))
 }
 
-/// Builds `generate` for `board` with `image` and profiles `n` tokens after `prompt`.
-pub fn run(
-    board: &'static Board,
-    image: &Path,
-    prompt: &str,
-    n: usize,
-    opts: &BuildOpts,
-) -> Result<Profile> {
+/// Builds `generate` for the board, profiles its tokens under QEMU and
+/// prints the `profile:` line and the table of functions.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let board = args.board;
+    let image = args.image.resolve(|| host::default_image(board))?;
+    let opts = BuildOpts {
+        math_noinline: args.math_calls,
+        fast_math: args.math.fast_math,
+        ..BuildOpts::default()
+    };
     let req = RunRequest {
         board,
         firmware: Firmware::Generate,
-        image,
-        prompt,
-        n,
+        image: &image,
+        prompt: &args.prompt,
+        n: args.n,
         defmt: false,
         echo: false,
         opts: opts.clone(),
@@ -188,45 +216,55 @@ pub fn run(
     let elf = boards::build(&req)?;
     let dir = boards::work_dir().join(board.name).join("profile");
     std::fs::create_dir_all(&dir)?;
-    let fifo = dir.join("qemu.log");
-    let _ = std::fs::remove_file(&fifo);
-    let made = Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .context("mkfifo")?;
-    anyhow::ensure!(made.success(), "mkfifo {} failed", fifo.display());
     eprintln!(
         "profiling under QEMU ({} -machine {}, every block logged: slower than a run) ...",
         board.qemu_binary(),
-        board.qemu().unwrap().machine
+        board.qemu().map_or("?", |q| q.machine)
     );
-    let mut qemu = Command::new("timeout")
-        .arg(boards::timeout_for(n * 20).to_string())
-        .arg(board.qemu_binary())
-        .args(["-machine", board.qemu().unwrap().machine])
-        .args(board.qemu().unwrap().args)
-        .args(["-nographic", "-monitor", "none", "-serial", "none"])
-        .args(["-semihosting-config", "enable=on,target=native"])
-        .args(["-icount", "shift=0,sleep=off"])
-        .args(["-d", "in_asm,exec,nochain", "-D"])
-        .arg(&fifo)
-        .arg("-kernel")
-        .arg(&elf)
+    // The log goes to QEMU's stderr, a pipe (the firmware's output is stdout).
+    let mut qemu = boards::run::qemu_command(board, &elf, boards::timeout_for(args.n * 20))?
+        .args(["-d", "in_asm,exec,nochain", "-D", "/dev/stderr"])
         .current_dir(&dir)
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {}", board.qemu_binary()))?;
-    let log = std::fs::File::open(&fifo).with_context(|| fifo.display().to_string())?;
-    let profile = fold(BufReader::with_capacity(1 << 20, log), "Session4feed");
+    let log = qemu.stderr.take().context("QEMU's stderr")?;
+    let p = fold(BufReader::with_capacity(1 << 20, log), "Session4feed");
     let status = qemu.wait()?;
-    let _ = std::fs::remove_file(&fifo);
-    anyhow::ensure!(
+    ensure!(
         status.success(),
         "the firmware failed under QEMU ({status})"
     );
-    profile
+    let p = p?;
+    let fed = p.tokens.max(1);
+    println!(
+        "profile: board={} math={} image={} tokens={fed} instructions={} instructions_per_token={}",
+        board.name,
+        opts.math(board).name(),
+        image.display(),
+        p.total,
+        p.total / fed
+    );
+    // own: blocks that start in the function; +builtins: with the compiler
+    // builtins it called (soft-float helpers on FPU-less cores); calls:
+    // entries into it. Inlined code counts for the function it is inlined in.
+    println!(
+        "{:>6}  {:>12}  {:>10}  {:>10}  {:>8}  function",
+        "share", "instructions", "per_token", "+builtins", "calls/tok"
+    );
+    for f in p.functions.iter().take(args.top) {
+        println!(
+            "{:>5.1}%  {:>12}  {:>10}  {:>10}  {:>8.1}  {}",
+            100.0 * f.own as f64 / p.total.max(1) as f64,
+            f.own,
+            f.own / fed,
+            f.with_builtins / fed,
+            f.calls as f64 / fed as f64,
+            f.name
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -8,84 +8,70 @@
 //! and its f64 sum must equal the host's bit for bit. `--record` writes the
 //! table into docs/soak.md. Not part of `cargo xtask test` (minutes).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::boards::{self, root_dir, Board};
-use crate::cli::SoakOpts;
+use crate::boards::{self, root_dir};
 use crate::{evalboard, host};
 
-/// One host stream: a row of the table.
-struct HostCase {
-    /// Row label.
-    label: &'static str,
-    /// Model directory under the repo root.
-    dir: &'static str,
-    /// Stream the held-out text (else MQAR).
-    text: bool,
-    /// Remove the sinks of every SWA layer (a model trained with them).
-    drop_sinks: bool,
-}
-
-const HOST_CASES: &[HostCase] = &[
-    HostCase {
-        label: "lm/small (gdn+swa+gsa+bla, 4 sinks)",
-        dir: "models/lm/small",
-        text: true,
-        drop_sinks: false,
-    },
-    HostCase {
-        label: "lm/small, sinks removed",
-        dir: "models/lm/small",
-        text: true,
-        drop_sinks: true,
-    },
-    HostCase {
-        label: "lm/large (4 sinks)",
-        dir: "models/lm/large",
-        text: true,
-        drop_sinks: false,
-    },
-    HostCase {
-        label: "mqar/bla-m7",
-        dir: "models/mqar/bla-m7",
-        text: false,
-        drop_sinks: false,
-    },
-    HostCase {
-        label: "mqar/gdn-8k-lr3e-3",
-        dir: "models/mqar/gdn-8k-lr3e-3",
-        text: false,
-        drop_sinks: false,
-    },
-    HostCase {
-        label: "mqar/gsa-m16-lr3e-3",
-        dir: "models/mqar/gsa-m16-lr3e-3",
-        text: false,
-        drop_sinks: false,
-    },
-    HostCase {
-        label: "mqar/swa-w32 (no sinks)",
-        dir: "models/mqar/swa-w32",
-        text: false,
-        drop_sinks: false,
-    },
-    HostCase {
-        label: "mqar/swa-s4-w28 (4 sinks)",
-        dir: "models/mqar/swa-s4-w28",
-        text: false,
-        drop_sinks: false,
-    },
+/// The host streams, a row of the table each: label, model directory,
+/// whether it streams the held-out text (else MQAR sequences) and whether
+/// the sinks of every SWA layer are removed (of a model trained with them).
+const HOST_CASES: [(&str, &str, bool, bool); 8] = [
+    (
+        "lm/small (gdn+swa+gsa+bla, 4 sinks)",
+        "models/lm/small",
+        true,
+        false,
+    ),
+    ("lm/small, sinks removed", "models/lm/small", true, true),
+    ("lm/large (4 sinks)", "models/lm/large", true, false),
+    ("mqar/bla-m7", "models/mqar/bla-m7", false, false),
+    (
+        "mqar/gdn-8k-lr3e-3",
+        "models/mqar/gdn-8k-lr3e-3",
+        false,
+        false,
+    ),
+    (
+        "mqar/gsa-m16-lr3e-3",
+        "models/mqar/gsa-m16-lr3e-3",
+        false,
+        false,
+    ),
+    (
+        "mqar/swa-w32 (no sinks)",
+        "models/mqar/swa-w32",
+        false,
+        false,
+    ),
+    (
+        "mqar/swa-s4-w28 (4 sinks)",
+        "models/mqar/swa-s4-w28",
+        false,
+        false,
+    ),
 ];
 
-/// The command's options with their defaults.
-struct Opts {
-    tokens: u64,
-    board_tokens: usize,
-    only: Option<String>,
-    record: bool,
+/// `soak`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// Tokens per host stream (at least 20000: two windows)
+    #[arg(short = 'n', long, alias = "n", default_value_t = 1_000_000,
+          value_parser = crate::cli::at_least::<20_000>)]
+    pub tokens: usize,
+    /// Tokens of the m4f stream; 0 skips it
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub board_tokens: usize,
+    /// Only the rows whose label contains T
+    #[arg(long, value_name = "T")]
+    pub only: Option<String>,
+    /// Write the table into docs/soak.md
+    #[arg(long)]
+    pub record: bool,
 }
 
 /// The text every text stream repeats.
@@ -95,25 +81,12 @@ const DOC: &str = "docs/soak.md";
 const BEGIN: &str = "<!-- soak:begin -->";
 const END: &str = "<!-- soak:end -->";
 
-fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T> {
-    v.parse()
-        .ok()
-        .with_context(|| format!("{name} {v}: not a valid number"))
-}
-
-/// `key=value` fields of a `soak:` line.
-fn fields(line: &str) -> Vec<(&str, &str)> {
+/// The `key=value` fields of a `soak:` line.
+fn fields(line: &str) -> BTreeMap<&str, &str> {
     line.trim_start_matches("soak:")
         .split_whitespace()
         .filter_map(|kv| kv.split_once('='))
         .collect()
-}
-
-fn field<'l>(f: &[(&str, &'l str)], key: &str) -> Result<&'l str> {
-    f.iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| *v)
-        .with_context(|| format!("soak line without {key}"))
 }
 
 /// A copy of `dir` whose config.json has `sinks: 0` on every SWA layer.
@@ -136,31 +109,33 @@ fn without_sinks(dir: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// Runs one host case; returns its table row.
-fn host_case(case: &HostCase, tokens: u64) -> Result<String> {
-    let mut dir = root_dir().join(case.dir);
-    if case.drop_sinks {
+/// Runs one host stream; returns its table row.
+fn host_case(
+    (label, dir, text, drop_sinks): (&str, &str, bool, bool),
+    tokens: usize,
+) -> Result<String> {
+    let mut dir = root_dir().join(dir);
+    if drop_sinks {
         dir = without_sinks(&dir)?;
     }
     let name = format!(
         "soak-{}",
-        case.label.replace(['/', ' ', '(', ')', ',', '+'], "_")
+        label.replace(['/', ' ', '(', ')', ',', '+'], "_")
     );
     let image = host::model_image(&dir, &name, "int8")?;
     let mut cmd = Command::new(host::ferrite()?);
     cmd.arg("soak")
         .arg(&image)
         .args(["--tokens", &tokens.to_string()]);
-    match case.text {
+    match text {
         true => cmd.arg("--text").arg(root_dir().join(TEXT)),
         false => cmd.arg("--mqar"),
     };
-    eprintln!("soak: {} ({tokens} tokens) ...", case.label);
+    eprintln!("soak: {label} ({tokens} tokens) ...");
     let o = cmd.output().context("running ferrite soak")?;
     if !o.status.success() {
         bail!(
-            "ferrite soak {}: {}",
-            case.label,
+            "ferrite soak {label}: {}",
             String::from_utf8_lossy(&o.stderr).trim()
         );
     }
@@ -171,31 +146,25 @@ fn host_case(case: &HostCase, tokens: u64) -> Result<String> {
         .context("ferrite soak printed no soak: line")?;
     eprintln!("{line}");
     let f = fields(line);
-    let nonfinite: u64 = number("nonfinite_logits", field(&f, "nonfinite_logits")?)?;
-    let (metric, first, last) = match case.text {
-        true => ("bpb", field(&f, "first_bpb")?, field(&f, "last_bpb")?),
-        false => (
-            "accuracy",
-            field(&f, "first_accuracy")?,
-            field(&f, "last_accuracy")?,
-        ),
+    let get = |key: &str| {
+        f.get(key)
+            .copied()
+            .with_context(|| format!("soak line without {key}"))
     };
+    let nonfinite = get("nonfinite_logits")?;
+    let metric = if text { "bpb" } else { "accuracy" };
     let row = format!(
-        "| {} | host | {} | {} | {} | {} | {} / {} / {} | {metric} {first} → {last} |",
-        case.label,
-        field(&f, "tokens")?,
-        field(&f, "state_bytes")?,
-        field(&f, "session_bytes")?,
-        nonfinite,
-        field(&f, "max_state_first")?,
-        field(&f, "max_state_last")?,
-        field(&f, "max_state")?,
+        "| {label} | host | {} | {} | {} | {nonfinite} | {} / {} / {} | {metric} {} → {} |",
+        get("tokens")?,
+        get("state_bytes")?,
+        get("session_bytes")?,
+        get("max_state_first")?,
+        get("max_state_last")?,
+        get("max_state")?,
+        get(&format!("first_{metric}"))?,
+        get(&format!("last_{metric}"))?,
     );
-    ensure!(
-        nonfinite == 0,
-        "{}: {nonfinite} non-finite logits",
-        case.label
-    );
+    ensure!(nonfinite == "0", "{label}: {nonfinite} non-finite logits");
     Ok(row)
 }
 
@@ -214,7 +183,7 @@ fn board_text(bytes: usize) -> Result<PathBuf> {
 
 /// The m4f run: one chunk of `bytes` tokens, compared with the host.
 fn board_case(bytes: usize) -> Result<String> {
-    let board: &'static Board = boards::named("m4f")?;
+    let board = boards::named("m4f")?;
     let image = host::model_image(&root_dir().join("models/lm/small"), "lm_small", "int8")?;
     let file = board_text(bytes)?;
     eprintln!("soak: m4f, models/lm/small int8, {bytes} tokens in one stream (QEMU, minutes) ...");
@@ -255,20 +224,10 @@ fn record(rows: &[String]) -> Result<()> {
 }
 
 /// The command.
-pub fn run(opts: SoakOpts) -> Result<ExitCode> {
-    let o = Opts {
-        tokens: opts.tokens.unwrap_or(1_000_000),
-        board_tokens: opts.board_tokens.unwrap_or(100_000),
-        only: opts.only,
-        record: opts.record,
-    };
-    ensure!(
-        o.tokens >= 20_000,
-        "--tokens must be at least 20000 (two windows)"
-    );
+pub fn run(o: &Args) -> Result<ExitCode> {
     let wanted = |label: &str| o.only.as_deref().is_none_or(|t| label.contains(t));
     let mut rows = Vec::new();
-    for case in HOST_CASES.iter().filter(|c| wanted(c.label)) {
+    for case in HOST_CASES.into_iter().filter(|c| wanted(c.0)) {
         rows.push(host_case(case, o.tokens)?);
     }
     if o.board_tokens > 0 && wanted("m4f") {
@@ -288,10 +247,10 @@ mod tests {
 
     #[test]
     fn reads_the_soak_line() {
-        let line = "soak: tokens=140980 state_bytes=27392 nonfinite_logits=0 first_bpb=2.3355";
-        let f = fields(line);
-        assert_eq!(field(&f, "tokens").unwrap(), "140980");
-        assert_eq!(field(&f, "first_bpb").unwrap(), "2.3355");
-        assert!(field(&f, "last_bpb").is_err());
+        let f = fields("soak: tokens=140980 state_bytes=27392 nonfinite_logits=0 first_bpb=2.3355");
+        assert_eq!(
+            (f["tokens"], f["first_bpb"], f.get("last_bpb")),
+            ("140980", "2.3355", None)
+        );
     }
 }

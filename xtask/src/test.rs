@@ -1,38 +1,255 @@
 //! `cargo xtask test`: every check the project has, in one command (the
 //! README's test command and CI's). Each step runs even when an earlier one
 //! failed; the summary lists the failures and the exit status is non-zero if
-//! there is any.
+//! there is any. `--list` prints the steps without running them.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 
-use crate::boards::root_dir;
+use crate::boards::{self, root_dir};
 use crate::setup::{self, Toolchain};
-use crate::{host, suite};
+use crate::{chip, fuzz, host, suite};
 
-/// One step: a name and how to run it.
-struct Step {
-    name: &'static str,
-    run: Box<dyn Fn() -> Result<bool>>,
+/// `test`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// Print the steps' names, run nothing
+    #[arg(long)]
+    pub list: bool,
 }
 
-fn cargo() -> Command {
+/// `cargo <args>` (split at spaces) in the repository root.
+fn cargo(args: &str) -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.current_dir(root_dir());
+    c.current_dir(root_dir()).args(args.split_whitespace());
     c
 }
 
-/// Runs a command, streaming its output; `Ok(true)` when it succeeds.
-/// The workspace crates `cargo package` packages and then builds as from a registry.
+/// `c` with `key=value` in its environment.
+fn env(mut c: Command, key: &str, value: impl AsRef<OsStr>) -> Command {
+    c.env(key, value);
+    c
+}
+
+/// Runs every command, streaming its output; whether all succeeded.
+fn all(commands: impl IntoIterator<Item = Command>) -> Result<bool> {
+    let mut ok = true;
+    for mut c in commands {
+        ok &= c
+            .status()
+            .with_context(|| format!("cannot run {c:?}"))?
+            .success();
+    }
+    Ok(ok)
+}
+
+/// `cargo clippy <args> -- -D warnings`.
+fn clippy(args: &str) -> Command {
+    cargo(&format!("clippy {args} -- -D warnings"))
+}
+
+/// `cargo doc --no-deps <args>` with `RUSTDOCFLAGS=-D warnings`.
+fn doc(args: &str) -> Command {
+    env(
+        cargo(&format!("doc --no-deps {args}")),
+        "RUSTDOCFLAGS",
+        "-D warnings",
+    )
+}
+
+/// `cargo test --profile checked <args>`: the `checked` profile
+/// (Cargo.toml) is release with overflow checks and debug assertions on, so
+/// that the tests catch an overflow instead of wrapping.
+fn test(args: &str) -> Command {
+    cargo(&format!("test --profile checked {args}"))
+}
+
+/// The runtime's two fast-math features: its f32 and its integer module.
+const FAST_MATH: [&str; 2] = ["fast-math", "fast-math-int"];
+
+/// A step: its name (printed) and what runs it (`Ok(true)`: it passed).
+type Step = (&'static str, fn() -> Result<bool>);
+
+/// The steps, in order. (rustfmt leaves this table as it is: its longest
+/// names do not fit a line.)
+fn steps() -> [Step; 18] {
+    [
+        ("cargo fmt --check", || all([cargo("fmt --all -- --check")])),
+        ("cargo fmt --check (boards, chips, fuzz)", || {
+            let dirs = ["boards", "chips", "chips/esp32c3", "fuzz"];
+            all(dirs.map(|d| cargo(&format!("fmt --manifest-path {d}/Cargo.toml -- --check"))))
+        }),
+        ("cargo clippy -D warnings", || all([clippy("--workspace --all-targets")])),
+        ("cargo clippy -D warnings (fast-math: the f32 and the integer module)", || {
+            all(FAST_MATH.map(|f| clippy(&format!("--workspace --all-targets --features ferrite/{f}"))))
+        }),
+        ("cargo clippy -D warnings (boards on Arm and RISC-V, fuzz)", boards_clippy),
+        ("rustdoc -D warnings", || {
+            all([doc("-p ferrite-lm -p ferrite-asm -p ferrite-tools -p ferrite-common")])
+        }),
+        ("rustdoc -D warnings as docs.rs builds it (thumbv7em, all features)", || {
+            all([doc("-p ferrite-lm -p ferrite-asm --all-features --target thumbv7em-none-eabihf")])
+        }),
+        ("cargo test (host workspace, checked: optimised, overflow checks and debug assertions on)", || {
+            all([test("--workspace")])
+        }),
+        ("cargo test with fast-math (runtime tests, reference parity; both modules, checked)", || {
+            all(FAST_MATH.into_iter().flat_map(|f| {
+                let parity = format!("-p ferrite-tests --test parity --features ferrite/{f}");
+                [test(&format!("-p ferrite-lm --features {f}")), test(&parity)]
+            }))
+        }),
+        ("runtime builds for every embedded target", || {
+            let build = "build --quiet --release -p ferrite-lm --features defmt";
+            let targets = Toolchain::of_repo()?.targets;
+            all(targets.iter().map(|t| cargo(&format!("{build} --target {t}"))))
+        }),
+        ("runtime feature combinations (bpe x defmt, mla, fast-math, fast-math-int, all) for thumbv6m and thumbv7em, with clippy -D warnings", feature_combinations),
+        ("MSRV: ferrite and ferrite-asm build for Cortex-M with the toolchain rust-version names", msrv),
+        ("cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)", package),
+        ("python tests (reference, fixtures, CLI parity)", || {
+            let mut c = env(Command::new(python_env()?), "FERRITE_BIN", host::ferrite()?);
+            c.current_dir(root_dir().join("tools/python")).args(["-m", "pytest", "-q", "tests"]);
+            all([c])
+        }),
+        ("fuzz smoke (cargo xtask fuzz --seconds 60)", || fuzz::run(60, None)),
+        ("cargo clippy -D warnings (chips: every real chip's firmware)", chip::clippy),
+        ("chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)", || {
+            chip::all(None, false)
+        }),
+        ("boards under QEMU (cargo xtask test-boards)", || {
+            setup::ensure_qemu()?;
+            Ok(suite::run(false, None)? == ExitCode::SUCCESS)
+        }),
+    ]
+}
+
+/// clippy on the boards' firmware as xtask builds it (with the runtime's
+/// fast math) for Arm v7E-M, v6-M (no atomic read-modify-write, no DSP) and
+/// RISC-V, and on the fuzz targets.
+fn boards_clippy() -> Result<bool> {
+    let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
+    let mut commands = Vec::new();
+    for board in ["m4f", "m0", "rv32imac"].map(boards::named) {
+        let board = board?;
+        let (target, name) = (board.triple, board.name);
+        let mut c = clippy(&format!(
+            "--quiet --release --bins --target {target} --features {name},fast-math"
+        ));
+        c.current_dir(root_dir().join("boards"))
+            .env("CARGO_ENCODED_RUSTFLAGS", boards::rustflags(board))
+            .env("FERRITE_IMAGE", &image);
+        commands.push(c);
+    }
+    let mut c = clippy("--quiet");
+    c.current_dir(root_dir().join("fuzz"));
+    commands.push(c);
+    all(commands)
+}
+
+/// The runtime built and linted with each feature combination for v6-M
+/// and v7E-M, and its host tests and examples without the default feature.
+fn feature_combinations() -> Result<bool> {
+    let mut commands = Vec::new();
+    for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
+        for features in [
+            "",
+            "bpe",
+            "defmt",
+            "bpe,defmt",
+            "mla",
+            "fast-math",
+            "fast-math-int",
+            "bpe,defmt,mla,fast-math",
+        ] {
+            let features = match features {
+                "" => String::new(),
+                f => format!("--features {f}"),
+            };
+            let crates = "--quiet --release -p ferrite-lm --no-default-features";
+            let args = format!("{crates} --target {target} {features}");
+            commands.push(cargo(&format!("build {args}")));
+            commands.push(clippy(&args));
+        }
+    }
+    commands.push(clippy(
+        "--quiet -p ferrite-lm --no-default-features --all-targets",
+    ));
+    all(commands)
+}
+
+/// `ferrite` and `ferrite-asm` built for Cortex-M with the toolchain that
+/// runtime/Cargo.toml's `rust-version` names: the pinned one when it is that
+/// version, else a rustup toolchain of that name (never downloaded here).
+fn msrv() -> Result<bool> {
+    let manifest: toml::Table =
+        std::fs::read_to_string(root_dir().join("runtime/Cargo.toml"))?.parse()?;
+    let msrv = manifest
+        .get("package")
+        .and_then(|p| p.get("rust-version"))
+        .and_then(toml::Value::as_str)
+        .context("runtime/Cargo.toml declares no rust-version")?;
+    let channel = Toolchain::of_repo()?.channel;
+    let toolchain = match channel.strip_prefix(msrv) {
+        Some("") => channel.as_str(),
+        Some(rest) if rest.starts_with('.') => channel.as_str(),
+        _ => msrv,
+    };
+    let rustup = |args: &str| {
+        let mut c = Command::new("rustup");
+        c.current_dir(root_dir())
+            .args(["run", toolchain])
+            .args(args.split_whitespace());
+        env(c, "RUSTUP_AUTO_INSTALL", "0")
+    };
+    let version = match rustup("rustc --version").output() {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        _ => {
+            eprintln!(
+                "no toolchain {toolchain} for rust-version {msrv}: install it (with thumbv6m-none-eabi and \
+                 thumbv7em-none-eabihf) or declare a rust-version CI builds with (docs/publishing.md)"
+            );
+            return Ok(false);
+        }
+    };
+    eprintln!("rust-version {msrv}: {}", version.trim());
+    ensure!(
+        version.starts_with(&format!("rustc {msrv}")),
+        "toolchain {toolchain} is not Rust {msrv}"
+    );
+    all(["thumbv6m-none-eabi", "thumbv7em-none-eabihf"].map(|t| {
+        let crates = "-p ferrite-lm -p ferrite-asm --all-features";
+        rustup(&format!(
+            "cargo build --quiet --release {crates} --target {t}"
+        ))
+    }))
+}
+
+/// The crates `cargo package` packages and then builds as from a registry.
 const PACKAGED: [&str; 4] = [
     "ferrite-asm",
     "ferrite-lm",
     "ferrite-common",
     "ferrite-tools",
 ];
+
+/// `cargo package` of the published crates, in a target directory of its
+/// own, emptied first: registry crates count as immutable, so a directory
+/// that once compiled `ferrite-lm 0.1.0` from an older package reuses it.
+fn package() -> Result<bool> {
+    clear_stale_package_extractions()?;
+    let target_dir = root_dir().join("target").join("package-check");
+    let _ = std::fs::remove_dir_all(&target_dir);
+    let c = cargo(&format!(
+        "package --quiet --allow-dirty -p {}",
+        PACKAGED.join(" -p ")
+    ));
+    all([env(c, "CARGO_TARGET_DIR", target_dir)])
+}
 
 /// `cargo package` unpacks the crates it has just packaged into
 /// `$CARGO_HOME/registry/src/-<hash>/<name>-<version>` (a local registry,
@@ -42,16 +259,16 @@ const PACKAGED: [&str; 4] = [
 /// code's error). Remove those copies first; crates.io's are left alone.
 fn clear_stale_package_extractions() -> Result<()> {
     let home = std::env::var_os("CARGO_HOME")
-        .map(std::path::PathBuf::from)
+        .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
         .context("neither CARGO_HOME nor HOME is set")?;
     let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
         return Ok(());
     };
-    for registry in registries.flatten() {
-        if !registry.file_name().to_string_lossy().starts_with('-') {
-            continue;
-        }
+    for registry in registries
+        .flatten()
+        .filter(|r| r.file_name().to_string_lossy().starts_with('-'))
+    {
         for entry in std::fs::read_dir(registry.path())?.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if PACKAGED.iter().any(|p| is_version_of(&name, p)) {
@@ -70,17 +287,10 @@ fn is_version_of(dir: &str, package: &str) -> bool {
         .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
 }
 
-fn status(mut cmd: Command) -> Result<bool> {
-    let shown = format!("{cmd:?}");
-    Ok(cmd
-        .status()
-        .with_context(|| format!("cannot run {shown}"))?
-        .success())
-}
-
-/// The Python interpreter of a virtual environment under target/ with the
-/// test requirements (numpy, safetensors, pytest) installed.
-fn python_env() -> Result<std::path::PathBuf> {
+/// The Python interpreter of a virtual environment under target/ with
+/// tools/python installed editable with its test requirements (the tests
+/// import ferrite_ref and the fixture scripts from it, no sys.path edits).
+fn python_env() -> Result<PathBuf> {
     let root = root_dir();
     let venv = root.join("target").join("pyenv");
     let python = venv.join("bin").join("python");
@@ -90,423 +300,47 @@ fn python_env() -> Result<std::path::PathBuf> {
             .arg(&venv)
             .status()?
             .success();
-        anyhow::ensure!(ok, "python3 -m venv failed");
+        ensure!(ok, "python3 -m venv failed");
     }
-    // tools/python as a package (pyproject.toml), editable: the tests import
-    // ferrite_ref and the fixture scripts from it, with no sys.path edits.
-    let ok = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            "-e",
-        ])
-        .arg(format!("{}[test]", root.join("tools/python").display()))
-        .status()?
-        .success();
-    anyhow::ensure!(ok, "pip install -e 'tools/python[test]' failed");
+    let mut pip = Command::new(&python);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "-e",
+    ])
+    .arg(format!("{}[test]", root.join("tools/python").display()));
+    ensure!(all([pip])?, "pip install -e 'tools/python[test]' failed");
     Ok(python)
 }
 
-fn steps() -> Vec<Step> {
-    vec![
-        Step {
-            name: "cargo fmt --check",
-            run: Box::new(|| {
-                status({
-                    let mut c = cargo();
-                    c.args(["fmt", "--all", "--", "--check"]);
-                    c
-                })
-            }),
-        },
-        Step {
-            name: "cargo fmt --check (boards, chips, fuzz)",
-            run: Box::new(|| {
-                let mut ok = true;
-                for dir in ["boards", "chips", "chips/esp32c3", "fuzz"] {
-                    let mut c = cargo();
-                    c.args(["fmt", "--manifest-path"])
-                        .arg(root_dir().join(dir).join("Cargo.toml"))
-                        .args(["--", "--check"]);
-                    ok &= status(c)?;
-                }
-                Ok(ok)
-            }),
-        },
-        Step {
-            name: "cargo clippy -D warnings",
-            run: Box::new(|| {
-                status({
-                    let mut c = cargo();
-                    c.args([
-                        "clippy",
-                        "--workspace",
-                        "--all-targets",
-                        "--",
-                        "-D",
-                        "warnings",
-                    ]);
-                    c
-                })
-            }),
-        },
-        Step {
-            name: "cargo clippy -D warnings (fast-math: the f32 and the integer module)",
-            run: Box::new(|| {
-                let mut ok = true;
-                for feature in ["ferrite/fast-math", "ferrite/fast-math-int"] {
-                    let mut c = cargo();
-                    c.args([
-                        "clippy",
-                        "--workspace",
-                        "--all-targets",
-                        "--features",
-                        feature,
-                        "--",
-                        "-D",
-                        "warnings",
-                    ]);
-                    ok &= status(c)?;
-                }
-                Ok(ok)
-            }),
-        },
-        Step {
-            name: "cargo clippy -D warnings (boards on Arm and RISC-V, fuzz)",
-            run: Box::new(|| {
-                let image = host::fixture_image(crate::boards::DEFAULT_MODEL, "f32")?;
-                let mut ok = true;
-                // Arm v7E-M, v6-M (no atomic read-modify-write, no DSP) and RISC-V.
-                for board in ["m4f", "m0", "rv32imac"] {
-                    let board = crate::boards::named(board)?;
-                    let mut c = cargo();
-                    c.current_dir(root_dir().join("boards"))
-                        .args([
-                            "clippy",
-                            "--quiet",
-                            "--release",
-                            "--bins",
-                            "--target",
-                            board.triple,
-                        ])
-                        // As xtask builds them: with the runtime's fast math.
-                        .args(["--features", &format!("{},fast-math", board.name)])
-                        .args(["--", "-D", "warnings"])
-                        .env(
-                            "CARGO_ENCODED_RUSTFLAGS",
-                            crate::boards::firmware::rustflags(board),
-                        )
-                        .env("FERRITE_IMAGE", &image);
-                    ok &= status(c)?;
-                }
-                let mut c = cargo();
-                c.current_dir(root_dir().join("fuzz"))
-                    .args(["clippy", "--quiet", "--", "-D", "warnings"]);
-                ok &= status(c)?;
-                Ok(ok)
-            }),
-        },
-        Step {
-            name: "rustdoc -D warnings",
-            run: Box::new(|| {
-                status({
-                    let mut c = cargo();
-                    c.args([
-                        "doc",
-                        "--no-deps",
-                        "-p",
-                        "ferrite-lm",
-                        "-p",
-                        "ferrite-asm",
-                        "-p",
-                        "ferrite-tools",
-                        "-p",
-                        "ferrite-common",
-                    ])
-                    .env("RUSTDOCFLAGS", "-D warnings");
-                    c
-                })
-            }),
-        },
-        Step {
-            name: "rustdoc -D warnings as docs.rs builds it (thumbv7em, all features)",
-            run: Box::new(|| {
-                status({
-                    let mut c = cargo();
-                    c.args([
-                        "doc",
-                        "--no-deps",
-                        "-p",
-                        "ferrite-lm",
-                        "-p",
-                        "ferrite-asm",
-                        "--all-features",
-                        "--target",
-                        "thumbv7em-none-eabihf",
-                    ])
-                    .env("RUSTDOCFLAGS", "-D warnings");
-                    c
-                })
-            }),
-        },
-        Step {
-            name: "cargo test (host workspace, checked: optimised, overflow checks and debug assertions on)",
-            run: Box::new(|| {
-                status({
-                    let mut c = cargo();
-                    // Cargo.toml's `checked` profile: release optimisations
-                    // with overflow checks and debug assertions, so that the
-                    // runtime's unit, integration, corrupt-image and property
-                    // tests catch an overflow instead of wrapping; release
-                    // itself (benchmarks, boards, the CLI) stays unchecked.
-                    c.args(["test", "--workspace", "--profile", "checked"]);
-                    c
-                })
-            }),
-        },
-        Step {
-            name: "cargo test with fast-math (runtime tests, reference parity; both modules, checked)",
-            run: Box::new(|| {
-                let mut ok = true;
-                for feature in ["fast-math", "fast-math-int"] {
-                    let mut c = cargo();
-                    c.args(["test", "--profile", "checked", "-p", "ferrite-lm", "--features"])
-                        .arg(feature);
-                    ok &= status(c)?;
-                    let mut c = cargo();
-                    c.args([
-                        "test",
-                        "--profile",
-                        "checked",
-                        "-p",
-                        "ferrite-tests",
-                        "--test",
-                        "parity",
-                        "--features",
-                    ])
-                    .arg(format!("ferrite/{feature}"));
-                    ok &= status(c)?;
-                }
-                Ok(ok)
-            }),
-        },
-        Step {
-            name: "runtime builds for every embedded target",
-            run: Box::new(|| {
-                let mut ok = true;
-                for target in &Toolchain::of_repo()?.targets {
-                    let mut c = cargo();
-                    c.args([
-                        "build",
-                        "--quiet",
-                        "--release",
-                        "-p",
-                        "ferrite-lm",
-                        "--features",
-                        "defmt",
-                        "--target",
-                        target.as_str(),
-                    ]);
-                    ok &= status(c)?;
-                }
-                Ok(ok)
-            }),
-        },
-        Step {
-            name: "runtime feature combinations (bpe x defmt, mla, fast-math, fast-math-int, all) for thumbv6m and thumbv7em, with clippy -D warnings",
-            run: Box::new(|| {
-                let mut ok = true;
-                for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
-                    for features in [
-                        "",
-                        "bpe",
-                        "defmt",
-                        "bpe,defmt",
-                        "mla",
-                        "fast-math",
-                        "fast-math-int",
-                        "bpe,defmt,mla,fast-math",
-                    ] {
-                        for command in ["build", "clippy"] {
-                            let mut c = cargo();
-                            c.args([command, "--quiet", "--release", "-p", "ferrite-lm"])
-                                .args(["--no-default-features", "--target", target]);
-                            if !features.is_empty() {
-                                c.args(["--features", features]);
-                            }
-                            if command == "clippy" {
-                                c.args(["--", "-D", "warnings"]);
-                            }
-                            ok &= status(c)?;
-                        }
-                    }
-                }
-                // The host tests and examples without the default feature.
-                let mut c = cargo();
-                c.args(["clippy", "--quiet", "-p", "ferrite-lm", "--no-default-features"])
-                    .args(["--all-targets", "--", "-D", "warnings"]);
-                ok &= status(c)?;
-                Ok(ok)
-            }),
-        },
-        Step {
-            name: "MSRV: ferrite and ferrite-asm build for Cortex-M with the toolchain rust-version names",
-            run: Box::new(|| {
-                let read = |path: &str| -> Result<toml::Table> {
-                    let text = std::fs::read_to_string(root_dir().join(path))
-                        .with_context(|| path.to_string())?;
-                    text.parse().with_context(|| path.to_string())
-                };
-                let runtime = read("runtime/Cargo.toml")?;
-                let msrv = runtime["package"]
-                    .get("rust-version")
-                    .and_then(toml::Value::as_str)
-                    .context("runtime/Cargo.toml declares no rust-version")?
-                    .to_string();
-                let pinned = read("rust-toolchain.toml")?;
-                let channel = pinned["toolchain"]
-                    .get("channel")
-                    .and_then(toml::Value::as_str)
-                    .context("rust-toolchain.toml has no channel")?
-                    .to_string();
-                // The pinned toolchain when it is that version, else a rustup
-                // toolchain named by it (never downloaded here).
-                let toolchain = if channel == msrv || channel.starts_with(&format!("{msrv}.")) {
-                    channel
-                } else {
-                    msrv.clone()
-                };
-                let rustup = |args: &[&str]| {
-                    let mut c = Command::new("rustup");
-                    c.current_dir(root_dir())
-                        .arg("run")
-                        .arg(&toolchain)
-                        .args(args)
-                        .env("RUSTUP_AUTO_INSTALL", "0");
-                    c
-                };
-                let version = rustup(&["rustc", "--version"]).output();
-                let version = match version {
-                    Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
-                    _ => {
-                        eprintln!(
-                            "no toolchain {toolchain} for rust-version {msrv}: install it (with \
-                             thumbv6m-none-eabi and thumbv7em-none-eabihf) or declare a \
-                             rust-version CI builds with (docs/publishing.md)"
-                        );
-                        return Ok(false);
-                    }
-                };
-                eprintln!("rust-version {msrv}: {}", version.trim());
-                anyhow::ensure!(
-                    version.starts_with(&format!("rustc {msrv}")),
-                    "toolchain {toolchain} is not Rust {msrv}"
-                );
-                let mut ok = true;
-                for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
-                    ok &= status(rustup(&[
-                        "cargo",
-                        "build",
-                        "--quiet",
-                        "--release",
-                        "-p",
-                        "ferrite-lm",
-                        "-p",
-                        "ferrite-asm",
-                        "--all-features",
-                        "--target",
-                        target,
-                    ]))?;
-                }
-                Ok(ok)
-            }),
-        },
-        Step {
-            name: "cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)",
-            run: Box::new(|| {
-                clear_stale_package_extractions()?;
-                // Registry crates count as immutable, so a build directory that once
-                // compiled `ferrite-lm 0.1.0` from an older package reuses it: verify in
-                // a directory of its own, emptied first.
-                let target_dir = root_dir().join("target").join("package-check");
-                let _ = std::fs::remove_dir_all(&target_dir);
-                status({
-                    let mut c = cargo();
-                    c.env("CARGO_TARGET_DIR", &target_dir);
-                    c.args(["package", "--quiet", "--allow-dirty"])
-                        .args(["-p", "ferrite-asm", "-p", "ferrite-lm", "-p", "ferrite-common"])
-                        .args(["-p", "ferrite-tools"]);
-                    c
-                })
-            }),
-        },
-        Step {
-            name: "python tests (reference, fixtures, CLI parity)",
-            run: Box::new(|| {
-                let python = python_env()?;
-                let ferrite = host::ferrite()?;
-                let mut c = Command::new(python);
-                c.current_dir(root_dir().join("tools/python"))
-                    .args(["-m", "pytest", "-q", "tests"])
-                    .env("FERRITE_BIN", ferrite);
-                status(c)
-            }),
-        },
-        Step {
-            name: "fuzz smoke (cargo xtask fuzz --seconds 60)",
-            run: Box::new(|| crate::fuzz::run(60, None)),
-        },
-        Step {
-            name: "cargo clippy -D warnings (chips: every real chip's firmware)",
-            run: Box::new(crate::chip::clippy),
-        },
-        Step {
-            name: "chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)",
-            run: Box::new(|| crate::chip::all(None, false)),
-        },
-        Step {
-            name: "boards under QEMU (cargo xtask test-boards)",
-            run: Box::new(|| {
-                setup::ensure_qemu()?;
-                Ok(suite::run(false, None)? == ExitCode::SUCCESS)
-            }),
-        },
-    ]
-}
-
-/// Runs every step and prints `N passed, N failed` (steps) last.
-pub fn run() -> Result<ExitCode> {
-    let root = root_dir();
-    anyhow::ensure!(
-        Path::new(&root).join("Cargo.toml").exists(),
+/// Runs every step (or with `--list` names them) and prints `N passed, N failed` (steps) last.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let steps = steps();
+    if args.list {
+        steps.iter().for_each(|(name, _)| println!("{name}"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    ensure!(
+        root_dir().join("Cargo.toml").exists(),
         "not in the ferrite repository"
     );
     // A fresh machine has only the host target: add what the checks build for.
-    setup::ensure_targets()?;
-    setup::ensure_components()?;
+    setup::ensure_toolchain()?;
     let mut failed = Vec::new();
-    let steps = steps();
-    for step in &steps {
-        eprintln!("\n==> {}", step.name);
+    for (name, step) in &steps {
+        eprintln!("\n==> {name}");
         let start = Instant::now();
-        let ok = match (step.run)() {
-            Ok(ok) => ok,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                false
-            }
-        };
-        eprintln!(
-            "<== {}: {} in {:.0?}",
-            step.name,
-            if ok { "ok" } else { "FAILED" },
-            start.elapsed()
-        );
+        let ok = step().unwrap_or_else(|e| {
+            eprintln!("error: {e:#}");
+            false
+        });
+        let verdict = if ok { "ok" } else { "FAILED" };
+        eprintln!("<== {name}: {verdict} in {:.0?}", start.elapsed());
         if !ok {
-            failed.push(step.name);
+            failed.push(name);
         }
     }
     println!();
@@ -527,7 +361,7 @@ pub fn run() -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_version_of;
+    use super::*;
 
     #[test]
     fn only_unpacked_versions_of_the_package_match() {
@@ -539,5 +373,16 @@ mod tests {
         assert!(!is_version_of("ferrite-lm-extra-0.1.0", "ferrite-lm"));
         assert!(!is_version_of("ferrite-lmx-0.1.0", "ferrite-lm"));
         assert!(!is_version_of("ferrite-lm", "ferrite-lm"));
+    }
+
+    #[test]
+    fn commands_are_split_at_spaces() {
+        let c = cargo("clippy --features a,b -- -D warnings");
+        let args: Vec<_> = c.get_args().collect();
+        assert_eq!(
+            args,
+            ["clippy", "--features", "a,b", "--", "-D", "warnings"]
+        );
+        assert_eq!(c.get_current_dir(), Some(root_dir().as_path()));
     }
 }

@@ -1,0 +1,73 @@
+//! `cargo xtask board <name>` and `cargo xtask demo`: the `generate`
+//! firmware built for a board and run under QEMU; prints its text, its
+//! `tokens:` line and a `stats:` line.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+
+use crate::boards::{self, Board, Firmware, RunRequest};
+use crate::cli::{self, GenerateArgs};
+use crate::host;
+
+/// `board <name>`.
+#[derive(ClapArgs, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// The board
+    #[arg(value_name = "NAME", value_parser = cli::board())]
+    pub board: &'static Board,
+    #[command(flatten)]
+    pub opts: Opts,
+}
+
+/// What `board` and `demo` run.
+#[derive(ClapArgs, Debug, Clone, Default, PartialEq)]
+pub struct Opts {
+    #[command(flatten)]
+    pub generate: GenerateArgs,
+    /// Print the firmware's defmt log, decoded by defmt-print
+    #[arg(long)]
+    pub defmt: bool,
+}
+
+/// The demo: `board m4f` with the demo's model and sampler where `opts` gives none.
+pub fn demo(mut opts: Opts) -> Result<ExitCode> {
+    let g = &mut opts.generate;
+    if g.image.image.is_none() {
+        g.image.image = Some(crate::DEMO_MODEL.into());
+        g.image.dtype.get_or_insert(crate::DEMO_DTYPE);
+    }
+    g.prompt.get_or_insert(crate::DEMO_PROMPT.into());
+    g.n.get_or_insert(crate::DEMO_N);
+    g.temperature.get_or_insert(crate::DEMO_TEMPERATURE);
+    g.seed.get_or_insert(crate::DEMO_SEED);
+    run(boards::named("m4f")?, &opts)
+}
+
+/// Builds and runs `generate` on `board`.
+pub fn run(board: &'static Board, opts: &Opts) -> Result<ExitCode> {
+    let g = &opts.generate;
+    let image = g.image.resolve(|| host::default_image(board))?;
+    let req = RunRequest {
+        board,
+        firmware: Firmware::Generate,
+        image: &image,
+        prompt: g.prompt(),
+        n: g.n(),
+        defmt: opts.defmt,
+        echo: true,
+        opts: g.build_opts(),
+    };
+    let run = boards::build_and_run(&req)?;
+    if opts.defmt {
+        // defmt-print already showed the decoded stream.
+        return Ok(if run.status == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    println!("{}", run.report()?.stats_line());
+    Ok(ExitCode::SUCCESS)
+}

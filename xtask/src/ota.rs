@@ -1,0 +1,72 @@
+//! `cargo xtask ota <name> [--image A] [--update B [--corrupt | --cut-at K]]`:
+//! the A/B update example (boards/ota.rs runs it): the board serves A
+//! (`--image`, default the board's model) and is offered B. Exits with the
+//! firmware's status.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use ferrite::image::DType;
+
+use crate::boards::{self, Board, Delivery};
+use crate::cli::{self, ImageArgs};
+use crate::host;
+
+/// `ota <name>`.
+#[derive(ClapArgs, Debug, Clone, PartialEq)]
+pub struct Args {
+    /// The board
+    #[arg(value_name = "NAME", value_parser = cli::board())]
+    pub board: &'static Board,
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// The image offered as the update, B (a file, or a model directory quantized to int8);
+    /// without it no update is offered
+    #[arg(long, value_name = "B")]
+    pub update: Option<PathBuf>,
+    /// Flip a byte in the middle of the update
+    #[arg(long, requires = "update", conflicts_with = "cut_at")]
+    pub corrupt: bool,
+    /// Stop the transfer after K bytes
+    #[arg(long, value_name = "K", requires = "update")]
+    pub cut_at: Option<usize>,
+    /// The prompt
+    #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = cli::prompt())]
+    pub prompt: String,
+    /// Tokens to generate
+    #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = boards::DEFAULT_N,
+          value_parser = cli::at_least::<1>)]
+    pub n: usize,
+}
+
+/// Runs the example; its exit status is the firmware's.
+pub fn run(args: &Args) -> Result<ExitCode> {
+    let board = args.board;
+    let image = args.image.resolve(|| host::default_image(board))?;
+    let update = args
+        .update
+        .as_deref()
+        .map(|u| cli::image(u, DType::I8))
+        .transpose()?;
+    let delivery = match (&update, args.corrupt, args.cut_at) {
+        (None, _, _) => Delivery::None,
+        (Some(_), true, _) => Delivery::FlipByte,
+        (Some(_), false, Some(k)) => Delivery::CutAt(k),
+        (Some(_), false, None) => Delivery::Intact,
+    };
+    let run = boards::run_ota(
+        board,
+        &image,
+        update.as_deref(),
+        delivery,
+        &args.prompt,
+        args.n,
+        true,
+    )?;
+    Ok(match run.status {
+        0 => ExitCode::SUCCESS,
+        s => ExitCode::from(s.clamp(1, 255) as u8),
+    })
+}
