@@ -147,6 +147,7 @@ impl Suite {
     }
 }
 
+/// The recorded transcripts and stats, `boards/expected/`.
 pub fn expected_dir() -> PathBuf {
     boards::boards_dir().join("expected")
 }

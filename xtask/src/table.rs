@@ -62,6 +62,7 @@ const TRAINED: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// Runs every board with every table model and the trained models, and writes the tables.
 pub fn run() -> Result<()> {
     let mut rows = Vec::new();
     let mut compact = Vec::new();

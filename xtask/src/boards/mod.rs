@@ -19,11 +19,13 @@ pub mod run;
 pub use report::Report;
 pub use run::{build_and_run, run_ota, run_qemu, timeout_for, verdict, Delivery, Run};
 
+/// The prompt and the number of tokens a firmware runs unless told otherwise.
 pub const DEFAULT_PROMPT: &str = "Once upon a time";
 pub const DEFAULT_N: usize = 32;
 /// Seconds a QEMU run may take before it counts as hung.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
 
+/// The repository's root.
 pub fn root_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -31,6 +33,7 @@ pub fn root_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The firmware crate, `boards/`.
 pub fn boards_dir() -> PathBuf {
     root_dir().join("boards")
 }

@@ -35,7 +35,7 @@ pub struct Report {
 }
 
 /// The `key=value` pairs of a line, owned.
-pub fn map(rest: &str) -> BTreeMap<String, String> {
+fn map(rest: &str) -> BTreeMap<String, String> {
     Fields(rest)
         .pairs()
         .map(|(k, v)| (k.into(), v.into()))
@@ -43,7 +43,7 @@ pub fn map(rest: &str) -> BTreeMap<String, String> {
 }
 
 /// The rest of the last line with `prefix`, or an error that shows the tail.
-pub fn find<'t>(board: &str, text: &'t str, prefix: &str) -> Result<&'t str> {
+fn find<'t>(board: &str, text: &'t str, prefix: &str) -> Result<&'t str> {
     line::last_value(text, prefix).with_context(|| {
         let lines: Vec<_> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(5)..].join("\n");
