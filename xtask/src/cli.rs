@@ -476,6 +476,32 @@ mod tests {
     }
 
     #[test]
+    fn an_image_file_is_taken_as_it_is_and_defaults_apply() {
+        let file = boards::root_dir().join("Cargo.toml");
+        assert_eq!(
+            image(&file, DType::I8).unwrap(),
+            file.canonicalize().unwrap()
+        );
+        let e = image(Path::new("no/such.fer"), DType::I8).unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("--image no/such.fer: "),
+            "{e:#}"
+        );
+        let none = ImageArgs::default().resolve(|| Ok("default.fer".into()));
+        assert_eq!(none.unwrap(), PathBuf::from("default.fer"));
+        let g = GenerateArgs::default();
+        let (o, d) = (g.build_opts(), BuildOpts::default());
+        assert_eq!(
+            (g.prompt(), g.n()),
+            (boards::DEFAULT_PROMPT, boards::DEFAULT_N)
+        );
+        assert_eq!(
+            (o.temperature, o.top_k, o.top_p, o.seed),
+            (d.temperature, d.top_k, d.top_p, d.seed)
+        );
+    }
+
+    #[test]
     fn the_help_lists_every_command_and_the_targets() {
         let help = Cli::command().render_help().to_string();
         for (line, _) in OLD_USAGE {

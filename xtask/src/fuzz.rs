@@ -56,9 +56,9 @@ pub fn run(seconds: u64, only: Option<&str>) -> Result<bool> {
     let fuzz = root_dir().join("fuzz");
     let host = crate::setup::host_triple()?;
     eprintln!("building the fuzz targets (libFuzzer, instrumented) ...");
-    let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let ok = crate::setup::cargo("build --release --quiet --bins --target")
+        .arg(host)
         .current_dir(&fuzz)
-        .args(["build", "--release", "--quiet", "--bins", "--target", host])
         .env("RUSTFLAGS", FUZZ_RUSTFLAGS)
         .status()
         .context("running cargo build in fuzz/")?

@@ -27,9 +27,8 @@ pub fn ferrite_with(math: Math) -> Result<&'static Path> {
     if let Some(p) = slot.get() {
         return Ok(p);
     }
-    let root = root_dir();
-    let mut target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let mut target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root_dir().join("target"), PathBuf::from);
     let feature = math.host_feature();
     if feature.is_some() {
         target.push("fast-math");
@@ -38,17 +37,7 @@ pub fn ferrite_with(math: Math) -> Result<&'static Path> {
         .map(|f| format!(" --features {f}"))
         .unwrap_or_default();
     eprintln!("building the host CLI (cargo build --release -p ferrite-tools{shown}) ...");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(&root)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "ferrite-tools",
-            "--bin",
-            "ferrite",
-        ])
+    let status = crate::setup::cargo("build --quiet --release -p ferrite-tools --bin ferrite")
         .args(feature.map(|f| ["--features", f]).iter().flatten())
         .env("CARGO_TARGET_DIR", &target)
         .status()
@@ -281,4 +270,14 @@ pub fn eval_text(image: &Path, text: &Path, chunk: usize, math: Math) -> Result<
         predicted_bytes: field(&kv, "predicted_bytes")?,
         bits_per_byte,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_token_ids() {
+        assert_eq!(super::parse_ids("1, 2,3\n").unwrap(), [1, 2, 3]);
+        assert!(super::parse_ids("").unwrap().is_empty());
+        assert!(super::parse_ids("1,x").is_err());
+    }
 }

@@ -46,6 +46,14 @@ impl Toolchain {
     }
 }
 
+/// `cargo <args>` (split at spaces) in the repository root: the cargo that
+/// runs xtask (`$CARGO`), else the one on `PATH`.
+pub fn cargo(args: &str) -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root_dir()).args(args.split_whitespace());
+    c
+}
+
 /// The active toolchain's sysroot and host triple (`rustc` run from the
 /// repository root, so the pinned toolchain answers).
 fn sysroot_and_host() -> Result<&'static (PathBuf, String)> {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::{ensure, Context, Result};
 
 use crate::boards::{self, root_dir};
-use crate::setup::{self, Toolchain};
+use crate::setup::{self, cargo, Toolchain};
 use crate::{chip, fuzz, host, suite};
 
 /// `test`.
@@ -20,13 +20,6 @@ pub struct Args {
     /// Print the steps' names, run nothing
     #[arg(long)]
     pub list: bool,
-}
-
-/// `cargo <args>` (split at spaces) in the repository root.
-fn cargo(args: &str) -> Command {
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.current_dir(root_dir()).args(args.split_whitespace());
-    c
 }
 
 /// `c` with `key=value` in its environment.
@@ -186,8 +179,9 @@ fn feature_combinations() -> Result<bool> {
 /// runtime/Cargo.toml's `rust-version` names: the pinned one when it is that
 /// version, else a rustup toolchain of that name (never downloaded here).
 fn msrv() -> Result<bool> {
-    let manifest: toml::Table =
-        std::fs::read_to_string(root_dir().join("runtime/Cargo.toml"))?.parse()?;
+    let path = root_dir().join("runtime/Cargo.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let manifest: toml::Table = text.parse().context("runtime/Cargo.toml")?;
     let msrv = manifest
         .get("package")
         .and_then(|p| p.get("rust-version"))
