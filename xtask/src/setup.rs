@@ -257,8 +257,7 @@ mod tests {
         let t = Toolchain::of_repo().unwrap();
         assert!(t.components.iter().any(|c| c == "llvm-tools"));
         let mut pinned = t.targets;
-        let mut tables: Vec<String> = ferrite_common::board::targets()
-            .chain(ferrite_common::chip::CHIPS.iter().map(|c| c.target))
+        let mut tables: Vec<String> = ferrite_common::target::triples()
             .chain(BUILD_ONLY_TARGETS.iter().copied())
             .map(str::to_string)
             .collect();
@@ -267,7 +266,7 @@ mod tests {
         tables.dedup();
         assert_eq!(
             pinned, tables,
-            "rust-toolchain.toml targets vs the board and chip tables and BUILD_ONLY_TARGETS"
+            "rust-toolchain.toml targets vs the target table (common/src/target.rs) and BUILD_ONLY_TARGETS"
         );
     }
 
