@@ -122,23 +122,23 @@ pub fn generate<P: Platform>(
     p.text(config::PROMPT);
 
     let n = config::N;
-    let (mut i, mut ids_fnv, mut logits_fnv, mut sum) = (0, Fnv1a::new(), Fnv1a::new(), 0f32);
+    let (mut ids_fnv, mut logits_fnv, mut sum) = (Fnv1a::new(), Fnv1a::new(), 0f32);
     let start = p.now();
     let mut end = start;
-    steps(&mut session, &ids[..k], n, &mut sampler, |logits, token| {
-        if i + 1 == n {
-            for &l in logits {
+    session.generate_with(&ids[..k], n, &mut sampler, |step| {
+        if step.index + 1 == n {
+            for &l in step.logits {
                 logits_fnv.word(l.to_bits());
                 sum += l;
             }
         }
-        ids_fnv.word(token);
-        if let Some(slot) = log.get_mut(i) {
-            *slot = token;
+        ids_fnv.word(step.token);
+        if let Some(slot) = log.get_mut(step.index) {
+            *slot = step.token;
         }
-        p.text(tokenizer.decode(token));
+        p.text(tokenizer.decode(step.token));
         end = p.now();
-        i += 1;
+        true
     })?;
     p.text(b"\n");
     let out = Outcome {
@@ -152,33 +152,6 @@ pub fn generate<P: Platform>(
     p.line(checksum_line!(logits_fnv.0, sum.to_bits()));
     run_line(p, &out, state_bytes, session_bytes);
     Ok(out)
-}
-
-/// `Session::generate` with a hook that sees each step's logits and the
-/// token sampled from them: feeds `prompt`, then samples `n` tokens.
-// TODO(issue 30 item 3): the runtime's `Session::generate` with a per-step
-// hook (branch `api`) replaces this function: its call in `generate` becomes
-// that method's, the hook unchanged.
-fn steps(
-    session: &mut Session<'_, '_>,
-    prompt: &[u32],
-    n: usize,
-    sampler: &mut ferrite::Sampler,
-    mut on_step: impl FnMut(&[f32], u32),
-) -> ferrite::Result<()> {
-    let (&last, head) = prompt
-        .split_last()
-        .ok_or(ferrite::Error::BadPrompt("the prompt is empty"))?;
-    for &t in head {
-        session.feed(t)?;
-    }
-    let mut token = last;
-    for _ in 0..n {
-        let logits = session.feed(token)?;
-        token = sampler.sample(logits);
-        on_step(logits, token);
-    }
-    Ok(())
 }
 
 /// The `run:` line of a QEMU board: instructions and the stack's peak.

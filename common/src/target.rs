@@ -376,19 +376,10 @@ impl Target {
     }
 }
 
-/// The tile-kernel module runtime/build.rs gives a triple and `-C
-/// target-cpu`: DSP (SMLAD) on v7E-M and the M33/M35P, Helium on the M55,
-/// Thumb-2 on v7-M, RV32IM on RISC-V, portable elsewhere.
+/// The tile-kernel module a triple and `-C target-cpu` get: the runtime's
+/// one ISA decision, `ferrite_asm::isa::for_target`.
 pub fn kernels(triple: &str, cpu: Option<&str>) -> &'static str {
-    let v8m = triple.starts_with("thumbv8m.main");
-    match cpu.unwrap_or("") {
-        "cortex-m55" if v8m => "helium",
-        "cortex-m33" | "cortex-m35p" if v8m => "dsp",
-        _ if triple.starts_with("thumbv7em") => "dsp",
-        _ if triple.starts_with("thumbv7m") => "v7m",
-        _ if triple.starts_with("riscv32") => "rv32",
-        _ => "portable",
-    }
+    ferrite_asm::isa::for_target(triple, cpu).name()
 }
 
 /// Every target's name, in table order.
