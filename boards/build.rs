@@ -1,8 +1,10 @@
-//! Build-time configuration of the firmware (`cargo xtask board` sets all of it):
+//! Build-time configuration of the firmware (`cargo xtask board|chip` sets all of it):
 //!
-//! - `FERRITE_BOARD`: a board of the table (`ferrite_common::board`, in
-//!   `common/src/board.rs`); picks its memory map, clock ratio and update slot;
-//! - `FERRITE_IMAGE`: path of the `.fer` image that `generate` embeds in flash;
+//! - the target: the one target feature enabled (`m4f`, `rp2350`, ...; a
+//!   row of the target table, `ferrite_common::target`, in
+//!   `common/src/target.rs`), which picks its memory map, counter and update
+//!   slot (or `host` alone: the library's tests on the host);
+//! - `FERRITE_IMAGE`: path of the `.fer` image the firmware embeds in flash;
 //! - `FERRITE_PROMPT` (default `"Once upon a time"`) and `FERRITE_N` (default 32):
 //!   the prompt and the number of tokens `generate` produces (for `eval --mqar`:
 //!   the number of sequences);
@@ -17,74 +19,90 @@
 //!   (splitmix64, fixed seed) and embedded in flash.
 //!
 //! Writes `$OUT_DIR/model.fer` (the image, copied), `$OUT_DIR/text.bin` (the
-//! text to score, empty for MQAR), the `bench` weights (`bench_*.bin`) and
-//! `$OUT_DIR/build_config.rs`.
+//! text to score, empty for MQAR), the `bench` weights (`bench_*.bin`),
+//! `$OUT_DIR/memory.x` and `$OUT_DIR/build_config.rs`.
 
 use std::{env, fs, path::PathBuf};
+
+use ferrite_common::target::{Kind, Memory, Target, TARGETS};
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").unwrap());
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
 
-    // The board, from the one table (common/src/board.rs) xtask reads too.
-    println!("cargo:rerun-if-env-changed=FERRITE_BOARD");
+    // The target: exactly one target feature.
+    let enabled: Vec<&Target> = TARGETS
+        .iter()
+        .filter(|t| {
+            let feature = format!("CARGO_FEATURE_{}", t.name.to_uppercase().replace('-', "_"));
+            env::var_os(feature).is_some()
+        })
+        .collect();
     let names = || {
-        ferrite_common::board::names()
+        ferrite_common::target::names()
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let name = env::var("FERRITE_BOARD").unwrap_or_else(|_| {
-        panic!(
-            "set FERRITE_BOARD to a board ({}); `cargo xtask board` does",
+    let target = match enabled.as_slice() {
+        [t] => Some(*t),
+        // The library's own tests, on the host: no target.
+        [] if env::var_os("CARGO_FEATURE_HOST").is_some() => None,
+        [] => panic!(
+            "enable one target feature ({}); `cargo xtask board|chip` does",
             names()
-        )
-    });
-    let b = ferrite_common::Board::named(&name)
-        .unwrap_or_else(|| panic!("FERRITE_BOARD={name:?}: not a board ({})", names()));
-    let (board, memory, (num, den)) = (b.name, b.memory, b.instr_per_tick);
-    let (slot, update_session) = (b.update_slot, b.update_session);
+        ),
+        _ => panic!("enable only one target feature ({})", names()),
+    };
 
-    // Linker scripts: memory.x from the board, link.x from cortex-m-rt / riscv-rt.
-    let mem = manifest.join("memory").join(memory);
-    fs::copy(&mem, out.join("memory.x")).unwrap();
-    let mem_text = fs::read_to_string(&mem).unwrap();
-    let ram_bytes = ferrite_common::board::region_length(&mem_text, "RAM")
-        .unwrap_or_else(|| panic!("{}: no RAM region LENGTH", mem.display()));
-    println!("cargo:rerun-if-changed={}", mem.display());
-    println!("cargo:rustc-link-search={}", out.display());
-    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap();
-    if arch == "riscv32" {
-        println!("cargo:rustc-link-arg=-Tmemory.x");
-    }
-    println!("cargo:rustc-link-arg=-Tlink.x");
-    if env::var_os("CARGO_FEATURE_DEFMT").is_some() {
-        println!("cargo:rustc-link-arg=-Tdefmt.x");
+    // The table's `-C target-cpu` is the build's (the runtime picks its
+    // kernels from it, and the table's kernels column is derived from it).
+    if let Some(t) = target {
+        let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+        let cpu = flags
+            .split('\x1f')
+            .find_map(|f| f.trim_start_matches("-C").strip_prefix("target-cpu="));
+        assert!(
+            cpu == t.cpu,
+            "{} is built with -C target-cpu={} (the target table's); this build has {cpu:?} (`cargo xtask board|chip` passes it)",
+            t.name,
+            t.cpu.unwrap_or("<none>")
+        );
     }
 
-    // The image: copied so that include_bytes! has a fixed path.
-    println!("cargo:rerun-if-env-changed=FERRITE_IMAGE");
-    let image = match env::var_os("FERRITE_IMAGE") {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            println!("cargo:rerun-if-changed={}", p.display());
-            fs::read(&p).unwrap_or_else(|e| panic!("FERRITE_IMAGE={}: {e}", p.display()))
+    // Linker scripts: memory.x from the target's map, link.x from
+    // cortex-m-rt / riscv-rt, defmt.x for defmt. (A chip whose HAL brings
+    // its own scripts links them from its own package's build script.)
+    let mut ram_bytes = 0;
+    match target.map(|t| t.memory) {
+        Some(Memory::Map(file)) => {
+            let mem = manifest.join("memory").join(file);
+            fs::copy(&mem, out.join("memory.x")).unwrap();
+            let text = fs::read_to_string(&mem).unwrap();
+            ram_bytes = ferrite_common::target::region_length(&text, "RAM")
+                .unwrap_or_else(|| panic!("{}: no RAM region LENGTH", mem.display()));
+            println!("cargo:rerun-if-changed={}", mem.display());
+            println!("cargo:rustc-link-search={}", out.display());
+            // riscv-rt's link.x wants the map (with its REGION_ALIAS lines) first.
+            if env::var("CARGO_CFG_TARGET_ARCH").unwrap() == "riscv32" {
+                println!("cargo:rustc-link-arg=-Tmemory.x");
+            }
+            println!("cargo:rustc-link-arg=-Tlink.x");
+            if env::var_os("CARGO_FEATURE_DEFMT").is_some()
+                || env::var_os("CARGO_FEATURE__RTT").is_some()
+            {
+                println!("cargo:rustc-link-arg=-Tdefmt.x");
+            }
         }
-        None => Vec::new(), // the firmware then fails to build with "bad image".
-    };
-    fs::write(out.join("model.fer"), &image).unwrap();
+        Some(Memory::Hal { ram, .. }) => ram_bytes = ram,
+        None => {}
+    }
 
-    // The text `eval` scores (empty: MQAR).
-    println!("cargo:rerun-if-env-changed=FERRITE_TEXT");
-    let text = match env::var_os("FERRITE_TEXT") {
-        Some(p) => {
-            let p = PathBuf::from(p);
-            println!("cargo:rerun-if-changed={}", p.display());
-            let t = fs::read(&p).unwrap_or_else(|e| panic!("FERRITE_TEXT={}: {e}", p.display()));
-            assert!(t.len() >= 2, "FERRITE_TEXT needs at least 2 bytes");
-            t
-        }
-        None => Vec::new(),
-    };
+    // The image and the text `eval` scores (empty: MQAR), copied so that
+    // include_bytes! has a fixed path. Without an image the firmware fails
+    // to build with "bad image".
+    fs::write(out.join("model.fer"), file_var("FERRITE_IMAGE")).unwrap();
+    let text = file_var("FERRITE_TEXT");
+    assert!(text.len() != 1, "FERRITE_TEXT needs at least 2 bytes");
     fs::write(out.join("text.bin"), &text).unwrap();
 
     println!("cargo:rerun-if-env-changed=FERRITE_PROMPT");
@@ -107,11 +125,11 @@ fn main() {
 
     let bench = bench_weights(&out);
 
-    let config = format!(
-        "/// Board name, as printed in the stats line.\n\
-         pub const BOARD: &str = {board:?};\n\
+    let mut config = format!(
+        "/// The target's name (the target table's), as printed on the `run:` line.\n\
+         pub const NAME: &str = {name:?};\n\
          /// Prompt bytes (FERRITE_PROMPT).\n\
-         pub const PROMPT: &[u8] = &{:?};\n\
+         pub const PROMPT: &[u8] = &{prompt:?};\n\
          /// Tokens to generate, or MQAR sequences to score (FERRITE_N).\n\
          pub const N: usize = {n};\n\
          /// The sampler of `generate` (FERRITE_TEMPERATURE, _TOP_K, _TOP_P, _SEED).\n\
@@ -126,22 +144,45 @@ fn main() {
          pub const MQAR_PAIRS: usize = {pairs};\n\
          /// MQAR sequence length (FERRITE_MQAR_SEQ_LEN).\n\
          pub const MQAR_SEQ_LEN: usize = {seq_len};\n\
-         /// Instructions per counter tick, as a fraction.\n\
-         pub const INSTR_PER_TICK: (u64, u64) = ({num}, {den});\n\
-         /// RAM of the board's memory map, bytes.\n\
+         /// RAM of the target's memory map, bytes.\n\
          pub const RAM_BYTES: usize = {ram_bytes};\n\
-         /// The `ota` firmware's update slot, bytes.\n\
-         pub const UPDATE_SLOT_BYTES: usize = {slot};\n\
-         /// RAM the `ota` firmware reserves for an update's session, bytes.\n\
-         pub const UPDATE_SESSION_BYTES: usize = {update_session};\n\
          /// The `bench` cases (FERRITE_BENCH): (dtype, rows, cols).\n\
          pub const BENCH: &[(&str, usize, usize)] = &{bench:?};\n\
          /// Columns of a group of the `bench` int4 weights (int8: one group per row).\n\
          pub const BENCH_INT4_GROUP: usize = {BENCH_INT4_GROUP};\n",
-        prompt.as_bytes(),
+        name = target.map_or("host", |t| t.name),
+        prompt = prompt.as_bytes(),
         eval_text = !text.is_empty(),
     );
+    let clock = |hz: u32| {
+        format!("/// Core clock the firmware sets up, Hz.\npub const CLOCK_HZ: u32 = {hz};\n")
+    };
+    config += &match target.map(|t| t.kind) {
+        Some(Kind::Qemu(q)) => format!(
+            "/// Instructions per counter tick, as a fraction.\n\
+             pub const INSTR_PER_TICK: (u64, u64) = {:?};\n\
+             /// The `ota` firmware's update slot, bytes.\n\
+             pub const UPDATE_SLOT_BYTES: usize = {};\n\
+             /// RAM the `ota` firmware reserves for an update's session, bytes.\n\
+             pub const UPDATE_SESSION_BYTES: usize = {};\n",
+            q.instr_per_tick, q.update_slot, q.update_session
+        ),
+        Some(Kind::Chip(c)) => clock(c.clock_hz),
+        // The host: a 1 MHz counter.
+        None => clock(1_000_000),
+    };
     fs::write(out.join("build_config.rs"), config).unwrap();
+}
+
+/// The content of the file that the environment variable `name` names
+/// (empty when unset), rebuilding when either changes.
+fn file_var(name: &str) -> Vec<u8> {
+    println!("cargo:rerun-if-env-changed={name}");
+    let Some(p) = env::var_os(name).map(PathBuf::from) else {
+        return Vec::new();
+    };
+    println!("cargo:rerun-if-changed={}", p.display());
+    fs::read(&p).unwrap_or_else(|e| panic!("{name}={}: {e}", p.display()))
 }
 
 /// A number from the environment variable `name` (rebuilding when it changes), or `default`.

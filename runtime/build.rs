@@ -1,53 +1,33 @@
-//! Chooses the tile kernels of the integer path from the target (see
-//! `src/kernels/mod.rs`): `cfg(ferrite_kernels = "dsp" | "helium" | "v7m" | "rv32" | "portable")`.
-//! Stable Rust reports neither the DSP nor the MVE target feature to `cfg`,
-//! so the choice reads the target triple and `-C target-cpu`. Also the
-//! `fast-math` feature's module (`cfg(ferrite_fast_math = "int" | "float")`,
-//! see `src/math.rs`).
+//! The tile kernels of the integer path (see `src/kernels/mod.rs`),
+//! `cfg(ferrite_kernels = "...")`: not decided here but read from
+//! `ferrite-asm`'s build script, which makes the one decision
+//! (`ferrite_asm::isa::choose`, and `FERRITE_KERNELS`) and hands its name
+//! over as `links` metadata (`DEP_FERRITE_ASM_KERNELS`, the names as
+//! `DEP_FERRITE_ASM_NAMES`). Also whether f32 is in hardware
+//! (`cfg(ferrite_hard_float)`) and the `fast-math` feature's module
+//! (`cfg(ferrite_fast_math = "int" | "float")`, see `src/math.rs`).
 
 use std::env;
 
 fn main() {
-    println!(
-        "cargo::rustc-check-cfg=cfg(ferrite_kernels, values(\"dsp\", \"helium\", \"v7m\", \"rv32\", \"portable\"))"
-    );
-    println!("cargo::rerun-if-env-changed=FERRITE_KERNELS");
-    let target = env::var("TARGET").unwrap_or_default();
-    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    let cpu = flags
-        .split('\x1f')
-        .collect::<Vec<_>>()
-        .windows(2)
-        .find_map(|w| match (w[0], w[1]) {
-            ("-C", opt) => opt.strip_prefix("target-cpu="),
-            (opt, _) => opt.strip_prefix("-Ctarget-cpu="),
+    // What ferrite-asm decided (set for this build script because
+    // ferrite-asm declares `links = "ferrite-asm"`).
+    let dep = |key: &str| {
+        env::var(format!("DEP_FERRITE_ASM_{key}")).unwrap_or_else(|_| {
+            panic!("DEP_FERRITE_ASM_{key} is not set: ferrite-asm's build script names the kernels")
         })
-        .unwrap_or("")
-        .to_string();
-    let chosen = if let Ok(forced) = env::var("FERRITE_KERNELS") {
-        forced
-    } else if target.starts_with("thumbv7em") {
-        "dsp".into()
-    } else if target.starts_with("thumbv8m.main") && cpu == "cortex-m55" {
-        "helium".into()
-    } else if target.starts_with("thumbv8m.main") && (cpu == "cortex-m33" || cpu == "cortex-m35p") {
-        "dsp".into()
-    } else if target.starts_with("thumbv7m") {
-        "v7m".into()
-    } else if target.starts_with("riscv32") {
-        "rv32".into()
-    } else {
-        "portable".into()
     };
-    assert!(
-        matches!(
-            chosen.as_str(),
-            "dsp" | "helium" | "v7m" | "rv32" | "portable"
-        ),
-        "FERRITE_KERNELS={chosen}: use dsp, helium, v7m, rv32 or portable"
+    let names: Vec<String> = dep("NAMES")
+        .split(',')
+        .map(|n| format!("\"{n}\""))
+        .collect();
+    println!(
+        "cargo::rustc-check-cfg=cfg(ferrite_kernels, values({}))",
+        names.join(", ")
     );
-    println!("cargo::rustc-cfg=ferrite_kernels=\"{chosen}\"");
+    println!("cargo::rustc-cfg=ferrite_kernels=\"{}\"", dep("KERNELS"));
 
+    let target = env::var("TARGET").unwrap_or_default();
     // f32 in hardware: Arm hard-float ABIs, RISC-V with F, and the hosts.
     // (The activation quantizer then multiplies in f32; see kernels::tiled.)
     println!("cargo::rustc-check-cfg=cfg(ferrite_hard_float)");

@@ -1,7 +1,14 @@
-//! The one error type of the runtime.
+//! The runtime's errors, scoped to the operation (as heapless scopes its
+//! errors): [`Error`] for loading and validating an image and setting up a
+//! session, [`StepError`] for what runs per token ([`crate::Session::feed`],
+//! [`crate::Session::generate`] and the products and mixer steps below them).
 //!
-//! Every input-dependent failure (a bad image, token, prompt, buffer or option)
-//! is reported as an [`Error`]; nothing in the runtime panics on input.
+//! Every input-dependent failure (a bad image, token, prompt, buffer or
+//! option) is reported as one of them; nothing in the runtime panics on
+//! input. A [`StepError`] converts into the [`Error`] with the same variant
+//! and message (`From`), so `?` in a function that returns [`Result`] takes
+//! both. The decision and the mapping to the codes of a C API are in
+//! `docs/design.md` ("Errors").
 
 use core::fmt;
 
@@ -10,7 +17,11 @@ use crate::format::Role;
 /// Result alias used throughout the runtime.
 pub type Result<T> = core::result::Result<T, Error>;
 
-/// Everything that can go wrong when loading an image or running a session.
+/// Result alias of what runs per token.
+pub type StepResult<T> = core::result::Result<T, StepError>;
+
+/// What can go wrong when loading an image and setting up a session (and a
+/// [`StepError`] converted: see the module docs).
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -86,7 +97,8 @@ pub enum Error {
         /// Bytes the caller gave.
         got: usize,
     },
-    /// A token id is not in the vocabulary.
+    /// A token id is not in the vocabulary (a [`StepError`] converted, or
+    /// a tool's own check).
     TokenOutOfRange {
         /// The token.
         token: u32,
@@ -120,7 +132,8 @@ pub enum Error {
         what: &'static str,
     },
     /// The stream reached the last position a 64-bit counter holds
-    /// (`u64::MAX`); reset or seek the session to go on.
+    /// (`u64::MAX`); reset or seek the session to go on (a [`StepError`]
+    /// converted).
     PositionOverflow,
 }
 
@@ -197,6 +210,80 @@ fn write_tensor_name(f: &mut fmt::Formatter<'_>, layer: Option<u16>, role: Role)
 
 impl core::error::Error for Error {}
 
+/// What feeding a token can go wrong with: [`crate::Session::feed`] (and
+/// [`crate::Session::generate`], which also refuses an empty prompt).
+///
+/// The image, its tensors and the session's buffer were validated when they
+/// were loaded and made ([`Error`]), so a step can only meet a token or a
+/// position it cannot take, or a failed invariant of the runtime itself.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum StepError {
+    /// A token id is not in the vocabulary; the state is unchanged.
+    TokenOutOfRange {
+        /// The token.
+        token: u32,
+        /// Vocabulary size.
+        vocab: u32,
+    },
+    /// The stream reached the last position a 64-bit counter holds
+    /// (`u64::MAX`); reset or seek the session to go on.
+    PositionOverflow,
+    /// [`crate::Session::generate`] was given an empty prompt (it needs a
+    /// token to feed first); [`crate::Session::feed`] never returns it.
+    EmptyPrompt,
+    /// An invariant of the runtime itself failed (data validated at load was
+    /// not what the step found): a bug, reported rather than a panic (please
+    /// report it with the image that caused it).
+    Internal(&'static str),
+}
+
+impl From<StepError> for Error {
+    // Cold and out of line: only error paths convert, and each `?` that
+    // does is then a call rather than a copy of this match.
+    #[cold]
+    #[inline(never)]
+    fn from(e: StepError) -> Error {
+        match e {
+            StepError::TokenOutOfRange { token, vocab } => Error::TokenOutOfRange { token, vocab },
+            StepError::PositionOverflow => Error::PositionOverflow,
+            StepError::EmptyPrompt => Error::BadPrompt("the prompt is empty"),
+            StepError::Internal(reason) => Error::Internal(reason),
+        }
+    }
+}
+
+impl fmt::Display for StepError {
+    /// The message of the [`Error`] it converts to.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Error::from(*self), f)
+    }
+}
+
+impl core::error::Error for StepError {}
+
+impl Error {
+    /// This error met in a step, in data that was validated at load (a
+    /// layer record, a tensor entry): a failed invariant, as a
+    /// [`StepError::Internal`] that keeps the reason where there is one.
+    /// Cold: only a bug reaches it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn at_step(self) -> StepError {
+        StepError::Internal(match self {
+            Error::Internal(reason)
+            | Error::BadHeader(reason)
+            | Error::BadConfig { reason, .. }
+            | Error::BadTensor { reason, .. }
+            | Error::SizeOverflow { what: reason, .. } => reason,
+            Error::MissingTensor { .. } => "a tensor checked at load is missing",
+            Error::ShapeMismatch { .. } => "a tensor shape checked at load is wrong",
+            _ => "an image check passed at load failed in a step",
+        })
+    }
+}
+
 /// Returns [`Error::BadConfig`] from a const fn when `cond` is false (the
 /// config records' validation: `config` and each mixer's `from_words`).
 macro_rules! ensure {
@@ -223,3 +310,53 @@ macro_rules! ensure_size {
     };
 }
 pub(crate) use ensure_size;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_errors_met_in_a_step_are_internal_and_keep_their_reason() {
+        let bad = Error::BadTensor {
+            index: 3,
+            reason: "payload out of bounds",
+        };
+        assert_eq!(bad.at_step(), StepError::Internal("payload out of bounds"));
+        let missing = Error::MissingTensor {
+            layer: Some(1),
+            role: Role::MlpUp,
+        };
+        assert_eq!(
+            missing.at_step(),
+            StepError::Internal("a tensor checked at load is missing")
+        );
+        assert_eq!(
+            Error::BadMagic.at_step(),
+            StepError::Internal("an image check passed at load failed in a step")
+        );
+    }
+
+    #[test]
+    fn every_step_error_keeps_its_variant_and_message_as_an_error() {
+        let all = [
+            StepError::TokenOutOfRange { token: 9, vocab: 4 },
+            StepError::PositionOverflow,
+            StepError::EmptyPrompt,
+            StepError::Internal("act"),
+        ];
+        let want = [
+            "token 9 is outside the vocabulary (size 4)",
+            "the stream reached position 2^64 - 1: reset or seek the session to go on",
+            "bad prompt: the prompt is empty",
+            "internal error (a bug in ferrite): act",
+        ];
+        for (e, msg) in all.into_iter().zip(want) {
+            let mut s = heapless::String::<128>::new();
+            core::fmt::write(&mut s, format_args!("{e}")).unwrap();
+            assert_eq!(s, msg);
+            let mut wide = heapless::String::<128>::new();
+            core::fmt::write(&mut wide, format_args!("{}", Error::from(e))).unwrap();
+            assert_eq!(wide, msg);
+        }
+    }
+}

@@ -9,11 +9,13 @@
 //! caller's static [f32; session_len] ──Session::new──▶ feed(token) -> logits
 //! ```
 //!
-//! Four token-mixer families, freely mixed in one stack: [`mixers::GdnConfig`]
-//! (Gated DeltaNet), [`mixers::GsaConfig`] (Gated Slot Attention),
-//! [`mixers::SwaConfig`] (sliding-window attention with sinks) and
-//! [`mixers::BlaConfig`] (Blurry Window Attention). `docs/spec.md` (shared with
-//! the Python reference) defines the maths; `docs/image-format.md` the image.
+//! Five token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
+//! one stack: [`mixers::GdnConfig`] (Gated DeltaNet), [`mixers::GsaConfig`]
+//! (Gated Slot Attention), [`mixers::SwaConfig`] (sliding-window attention
+//! with sinks), [`mixers::BlaConfig`] (Blurry Window Attention) and
+//! [`mixers::MlaConfig`] (a latent-compressed, MLA-style sliding window;
+//! the `mla` feature). `docs/spec.md` (shared with the Python reference)
+//! defines the maths; `docs/image-format.md` the image.
 //!
 //! The exact buffer a model needs is a `const fn` of its image, so a board
 //! sizes a `static` at compile time (the whole program:
@@ -29,12 +31,14 @@
 //! int8/int4 images in the tiled layout run the integer path
 //! ([`kernels::tiled`]): int8 activations, integer products and scales, one
 //! f32 step per output row, bit-identical on every target. The tile kernels
-//! are chosen at build time from the target (`build.rs`): SMLAD assembly on
+//! are chosen at build time from the target, once for this crate and its
+//! assembly, by [`ferrite_asm::isa::choose`]: SMLAD assembly on
 //! Cortex-M4/M7 (and M33 with `-C target-cpu=cortex-m33`), Helium on the
 //! Cortex-M55 (`-C target-cpu=cortex-m55`), dedicated loops on the Cortex-M3
-//! and RV32, portable Rust elsewhere; `FERRITE_KERNELS=portable` in the build
-//! environment forces the portable ones. The assembly lives in the
-//! `ferrite-asm` crate; this crate has no `unsafe` code.
+//! and on RV32 with the M extension, portable Rust elsewhere;
+//! `FERRITE_KERNELS=portable` in the build environment forces the portable
+//! ones. The assembly lives in the `ferrite-asm` crate; this crate has no
+//! `unsafe` code.
 //!
 //! ## Cargo features
 //!
@@ -66,9 +70,9 @@
 //! and `thumbv7em-none-eabihf`; docs.rs documents all features.
 //!
 //! The tile kernels are not a feature but a build-time choice from the
-//! target (above); `FERRITE_KERNELS=portable|dsp|helium|v7m|rv32` in the
-//! build environment overrides it, [`kernels::arch::NAME`] says which one a
-//! build got.
+//! target (above); `FERRITE_KERNELS=portable` (or the target's own set) in
+//! the build environment overrides it, [`kernels::arch::NAME`] says which
+//! one a build got.
 //!
 //! ## MSRV and versions
 //!
@@ -112,7 +116,7 @@ pub mod update;
 mod weights;
 
 pub use config::{LayerConfig, ModelConfig, TokenPath};
-pub use error::{Error, Result};
+pub use error::{Error, Result, StepError};
 pub use format::StateFormat;
 pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig};

@@ -13,7 +13,7 @@
 //! never changes.
 
 use crate::config::{LayerConfig, TokenPath};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StepError, StepResult};
 use crate::image::Role;
 use crate::math::{rms_scale, silu};
 use crate::mixers::StepCtx;
@@ -219,17 +219,30 @@ impl<'a, 'b> Session<'a, 'b> {
 
     /// Feeds one token and returns the logits for the next one.
     ///
-    /// Errors on a token outside the vocabulary and at position `u64::MAX`
-    /// ([`Error::PositionOverflow`]); the state is unchanged then.
-    pub fn feed(&mut self, token: u32) -> Result<&[f32]> {
+    /// Errors on a token outside the vocabulary
+    /// ([`StepError::TokenOutOfRange`]) and at position `u64::MAX`
+    /// ([`StepError::PositionOverflow`]); the state is unchanged then. The
+    /// image and the buffer were checked when the model was loaded and the
+    /// session made, so nothing else is expected (a failed invariant is a
+    /// [`StepError::Internal`]).
+    pub fn feed(&mut self, token: u32) -> StepResult<&[f32]> {
         let cfg = *self.model.config();
         if token >= cfg.vocab_size {
-            return Err(Error::TokenOutOfRange {
+            return Err(StepError::TokenOutOfRange {
                 token,
                 vocab: cfg.vocab_size,
             });
         }
-        let next = self.pos.checked_add(1).ok_or(Error::PositionOverflow)?;
+        let next = self.pos.checked_add(1).ok_or(StepError::PositionOverflow)?;
+        self.run(token, next).map_err(Error::at_step)
+    }
+
+    /// [`Session::feed`] after its checks: runs the layers on `token` (in
+    /// the vocabulary) and moves to position `next`. Its errors are the
+    /// load-time type, converted once by `feed`: everything here was checked
+    /// at load, so any error is a bug.
+    fn run(&mut self, token: u32, next: u64) -> Result<&[f32]> {
+        let cfg = *self.model.config();
         let (d, i, vocab) = (
             cfg.hidden_size as usize,
             cfg.intermediate_size as usize,
@@ -314,28 +327,92 @@ impl<'a, 'b> Session<'a, 'b> {
 
     /// Feeds `prompt`, then samples `n` tokens, calling `on_token` with each
     /// generated token as soon as it exists; `on_token` returns `false` to stop
-    /// early. Returns the number of tokens generated.
+    /// early. Returns the number of tokens generated. The same steps as
+    /// [`Session::generate_with`], whose hook also sees the logits.
     pub fn generate(
         &mut self,
         prompt: &[u32],
         n: usize,
         sampler: &mut Sampler,
         mut on_token: impl FnMut(u32) -> bool,
-    ) -> Result<usize> {
-        let (&last, head) = prompt
-            .split_last()
-            .ok_or(Error::BadPrompt("the prompt is empty"))?;
+    ) -> StepResult<usize> {
+        self.generate_with(prompt, n, sampler, |step| on_token(step.token))
+    }
+
+    /// [`Session::generate`] with a hook that sees every generated step: its
+    /// index, the logits the token was sampled from and the token
+    /// ([`Step`]).
+    ///
+    /// Feeds `prompt` except its last token, then `n` times feeds the last
+    /// token (the prompt's, then the one just sampled) and samples the next
+    /// one from the logits [`Session::feed`] returned, calling `on_step`
+    /// before the next feed. `on_step` returns `false` to stop early.
+    /// Returns the number of tokens generated (at most `n`). Errors on an
+    /// empty prompt ([`StepError::EmptyPrompt`]) and with what `feed` returns; the
+    /// tokens generated before an error were shown to `on_step`.
+    ///
+    /// What a firmware that reports the final step's logits writes (the
+    /// timing wraps the call; `on_step` runs between the feeds):
+    /// ```
+    /// # use ferrite::{Sampler, Session};
+    /// /// FNV-1a over the last step's logits (their f32 bits).
+    /// fn generate_and_checksum(
+    ///     session: &mut Session<'_, '_>,
+    ///     prompt: &[u32],
+    ///     n: usize,
+    ///     sampler: &mut Sampler,
+    /// ) -> ferrite::Result<u32> {
+    ///     let mut fnv = 0x811c_9dc5u32;
+    ///     session.generate_with(prompt, n, sampler, |step| {
+    ///         if step.index + 1 == n {
+    ///             for l in step.logits {
+    ///                 for b in l.to_bits().to_le_bytes() {
+    ///                     fnv = (fnv ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    ///                 }
+    ///             }
+    ///         }
+    ///         true
+    ///     })?;
+    ///     Ok(fnv)
+    /// }
+    /// ```
+    pub fn generate_with(
+        &mut self,
+        prompt: &[u32],
+        n: usize,
+        sampler: &mut Sampler,
+        mut on_step: impl FnMut(Step<'_>) -> bool,
+    ) -> StepResult<usize> {
+        let (&last, head) = prompt.split_last().ok_or(StepError::EmptyPrompt)?;
         for &t in head {
             self.feed(t)?;
         }
         let mut token = last;
-        for produced in 0..n {
+        for index in 0..n {
             let logits = self.feed(token)?;
             token = sampler.sample(logits);
-            if !on_token(token) {
-                return Ok(produced + 1);
+            if !on_step(Step {
+                index,
+                logits,
+                token,
+            }) {
+                return Ok(index + 1);
             }
         }
         Ok(n)
     }
+}
+
+/// One generated token, as [`Session::generate_with`] shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct Step<'l> {
+    /// Which token of the generation this is: 0 for the first, `n - 1` for
+    /// the last of `n`.
+    pub index: usize,
+    /// The logits `token` was sampled from: exactly what [`Session::feed`]
+    /// returned for the token before it (borrowed from the session's buffer,
+    /// valid until the next feed).
+    pub logits: &'l [f32],
+    /// The sampled token.
+    pub token: u32,
 }

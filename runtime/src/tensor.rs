@@ -3,7 +3,7 @@
 
 use half::f16;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StepError, StepResult};
 use crate::image::{DType, Layout, TensorEntry};
 use crate::kernels::{
     self, arch,
@@ -107,14 +107,14 @@ impl<'s> ActBuf<'s> {
 
     /// Prepares `x` as the input of the next products. Errors when `x` is
     /// wider than the scratch was sized for (a bug in the session's sizing).
-    pub fn input<'b>(&'b mut self, x: &'b [f32]) -> Result<Input<'b>> {
+    pub fn input<'b>(&'b mut self, x: &'b [f32]) -> StepResult<Input<'b>> {
         if !self.enabled {
             return Ok(Input::f32(x));
         }
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut *self.words);
         let n = x.len();
         if bytes.len() < n * tiled::ACT_BYTES_PER_COL {
-            return Err(Error::Internal("activation scratch too small"));
+            return Err(StepError::Internal("activation scratch too small"));
         }
         // The widened copy first, so that it starts on a word boundary (the
         // buffer is f32 words) for kernels that load it a word at a time.
@@ -123,7 +123,7 @@ impl<'s> ActBuf<'s> {
         let q: &mut [i8] = bytemuck::cast_slice_mut(&mut rest[..n]);
         let scale = tiled::quantize(x, q);
         let wide: &mut [i16] = bytemuck::try_cast_slice_mut(wide_bytes)
-            .map_err(|_| Error::Internal("activation scratch misaligned"))?;
+            .map_err(|_| StepError::Internal("activation scratch misaligned"))?;
         arch::prepare(q, wide);
         let (q, wide) = (&*q, &*wide);
         Ok(Input {
@@ -316,9 +316,9 @@ impl<'a> Tensor<'a> {
     }
 
     /// `y = W x` with `x` of `cols` values and `y` of `rows`.
-    pub fn matvec(&self, x: &Input<'_>, y: &mut [f32]) -> Result<()> {
+    pub fn matvec(&self, x: &Input<'_>, y: &mut [f32]) -> StepResult<()> {
         if x.f.len() != self.cols || y.len() != self.rows {
-            return Err(Error::Internal(
+            return Err(StepError::Internal(
                 "matrix-vector product of mismatched lengths",
             ));
         }
@@ -353,8 +353,8 @@ impl<'a> Tensor<'a> {
         }
     }
 
-    fn quantized<'x>(x: &'x Input<'_>) -> Result<&'x QVec<'x>> {
-        x.q.as_ref().ok_or(Error::Internal(
+    fn quantized<'x>(x: &'x Input<'_>) -> StepResult<&'x QVec<'x>> {
+        x.q.as_ref().ok_or(StepError::Internal(
             "integer-path product without quantized input",
         ))
     }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use ferrite::{Error, Session};
+use ferrite::{Session, StepError};
 use ferrite_tests::{expected, fixture_dirs, fixtures_dir, image_of};
 use ferrite_tools::run::{session_buffer, AlignedImage};
 use ferrite_tools::writer::WriteOptions;
@@ -119,7 +119,7 @@ fn the_last_position_is_an_error_and_leaves_the_state_alone() {
     assert!(session.feed(2).unwrap().iter().all(|l| l.is_finite()));
     assert_eq!(session.position(), u64::MAX);
     let state = session.state().to_vec();
-    assert_eq!(session.feed(3).unwrap_err(), Error::PositionOverflow);
+    assert_eq!(session.feed(3).unwrap_err(), StepError::PositionOverflow);
     assert_eq!(session.state(), &state[..]);
     assert_eq!(session.position(), u64::MAX);
     // A reset starts over at 0.

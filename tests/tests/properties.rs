@@ -196,7 +196,7 @@ fn bad_tokens_and_buffers_are_typed_errors() {
     let mut session = Session::new(model, &mut buf).unwrap();
     assert_eq!(
         session.feed(256).err(),
-        Some(ferrite::Error::TokenOutOfRange {
+        Some(ferrite::StepError::TokenOutOfRange {
             token: 256,
             vocab: 256
         })
@@ -208,6 +208,6 @@ fn bad_tokens_and_buffers_are_typed_errors() {
     let mut sampler = ferrite::Sampler::greedy();
     assert!(matches!(
         session.generate(&[], 3, &mut sampler, |_| true),
-        Err(ferrite::Error::BadPrompt(_))
+        Err(ferrite::StepError::EmptyPrompt)
     ));
 }

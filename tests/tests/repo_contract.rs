@@ -8,6 +8,10 @@
 //!   every field and choice that `tools/src/config_json.rs` accepts; the list
 //!   is read from that file's source, so a new option cannot be added without
 //!   documenting it.
+//! - Every "N mixer families" (or "N token-mixer families") in the READMEs,
+//!   `docs/*.md` and the runtime's crate docs counts the mixer kinds the
+//!   runtime has (`ferrite::LayerConfig::KIND_NAMES`), and
+//!   docs/adding-a-mixer.md lists those kinds.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -226,4 +230,119 @@ fn spec_names_every_mixer_and_config_field() {
             "docs/spec.md has no `### ...` subsection for mixer kind `{kind}`"
         );
     }
+}
+
+/// The number a word spells (`four`, `Five`, `5`), if it spells one.
+fn number_word(word: &str) -> Option<usize> {
+    const WORDS: [&str; 13] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    let w = word.to_ascii_lowercase();
+    WORDS
+        .iter()
+        .position(|n| *n == w)
+        .or_else(|| w.parse().ok())
+}
+
+/// Each count of mixer families in `text`: the number before "mixer
+/// families", "token-mixer families" or "token mixer families" (across line
+/// breaks and `//!` comment prefixes), with the line it starts on.
+fn family_counts(text: &str) -> Vec<(usize, String, Option<usize>)> {
+    let mut words: Vec<(usize, String)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for w in line.split_whitespace() {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '-');
+            if !w.is_empty() {
+                words.push((n + 1, w.to_ascii_lowercase()));
+            }
+        }
+    }
+    let mut counts = Vec::new();
+    for i in 0..words.len() {
+        let after: Vec<&str> = words[i + 1..]
+            .iter()
+            .take(3)
+            .map(|(_, w)| w.as_str())
+            .collect();
+        let family = matches!(
+            after.as_slice(),
+            ["mixer" | "token-mixer", "families", ..] | ["token", "mixer", "families", ..]
+        );
+        // "N token mixer families" is read at N, not again at "token".
+        if family && words[i].1 != "token" {
+            let (line, word) = &words[i];
+            counts.push((*line, word.clone(), number_word(word)));
+        }
+    }
+    counts
+}
+
+#[test]
+fn docs_count_the_mixer_families_the_runtime_has() {
+    let root = repo_root();
+    let kinds = ferrite::LayerConfig::KIND_NAMES;
+    let mut files = vec![
+        root.join("README.md"),
+        root.join("runtime/README.md"),
+        root.join("runtime/src/lib.rs"),
+    ];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+
+    let mut counted = 0;
+    let mut wrong = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        for (line, word, n) in family_counts(&text) {
+            if let Some(n) = n {
+                counted += 1;
+                if n != kinds.len() {
+                    let file = path.strip_prefix(&root).unwrap_or(path).display();
+                    wrong.push(format!("{file}:{line}: \"{word}\""));
+                }
+            }
+        }
+    }
+    // The scan itself: README.md and the crate docs count the families.
+    assert!(
+        counted >= 2,
+        "found only {counted} family counts: is the scan broken?"
+    );
+    assert!(
+        wrong.is_empty(),
+        "the runtime has {} mixer kinds ({kinds:?}), these say otherwise: {wrong:?}",
+        kinds.len()
+    );
+
+    // docs/adding-a-mixer.md: "A mixer family (today `gdn`, ...)".
+    let guide = std::fs::read_to_string(root.join("docs/adding-a-mixer.md")).unwrap();
+    let start = guide
+        .find("(today ")
+        .expect("adding-a-mixer.md lists today's families");
+    let end = guide[start..].find([':', ')']).unwrap();
+    let list = &guide[start..start + end];
+    let listed: Vec<&str> = list.split('`').skip(1).step_by(2).collect();
+    assert_eq!(
+        listed, kinds,
+        "docs/adding-a-mixer.md's list of today's families"
+    );
+}
+
+#[test]
+fn family_counts_are_read_across_lines_and_comments() {
+    let text = "- **Four mixer families**, alone\n//! Six token-mixer\n//! families; all the mixer families; 3 token mixer families.";
+    let counts: Vec<(usize, Option<usize>)> = family_counts(text)
+        .into_iter()
+        .map(|(line, _, n)| (line, n))
+        .collect();
+    assert_eq!(
+        counts,
+        [(1, Some(4)), (2, Some(6)), (3, None), (3, Some(3))]
+    );
 }

@@ -7,7 +7,7 @@ use ferrite::{Model, Session};
 use crate::mqar::{MqarSequence, MqarStream, MqarToken};
 use crate::run::session_buffer;
 
-fn err(e: ferrite::Error) -> anyhow::Error {
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 

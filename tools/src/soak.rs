@@ -19,7 +19,7 @@ use crate::mqar::{MqarParams, MqarStream, MqarToken};
 use crate::run::session_buffer;
 use ferrite_common::nll::nll;
 
-fn err(e: ferrite::Error) -> anyhow::Error {
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 

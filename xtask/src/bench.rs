@@ -170,7 +170,7 @@ fn run_cases(
         Err(e) if format!("{e:#}").contains("does not fit board") => {
             if let [(dtype, rows, cols)] = cases {
                 eprintln!("{dtype} {rows}x{cols} does not fit {}", board.name);
-                let module = kernels.unwrap_or(board.kernels);
+                let module = kernels.unwrap_or(board.kernels());
                 return parse(&format!(
                     "kernel: board={} module={module} dtype={dtype} rows={rows} cols={cols} does not fit",
                     board.name
@@ -297,7 +297,7 @@ fn row_order(r: &Measurement) -> (usize, bool) {
     let at = BOARDS.iter().position(|b| b.name == board);
     (
         at.unwrap_or(usize::MAX),
-        module == "portable" && at.is_some_and(|i| BOARDS[i].kernels != "portable"),
+        module == "portable" && at.is_some_and(|i| BOARDS[i].kernels() != "portable"),
     )
 }
 

@@ -1,274 +1,49 @@
-//! `cargo xtask chip <name>` and `cargo xtask chips`: the firmware for a
-//! real chip (the chip table, `ferrite_common::chip`), built with an
-//! embedded image and sized against the chip's flash and RAM budget. There
-//! is no emulator for these chips here: they are built and size-checked,
-//! and flashed by the user (`probe-rs run`, `espflash flash --monitor`).
+//! `cargo xtask chip <name>` and `cargo xtask chips`: the `generate`
+//! firmware for a real chip (a chip of the target table), built with an
+//! embedded image by the boards' build path and sized against the chip's
+//! budget. There is no emulator for these chips here: they are built and
+//! size-checked, and flashed by the user (`probe-rs run`, `espflash flash --monitor`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 
-use anyhow::{bail, Context, Result};
-use ferrite_common::chip::{Chip, CHIPS};
+use anyhow::{Context, Result};
 
-use crate::boards::root_dir;
+use crate::boards::{self, root_dir, Board, Firmware, RunRequest, Sizes, CHIPS};
 use crate::cli::GenerateArgs;
-use crate::{host, image_check};
+use crate::host;
 
 /// The chip called `name`, or an error listing the chips.
-pub fn named(name: &str) -> Result<&'static Chip> {
-    Chip::named(name).with_context(|| {
-        format!(
-            "unknown chip {name:?}; chips: {}",
-            ferrite_common::chip::names().collect::<Vec<_>>().join(" ")
-        )
-    })
-}
-
-/// Flash and RAM of a chip firmware.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChipSizes {
-    /// Bytes stored in flash: code, read-only data (the image), the initial
-    /// values of `.data`, boot blocks.
-    pub flash: u64,
-    /// Static RAM: `.data`, `.bss`, `.uninit` (and on the ESP32-C3 the
-    /// SRAM its IRAM code takes, esp-hal's `.rwdata_dummy`); not the stack.
-    pub ram: u64,
-}
-
-/// [`ChipSizes`] from `llvm-size -A`, by section name: cortex-m-rt's
-/// sections with rp235x-hal's boot blocks, and esp-hal's (whose address
-/// space padding `.rotext_dummy` and stack `.stack` are not counted).
-pub fn parse_sizes(text: &str) -> ChipSizes {
-    let (mut flash, mut ram) = (0, 0);
-    for line in text.lines() {
-        let mut f = line.split_whitespace();
-        let (Some(name), Some(Ok(size))) = (f.next(), f.next().map(str::parse::<u64>)) else {
-            continue;
-        };
-        let is = |prefix: &str| name == prefix || name.starts_with(&format!("{prefix}."));
-        if is(".data") {
-            flash += size;
-            ram += size;
-        } else if is(".bss") || name == ".uninit" || name == ".noinit" || name == ".rwdata_dummy" {
-            ram += size;
-        } else if [
-            ".vector_table",
-            ".start_block",
-            ".end_block",
-            ".bi_entries",
-            ".text",
-            ".rodata",
-            ".trap",
-            ".rwtext",
-            ".flash.appdesc",
-            ".rtc_fast.text",
-        ]
-        .iter()
-        .any(|p| is(p))
-        {
-            flash += size;
-        }
-    }
-    ChipSizes { flash, ram }
+pub fn named(name: &str) -> Result<&'static Board> {
+    boards::chip(name)
 }
 
 /// One built firmware.
-pub struct Built {
-    /// The ELF (a copy under `chips/target/xtask/<chip>/`).
-    pub elf: PathBuf,
-    /// Its sizes.
-    pub sizes: ChipSizes,
+struct Built {
+    /// The ELF (a copy under `boards/target/xtask/<chip>/`).
+    elf: PathBuf,
+    sizes: Sizes,
     /// The embedded image's bytes.
-    pub image_bytes: u64,
+    image_bytes: u64,
+    /// The chip's (flash, RAM) budget.
+    budget: (u64, u64),
 }
 
-/// The chip's default model.
-fn default_image(chip: &Chip) -> Result<PathBuf> {
-    match chip.model {
-        (dir, dtype) if dir.contains('/') => host::shipped_image(dir, dtype),
-        (fixture, dtype) => host::fixture_image(fixture, dtype),
-    }
-}
-
-/// Builds the `generate` firmware of `chip` with `image` embedded; fails
-/// with one line when it does not fit the chip's budget.
-pub fn build(chip: &'static Chip, image: &Path, opts: &GenerateArgs) -> Result<Built> {
-    let facts = image_check::check(image)?;
-    if facts.bytes > chip.flash {
-        bail!(
-            "image {} ({} bytes) does not fit chip {}: its flash budget is {} KiB; {}",
-            image.display(),
-            facts.bytes,
-            chip.name,
-            chip.flash / 1024,
-            facts.budget_hint(chip.flash)
-        );
-    }
-    let package = root_dir().join(chip.package);
-    let mut features = Vec::new();
-    if chip.package == "chips" {
-        features.push(chip.name);
-    }
-    if opts.math.fast_math.unwrap_or(true) {
-        features.push("fast-math");
-    }
-    if facts.bpe {
-        features.push("bpe");
-    }
-    if facts.mla {
-        features.push("mla");
-    }
-    eprintln!(
-        "building the generate firmware for {} ({}, {}; the first build of a chip takes a few minutes) ...",
-        chip.name, chip.mcu, chip.target
-    );
-    let s = opts.build_opts();
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(&package)
-        .args(["build", "--release", "--quiet", "--target", chip.target])
-        .args(["--bin", "generate", "--features", &features.join(",")])
-        .env(
-            "CARGO_ENCODED_RUSTFLAGS",
-            chip.cpu
-                .map(|cpu| format!("-C\x1ftarget-cpu={cpu}"))
-                .unwrap_or_default(),
-        )
-        .env("FERRITE_IMAGE", image)
-        .env("FERRITE_PROMPT", opts.prompt())
-        .env("FERRITE_N", opts.n().to_string())
-        .env("FERRITE_TEMPERATURE", s.temperature.to_string())
-        .env("FERRITE_TOP_K", s.top_k.to_string())
-        .env("FERRITE_TOP_P", s.top_p.to_string())
-        .env("FERRITE_SEED", s.seed.to_string())
-        .env("DEFMT_LOG", "info")
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::piped());
-    let out = cmd
-        .output()
-        .with_context(|| format!("running cargo build in {}", package.display()))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        if let Some(line) = stderr
-            .lines()
-            .find(|l| l.contains("will not fit in region") || l.contains("overflowed by"))
-        {
-            // With the code's share known from the linker, the hint is exact.
-            let hint = match image_check::overflow_bytes(&stderr) {
-                Some(over) if line.contains("FLASH") => format!("; {}", facts.fit_hint(over)),
-                _ => String::new(),
-            };
-            bail!(
-                "image {} does not fit chip {} (flash {} KiB, RAM {} KiB): {}{hint}",
-                image.display(),
-                chip.name,
-                chip.flash / 1024,
-                chip.ram / 1024,
-                line.split_once("error: ").map_or(line, |(_, e)| e).trim()
-            );
-        }
-        eprint!("{stderr}");
-        bail!("building the firmware for chip {} failed", chip.name);
-    }
-    eprint!("{stderr}");
-    let built = package
-        .join("target")
-        .join(chip.target)
-        .join("release")
-        .join("generate");
-    let dir = root_dir().join("chips/target/xtask").join(chip.name);
-    std::fs::create_dir_all(&dir)?;
-    let elf = dir.join("generate.elf");
-    std::fs::copy(&built, &elf).with_context(|| format!("copying {}", built.display()))?;
-    let size = Command::new(crate::setup::llvm_size()?)
-        .arg("-A")
-        .arg(&elf)
-        .output()
-        .context("running llvm-size")?;
-    if !size.status.success() {
-        bail!("llvm-size -A {}: failed", elf.display());
-    }
-    let sizes = parse_sizes(&String::from_utf8_lossy(&size.stdout));
-    // The linker enforces the Arm chips' maps; the ESP32-C3's map is the
-    // whole 4 MB of address space, so the app partition is checked here.
-    if sizes.flash > chip.flash || sizes.ram > chip.ram {
-        bail!(
-            "the firmware for chip {} with image {} does not fit: flash {} of {} bytes, RAM {} of {} bytes",
-            chip.name,
-            image.display(),
-            sizes.flash,
-            chip.flash,
-            sizes.ram,
-            chip.ram
-        );
-    }
+/// Builds the `generate` firmware of `chip` with `image` embedded.
+fn build(chip: &'static Board, image: &Path, g: &GenerateArgs) -> Result<Built> {
+    let req = RunRequest {
+        prompt: g.prompt(),
+        n: g.n(),
+        opts: g.build_opts(),
+        ..RunRequest::new(chip, Firmware::Generate, image)
+    };
+    let elf = boards::build(&req)?;
     Ok(Built {
+        sizes: boards::sizes(&elf)?,
+        image_bytes: std::fs::metadata(image)?.len(),
+        budget: boards::budget(chip)?,
         elf,
-        sizes,
-        image_bytes: facts.bytes,
     })
-}
-
-/// `cargo clippy -D warnings` on every chip's firmware, built as xtask
-/// builds it (its feature, target, `-C target-cpu`, fast math, an image).
-pub fn clippy() -> Result<bool> {
-    let mut ok = true;
-    for chip in CHIPS {
-        let image = default_image(chip)?;
-        let mut features = vec!["fast-math"];
-        if chip.package == "chips" {
-            features.push(chip.name);
-        }
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(root_dir().join(chip.package))
-            .args([
-                "clippy",
-                "--quiet",
-                "--release",
-                "--bins",
-                "--target",
-                chip.target,
-            ])
-            .args(["--features", &features.join(",")])
-            .args(["--", "-D", "warnings"])
-            .env(
-                "CARGO_ENCODED_RUSTFLAGS",
-                chip.cpu
-                    .map(|cpu| format!("-C\x1ftarget-cpu={cpu}"))
-                    .unwrap_or_default(),
-            )
-            .env("FERRITE_IMAGE", &image)
-            .env("DEFMT_LOG", "info")
-            .status()
-            .with_context(|| format!("running cargo clippy for chip {}", chip.name))?;
-        ok &= status.success();
-    }
-    // The library with its tests, on the host.
-    let image = default_image(&CHIPS[0])?;
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root_dir().join("chips"))
-        .args(["clippy", "--quiet", "--release", "--lib", "--tests"])
-        .args(["--features", "host,fast-math", "--", "-D", "warnings"])
-        .env("FERRITE_IMAGE", &image)
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .status()
-        .context("running cargo clippy for the chips library")?;
-    Ok(ok & status.success())
-}
-
-/// The chips' library tests on the host (`chips/src/lib.rs`: the
-/// generation loop against the runtime's `Session::generate`, and its
-/// report lines), with the default chip model embedded.
-pub fn host_test() -> Result<bool> {
-    let image = default_image(&CHIPS[0])?;
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root_dir().join("chips"))
-        .args(["test", "--quiet", "--release", "--lib"])
-        .args(["--features", "host,fast-math"])
-        .env("FERRITE_IMAGE", &image)
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .status()
-        .context("running cargo test in chips/")?;
-    Ok(status.success())
 }
 
 /// `part of whole` as a percentage with one decimal.
@@ -277,85 +52,82 @@ fn pct(part: u64, whole: u64) -> String {
 }
 
 /// The `stats:` line of a built chip firmware.
-fn stats_line(chip: &Chip, b: &Built) -> String {
+fn stats_line(chip: &Board, b: &Built) -> String {
     format!(
         "stats: chip={} target={} kernels={} image_bytes={} flash_bytes={} flash_budget={} ram_bytes={} ram_budget={}",
         chip.name,
-        chip.target,
-        chip.kernels,
+        chip.triple,
+        chip.kernels(),
         b.image_bytes,
         b.sizes.flash,
-        chip.flash,
+        b.budget.0,
         b.sizes.ram,
-        chip.ram
+        b.budget.1
     )
 }
 
 /// `cargo xtask chip <name> [--image F|DIR [--dtype D]] [--prompt P] [-n N] [sampler] [--math fast|libm]`.
-pub fn run(chip: &'static Chip, opts: &GenerateArgs) -> Result<ExitCode> {
-    let image = opts.image.resolve(|| default_image(chip))?;
-    let b = build(chip, &image, opts)?;
+pub fn run(chip: &'static Board, g: &GenerateArgs) -> Result<ExitCode> {
+    let c = chip.chip().context("not a chip")?;
+    let image = g.image.resolve(|| host::default_image(chip))?;
+    let b = build(chip, &image, g)?;
+    let ((flash, ram), elf) = (b.budget, b.elf.display().to_string());
     println!(
         "chip: {} ({}, {} on {}, {}; kernels {})",
-        chip.name, chip.board, chip.mcu, chip.core, chip.target, chip.kernels
+        chip.name,
+        c.board,
+        c.mcu,
+        chip.core,
+        chip.triple,
+        chip.kernels()
     );
     println!("image: {} ({} bytes)", image.display(), b.image_bytes);
     println!(
-        "flash: {} of {} bytes ({})",
+        "flash: {} of {flash} bytes ({})",
         b.sizes.flash,
-        chip.flash,
-        pct(b.sizes.flash, chip.flash)
+        pct(b.sizes.flash, flash)
     );
     println!(
-        "RAM:   {} of {} bytes ({}; static data, the session buffer included; the rest is stack)",
+        "RAM:   {} of {ram} bytes ({}; static data, the session buffer included; the rest is stack)",
         b.sizes.ram,
-        chip.ram,
-        pct(b.sizes.ram, chip.ram)
+        pct(b.sizes.ram, ram)
     );
-    println!("elf: {}", b.elf.display());
-    println!(
-        "flash and run: {}",
-        chip.flash_cmd
-            .replace("{elf}", &b.elf.display().to_string())
-    );
+    println!("elf: {elf}");
+    println!("flash and run: {}", c.flash_cmd.replace("{elf}", &elf));
     println!("{}", stats_line(chip, &b));
     Ok(ExitCode::SUCCESS)
 }
 
 /// Every chip (or those whose name contains `only`) built with its default
 /// model; one `stats:` line each. The check of `cargo xtask test`: each
-/// builds, its kernels are the table's (a compile-time assertion in the
-/// firmware) and it fits its budget; without `only`, the library's tests run
-/// on the host first ([`host_test`]). `record` rewrites docs/chips.md's
+/// builds and fits its budget; without `only`, the library's tests run on
+/// the host first ([`host_test`]). `record` rewrites docs/chips.md's
 /// measured table.
 pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
     let mut rows = Vec::new();
     let mut ok = true;
     if only.is_none() && !host_test()? {
-        println!("FAIL the chips library's host tests (cargo test --features host in chips/)");
+        println!("FAIL the firmware library's host tests (cargo test --features host in boards/)");
         ok = false;
     }
     for chip in CHIPS
         .iter()
         .filter(|c| only.is_none_or(|o| c.name.contains(o)))
     {
-        let built =
-            default_image(chip).and_then(|image| build(chip, &image, &GenerateArgs::default()));
+        let built = host::default_image(chip)
+            .and_then(|image| build(chip, &image, &GenerateArgs::default()));
         match built {
             Ok(b) => {
                 println!("{}", stats_line(chip, &b));
+                let ((flash, ram), (dir, dtype)) = (b.budget, chip.model);
                 rows.push(format!(
-                    "| {} | `{}` {} | {} | {} of {} ({}) | {} of {} ({}) |",
+                    "| {} | `{dir}` {dtype} | {} | {} of {flash} ({}) | {} of {ram} ({}) |",
                     chip.name,
-                    chip.model.0,
-                    chip.model.1,
                     b.image_bytes,
                     b.sizes.flash,
-                    chip.flash,
-                    pct(b.sizes.flash, chip.flash),
+                    pct(b.sizes.flash, flash),
                     b.sizes.ram,
-                    chip.ram,
-                    pct(b.sizes.ram, chip.ram)
+                    pct(b.sizes.ram, ram)
                 ));
             }
             Err(e) => {
@@ -365,87 +137,63 @@ pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
         }
     }
     if record && ok && only.is_none() {
-        record_table(&rows)?;
+        let table = format!(
+            "| chip | image | image bytes | flash bytes (of budget) | RAM bytes (of budget) |\n|---|---|---|---|---|\n{}\n",
+            rows.join("\n")
+        );
+        crate::table::write_between(&root_dir().join("docs/chips.md"), "chips-measured", &table)?;
     }
     Ok(ok)
 }
 
-/// Writes `rows` between the `chips-measured` markers of docs/chips.md.
-fn record_table(rows: &[String]) -> Result<()> {
-    let path = root_dir().join("docs/chips.md");
-    let text = std::fs::read_to_string(&path).context("reading docs/chips.md")?;
-    let (start, end) = (
-        "<!-- chips-measured:start -->",
-        "<!-- chips-measured:end -->",
-    );
-    let (Some(a), Some(z)) = (text.find(start), text.find(end)) else {
-        bail!("docs/chips.md has no {start} ... {end} markers");
-    };
-    let table = format!(
-        "{start}\n| chip | image | image bytes | flash bytes (of budget) | RAM bytes (of budget) |\n|---|---|---|---|---|\n{}\n",
-        rows.join("\n")
-    );
-    std::fs::write(&path, format!("{}{table}{}", &text[..a], &text[z..]))?;
-    println!("wrote docs/chips.md");
-    Ok(())
+/// `cargo clippy -D warnings` on every chip's firmware, built as xtask
+/// builds it (its feature, target, `-C target-cpu`, fast math, an image),
+/// and on the library with its tests on the host.
+pub fn clippy() -> Result<bool> {
+    let mut ok = true;
+    for chip in CHIPS {
+        let package = chip.chip().map_or("boards", |c| c.package);
+        let own = package != "boards";
+        let features = if own {
+            vec!["fast-math"]
+        } else {
+            vec![chip.name, "fast-math"]
+        };
+        let status = boards::cargo_firmware(chip, "clippy", &features)
+            .current_dir(root_dir().join(package))
+            .args(["--bins", "--", "-D", "warnings"])
+            .env("FERRITE_IMAGE", host::default_image(chip)?)
+            .status()
+            .with_context(|| format!("running cargo clippy for chip {}", chip.name))?;
+        ok &= status.success();
+    }
+    Ok(ok & host_cargo(&["clippy", "--tests", "--", "-D", "warnings"])?)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The firmware library's tests on the host (`boards/src/lib.rs`: the
+/// generation path against the runtime's `Session::generate`, and its
+/// report lines), with the chips' default model embedded.
+pub fn host_test() -> Result<bool> {
+    host_cargo(&["test"])
+}
 
-    #[test]
-    fn counts_arm_and_esp_sections() {
-        let rp = ".vector_table 272 0\n.start_block 20 0\n.text 85832 0\n.bi_entries 0 0\n\
-                  .rodata 186140 0\n.data 56 0\n.gnu.sgstubs 0 0\n.bss 32424 0\n.uninit 1024 0\n\
-                  .end_block 0 0\n.defmt 8 0\n.debug_info 900000 0\n";
-        assert_eq!(
-            parse_sizes(rp),
-            ChipSizes {
-                flash: 272 + 20 + 85832 + 186140 + 56,
-                ram: 56 + 32424 + 1024
-            }
-        );
-        let esp = ".trap 1540 0\n.rwtext 1832 0\n.rwtext.wifi 0 0\n.rwdata_dummy 3372 0\n\
-                   .data 1492 0\n.bss 32852 0\n.noinit 0 0\n.flash.appdesc 256 0\n\
-                   .rodata 193032 0\n.rotext_dummy 196608 0\n.text 87236 0\n\
-                   .stack 282792 0\n.eh_frame 6916 0\n";
-        assert_eq!(
-            parse_sizes(esp),
-            ChipSizes {
-                flash: 1540 + 1832 + 1492 + 256 + 193032 + 87236,
-                ram: 3372 + 1492 + 32852
-            }
-        );
-    }
-
-    /// Every chip with a memory map of its own: the map's FLASH and RAM
-    /// lengths are the table's budget (so that the linker enforces it).
-    #[test]
-    fn memory_maps_are_the_budgets() {
-        for chip in CHIPS {
-            let Some(memory) = chip.memory else { continue };
-            let text =
-                std::fs::read_to_string(root_dir().join("chips/memory").join(memory)).unwrap();
-            let len = |r| ferrite_common::board::region_length(&text, r);
-            assert_eq!(len("FLASH"), Some(chip.flash), "{}", chip.name);
-            assert_eq!(len("RAM"), Some(chip.ram), "{}", chip.name);
-        }
-    }
-
-    /// The chips' kernels are what runtime/build.rs gives their cores: DSP
-    /// (SMLAD) on the Cortex-M4F and M33, RV32 assembly on RV32 cores
-    /// without the P extension. (The firmware asserts the same at compile
-    /// time against `ferrite::kernels::arch::NAME`.)
-    #[test]
-    fn kernels_follow_the_core() {
-        for chip in CHIPS {
-            let want = if chip.target.starts_with("riscv32") {
-                "rv32"
-            } else {
-                "dsp"
-            };
-            assert_eq!(chip.kernels, want, "{}", chip.name);
-        }
-    }
+/// `cargo <args..> --release --lib --features host,fast-math` in boards/.
+fn host_cargo(args: &[&str]) -> Result<bool> {
+    let (command, rest) = args.split_first().context("no cargo command")?;
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(boards::boards_dir())
+        .args([
+            command,
+            "--quiet",
+            "--release",
+            "--lib",
+            "--features",
+            "host,fast-math",
+        ])
+        .args(rest)
+        .env("FERRITE_IMAGE", host::default_image(&CHIPS[0])?)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .with_context(|| format!("running cargo {command} in boards/"))?;
+    Ok(status.success())
 }

@@ -9,9 +9,8 @@ use anyhow::{Context, Result};
 use clap::builder::{NonEmptyStringValueParser, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use ferrite::image::DType;
-use ferrite_common::chip::Chip;
 
-use crate::boards::{self, Board, BuildOpts};
+use crate::boards::{self, Board, BuildOpts, BOARDS, CHIPS};
 use crate::{bench, board, chip, eval_board, fuzz, host, ota, profile, setup, soak, suite, table};
 
 /// `cargo xtask`: build, run and check ferrite's firmware and everything else.
@@ -111,19 +110,19 @@ impl Command {
 
 /// The boards and chips, below `--help`.
 fn targets_help() -> String {
-    let boards: Vec<_> = ferrite_common::board::names().collect();
-    let chips: Vec<_> = ferrite_common::chip::names().collect();
+    let boards: Vec<_> = BOARDS.iter().map(|b| b.name).collect();
+    let chips: Vec<_> = CHIPS.iter().map(|c| c.name).collect();
     format!("boards: {}\nchips: {}", boards.join(" "), chips.join(" "))
 }
 
 /// A board of the table, by name.
 pub fn board() -> impl TypedValueParser<Value = &'static Board> {
-    PossibleValuesParser::new(ferrite_common::board::names()).try_map(|s| boards::named(&s))
+    PossibleValuesParser::new(BOARDS.iter().map(|b| b.name)).try_map(|s| boards::named(&s))
 }
 
 /// A chip of the table, by name.
-fn chip() -> impl TypedValueParser<Value = &'static Chip> {
-    PossibleValuesParser::new(ferrite_common::chip::names()).try_map(|s| chip::named(&s))
+fn chip() -> impl TypedValueParser<Value = &'static Board> {
+    PossibleValuesParser::new(CHIPS.iter().map(|c| c.name)).try_map(|s| chip::named(&s))
 }
 
 /// A count of at least `MIN` (`-n`: a firmware needs at least one token or MQAR sequence).
@@ -274,7 +273,7 @@ pub struct SuiteArgs {
 pub struct ChipArgs {
     /// The chip
     #[arg(value_name = "NAME", value_parser = chip())]
-    pub chip: &'static Chip,
+    pub chip: &'static Board,
     #[command(flatten)]
     pub generate: GenerateArgs,
 }
@@ -311,7 +310,7 @@ mod tests {
             "board m3 --image x.fer --dtype int4 --prompt Hi -n 5 --temperature 0.7 --top-k 3 \
              --top-p 0.9 --seed 1 --defmt --math libm",
             &[
-                "Board(Args { board: Board { name: \"m3\"",
+                "Board(Args { board: Target { name: \"m3\"",
                 "image: Some(\"x.fer\")",
                 "dtype: Some(I4)",
                 "prompt: Some(\"Hi\")",
@@ -333,7 +332,7 @@ mod tests {
             "eval-board m4f --image d --dtype f16 --mqar -n 4 --seed 2 --pairs 4 --seq-len 32 \
              --math fast",
             &[
-                "EvalBoard(Args { board: Board { name: \"m4f\"",
+                "EvalBoard(Args { board: Target { name: \"m4f\"",
                 "image: Some(\"d\")",
                 "dtype: Some(F16)",
                 "mqar: true, n: 4, seed: 2, pairs: 4, seq_len: 32",
@@ -354,7 +353,7 @@ mod tests {
         (
             "ota m4f --image a.fer --update b.fer --corrupt --prompt P -n 3",
             &[
-                "Ota(Args { board: Board { name: \"m4f\"",
+                "Ota(Args { board: Target { name: \"m4f\"",
                 "image: Some(\"a.fer\")",
                 "update: Some(\"b.fer\"), corrupt: true, cut_at: None, prompt: \"P\", n: 3",
             ],
@@ -376,7 +375,7 @@ mod tests {
         (
             "profile m3 --image d --dtype int8 --prompt P -n 2 --top 10 --math fast --math-calls",
             &[
-                "Profile(Args { board: Board { name: \"m3\"",
+                "Profile(Args { board: Target { name: \"m3\"",
                 "dtype: Some(I8)",
                 "prompt: \"P\", n: 2, top: 10",
                 "fast_math: Some(true)",
@@ -409,7 +408,7 @@ mod tests {
             "chip rp2350 --image d --dtype int4 --prompt P -n 9 --temperature 1 --top-k 2 \
              --top-p 0.5 --seed 3 --math libm",
             &[
-                "Chip(ChipArgs { chip: Chip { name: \"rp2350\"",
+                "Chip(ChipArgs { chip: Target { name: \"rp2350\"",
                 "dtype: Some(I4)",
                 "prompt: Some(\"P\"), n: Some(9), temperature: Some(1.0), top_k: Some(2), \
                  top_p: Some(0.5), seed: Some(3)",

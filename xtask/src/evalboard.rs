@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
 
-use crate::boards::{self, Board, BuildOpts, EvalReport, Firmware, Run, RunRequest};
+use crate::boards::{self, Board, BuildOpts, Firmware, Report, Run, RunRequest};
 use crate::host;
 
 /// What to evaluate.
@@ -33,7 +33,7 @@ pub enum Task {
 /// A finished board evaluation that agreed with the host.
 pub struct Outcome {
     pub run: Run,
-    pub report: EvalReport,
+    pub report: Report,
     /// One line: the board's and the host's figures.
     pub note: String,
 }
@@ -92,17 +92,13 @@ pub fn run(
         }
     };
     let req = RunRequest {
-        board,
-        firmware: Firmware::Eval,
-        image,
-        prompt: boards::DEFAULT_PROMPT,
         n,
-        defmt: false,
         echo,
         opts: opts.clone(),
+        ..RunRequest::new(board, Firmware::Eval, image)
     };
     let run = boards::build_and_run(&req)?;
-    let report = run.eval_report()?;
+    let report = run.report()?;
     let note = match text {
         None => {
             let host = host::eval_mqar(image, opts.mqar_seed, n, opts.pairs, opts.seq_len, math)?;

@@ -1,7 +1,7 @@
 //! `cargo xtask`: build and run the ferrite firmware on QEMU boards and real
 //! chips, and run every check (`cargo xtask test`, CI's command).
 //! `cargo xtask --help` lists the commands (cli.rs); each has its module.
-//! Boards: the table of `ferrite_common::board` (m4f is the demo's). See boards/README.md.
+//! Boards and chips: the target table of `ferrite_common::target` (m4f is the demo's). See boards/README.md.
 
 mod bench;
 mod board;

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args as ClapArgs;
@@ -218,25 +218,17 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     std::fs::create_dir_all(&dir)?;
     eprintln!(
         "profiling under QEMU ({} -machine {}, every block logged: slower than a run) ...",
-        board.qemu, board.machine
+        board.qemu_binary(),
+        board.qemu().map_or("?", |q| q.machine)
     );
     // The log goes to QEMU's stderr, a pipe (the firmware's output is stdout).
-    let mut qemu = Command::new("timeout")
-        .arg(boards::timeout_for(args.n * 20).to_string())
-        .arg(board.qemu)
-        .args(["-machine", board.machine])
-        .args(board.qemu_args)
-        .args(["-nographic", "-monitor", "none", "-serial", "none"])
-        .args(["-semihosting-config", "enable=on,target=native"])
-        .args(["-icount", "shift=0,sleep=off"])
-        .args(["-d", "in_asm,exec,nochain", "-D", "/dev/stderr", "-kernel"])
-        .arg(&elf)
+    let mut qemu = boards::run::qemu_command(board, &elf, boards::timeout_for(args.n * 20))?
+        .args(["-d", "in_asm,exec,nochain", "-D", "/dev/stderr"])
         .current_dir(&dir)
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .with_context(|| format!("starting {}", board.qemu))?;
+        .with_context(|| format!("starting {}", board.qemu_binary()))?;
     let log = qemu.stderr.take().context("QEMU's stderr")?;
     let p = fold(BufReader::with_capacity(1 << 20, log), "Session4feed");
     let status = qemu.wait()?;

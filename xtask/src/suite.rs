@@ -1,42 +1,28 @@
 //! `cargo xtask test-boards [--overwrite]`: the QEMU suite.
 //!
-//! - every board: the `kernels` firmware runs this build's tile kernels (the
-//!   module the board's target gets) against the reference, bit for bit, on
-//!   random, extreme and misaligned cases, and reports no mismatch;
+//! - every board: the instruction counter is calibrated; the `kernels`
+//!   firmware runs this build's tile kernels (the module the board's target
+//!   gets) against the reference, bit for bit, on random, extreme and
+//!   misaligned cases, and reports no mismatch;
 //! - every board: `generate` with the board's default image; the generated ids
 //!   equal the host runtime's (`ferrite generate --ids`) and the final-step
 //!   logits checksum equals `ferrite logits` (bit-identical FNV-1a over the
 //!   f32 bits; if the bits differ, the f32 sum must agree within
 //!   LOGITS_REL_TOL, except on the integer path (tiled int8/int4 images),
 //!   where they must not differ); the transcript and the stats line equal
-//!   boards/expected/<board>.out / .stats;
-//! - fast math: a board built with the runtime's `fast-math` feature (by
-//!   default where `Board::fast_math` is set) is compared, in every check,
-//!   with a host CLI that runs the same module (`fast-math` for the f32
-//!   polynomial, `fast-math-int` for the integer one; host::ferrite_with);
-//!   such a board also runs `generate` without the feature against the
-//!   plain host (boards/expected/<board>-libm.out / .stats);
+//!   boards/expected/<board>.out / .stats. The firmware runs the runtime's
+//!   `fast-math` feature and is compared with a host CLI that runs the same
+//!   module (host::ferrite_with); each board also runs `generate` without
+//!   the feature against the plain host (boards/expected/<board>-libm.*);
+//! - BPE, every format-4 fixture, constant memory over 10,000 tokens, OTA
+//!   updates (accepted, or refused with A serving), an image too large for
+//!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
+//!   bits per byte with the `eval` firmware) against the host and their
+//!   recorded metrics.
 //! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` at
 //!   int8 with `--path int` on m0, m3, m4f and rv32imac, built with their
 //!   `fast-math` module, generates the plain host CLI's tokens and final
-//!   logits bit for bit;
-//! - BPE: a model with the committed byte-level BPE tokenizer
-//!   (tests/tokenizer/model) encodes the prompt and generates the host's
-//!   tokens, and its transcript equals boards/expected/bpe-<board>.out;
-//! - constant memory: 10,000 tokens use the same stack and RAM as 100;
-//! - OTA: an intact download generates the host's tokens, a corrupted or
-//!   truncated one is refused with a message (exit status 2, no fault);
-//! - fit: an image too large for the M3's 256 KB flash is refused clearly;
-//! - defmt: the firmware builds with the `defmt` feature (and is decoded
-//!   with defmt-print, when that is installed);
-//! - trained models (models/): the demo (lm-large f32, sampled with a seed)
-//!   on m4f and lm-small int8 on m3 generate the host's tokens; the `eval`
-//!   firmware scores MQAR (100 sequences of seed 0, int8) for three MQAR
-//!   models on m4f and gdn-2k-lr3e-3 on m0 (its 16 KB of RAM) with the
-//!   host's correct count, consistent with the
-//!   recorded 1,000-sequence accuracy (metrics.json, binomial tolerance), and
-//!   the bits per byte of a held-out excerpt for lm-small int8 on m3 and
-//!   lm-large int8 on m4f bit-identical to the host's.
+//!   logits bit for bit.
 //!
 //! Failures are gathered; the last line is `N passed, N failed`. `--only TEXT`
 //! runs the checks whose name contains TEXT (e.g. `kernels`, `m3:`).
@@ -45,11 +31,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, ensure, Context, Result};
+use ferrite_common::report::{last_value, Fields, KERNELS};
 
-use crate::boards::{
-    self, Board, BoardExt, BuildOpts, Delivery, Firmware, Report, RunRequest, BOARDS, DEFAULT_N,
-    DEFAULT_PROMPT,
-};
+use crate::boards::{self, Board, BuildOpts, Delivery, Firmware, Report, Run, RunRequest, BOARDS};
 use crate::evalboard::{self, Task};
 use crate::host;
 
@@ -64,8 +48,7 @@ const SHORT_N: usize = 100;
 /// Boards that run a model with a byte-level BPE tokenizer.
 const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run every fixture whose int8 image is format 4 (the mixer
-/// options that version added: the GDN family, GSA short convolution,
-/// dilated SWA, `mla`): host and board must agree bit for bit.
+/// options that version added): host and board must agree bit for bit.
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
 /// Boards that run a model on the integer token path (format 6): with the
 /// firmware's `fast-math` module, against the plain host CLI, bit for bit
@@ -74,8 +57,9 @@ const INT_PATH_BOARDS: &[&str] = &["m0", "m3", "m4f", "rv32imac"];
 /// The model they run: GDN only, so every layer takes the integer step.
 const INT_PATH_MODEL: &str = "models/mqar/gdn-2k-lr3e-3";
 
-/// Boards that run the OTA example.
+/// Boards that run the OTA example, and the fixture offered as the good update.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
+const OTA_UPDATE: &str = "swa_gqa";
 /// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
 /// strong and one mid; on the M0 the one its 16 KB of RAM is made for.
 const MQAR_MODELS: &[(&str, &str)] = &[
@@ -87,15 +71,13 @@ const MQAR_MODELS: &[(&str, &str)] = &[
 /// MQAR sequences of seed 0 on the board (the first 100 of the recorded 1,000).
 const MQAR_N: usize = 100;
 /// Held-out excerpts scored on the boards: (board, model, dtype, bytes, chunk).
-/// The M3 is soft float (~28M instructions per byte with lm-small), so its
-/// excerpt is short; both excerpts span two or more chunks (state resets).
+/// The M3 is soft float, so its excerpt is short; both span two or more chunks.
 const TEXT_EVALS: &[(&str, &str, &str, usize, usize)] = &[
     ("m3", "models/lm/small", "int8", 256, 128),
     ("m4f", "models/lm/large", "int8", 1024, 512),
 ];
 /// How far an excerpt's bits per byte may sit from the recorded figure of the
-/// whole held-out file: a sanity bound only (a short excerpt is noisy), the
-/// real check is equality with the host.
+/// whole held-out file: a sanity bound (the real check is equality with the host).
 const EXCERPT_BPB_SLACK: f64 = 0.5;
 
 struct Suite {
@@ -107,7 +89,7 @@ struct Suite {
 }
 
 impl Suite {
-    fn check(&mut self, name: &str, f: impl FnOnce(&mut Self) -> Result<String>) {
+    fn check(&mut self, name: &str, f: impl FnOnce(&Self) -> Result<String>) {
         if self
             .only
             .as_ref()
@@ -117,22 +99,15 @@ impl Suite {
         }
         eprintln!("--- {name}");
         match f(self) {
-            Ok(note) => {
-                self.passed += 1;
-                println!(
-                    "ok   {name}{}",
-                    if note.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({note})")
-                    }
-                );
-            }
+            Ok(note) if note.is_empty() => println!("ok   {name}"),
+            Ok(note) => println!("ok   {name} ({note})"),
             Err(e) => {
                 println!("FAIL {name}: {e:#}");
                 self.failed.push(name.to_string());
+                return;
             }
         }
+        self.passed += 1;
     }
 
     /// Compares `actual` with boards/expected/<file>, or writes it with --overwrite.
@@ -140,8 +115,7 @@ impl Suite {
         let path = expected_dir().join(file);
         if self.overwrite {
             std::fs::create_dir_all(expected_dir())?;
-            std::fs::write(&path, actual)?;
-            return Ok(());
+            return Ok(std::fs::write(&path, actual)?);
         }
         let want = std::fs::read(&path).with_context(|| {
             format!(
@@ -150,8 +124,10 @@ impl Suite {
             )
         })?;
         if want != actual {
-            let w = String::from_utf8_lossy(&want);
-            let a = String::from_utf8_lossy(actual);
+            let (w, a) = (
+                String::from_utf8_lossy(&want),
+                String::from_utf8_lossy(actual),
+            );
             let diff: Vec<String> = w
                 .lines()
                 .zip(a.lines())
@@ -169,8 +145,20 @@ impl Suite {
         }
         Ok(())
     }
+
+    /// The transcript and (`stats`) the `stats:` line of a run as
+    /// boards/expected/<stem>.out and .stats; returns the stats for a note.
+    fn expect_run(&self, stem: &str, run: &Run, report: &Report, stats: bool) -> Result<String> {
+        self.expect(&format!("{stem}.out"), &run.output)?;
+        let line = report.stats_line();
+        if stats {
+            self.expect(&format!("{stem}.stats"), format!("{line}\n").as_bytes())?;
+        }
+        Ok(line.trim_start_matches("stats: ").to_string())
+    }
 }
 
+/// The recorded transcripts and stats, `boards/expected/`.
 pub fn expected_dir() -> PathBuf {
     boards::boards_dir().join("expected")
 }
@@ -183,44 +171,46 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         failed: Vec::new(),
     };
     host::ferrite()?;
+    let named = |names: &'static [&str]| {
+        names
+            .iter()
+            .map(|n| boards::named(n))
+            .collect::<Result<Vec<_>>>()
+    };
 
     for board in BOARDS {
-        s.check(
-            &format!("{}: instruction counter calibrated", board.name),
-            |_| calibrated(board),
-        );
+        let name = board.name;
+        s.check(&format!("{name}: instruction counter calibrated"), |_| {
+            calibrated(board)
+        });
         s.check(
             &format!(
-                "{}: tile kernels ({}) match the reference bit for bit",
-                board.name, board.kernels
+                "{name}: tile kernels ({}) match the reference bit for bit",
+                board.kernels()
             ),
             |_| kernels_match(board),
         );
-        s.check(&format!("{}: generate matches host", board.name), |s| {
-            board_matches_host(s, board)
+        s.check(&format!("{name}: generate matches host"), |s| {
+            board_matches_host(s, board, &BuildOpts::default(), name)
         });
-        // A board that runs fast math by default: the libm build too, so
-        // that the path without the feature stays checked on it.
-        if board.fast_math {
-            s.check(
-                &format!(
-                    "{}: generate without fast-math matches the libm host",
-                    board.name
-                ),
-                |s| {
-                    let opts = BuildOpts {
-                        fast_math: Some(false),
-                        ..BuildOpts::default()
-                    };
-                    board_matches_host_as(s, board, &opts, &format!("{}-libm", board.name))
-                },
-            );
-        }
-    }
-    for name in FORMAT4_BOARDS {
-        let board = boards::named(name)?;
+        // The libm build too, so that the path without fast math stays checked.
         s.check(
-            &format!("{name}: the format-4 mixer options generate like the host (int8)"),
+            &format!("{name}: generate without fast-math matches the libm host"),
+            |s| {
+                let libm = BuildOpts {
+                    fast_math: Some(false),
+                    ..BuildOpts::default()
+                };
+                board_matches_host(s, board, &libm, &format!("{name}-libm"))
+            },
+        );
+    }
+    for board in named(FORMAT4_BOARDS)? {
+        s.check(
+            &format!(
+                "{}: the format-4 mixer options generate like the host (int8)",
+                board.name
+            ),
             |_| format4_matches_host(board),
         );
     }
@@ -231,24 +221,42 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             |_| int_path_matches_host(board),
         );
     }
-    for name in BPE_BOARDS {
-        let board = boards::named(name)?;
-        s.check(&format!("{name}: BPE model generates like the host"), |s| {
-            bpe_matches_host(s, board)
-        });
-    }
-    for name in LONG_RUN_BOARDS {
-        let board = boards::named(name)?;
+    for board in named(BPE_BOARDS)? {
         s.check(
-            &format!("{name}: constant memory, {LONG_N} vs {SHORT_N} tokens"),
+            &format!("{}: BPE model generates like the host", board.name),
+            |s| {
+                let image = host::bpe_image("f32")?;
+                let (run, report, note) = generate(&generate_req(board, &image))?;
+                let stats = s.expect_run(&format!("bpe-{}", board.name), &run, &report, false)?;
+                Ok(format!(
+                    "{note}; prompt {} tokens; {stats}",
+                    report.get("prompt_tokens")
+                ))
+            },
+        );
+    }
+    for board in named(LONG_RUN_BOARDS)? {
+        s.check(
+            &format!(
+                "{}: constant memory, {LONG_N} vs {SHORT_N} tokens",
+                board.name
+            ),
             |_| constant_memory(board),
         );
     }
-    for name in OTA_BOARDS {
-        let board = boards::named(name)?;
+    for board in named(OTA_BOARDS)? {
+        let name = board.name;
         s.check(
             &format!("{name}: ota accepts a good update and serves it like the host"),
-            |s| ota_accepts(s, board),
+            |s| {
+                let b = host::fixture_image(OTA_UPDATE, "int8")?;
+                let (verdict, report, run) = ota_run(board, &b, Delivery::Intact)?;
+                ensure!(verdict == "ota: accepted", "{verdict}");
+                let note =
+                    compare_with_host(&b, &report, boards::DEFAULT_PROMPT, &BuildOpts::default())?;
+                s.expect(&format!("ota-{name}.out"), &run.output)?;
+                Ok(format!("{verdict}; B serves: {note}"))
+            },
         );
         s.check(
             &format!("{name}: ota refuses a corrupted update, A serves"),
@@ -276,11 +284,7 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         s.check(
             &format!("{name}: ota refuses an update whose session does not fit, A serves"),
             |_| {
-                let b = host::model_image(
-                    &boards::root_dir().join("models/lm/large"),
-                    "lm_large",
-                    "int8",
-                )?;
+                let b = host::shipped_image("models/lm/large", "int8")?;
                 ota_refuses(board, &b, Delivery::Intact, "its session needs")
             },
         );
@@ -292,17 +296,42 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     s.check("m4f: defmt build (decoded with defmt-print)", |_| {
         defmt_build()
     });
-
-    s.check(
-        &format!(
-            "m4f: demo ({} {}, sampled) generates like the host",
-            crate::DEMO_MODEL,
-            crate::DEMO_DTYPE.name()
-        ),
-        demo_matches_host,
+    let demo = format!(
+        "m4f: demo ({} {}, sampled) generates like the host",
+        crate::DEMO_MODEL,
+        crate::DEMO_DTYPE.name()
     );
+    s.check(&demo, |s| {
+        let board = boards::named("m4f")?;
+        let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE.name())?;
+        let opts = BuildOpts {
+            temperature: crate::DEMO_TEMPERATURE,
+            seed: crate::DEMO_SEED,
+            ..BuildOpts::default()
+        };
+        let req = RunRequest {
+            prompt: crate::DEMO_PROMPT,
+            n: crate::DEMO_N,
+            opts,
+            ..generate_req(board, &image)
+        };
+        let (run, report, note) = generate(&req)?;
+        Ok(format!(
+            "{note}; {}",
+            s.expect_run("demo-m4f", &run, &report, true)?
+        ))
+    });
     s.check("m3: models/lm/en-m3 int8 generates like the host", |s| {
-        english_lm_on_m3(s)
+        let board = boards::named("m3")?;
+        let image = host::shipped_image("models/lm/en-m3", "int8")?;
+        let (run, report, note) = generate(&generate_req(board, &image))?;
+        let stats = s.expect_run("lm-en-m3-m3", &run, &report, true)?;
+        let (flash, ram) = boards::budget(board)?;
+        let sizes = report.sizes;
+        Ok(format!(
+            "{note}; flash {} of {flash} B, static RAM {} of {ram} B; {stats}",
+            sizes.flash, sizes.ram
+        ))
     });
     for &(board, name) in MQAR_MODELS {
         s.check(
@@ -334,20 +363,10 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
 }
 
 /// The counter reads 2,000,000 instructions for a loop of 2,000,000, within
-/// one SysTick tick (40 instructions) plus the loop's set-up.
+/// one SysTick tick plus the loop's set-up.
 fn calibrated(board: &'static Board) -> Result<String> {
     let image = host::default_image(board)?;
-    let req = RunRequest {
-        board,
-        firmware: Firmware::Calibrate,
-        image: &image,
-        prompt: DEFAULT_PROMPT,
-        n: DEFAULT_N,
-        defmt: false,
-        echo: false,
-        opts: BuildOpts::default(),
-    };
-    let run = boards::build_and_run(&req)?;
+    let run = boards::build_and_run(&RunRequest::new(board, Firmware::Calibrate, &image))?;
     ensure!(
         run.status == 0,
         "exit status {}:\n{}",
@@ -355,10 +374,8 @@ fn calibrated(board: &'static Board) -> Result<String> {
         run.tail()
     );
     let text = String::from_utf8_lossy(&run.output);
-    let counted: i64 = text
-        .split("counted=")
-        .nth(1)
-        .and_then(|s| s.trim().parse().ok())
+    let counted: i64 = last_value(&text, "counted=")
+        .and_then(|s| s.parse().ok())
         .with_context(|| format!("no `counted=` in {text:?}"))?;
     ensure!(
         (counted - 2_000_000).abs() <= 64,
@@ -371,54 +388,32 @@ fn calibrated(board: &'static Board) -> Result<String> {
 /// the kernel module the board's target gets.
 fn kernels_match(board: &'static Board) -> Result<String> {
     let image = host::default_image(board)?;
-    let req = RunRequest {
-        board,
-        firmware: Firmware::Kernels,
-        image: &image,
-        prompt: DEFAULT_PROMPT,
-        n: DEFAULT_N,
-        defmt: false,
-        echo: false,
-        opts: BuildOpts::default(),
-    };
-    let run = boards::build_and_run(&req)?;
+    let run = boards::build_and_run(&RunRequest::new(board, Firmware::Kernels, &image))?;
     let text = String::from_utf8_lossy(&run.output);
-    let summary = parse_kernels(&text)?;
+    let (module, cases, failed, max_cols) = parse_kernels(&text)?;
     let first_failure = text
         .lines()
         .find(|l| l.starts_with("kernels: FAIL"))
         .unwrap_or("");
     ensure!(
-        summary.failed == 0 && run.status == 0,
-        "{} of {} cases differ (exit status {}); first: {first_failure}",
-        summary.failed,
-        summary.cases,
+        failed == 0 && run.status == 0,
+        "{failed} of {cases} cases differ (exit status {}); first: {first_failure}",
         run.status
     );
     ensure!(
-        summary.module == board.kernels,
-        "ran the {} kernels, not the {} module the board's target gets (is FERRITE_KERNELS set?)",
-        summary.module,
-        board.kernels
+        module == board.kernels(),
+        "ran the {module} kernels, not the {} module the board's target gets (is FERRITE_KERNELS set?)",
+        board.kernels()
     );
-    ensure!(summary.cases >= 1000, "only {} cases ran", summary.cases);
+    ensure!(cases >= 1000, "only {cases} cases ran");
     Ok(format!(
-        "{} cases, module {}, up to {} columns",
-        summary.cases, summary.module, summary.max_cols
+        "{cases} cases, module {module}, up to {max_cols} columns"
     ))
 }
 
-/// The `kernels: board=.. module=.. cases=.. failed=.. max_cols=..` line.
-#[derive(Debug, PartialEq)]
-struct KernelsSummary {
-    module: String,
-    cases: u64,
-    failed: u64,
-    max_cols: u64,
-}
-
-fn parse_kernels(text: &str) -> Result<KernelsSummary> {
-    use ferrite_common::report::{last_value, Fields, KERNELS};
+/// The `kernels: board=.. module=.. cases=.. failed=.. max_cols=..` line:
+/// (module, cases, failed, max_cols).
+fn parse_kernels(text: &str) -> Result<(String, u64, u64, u64)> {
     let line = text
         .lines()
         .rev()
@@ -429,58 +424,41 @@ fn parse_kernels(text: &str) -> Result<KernelsSummary> {
         f.number(key)
             .with_context(|| format!("bad or no {key}= in {line:?}"))
     };
-    Ok(KernelsSummary {
-        module: f
-            .get("module")
-            .with_context(|| format!("no module= in {line:?}"))?
-            .to_string(),
-        cases: number("cases")?,
-        failed: number("failed")?,
-        max_cols: number("max_cols")?,
-    })
+    let module = f
+        .get("module")
+        .with_context(|| format!("no module= in {line:?}"))?;
+    Ok((
+        module.to_string(),
+        number("cases")?,
+        number("failed")?,
+        number("max_cols")?,
+    ))
 }
 
-fn run_generate(board: &'static Board, image: &Path, n: usize) -> Result<(boards::Run, Report)> {
-    run_generate_as(board, image, n, &BuildOpts::default())
-}
-
-/// [`run_generate`] with the build options `opts`.
-fn run_generate_as(
-    board: &'static Board,
-    image: &Path,
-    n: usize,
-    opts: &BuildOpts,
-) -> Result<(boards::Run, Report)> {
-    let req = RunRequest {
-        board,
-        firmware: Firmware::Generate,
-        image,
-        prompt: DEFAULT_PROMPT,
-        n,
-        defmt: false,
-        echo: false,
-        opts: opts.clone(),
-    };
-    let run = boards::build_and_run(&req)?;
+/// Builds and runs `req` (a `generate` run) and compares it with the host:
+/// the run, its report and a note.
+fn generate(req: &RunRequest<'_>) -> Result<(Run, Report, String)> {
+    let run = boards::build_and_run(req)?;
     let report = run.report()?;
-    Ok((run, report))
+    let note = compare_with_host(req.image, &report, req.prompt, &req.opts)?;
+    Ok((run, report, note))
 }
 
-/// Tokens and the final-step logits checksum against the host runtime.
-fn compare_with_host(image: &Path, report: &Report) -> Result<String> {
-    compare_with_host_as(image, report, DEFAULT_PROMPT, &BuildOpts::default())
+/// `generate` on `board` with `image` and the defaults.
+fn generate_req<'a>(board: &'static Board, image: &'a Path) -> RunRequest<'a> {
+    RunRequest::new(board, Firmware::Generate, image)
 }
 
-/// [`compare_with_host`] for a run with `prompt` and the sampler of `opts`.
-fn compare_with_host_as(
+/// Tokens and the final-step logits checksum of a run with `prompt` and the
+/// sampler of `opts` against the host CLI that runs the same math.
+fn compare_with_host(
     image: &Path,
     report: &Report,
     prompt: &str,
     opts: &BuildOpts,
 ) -> Result<String> {
     let n = report.count;
-    let board = boards::named(report.board)?;
-    let math = opts.math(board);
+    let math = opts.math(boards::named(report.board)?);
     let host_ids = host::generate_ids_with(image, prompt, n, opts, math)?;
     ensure!(
         host_ids.len() == n,
@@ -495,26 +473,23 @@ fn compare_with_host_as(
     let shown = &host_ids[..report.tokens.len()];
     ensure!(
         report.tokens == shown,
-        "tokens differ from the host's:\n  board: {:?}\n  host:  {:?}",
-        report.tokens,
-        shown
+        "tokens differ from the host's:\n  board: {:?}\n  host:  {shown:?}",
+        report.tokens
     );
     ensure!(
         report.tokens_fnv == boards::fnv1a(host_ids.iter().copied()),
         "hash of all {n} ids differs from the host's"
     );
-
     let mut fed = host::tokenize(image, prompt)?;
     ensure!(
-        fed.len() == report.get("prompt_tokens").parse::<usize>().unwrap_or(0),
+        fed.len().to_string() == report.get("prompt_tokens"),
         "the board encoded the prompt as {} tokens, the host as {}",
         report.get("prompt_tokens"),
         fed.len()
     );
     fed.extend_from_slice(&host_ids[..n - 1]);
     let logits = host::last_logits(image, &fed, math)?;
-    let host_fnv = boards::fnv1a(logits.iter().map(|l| l.to_bits()));
-    if host_fnv == report.logits_fnv {
+    if boards::fnv1a(logits.iter().map(|l| l.to_bits())) == report.logits_fnv {
         return Ok(format!("{n} tokens, logits bit-identical"));
     }
     // The integer path is exact integer arithmetic between two f32 steps
@@ -528,41 +503,30 @@ fn compare_with_host_as(
     let err = (host_sum - report.logits_sum).abs() / scale;
     ensure!(
         err <= LOGITS_REL_TOL,
-        "final-step logits differ: board sum {} host sum {} (relative error {err:e} > {LOGITS_REL_TOL:e})",
-        report.logits_sum,
-        host_sum
+        "final-step logits differ: board sum {} host sum {host_sum} (relative error {err:e} > {LOGITS_REL_TOL:e})",
+        report.logits_sum
     );
     Ok(format!(
         "{n} tokens, logits within {LOGITS_REL_TOL:e} (relative error {err:e}), not bit-identical"
     ))
 }
 
-fn board_matches_host(s: &mut Suite, board: &'static Board) -> Result<String> {
-    board_matches_host_as(s, board, &BuildOpts::default(), board.name)
-}
-
-/// `generate` with the build options `opts` against the host CLI that runs
-/// the same math; the transcript and stats are boards/expected/<stem>.out
-/// and .stats.
-fn board_matches_host_as(
-    s: &mut Suite,
+/// `generate` with the board's default image and the build options `opts`
+/// against the host; the transcript and stats are boards/expected/<stem>.*.
+fn board_matches_host(
+    s: &Suite,
     board: &'static Board,
     opts: &BuildOpts,
     stem: &str,
 ) -> Result<String> {
     let image = host::default_image(board)?;
-    let (run, report) = run_generate_as(board, &image, DEFAULT_N, opts)?;
-    let note = compare_with_host_as(&image, &report, DEFAULT_PROMPT, opts)?;
-    s.expect(&format!("{stem}.out"), &run.output)?;
-    s.expect(
-        &format!("{stem}.stats"),
-        format!("{}\n", report.stats_line()).as_bytes(),
-    )?;
-    Ok(format!(
-        "{note}; math {}; {}",
-        opts.math(board).name(),
-        report.stats_line().trim_start_matches("stats: ")
-    ))
+    let req = RunRequest {
+        opts: opts.clone(),
+        ..generate_req(board, &image)
+    };
+    let (run, report, note) = generate(&req)?;
+    let stats = s.expect_run(stem, &run, &report, true)?;
+    Ok(format!("{note}; math {}; {stats}", opts.math(board).name()))
 }
 
 /// [`INT_PATH_MODEL`] on the integer token path on `board`, built with the
@@ -570,26 +534,31 @@ fn board_matches_host_as(
 /// tokens and the same final logits bit for bit.
 fn int_path_matches_host(board: &'static Board) -> Result<String> {
     let image = host::int_path_image(INT_PATH_MODEL)?;
-    let (_, report) = run_generate(board, &image, 16)?;
+    let req = RunRequest {
+        n: 16,
+        ..generate_req(board, &image)
+    };
+    let run = boards::build_and_run(&req)?;
+    let report = run.report()?;
+    // The host CLI without `fast-math`, whatever the board's module.
     let plain = BuildOpts {
         fast_math: Some(false),
-        ..BuildOpts::default()
+        ..req.opts.clone()
     };
-    let note = compare_with_host_as(&image, &report, DEFAULT_PROMPT, &plain)?;
+    let note = compare_with_host(&image, &report, req.prompt, &plain)?;
     ensure!(
         note.contains("bit-identical"),
         "the integer token path must give the host's bits: {note}"
     );
     Ok(format!(
         "{note} (board math {}, host libm); {}",
-        BuildOpts::default().math(board).name(),
+        req.opts.math(board).name(),
         report.stats_line().trim_start_matches("stats: ")
     ))
 }
 
 /// Every fixture whose int8 image is format 4, on `board`: the host's
-/// tokens and final logits, bit for bit. The list is read from the images'
-/// headers (`tests/tests/format.rs` checks which fixtures those are).
+/// tokens and final logits, bit for bit (the list read from the images' headers).
 fn format4_matches_host(board: &'static Board) -> Result<String> {
     let mut names: Vec<String> = std::fs::read_dir(boards::root_dir().join("tests/fixtures"))?
         .filter_map(|e| e.ok())
@@ -600,16 +569,16 @@ fn format4_matches_host(board: &'static Board) -> Result<String> {
     let mut ran = 0;
     for fixture in &names {
         let image = host::fixture_image(fixture, "int8")?;
-        let bytes = std::fs::read(&image)?;
         // Header: magic (8 bytes), then the format version (u32 LE).
-        let version = bytes
-            .get(8..12)
-            .map_or(0, |v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
-        if version != 4 {
+        let bytes = std::fs::read(&image)?;
+        if bytes.get(8..12) != Some(&4u32.to_le_bytes()[..]) {
             continue;
         }
-        let (_, report) = run_generate(board, &image, 16)?;
-        compare_with_host(&image, &report).with_context(|| format!("fixture {fixture}"))?;
+        let req = RunRequest {
+            n: 16,
+            ..generate_req(board, &image)
+        };
+        generate(&req).with_context(|| format!("fixture {fixture}"))?;
         ran += 1;
     }
     ensure!(ran > 0, "no fixture has a format-4 image");
@@ -618,22 +587,14 @@ fn format4_matches_host(board: &'static Board) -> Result<String> {
     ))
 }
 
-fn bpe_matches_host(s: &mut Suite, board: &'static Board) -> Result<String> {
-    let image = host::bpe_image("f32")?;
-    let (run, report) = run_generate(board, &image, DEFAULT_N)?;
-    let note = compare_with_host(&image, &report)?;
-    s.expect(&format!("bpe-{}.out", board.name), &run.output)?;
-    Ok(format!(
-        "{note}; prompt {} tokens; {}",
-        report.get("prompt_tokens"),
-        report.stats_line().trim_start_matches("stats: ")
-    ))
-}
-
 fn constant_memory(board: &'static Board) -> Result<String> {
     let image = host::default_image(board)?;
-    let (_, short) = run_generate(board, &image, SHORT_N)?;
-    let (_, long) = run_generate(board, &image, LONG_N)?;
+    let req = |n| RunRequest {
+        n,
+        ..generate_req(board, &image)
+    };
+    let short = boards::build_and_run(&req(SHORT_N))?.report()?;
+    let (_, long, note) = generate(&req(LONG_N))?;
     for key in ["stack_bytes", "state_bytes", "session_bytes"] {
         ensure!(
             short.get(key) == long.get(key),
@@ -648,7 +609,6 @@ fn constant_memory(board: &'static Board) -> Result<String> {
         short.sizes.ram,
         long.sizes.ram
     );
-    let note = compare_with_host(&image, &long)?;
     Ok(format!(
         "stack {} B, static RAM {} B, state {} B in both; {LONG_N}-token run: {note}",
         long.get("stack_bytes"),
@@ -657,26 +617,16 @@ fn constant_memory(board: &'static Board) -> Result<String> {
     ))
 }
 
-/// The fixture every OTA check offers as the good update (model B).
-const OTA_UPDATE: &str = "swa_gqa";
-
 /// Runs the update firmware with the board's model as A and `update`
-/// delivered as `delivery`; returns the verdict line and the report.
+/// delivered as `delivery`; returns the verdict line, the report and the run.
 fn ota_run(
     board: &'static Board,
-    update: Option<&Path>,
+    update: &Path,
     delivery: Delivery,
-) -> Result<(String, Report, boards::Run)> {
+) -> Result<(String, Report, Run)> {
     let a = host::default_image(board)?;
-    let run = boards::run_ota(
-        board,
-        &a,
-        update,
-        delivery,
-        DEFAULT_PROMPT,
-        DEFAULT_N,
-        false,
-    )?;
+    let (prompt, n) = (boards::DEFAULT_PROMPT, boards::DEFAULT_N);
+    let run = boards::run_ota(board, &a, Some(update), delivery, prompt, n, false)?;
     let verdict = boards::verdict(&run).with_context(|| {
         format!(
             "no `ota:` verdict (exit status {}):\n{}",
@@ -684,18 +634,7 @@ fn ota_run(
             run.tail()
         )
     })?;
-    let report = run.report()?;
-    Ok((verdict, report, run))
-}
-
-/// A good update is accepted and serves: its tokens are the host's for B.
-fn ota_accepts(s: &mut Suite, board: &'static Board) -> Result<String> {
-    let b = host::fixture_image(OTA_UPDATE, "int8")?;
-    let (verdict, report, run) = ota_run(board, Some(&b), Delivery::Intact)?;
-    ensure!(verdict == "ota: accepted", "{verdict}");
-    let note = compare_with_host(&b, &report)?;
-    s.expect(&format!("ota-{}.out", board.name), &run.output)?;
-    Ok(format!("{verdict}; B serves: {note}"))
+    Ok((verdict, run.report()?, run))
 }
 
 /// A refused update leaves A serving: the verdict starts with `want`, and
@@ -706,13 +645,18 @@ fn ota_refuses(
     delivery: Delivery,
     want: &str,
 ) -> Result<String> {
-    let (verdict, report, _) = ota_run(board, Some(update), delivery)?;
+    let (verdict, report, _) = ota_run(board, update, delivery)?;
     ensure!(
         verdict.starts_with(&format!("ota: refused {want}")),
         "{delivery:?}: `{verdict}`, want `ota: refused {want}...`"
     );
-    compare_with_host(&host::default_image(board)?, &report)
-        .with_context(|| format!("A does not serve after `{verdict}`"))?;
+    compare_with_host(
+        &host::default_image(board)?,
+        &report,
+        boards::DEFAULT_PROMPT,
+        &BuildOpts::default(),
+    )
+    .with_context(|| format!("A does not serve after `{verdict}`"))?;
     Ok(verdict)
 }
 
@@ -721,45 +665,35 @@ fn ota_refuses(
 fn ota_cuts(board: &'static Board) -> Result<String> {
     let b = host::fixture_image(OTA_UPDATE, "int8")?;
     let len = std::fs::metadata(&b)?.len() as usize;
-    let mut seen = Vec::new();
-    for cut in [0, 10, 1024, len / 2, len - 1] {
+    let cuts = [0, 10, 1024, len / 2, len - 1];
+    for cut in cuts {
         let want = if cut < 20 {
             "the transfer ended"
         } else {
             "the transfer stopped"
         };
         ota_refuses(board, &b, Delivery::CutAt(cut), want)?;
-        seen.push(cut.to_string());
     }
+    let cuts: Vec<String> = cuts.iter().map(usize::to_string).collect();
     Ok(format!(
         "cut at {} of {len} bytes: each refused, A serves",
-        seen.join(", ")
+        cuts.join(", ")
     ))
 }
 
 fn too_big_for_m3() -> Result<String> {
     let board = boards::named("m3")?;
-    let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
-    let (flash, _) = board.budget()?;
     // The f32 default model plus the code must not fit 256 KB; otherwise pick a bigger one.
-    let req = RunRequest {
-        board,
-        firmware: Firmware::Generate,
-        image: &image,
-        prompt: DEFAULT_PROMPT,
+    let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
+    match boards::build(&RunRequest {
         n: 4,
-        defmt: false,
-        echo: false,
-        opts: BuildOpts::default(),
-    };
-    match boards::build(&req) {
-        Ok(elf) => {
-            let sizes = boards::sizes(&elf)?;
-            bail!(
-                "expected a link failure, but it fits: flash {} of {flash} bytes",
-                sizes.flash
-            )
-        }
+        ..generate_req(board, &image)
+    }) {
+        Ok(elf) => bail!(
+            "expected a link failure, but it fits: flash {} of {} bytes",
+            boards::sizes(&elf)?.flash,
+            boards::budget(board)?.0
+        ),
         Err(e) => {
             let msg = format!("{e:#}");
             ensure!(
@@ -774,24 +708,15 @@ fn too_big_for_m3() -> Result<String> {
 fn defmt_build() -> Result<String> {
     let board = boards::named("m4f")?;
     let image = host::default_image(board)?;
-    let req = RunRequest {
-        board,
-        firmware: Firmware::Generate,
-        image: &image,
-        prompt: DEFAULT_PROMPT,
+    let elf = boards::build(&RunRequest {
         n: 8,
         defmt: true,
-        echo: false,
-        opts: BuildOpts::default(),
-    };
-    let elf = boards::build(&req)?;
-    let have_decoder = std::process::Command::new("defmt-print")
+        ..generate_req(board, &image)
+    })?;
+    let decoder = std::process::Command::new("defmt-print")
         .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok();
-    if !have_decoder {
+        .output();
+    if decoder.is_err() {
         return Ok(
             "built; defmt-print not installed, decoding skipped (cargo install defmt-print)".into(),
         );
@@ -804,97 +729,38 @@ fn defmt_build() -> Result<String> {
         run.status,
         run.tail()
     );
-    let text = String::from_utf8_lossy(&run.output);
-    let host_ids = host::generate_ids(&image, DEFAULT_PROMPT, 8, board.math(board.fast_math))?;
-    let want = format!(
-        "tokens: {}",
-        host_ids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    );
+    let host_ids = host::generate_ids(
+        &image,
+        boards::DEFAULT_PROMPT,
+        8,
+        BuildOpts::default().math(board),
+    )?;
+    let ids: Vec<String> = host_ids.iter().map(u32::to_string).collect();
+    let want = format!("tokens: {}", ids.join(","));
     ensure!(
-        text.contains(&want),
+        String::from_utf8_lossy(&run.output).contains(&want),
         "decoded stream lacks `{want}`:\n{}",
         run.tail()
     );
     Ok("decoded with defmt-print; tokens match the host".into())
 }
 
-/// The demo of `cargo xtask demo`: the trained LM, sampled with a seed.
-fn demo_matches_host(s: &mut Suite) -> Result<String> {
-    let board = boards::named("m4f")?;
-    let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE.name())?;
-    let opts = BuildOpts {
-        temperature: crate::DEMO_TEMPERATURE,
-        seed: crate::DEMO_SEED,
-        ..BuildOpts::default()
-    };
-    let req = RunRequest {
-        board,
-        firmware: Firmware::Generate,
-        image: &image,
-        prompt: crate::DEMO_PROMPT,
-        n: crate::DEMO_N,
-        defmt: false,
-        echo: false,
-        opts: opts.clone(),
-    };
-    let run = boards::build_and_run(&req)?;
-    let report = run.report()?;
-    let note = compare_with_host_as(&image, &report, crate::DEMO_PROMPT, &opts)?;
-    s.expect("demo-m4f.out", &run.output)?;
-    s.expect(
-        "demo-m4f.stats",
-        format!("{}\n", report.stats_line()).as_bytes(),
-    )?;
-    Ok(format!(
-        "{note}; {}",
-        report.stats_line().trim_start_matches("stats: ")
-    ))
-}
-
-/// `cargo xtask board m3 --image models/lm/en-m3`: the trained English LM
-/// for the M3, int8, in the M3's real budget, greedy, against the host.
-fn english_lm_on_m3(s: &mut Suite) -> Result<String> {
-    let board = boards::named("m3")?;
-    let image = host::shipped_image("models/lm/en-m3", "int8")?;
-    let (run, report) = run_generate(board, &image, DEFAULT_N)?;
-    let note = compare_with_host(&image, &report)?;
-    s.expect("lm-en-m3-m3.out", &run.output)?;
-    s.expect(
-        "lm-en-m3-m3.stats",
-        format!("{}\n", report.stats_line()).as_bytes(),
-    )?;
-    let (flash, ram) = board.budget()?;
-    Ok(format!(
-        "{note}; flash {} of {flash} B, static RAM {} of {ram} B; {}",
-        report.sizes.flash,
-        report.sizes.ram,
-        report.stats_line().trim_start_matches("stats: ")
-    ))
-}
-
 /// A number at `path` (keys) in a model's metrics.json.
 fn recorded(model_dir: &str, path: &[&str]) -> Result<f64> {
     let file = boards::root_dir().join(model_dir).join("metrics.json");
     let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
-    let mut v: &serde_json::Value = &serde_json::from_str(&text)?;
-    for key in path {
-        v = v
-            .get(key)
-            .with_context(|| format!("{}: no {}", file.display(), path.join(".")))?;
-    }
-    v.as_f64()
-        .with_context(|| format!("{}: {} is not a number", file.display(), path.join(".")))
+    let json: serde_json::Value = serde_json::from_str(&text)?;
+    path.iter()
+        .try_fold(&json, |v, key| v.get(key))
+        .and_then(serde_json::Value::as_f64)
+        .with_context(|| format!("{}: no number at {}", file.display(), path.join(".")))
 }
 
 /// MQAR on a board: the board's correct count equals the host's on the same
 /// int8 image and sequences, and the subset accuracy is consistent with the
 /// recorded 1,000-sequence figure: within 4 binomial standard deviations of
 /// it for the subset's queries (+ 1/total for the record's 4-decimal rounding).
-fn mqar_on_board(s: &mut Suite, board: &str, name: &str) -> Result<String> {
+fn mqar_on_board(s: &Suite, board: &str, name: &str) -> Result<String> {
     let board = boards::named(board)?;
     let dir = format!("models/mqar/{name}");
     let image = host::shipped_image(&dir, "int8")?;
@@ -913,22 +779,22 @@ fn mqar_on_board(s: &mut Suite, board: &str, name: &str) -> Result<String> {
         (acc - p).abs() <= tol,
         "{correct}/{total} = {acc:.4} on {MQAR_N} sequences is not within {tol:.4} of the recorded {p:.4}"
     );
-    s.expect(&format!("eval-{name}-{}.out", board.name), &out.run.output)?;
-    s.expect(
-        &format!("eval-{name}-{}.stats", board.name),
-        format!("{}\n", out.report.stats_line()).as_bytes(),
+    let stats = s.expect_run(
+        &format!("eval-{name}-{}", board.name),
+        &out.run,
+        &out.report,
+        true,
     )?;
     Ok(format!(
-        "{}; recorded {p:.4} on 1000, |{acc:.4} - {p:.4}| <= {tol:.4}; {}",
-        out.note,
-        out.report.stats_line().trim_start_matches("stats: ")
+        "{}; recorded {p:.4} on 1000, |{acc:.4} - {p:.4}| <= {tol:.4}; {stats}",
+        out.note
     ))
 }
 
 /// Bits per byte of a held-out excerpt on a board: bit-identical to the host
 /// (see [`evalboard::run`]), and near the recorded whole-file figure.
 fn text_on_board(
-    s: &mut Suite,
+    s: &Suite,
     board: &str,
     model: &str,
     dtype: &str,
@@ -937,8 +803,9 @@ fn text_on_board(
 ) -> Result<String> {
     let board = boards::named(board)?;
     let image = host::shipped_image(model, dtype)?;
+    let file = boards::root_dir().join("models/lm/heldout.txt");
     let task = Task::Text {
-        file: boards::root_dir().join("models/lm/heldout.txt"),
+        file,
         bytes: Some(bytes),
         chunk,
     };
@@ -950,15 +817,15 @@ fn text_on_board(
         "excerpt bits per byte {bpb} is more than {EXCERPT_BPB_SLACK} from the recorded {rec}"
     );
     let stem = model.trim_start_matches("models/").replace('/', "-");
-    s.expect(&format!("eval-{stem}-{}.out", board.name), &out.run.output)?;
-    s.expect(
-        &format!("eval-{stem}-{}.stats", board.name),
-        format!("{}\n", out.report.stats_line()).as_bytes(),
+    let stats = s.expect_run(
+        &format!("eval-{stem}-{}", board.name),
+        &out.run,
+        &out.report,
+        true,
     )?;
     Ok(format!(
-        "{}; recorded {rec:.4} on the whole file; {}",
-        out.note,
-        out.report.stats_line().trim_start_matches("stats: ")
+        "{}; recorded {rec:.4} on the whole file; {stats}",
+        out.note
     ))
 }
 
@@ -972,12 +839,7 @@ mod tests {
                     kernels: board=m4f module=dsp cases=1072 failed=284 max_cols=4096\n";
         assert_eq!(
             parse_kernels(text).unwrap(),
-            KernelsSummary {
-                module: "dsp".into(),
-                cases: 1072,
-                failed: 284,
-                max_cols: 4096
-            }
+            ("dsp".into(), 1072, 284, 4096)
         );
         assert!(parse_kernels("panic: oops\n").is_err());
     }

@@ -5,11 +5,11 @@
 //! `<!-- board-table:end -->`, a compact table goes between them: one row per
 //! board with its default image, and one per trained LM.
 
-use anyhow::{Context, Result};
+use std::path::Path;
 
-use crate::boards::{
-    self, BuildOpts, Firmware, RunRequest, BOARDS, DEFAULT_MODEL, DEFAULT_N, DEFAULT_PROMPT,
-};
+use anyhow::{bail, Context, Result};
+
+use crate::boards::{self, Firmware, RunRequest, BOARDS, DEFAULT_MODEL, DEFAULT_N, DEFAULT_PROMPT};
 use crate::host;
 
 /// (model directory under tests/fixtures, dtype).
@@ -62,9 +62,7 @@ const TRAINED: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-const START: &str = "<!-- board-table:start -->";
-const END: &str = "<!-- board-table:end -->";
-
+/// Runs every board with every table model and the trained models, and writes the tables.
 pub fn run() -> Result<()> {
     let mut rows = Vec::new();
     let mut compact = Vec::new();
@@ -72,7 +70,7 @@ pub fn run() -> Result<()> {
         for &(model, dtype) in MODELS {
             let image = host::fixture_image(model, dtype)?;
             let image_bytes = std::fs::metadata(&image)?.len();
-            let req = table_run(board, &image);
+            let req = RunRequest::new(board, Firmware::Generate, &image);
             let row = match boards::build_and_run(&req).and_then(|r| r.report()) {
                 Ok(r) => {
                     println!("{}", r.stats_line());
@@ -122,7 +120,7 @@ pub fn run() -> Result<()> {
         let board = boards::named(name)?;
         let image = host::shipped_image(dir, dtype)?;
         let image_bytes = std::fs::metadata(&image)?.len();
-        let req = table_run(board, &image);
+        let req = RunRequest::new(board, Firmware::Generate, &image);
         let r = boards::build_and_run(&req)
             .and_then(|r| r.report())
             .with_context(|| format!("{name} with {dir} {dtype}"))?;
@@ -152,7 +150,7 @@ pub fn run() -> Result<()> {
     );
     let boards: Vec<String> = BOARDS
         .iter()
-        .map(|b| format!("`{}` {}", b.name, b.about))
+        .filter_map(|b| Some(format!("`{}` {}", b.name, b.qemu()?.about)))
         .collect();
     let boards = boards.join("; ");
     let doc = format!(
@@ -182,33 +180,28 @@ pub fn run() -> Result<()> {
     std::fs::write(&path, doc)?;
     println!("wrote {}", path.display());
 
-    let readme = boards::root_dir().join("README.md");
-    if let Ok(text) = std::fs::read_to_string(&readme) {
-        if let (Some(a), Some(b)) = (text.find(START), text.find(END)) {
-            if a < b {
-                let new = format!(
-                    "{}{START}\n{compact}{END}{}",
-                    &text[..a],
-                    &text[b + END.len()..]
-                );
-                std::fs::write(&readme, new)?;
-                println!("updated the table in {}", readme.display());
-            }
-        }
-    }
-    Ok(())
+    write_between(
+        &boards::root_dir().join("README.md"),
+        "board-table",
+        &compact,
+    )
 }
 
-/// The run every table row is measured with: `generate`, default prompt and N, greedy.
-fn table_run<'a>(board: &'static boards::Board, image: &'a std::path::Path) -> RunRequest<'a> {
-    RunRequest {
-        board,
-        firmware: Firmware::Generate,
-        image,
-        prompt: DEFAULT_PROMPT,
-        n: DEFAULT_N,
-        defmt: false,
-        echo: false,
-        opts: BuildOpts::default(),
-    }
+/// Replaces what lies between the markers `<!-- {name}:start -->` and
+/// `<!-- {name}:end -->` of the file at `path` with `table`.
+pub fn write_between(path: &Path, name: &str, table: &str) -> Result<()> {
+    let (start, end) = (
+        format!("<!-- {name}:start -->"),
+        format!("<!-- {name}:end -->"),
+    );
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let (Some(a), Some(z)) = (text.find(&start), text.find(&end)) else {
+        bail!("{} has no {start} ... {end} markers", path.display());
+    };
+    std::fs::write(
+        path,
+        format!("{}{start}\n{table}{}", &text[..a], &text[z..]),
+    )?;
+    println!("wrote {} ({name})", path.display());
+    Ok(())
 }

@@ -169,7 +169,7 @@ fn main() -> ! {
     platform::init();
     // SAFETY: the only reference to BUFS, taken once.
     let b = unsafe { &mut *core::ptr::addr_of_mut!(BUFS) };
-    let (board, module) = (config::BOARD, arch::NAME);
+    let (board, module) = (config::NAME, arch::NAME);
     let mut rng = SplitMix64::new(1);
     for v in b.x.iter_mut() {
         *v = ((rng.next_u64() >> 40) as f32 / (1u64 << 23) as f32) - 1.0;

@@ -19,30 +19,15 @@
 #![no_std]
 #![no_main]
 
-use ferrite::{sampler::argmax, Aligned, Model, Session};
-use ferrite_boards::{config, console, mqar, platform, say, status};
-
-const IMAGE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/model.fer"));
-static IMAGE: Aligned<[u8; IMAGE_BYTES.len()]> =
-    Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/model.fer")));
+use ferrite::{sampler::argmax, Model, Session};
+use ferrite_boards::{config, console, fail, mqar, platform, say, status, IMAGE, SESSION_LEN};
 
 /// The text to score (empty for MQAR), from FERRITE_TEXT.
 const TEXT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/text.bin"));
 
-const SESSION_LEN: usize = match ferrite::session_len(IMAGE_BYTES, 0) {
-    Ok(n) => n,
-    Err(_) => panic!(
-        "FERRITE_IMAGE is missing or not a ferrite image (build through `cargo xtask eval-board`)"
-    ),
-};
 static mut SESSION_BUF: [f32; SESSION_LEN] = [0.0; SESSION_LEN];
 /// The text's ids (no tokenizer makes more ids than bytes).
 static mut IDS: [u32; TEXT.len()] = [0; TEXT.len()];
-
-fn fail(e: ferrite::Error) -> ! {
-    say!("error: {}", e);
-    ferrite_boards::exit(status::RUNTIME_ERROR)
-}
 
 /// `num / den` to 4 decimals, rounded half up, without float formatting.
 struct Fixed4(u64, u64);
@@ -58,7 +43,7 @@ impl core::fmt::Display for Fixed4 {
 /// several places, and one copy of `Session::feed` keeps the firmware within
 /// the M3's 256 KB with the small LM.
 #[inline(never)]
-fn feed<'s>(session: &'s mut Session<'_, '_>, token: u32) -> ferrite::Result<&'s [f32]> {
+fn feed<'s>(session: &'s mut Session<'_, '_>, token: u32) -> Result<&'s [f32], ferrite::StepError> {
     session.feed(token)
 }
 
@@ -169,7 +154,7 @@ fn main() -> ! {
     }
     .unwrap_or_else(|e| fail(e));
     console::line(ferrite_common::eval_run_line!(
-        config::BOARD,
+        config::NAME,
         if config::EVAL_TEXT { "text" } else { "mqar" },
         fed.tokens,
         fed.instructions,

@@ -479,7 +479,7 @@ fn main() -> ! {
     }
 
     ferrite_boards::console::line(ferrite_common::kernels_line!(
-        config::BOARD,
+        config::NAME,
         arch::NAME,
         t.cases,
         t.failed,

@@ -16,27 +16,19 @@
 #![no_main]
 
 use ferrite::update::{self, Refusal};
-use ferrite::{Aligned, Model, Session};
-use ferrite_boards::{config, platform, say, status};
+use ferrite::{Aligned, Model};
+use ferrite_boards::{config, fail, platform, say, status, IMAGE, IMAGE_BYTES, TOKEN_LOG};
 
-/// Model A, as `cargo xtask ota --image` gave it.
-const IMAGE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/model.fer"));
-static IMAGE: Aligned<[u8; IMAGE_BYTES.len()]> =
-    Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/model.fer")));
-
-/// A's session, from the image at compile time.
-const A_SESSION_LEN: usize = match ferrite::session_len(IMAGE_BYTES, 0) {
-    Ok(n) => n,
-    Err(_) => {
-        panic!("FERRITE_IMAGE is missing or not a ferrite image (build through `cargo xtask ota`)")
-    }
-};
-/// f32 words for the serving model's session: A's, or what the board
-/// reserves for an update, whichever is larger.
+/// f32 words for the serving model's session: A's (the embedded image,
+/// as `cargo xtask ota --image` gave it), or what the board reserves for an
+/// update, whichever is larger.
 const SESSION_LEN: usize = {
-    let update = config::UPDATE_SESSION_BYTES / 4;
-    if A_SESSION_LEN > update {
-        A_SESSION_LEN
+    let (a, update) = (
+        ferrite_boards::SESSION_LEN,
+        config::UPDATE_SESSION_BYTES / 4,
+    );
+    if a > update {
+        a
     } else {
         update
     }
@@ -52,13 +44,7 @@ const CHUNK: usize = 1024;
 /// Where the update arrives (relative to QEMU's working directory).
 const UPDATE: &core::ffi::CStr = c"update.fer";
 
-const TOKEN_LOG: usize = 256;
 static mut TOKENS: [u32; TOKEN_LOG] = [0; TOKEN_LOG];
-
-fn fail(e: ferrite::Error) -> ! {
-    say!("error: {}", e);
-    ferrite_boards::exit(status::RUNTIME_ERROR)
-}
 
 /// Receives and validates the update in `slot`; `None` when none is offered.
 fn try_update(slot: &'static mut [u8]) -> Option<Result<Model<'static>, Refusal>> {
@@ -78,7 +64,7 @@ fn try_update(slot: &'static mut [u8]) -> Option<Result<Model<'static>, Refusal>
 
 #[platform::entry]
 fn main() -> ! {
-    platform::init();
+    let mut p = platform::init();
 
     let a = Model::load(&IMAGE.0).unwrap_or_else(|e| fail(e));
     say!("ota: serving model A ({} bytes)", IMAGE_BYTES.len());
@@ -105,21 +91,13 @@ fn main() -> ! {
         }
     };
 
-    let state_bytes = model.state_bytes(0).unwrap_or_else(|e| fail(e));
-    let session_words = model.session_len(0).unwrap_or_else(|e| fail(e));
-    let mut session = Session::new(model, buf).unwrap_or_else(|e| fail(e));
-    let out = ferrite_boards::generate(&mut session, config::PROMPT, config::N, log)
-        .unwrap_or_else(|e| fail(e));
-    ferrite_boards::print_outcome(&out, log, config::N);
-    ferrite_boards::console::line(ferrite_common::generate_run_line!(
-        config::BOARD,
-        out.prompt_tokens,
-        config::N,
-        out.instructions,
-        out.instructions / out.fed as u64,
-        platform::stack_peak(),
-        state_bytes,
-        4 * session_words
-    ));
+    let words = model.session_len(0).unwrap_or_else(|e| fail(e));
+    // The serving model's own share of the buffer, so that the `run:` line
+    // reports its session.
+    let (needed, got) = (4 * words, 4 * buf.len());
+    let buf = buf
+        .get_mut(..words)
+        .unwrap_or_else(|| fail(ferrite::Error::BufferTooSmall { needed, got }));
+    ferrite_boards::generate(&mut p, model, buf, log).unwrap_or_else(|e| fail(e));
     ferrite_boards::exit(status::OK)
 }

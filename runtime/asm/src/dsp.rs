@@ -93,7 +93,7 @@ pub fn dot4_i4(tiles: &[u8], wide: &[i16]) -> Option<[i32; TILE_ROWS]> {
 
 const _: () = assert!(TILE_COLS == 16 && TILE_ROWS == 4);
 
-#[cfg(ferrite_asm = "dsp")]
+#[cfg(ferrite_kernels = "dsp")]
 mod asm {
     /// Eight columns of one row: two weight words at `[r0, #off]`, four
     /// activation words in r7-r10, sum in `acc`.
@@ -307,7 +307,7 @@ mod asm {
     }
 }
 
-#[cfg(not(ferrite_asm = "dsp"))]
+#[cfg(not(ferrite_kernels = "dsp"))]
 mod asm {
     /// No DSP assembly on this target.
     pub fn rows_i8(_w: *const i8, _x: *const i16, _t: u32, _o: *mut i32, _b: u32) -> bool {

@@ -4,7 +4,7 @@
 //! cores where safe Rust cannot reach the instructions that matter:
 //! - [`dsp`]: Cortex-M4/M7/M33 (DSP extension), int8 and int4 weights
 //!   against i16 activations, two multiply-accumulates per `SMLAD`;
-//! - [`mve`]: Cortex-M55 (Helium), int8 weights against int8 activations,
+//! - [`helium`]: Cortex-M55 (Helium, MVE), int8 weights against int8 activations,
 //!   16 multiply-accumulates per `VMLAVA.S8`;
 //! - [`v7m`]: Cortex-M3 (no DSP), int8 weights and activations, one
 //!   `LDRSB` + `MLA` per multiply-accumulate, the activation loaded once
@@ -17,8 +17,15 @@
 //! (`global_asm!`, so that they own every register they use) and the calls
 //! to them. The public functions are safe: they check lengths and
 //! alignment and return `None` instead of calling the assembly when a check
-//! fails, and always on targets without it (`build.rs` decides), so that a
-//! caller can fall back to portable code.
+//! fails, and always on targets without it, so that a caller can fall back
+//! to portable code.
+//!
+//! Which assembly a target gets is decided once, by [`isa::choose`]: this
+//! crate's `build.rs` includes that module, builds the chosen set
+//! (`cfg(ferrite_kernels = "...")`, [`KERNELS`]) and hands its name to the
+//! runtime's build script (cargo `links` metadata,
+//! `DEP_FERRITE_ASM_KERNELS`), and host tools call [`isa::for_target`] to
+//! say what a target of theirs gets.
 //!
 //! Layout (the runtime's tiled layout, `docs/image-format.md`): a tile is
 //! 4 rows x 16 columns, each row 16 contiguous int8 values (int4: 8 bytes,
@@ -32,9 +39,33 @@
 #![allow(clippy::manual_is_multiple_of)]
 
 pub mod dsp;
-pub mod mve;
+pub mod helium;
+/// Which tile kernels a target gets, decided once: [`isa::choose`] from
+/// the target triple, `-C target-cpu` and the target features (what this
+/// crate's `build.rs` calls, and through it the runtime's), and
+/// [`isa::for_target`] from the triple alone (what host tools call to fill
+/// their tables). Dependency-free and usable on the host.
+pub mod isa;
 pub mod rv32;
 pub mod v7m;
+
+pub use isa::Kernels;
+
+/// The kernels this build was compiled for: [`isa::choose`] for the target,
+/// or the `FERRITE_KERNELS` build variable (`portable` or the target's own
+/// set).
+pub const KERNELS: Kernels = BUILT;
+
+#[cfg(ferrite_kernels = "dsp")]
+const BUILT: Kernels = Kernels::Dsp;
+#[cfg(ferrite_kernels = "helium")]
+const BUILT: Kernels = Kernels::Helium;
+#[cfg(ferrite_kernels = "v7m")]
+const BUILT: Kernels = Kernels::V7m;
+#[cfg(ferrite_kernels = "rv32")]
+const BUILT: Kernels = Kernels::Rv32;
+#[cfg(ferrite_kernels = "portable")]
+const BUILT: Kernels = Kernels::Portable;
 
 /// Rows of a tile.
 pub const TILE_ROWS: usize = 4;

@@ -22,7 +22,7 @@ pub fn rows_i8(weights: &[i8], x: &[i8], out: &mut [i32]) -> bool {
     )
 }
 
-#[cfg(ferrite_asm = "rv32")]
+#[cfg(ferrite_kernels = "rv32")]
 mod asm {
     /// Column `$c` of a tile: activation at `$c(t0)`, the rows' weights at
     /// `$c + 16 r (a0)`; sums in a5, a6, a7, t6.
@@ -57,8 +57,9 @@ mod asm {
     }
 
     core::arch::global_asm!(
-        // Assembly does not see the target's extensions: every riscv32
-        // target here has M (rv32imac, rv32imafc).
+        // Assembly does not see the target's extensions: `isa::choose`
+        // builds this only where the target has M (and is not RV32E: a6,
+        // a7 and t6 are x16, x17 and x31).
         ".option push",
         ".option arch, +m",
         ".section .text.ferrite_asm_rv32_rows_i8,\"ax\",@progbits",
@@ -131,7 +132,7 @@ mod asm {
     }
 }
 
-#[cfg(not(ferrite_asm = "rv32"))]
+#[cfg(not(ferrite_kernels = "rv32"))]
 mod asm {
     /// No RV32 assembly on this target.
     pub fn rows_i8(_w: *const i8, _x: *const i8, _t: u32, _o: *mut i32, _b: u32) -> bool {

@@ -24,7 +24,7 @@ pub fn rows_i8(weights: &[i8], x: &[i8], out: &mut [i32]) -> bool {
     )
 }
 
-#[cfg(ferrite_asm = "v7m")]
+#[cfg(ferrite_kernels = "v7m")]
 mod asm {
     /// Column `$c` of a tile: activation at `[r1, #c]`, the rows' weights at
     /// `[r0, #c + 16 r]`.
@@ -136,7 +136,7 @@ mod asm {
     }
 }
 
-#[cfg(not(ferrite_asm = "v7m"))]
+#[cfg(not(ferrite_kernels = "v7m"))]
 mod asm {
     /// No Cortex-M3 assembly on this target.
     pub fn rows_i8(_w: *const i8, _x: *const i8, _t: u32, _o: *mut i32, _b: u32) -> bool {

@@ -32,7 +32,7 @@
 //! the session's 64-bit token position.
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::error::{ensure, ensure_size, Error, Result};
+use crate::error::{ensure, ensure_size, Error, Result, StepResult};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
 use crate::image::{COMPUTED_PHI_FORMAT_VERSION, MIN_FORMAT_VERSION};
 use crate::math::{dot, softmax_in_place, SinPi};
@@ -416,6 +416,25 @@ impl Mixer for BlaConfig {
     }
 
     fn step(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> StepResult<()> {
+        self.run(ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+}
+
+impl BlaConfig {
+    /// [`Mixer::step`] with the load-time error type, converted once by
+    /// `step` (everything here was checked at load: an error is a bug).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
         &self,
         ctx: &StepCtx,
         w: &LayerWeights<'_>,

@@ -15,7 +15,7 @@
 use super::{
     conv, gdn_int as int_step, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx,
 };
-use crate::error::{ensure, ensure_size, Error, Result};
+use crate::error::{ensure, ensure_size, Error, Result, StepResult};
 use crate::fixed::Block;
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role, StateFormat, STATE_WORD};
 use crate::image::{INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
@@ -380,11 +380,30 @@ impl Mixer for GdnConfig {
         x: Block<'_>,
         out: &mut [i32],
         clamps: &mut u32,
-    ) -> Result<i32> {
-        int_step::step(self, ctx, w, state, scratch, act, x, out, clamps)
+    ) -> StepResult<i32> {
+        int_step::step(self, ctx, w, state, scratch, act, x, out, clamps).map_err(Error::at_step)
     }
 
     fn step(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> StepResult<()> {
+        self.run(ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+}
+
+impl GdnConfig {
+    /// [`Mixer::step`] with the load-time error type, converted once by
+    /// `step` (everything here was checked at load: an error is a bug).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
         &self,
         ctx: &StepCtx,
         w: &LayerWeights<'_>,

@@ -13,7 +13,7 @@
 //! v convolution caches.
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::error::{ensure, ensure_size, Error, Result};
+use crate::error::{ensure, ensure_size, Error, Result, StepResult};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
 use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
@@ -253,6 +253,25 @@ impl Mixer for GsaConfig {
     }
 
     fn step(
+        &self,
+        _ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> StepResult<()> {
+        self.run(_ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+}
+
+impl GsaConfig {
+    /// [`Mixer::step`] with the load-time error type, converted once by
+    /// `step` (everything here was checked at load: an error is a bug).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
         &self,
         _ctx: &StepCtx,
         w: &LayerWeights<'_>,

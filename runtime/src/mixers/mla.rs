@@ -18,7 +18,7 @@
 
 use super::swa::OnlineSoftmax;
 use super::{product, push, rope, sum, width, Mixer, Specs, StepCtx};
-use crate::error::{ensure, ensure_size, Error, Result};
+use crate::error::{ensure, ensure_size, Error, Result, StepResult};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
 use crate::image::MIXER_OPTIONS_FORMAT_VERSION;
 use crate::math::dot;
@@ -224,8 +224,9 @@ impl Mixer for MlaConfig {
         act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
-    ) -> Result<()> {
+    ) -> StepResult<()> {
         self.run(ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
     }
 }
 

@@ -24,7 +24,7 @@ pub use mla::MlaConfig;
 pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;
 
-use crate::error::{Error, Result};
+use crate::error::{StepError, StepResult};
 use crate::fixed::Block;
 use crate::format::Role;
 use crate::image::TensorSpec;
@@ -59,7 +59,9 @@ pub trait Mixer {
     /// Runs one token: reads `x` (`[D]`), updates `state`, writes `out` (`[D]`).
     /// `state` holds exactly the mixer's state words, `scratch` at least its
     /// scratch words; a new (or reset) state is all zeros. `act` quantizes
-    /// the inputs of products with tensors on the integer path.
+    /// the inputs of products with tensors on the integer path. The layer's
+    /// record and tensors were checked at load, so an error is a failed
+    /// invariant ([`crate::StepError::Internal`]).
     #[allow(clippy::too_many_arguments)]
     fn step(
         &self,
@@ -70,7 +72,7 @@ pub trait Mixer {
         act: &mut ActBuf<'_>,
         x: &[f32],
         out: &mut [f32],
-    ) -> Result<()>;
+    ) -> StepResult<()>;
 
     /// Appends the mixer's tensors (roles after `attn.`) in canonical order.
     fn push_specs(&self, layer: u16, hidden: u32, specs: &mut Specs);
@@ -96,9 +98,9 @@ pub trait Mixer {
         x: Block<'_>,
         out: &mut [i32],
         clamps: &mut u32,
-    ) -> Result<i32> {
+    ) -> StepResult<i32> {
         let _ = (ctx, w, state, scratch, act, x, out, clamps);
-        Err(Error::Internal("this mixer has no integer step"))
+        Err(StepError::Internal("this mixer has no integer step"))
     }
 }
 

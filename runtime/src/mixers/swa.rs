@@ -25,7 +25,7 @@
 //! when `use_short_conv` is set.
 
 use super::{conv, product, push, push_conv_specs, rope, sum, width, Mixer, Specs, StepCtx};
-use crate::error::{ensure, ensure_size, Error, Result};
+use crate::error::{ensure, ensure_size, Error, Result, StepResult};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role, MAX_DIM};
 use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::dot;
@@ -321,6 +321,25 @@ impl Mixer for SwaConfig {
     }
 
     fn step(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> StepResult<()> {
+        self.run(ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+}
+
+impl SwaConfig {
+    /// [`Mixer::step`] with the load-time error type, converted once by
+    /// `step` (everything here was checked at load: an error is a bug).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
         &self,
         ctx: &StepCtx,
         w: &LayerWeights<'_>,

@@ -1,30 +1,33 @@
-//! The firmware's reports, parsed from its output with the line types of
-//! `ferrite_common::report` (the firmware prints them with the same macros).
+//! The firmware's report, parsed from its output with the line types of
+//! `ferrite_common::report` (the firmware prints them with the same
+//! macros): one parser for `generate` (and `ota`), `eval` and `kernels`.
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use ferrite_common::report::{self as line, Checksum, Fields, TokensHash};
 
-use super::{Run, Sizes};
+use super::Sizes;
 
-/// The `generate` firmware's report, parsed from its output.
-#[derive(Debug, Clone)]
+/// What a run reported.
+#[derive(Debug, Clone, Default)]
 pub struct Report {
     /// The board that ran.
     pub board: &'static str,
-    /// Ids on the `tokens:` line (the first 256 for longer runs).
+    /// `generate`: the ids on the `tokens:` line (the first 256 of longer runs).
     pub tokens: Vec<u32>,
     /// Whether the `tokens:` line shows only the first ids.
     pub tokens_truncated: bool,
-    /// FNV-1a of all generated ids.
+    /// FNV-1a of all generated ids, and how many there were.
     pub tokens_fnv: u32,
-    /// How many ids were generated.
     pub count: usize,
-    /// FNV-1a of the final step's logits.
+    /// FNV-1a of the final step's logits, and their f32 sum.
     pub logits_fnv: u32,
-    /// Their f32 sum.
     pub logits_sum: f32,
+    /// `eval`: the value of the `accuracy=` or `bits_per_byte=` line, as printed.
+    pub result: String,
+    /// `eval`: key=value pairs of the `eval:` line.
+    pub eval: BTreeMap<String, String>,
     /// key=value pairs of the `run:` line.
     pub run: BTreeMap<String, String>,
     /// Flash and RAM of the ELF.
@@ -43,16 +46,30 @@ fn map(rest: &str) -> BTreeMap<String, String> {
 fn find<'t>(board: &str, text: &'t str, prefix: &str) -> Result<&'t str> {
     line::last_value(text, prefix).with_context(|| {
         let lines: Vec<_> = text.lines().collect();
-        format!(
-            "{board}: no `{prefix}` line in the output:\n{}",
-            lines[lines.len().saturating_sub(5)..].join("\n")
-        )
+        let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+        format!("{board}: no `{prefix}` line in the output:\n{tail}")
     })
 }
 
 impl Report {
-    /// Parses the output `text` of a `generate` (or `ota`) run on `board`.
+    /// Parses the output `text` of a run on `board`: an `eval` run when its
+    /// `run:` line says `eval=`, else a `generate` (or `ota`) run.
     pub fn parse(board: &'static str, text: &str, sizes: Sizes) -> Result<Report> {
+        let run = map(find(board, text, line::RUN)?);
+        if run.contains_key("eval") {
+            let result = find(board, text, line::ACCURACY)
+                .or_else(|_| find(board, text, line::BITS_PER_BYTE))?
+                .to_string();
+            let eval = map(find(board, text, line::EVAL)?);
+            return Ok(Report {
+                board,
+                result,
+                eval,
+                run,
+                sizes,
+                ..Report::default()
+            });
+        }
         let mut tokens = Vec::new();
         let rest = find(board, text, line::TOKENS)?;
         let tokens_truncated = line::parse_tokens(rest, |id| tokens.push(id))
@@ -70,96 +87,21 @@ impl Report {
             count: th.count,
             logits_fnv: ck.fnv,
             logits_sum: f32::from_bits(ck.sum_bits),
-            run: map(find(board, text, line::RUN)?),
+            run,
             sizes,
+            ..Report::default()
         })
     }
 
-    pub fn get(&self, key: &str) -> &str {
-        self.run.get(key).map(String::as_str).unwrap_or("?")
-    }
-
-    /// The `stats:` line of `cargo xtask board`.
-    pub fn stats_line(&self) -> String {
-        format!(
-            "stats: board={} tokens={} instructions_per_token={} flash_bytes={} ram_bytes={} stack_bytes={} state_bytes={}",
-            self.board,
-            self.get("tokens"),
-            self.get("instructions_per_token"),
-            self.sizes.flash,
-            self.sizes.ram,
-            self.get("stack_bytes"),
-            self.get("state_bytes"),
-        )
-    }
-}
-
-impl Run {
-    /// The firmware's last lines, for error messages.
-    pub fn tail(&self) -> String {
-        let text = String::from_utf8_lossy(&self.output);
-        let lines: Vec<_> = text.lines().collect();
-        lines[lines.len().saturating_sub(5)..].join("\n")
-    }
-
-    /// A non-zero exit is an error with the reason.
-    fn check_status(&self) -> Result<()> {
-        if self.status != ferrite_common::status::OK {
-            let why = ferrite_common::status::describe(self.status)
-                .map_or_else(|| format!("exit status {}", self.status), str::to_string);
-            bail!(
-                "{} firmware failed: {why}\n{}",
-                self.board.name,
-                self.tail()
-            );
-        }
-        Ok(())
-    }
-
-    /// Parses a successful `generate` run; a non-zero exit is an error with the reason.
-    pub fn report(&self) -> Result<Report> {
-        self.check_status()?;
-        Report::parse(
-            self.board.name,
-            &String::from_utf8_lossy(&self.output),
-            self.sizes,
-        )
-    }
-
-    /// Parses a successful `eval` run.
-    pub fn eval_report(&self) -> Result<EvalReport> {
-        self.check_status()?;
-        EvalReport::parse(
-            self.board.name,
-            &String::from_utf8_lossy(&self.output),
-            self.sizes,
-        )
-    }
-}
-
-/// The `eval` firmware's report.
-#[derive(Debug, Clone)]
-pub struct EvalReport {
-    pub board: &'static str,
-    /// key=value pairs of the `eval:` line (mqar: correct, total, ...;
-    /// text: bytes, tokens, predicted_bytes, nats_bits, ...).
-    pub eval: BTreeMap<String, String>,
-    /// The value of the `accuracy=` or `bits_per_byte=` line, as printed.
-    pub result: String,
-    /// key=value pairs of the `run:` line.
-    pub run: BTreeMap<String, String>,
-    pub sizes: Sizes,
-}
-
-impl EvalReport {
+    /// A value of the `eval:` line, else of the `run:` line ("?" if neither has it).
     pub fn get(&self, key: &str) -> &str {
         self.eval
             .get(key)
             .or_else(|| self.run.get(key))
-            .map(String::as_str)
-            .unwrap_or("?")
+            .map_or("?", String::as_str)
     }
 
+    /// [`Report::get`] as a number.
     pub fn number<T: std::str::FromStr>(&self, key: &str) -> Result<T> {
         let v = self.get(key);
         v.parse()
@@ -167,38 +109,29 @@ impl EvalReport {
             .with_context(|| format!("{}: bad or missing {key}={v}", self.board))
     }
 
-    /// The `stats:` line of `cargo xtask eval-board`.
+    /// A value of the `run:` line ("?" if it lacks it).
+    pub fn run_get(&self, key: &str) -> &str {
+        self.run.get(key).map_or("?", String::as_str)
+    }
+
+    /// The `stats:` line of `cargo xtask board` and `eval-board`.
     pub fn stats_line(&self) -> String {
+        let run = |key| self.run_get(key);
+        let eval = self
+            .run
+            .get("eval")
+            .map(|e| format!(" eval={e}"))
+            .unwrap_or_default();
         format!(
-            "stats: board={} eval={} tokens={} instructions_per_token={} flash_bytes={} ram_bytes={} stack_bytes={} state_bytes={}",
+            "stats: board={}{eval} tokens={} instructions_per_token={} flash_bytes={} ram_bytes={} stack_bytes={} state_bytes={}",
             self.board,
-            self.run_get("eval"),
-            self.run_get("tokens"),
-            self.run_get("instructions_per_token"),
+            run("tokens"),
+            run("instructions_per_token"),
             self.sizes.flash,
             self.sizes.ram,
-            self.run_get("stack_bytes"),
-            self.run_get("state_bytes"),
+            run("stack_bytes"),
+            run("state_bytes"),
         )
-    }
-
-    /// A value of the `run:` line.
-    pub fn run_get(&self, key: &str) -> &str {
-        self.run.get(key).map(String::as_str).unwrap_or("?")
-    }
-
-    /// Parses the output `text` of an `eval` run on `board`.
-    pub fn parse(board: &'static str, text: &str, sizes: Sizes) -> Result<EvalReport> {
-        let result = find(board, text, line::ACCURACY)
-            .or_else(|_| find(board, text, line::BITS_PER_BYTE))?
-            .to_string();
-        Ok(EvalReport {
-            board,
-            eval: map(find(board, text, line::EVAL)?),
-            result,
-            run: map(find(board, text, line::RUN)?),
-            sizes,
-        })
     }
 }
 
@@ -248,7 +181,7 @@ mod tests {
             eval_mqar_line!(100, 8, 64, 0u64, 773u64, 800u64),
             eval_run_line!("m4f", "mqar", 6400u64, 64000u64, 10u64, 3000, 6400, 9000),
         );
-        let r = EvalReport::parse("m4f", &text, SIZES).unwrap();
+        let r = Report::parse("m4f", &text, SIZES).unwrap();
         assert_eq!(r.result, "0.9663");
         assert_eq!(r.number::<u64>("correct").unwrap(), 773);
         assert_eq!(r.get("eval"), "mqar");

@@ -1,5 +1,5 @@
 //! Generates text on an ESP32-C3 from the image embedded in flash: the
-//! QEMU boards' `generate` (see `ferrite_chips::generate`) at 160 MHz, its
+//! firmware's `generate` (see `ferrite_boards::generate`) at 160 MHz, its
 //! text over esp-println (the USB-serial-JTAG port of the C3's own USB
 //! connector, or UART0 when that is what is connected: what `espflash
 //! flash --monitor` shows). All memory is static and sized at compile time.
@@ -10,7 +10,7 @@ use core::fmt;
 
 use esp_hal::clock::CpuClock;
 use esp_hal::time::Instant;
-use ferrite_chips::{Platform, SESSION_LEN, TOKEN_LOG};
+use ferrite_boards::{Platform, IMAGE, SESSION_LEN, TOKEN_LOG};
 
 // The application descriptor the ESP-IDF second-stage bootloader checks.
 esp_bootloader_esp_idf::esp_app_desc!();
@@ -22,8 +22,6 @@ static mut TOKENS: [u32; TOKEN_LOG] = [0; TOKEN_LOG];
 struct Esp;
 
 impl Platform for Esp {
-    const TICK_HZ: u32 = 1_000_000;
-
     fn text(&mut self, bytes: &[u8]) {
         // Control bytes (but newline and tab) as `\xNN`, as the QEMU boards
         // show them, so that a random model cannot drive the terminal.
@@ -40,8 +38,8 @@ impl Platform for Esp {
         esp_println::println!("{}", args);
     }
 
-    fn ticks(&mut self) -> u32 {
-        Instant::now().duration_since_epoch().as_micros() as u32
+    fn now(&mut self) -> u64 {
+        Instant::now().duration_since_epoch().as_micros()
     }
 }
 
@@ -56,7 +54,9 @@ fn main() -> ! {
         )
     };
     let mut p = Esp;
-    if let Err(e) = ferrite_chips::generate(&mut p, buf, log) {
+    let generated = ferrite_boards::ferrite::Model::load(&IMAGE.0)
+        .and_then(|model| ferrite_boards::generate(&mut p, model, buf, log));
+    if let Err(e) = generated {
         p.line(format_args!("error: {e}"));
     }
     loop {

@@ -1,10 +1,11 @@
-//! Cortex-M: SysTick as instruction counter, stack painted by cortex-m-rt
-//! (`paint-stack`), HardFault reported through semihosting.
+//! QEMU Cortex-M boards: SysTick as instruction counter, stack painted by
+//! cortex-m-rt (`paint-stack`), HardFault reported through semihosting.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 use cortex_m::peripheral::SYST;
 use cortex_m_rt::{exception, ExceptionFrame};
 
+pub use crate::exit;
 pub use cortex_m_rt::entry;
 
 const RELOAD: u32 = 0x00FF_FFFF;
@@ -12,7 +13,7 @@ static WRAPS: AtomicU32 = AtomicU32::new(0);
 
 /// Starts the instruction counter: SysTick on the core clock, full 24-bit
 /// range, one interrupt per wrap.
-pub fn init() {
+pub fn init() -> crate::Qemu {
     // SAFETY: called once at start-up, before anything else uses SysTick.
     let mut p = unsafe { cortex_m::Peripherals::steal() };
     let syst = &mut p.SYST;
@@ -27,6 +28,7 @@ pub fn init() {
     // The current value reads 0 until the first reload: wait for it, so the
     // first reading is not taken as a full period.
     while SYST::get_current() == 0 {}
+    crate::Qemu
 }
 
 /// SysTick ticks since [`init`].
@@ -63,6 +65,12 @@ pub fn stack_peak() -> usize {
         p += 4;
     }
     top - p
+}
+
+/// Reports a panic (location and message) and exits with [`crate::status::PANIC`].
+pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    crate::console::panic_message(info);
+    crate::exit(crate::status::PANIC)
 }
 
 #[exception]

@@ -2,6 +2,10 @@
 //! block (the Boot ROM refuses an image without one) and its clock setup,
 //! 12 MHz crystal -> 150 MHz.
 
+use crate::arm_chip::ArmChip;
+pub use crate::arm_chip::{exit, panic};
+pub use rp235x_hal::entry;
+
 use rp235x_hal as hal;
 
 /// Tells the Boot ROM this is a secure Arm executable.
@@ -13,7 +17,7 @@ pub static IMAGE_DEF: hal::block::ImageDef = hal::block::ImageDef::secure_exe();
 const XTAL_HZ: u32 = 12_000_000;
 
 /// Clocks to 150 MHz (`config::CLOCK_HZ`), then the cycle counter and RTT.
-pub fn init() -> ferrite_chips::arm::Arm {
+pub fn init() -> ArmChip {
     let mut pac = hal::pac::Peripherals::take().unwrap();
     let mut watchdog = hal::Watchdog::new(pac.WATCHDOG);
     if hal::clocks::init_clocks_and_plls(
@@ -29,5 +33,5 @@ pub fn init() -> ferrite_chips::arm::Arm {
     {
         panic!("clock setup failed");
     }
-    ferrite_chips::arm::Arm::new(cortex_m::Peripherals::take().unwrap())
+    ArmChip::new(cortex_m::Peripherals::take().unwrap())
 }

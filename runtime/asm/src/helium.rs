@@ -57,22 +57,22 @@ pub fn dot4_i4(tiles: &[u8], x: &[i16]) -> Option<[i32; TILE_ROWS]> {
     rows_i4(tiles, x, &mut out).then_some(out)
 }
 
-#[cfg(ferrite_asm = "mve")]
+#[cfg(ferrite_kernels = "helium")]
 mod asm {
     core::arch::global_asm!(
         ".syntax unified",
         ".thumb",
         // Assembly does not see `-C target-cpu`: name the core.
         ".cpu cortex-m55",
-        ".section .text.ferrite_asm_mve_rows_i8,\"ax\",%progbits",
-        ".global ferrite_asm_mve_rows_i8",
-        ".type ferrite_asm_mve_rows_i8,%function",
+        ".section .text.ferrite_asm_helium_rows_i8,\"ax\",%progbits",
+        ".global ferrite_asm_helium_rows_i8",
+        ".type ferrite_asm_helium_rows_i8,%function",
         ".thumb_func",
         ".p2align 2",
         // fn(w: r0, x: r1, tiles: r2, out: r3, blocks: [sp]). VMLAVA needs
         // even accumulators: r4, r6, r8, r10. q0 activations, q1-q3 rows
         // (q4-q7 are callee-saved and not used).
-        "ferrite_asm_mve_rows_i8:",
+        "ferrite_asm_helium_rows_i8:",
         "push {{r4-r11, lr}}",
         "ldr r12, [sp, #36]",
         "1:",
@@ -100,16 +100,16 @@ mod asm {
         "subs r12, #1",
         "bne 1b",
         "pop {{r4-r11, pc}}",
-        ".size ferrite_asm_mve_rows_i8, . - ferrite_asm_mve_rows_i8",
+        ".size ferrite_asm_helium_rows_i8, . - ferrite_asm_helium_rows_i8",
         // int4: fn(w: r0, x (i16, permuted): r1, tiles: r2, out: r3,
         // blocks: [sp]). q0/q1 the low/high nibbles' activations, q2 a tile
         // row sign-extended to i16 lanes, q3 its nibbles in turn.
-        ".section .text.ferrite_asm_mve_rows_i4,\"ax\",%progbits",
-        ".global ferrite_asm_mve_rows_i4",
-        ".type ferrite_asm_mve_rows_i4,%function",
+        ".section .text.ferrite_asm_helium_rows_i4,\"ax\",%progbits",
+        ".global ferrite_asm_helium_rows_i4",
+        ".type ferrite_asm_helium_rows_i4,%function",
         ".thumb_func",
         ".p2align 2",
-        "ferrite_asm_mve_rows_i4:",
+        "ferrite_asm_helium_rows_i4:",
         "push {{r4-r11, lr}}",
         "ldr r12, [sp, #36]",
         "3:",
@@ -155,18 +155,18 @@ mod asm {
         "subs r12, #1",
         "bne 3b",
         "pop {{r4-r11, pc}}",
-        ".size ferrite_asm_mve_rows_i4, . - ferrite_asm_mve_rows_i4",
+        ".size ferrite_asm_helium_rows_i4, . - ferrite_asm_helium_rows_i4",
     );
 
     extern "C" {
-        fn ferrite_asm_mve_rows_i8(
+        fn ferrite_asm_helium_rows_i8(
             w: *const i8,
             x: *const i8,
             tiles: u32,
             out: *mut i32,
             blocks: u32,
         );
-        fn ferrite_asm_mve_rows_i4(
+        fn ferrite_asm_helium_rows_i4(
             w: *const u8,
             x: *const i16,
             tiles: u32,
@@ -184,7 +184,7 @@ mod asm {
         // loads need no alignment; `out` is an i32 slice), uses only the
         // caller-saved vector registers q0-q3, and restores every
         // callee-saved core register it uses (AAPCS).
-        unsafe { ferrite_asm_mve_rows_i8(w, x, tiles, out, blocks) };
+        unsafe { ferrite_asm_helium_rows_i8(w, x, tiles, out, blocks) };
         true
     }
 
@@ -196,12 +196,12 @@ mod asm {
         // `out` to `4 * blocks` writable i32, with tiles and blocks >= 1. As
         // the int8 function, it touches only those, q0-q3 and the
         // callee-saved core registers it restores.
-        unsafe { ferrite_asm_mve_rows_i4(w, x, tiles, out, blocks) };
+        unsafe { ferrite_asm_helium_rows_i4(w, x, tiles, out, blocks) };
         true
     }
 }
 
-#[cfg(not(ferrite_asm = "mve"))]
+#[cfg(not(ferrite_kernels = "helium"))]
 mod asm {
     /// No Helium assembly on this target.
     pub fn rows_i8(_w: *const i8, _x: *const i8, _t: u32, _o: *mut i32, _b: u32) -> bool {

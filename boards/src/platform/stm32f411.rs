@@ -3,10 +3,14 @@
 //! states with prefetch and both caches, APB1 at 50 MHz. The PAC provides the
 //! chip's interrupt vector table and the registers.
 
+use crate::arm_chip::ArmChip;
+pub use crate::arm_chip::{exit, panic};
+pub use cortex_m_rt::entry;
+
 use stm32f4::stm32f411 as pac;
 
 /// Clocks to 100 MHz (`config::CLOCK_HZ`), then the cycle counter and RTT.
-pub fn init() -> ferrite_chips::arm::Arm {
+pub fn init() -> ArmChip {
     let p = pac::Peripherals::take().unwrap();
     let (rcc, flash, pwr) = (&p.RCC, &p.FLASH, &p.PWR);
     // Scale 1: up to 100 MHz.
@@ -39,5 +43,5 @@ pub fn init() -> ferrite_chips::arm::Arm {
         w.sw().pll()
     });
     while !rcc.cfgr().read().sws().is_pll() {}
-    ferrite_chips::arm::Arm::new(cortex_m::Peripherals::take().unwrap())
+    ArmChip::new(cortex_m::Peripherals::take().unwrap())
 }

@@ -5,8 +5,10 @@
 
 use core::fmt;
 
-use ferrite_chips::rtt::Rtt;
+use crate::rtt::Rtt;
 use rp235x_hal as hal;
+
+pub use rp235x_hal::entry;
 
 /// Tells the Boot ROM this is a secure RISC-V executable. In `.init.rust`,
 /// which riscv-rt's link.x keeps right after the reset code at the start of
@@ -23,9 +25,7 @@ pub struct Hazard3 {
     rtt: Rtt,
 }
 
-impl ferrite_chips::Platform for Hazard3 {
-    const TICK_HZ: u32 = ferrite_chips::config::CLOCK_HZ;
-
+impl crate::Platform for Hazard3 {
     fn text(&mut self, bytes: &[u8]) {
         self.rtt.text(bytes)
     }
@@ -34,8 +34,9 @@ impl ferrite_chips::Platform for Hazard3 {
         self.rtt.line(args)
     }
 
-    fn ticks(&mut self) -> u32 {
-        riscv::register::mcycle::read() as u32
+    /// Microseconds since reset, from the 64-bit `mcycle`.
+    fn now(&mut self) -> u64 {
+        riscv::register::mcycle::read64() * 1_000_000 / u64::from(crate::config::CLOCK_HZ)
     }
 }
 
@@ -59,9 +60,15 @@ pub fn init() -> Hazard3 {
     Hazard3 { rtt: Rtt::new() }
 }
 
-/// Stops after the run: waits for interrupts forever.
-pub fn idle() -> ! {
+/// Stops after the run (`status` is for QEMU): waits for interrupts forever.
+pub fn exit(_status: i32) -> ! {
     loop {
         riscv::asm::wfi();
     }
+}
+
+/// Reports a panic over RTT, then stops.
+pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    crate::rtt::panic(info);
+    exit(crate::status::PANIC)
 }

@@ -1,0 +1,220 @@
+//! Running a firmware under QEMU, instructions counted; the A/B update
+//! example's delivery.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+use super::{build, sizes, work_dir, Board, Firmware, Report, RunRequest, Sizes};
+
+/// One finished QEMU run.
+pub struct Run {
+    pub board: &'static Board,
+    pub status: i32,
+    /// Everything the firmware wrote (decoded, for defmt).
+    pub output: Vec<u8>,
+    pub sizes: Sizes,
+}
+
+/// `timeout <s> qemu-system-.. -machine .. -kernel <elf>` for a QEMU board,
+/// instructions counted (`-icount shift=0,sleep=off`), semihosting on.
+pub fn qemu_command(board: &Board, elf: &Path, timeout_s: u64) -> Result<Command> {
+    let q = board
+        .qemu()
+        .with_context(|| format!("{} is not a QEMU board", board.name))?;
+    let mut cmd = Command::new("timeout");
+    cmd.arg(timeout_s.to_string())
+        .arg(board.qemu_binary())
+        .args(["-machine", q.machine])
+        .args(q.args)
+        .args(["-nographic", "-monitor", "none", "-serial", "none"])
+        .args(["-semihosting-config", "enable=on,target=native"])
+        .args(["-icount", "shift=0,sleep=off"])
+        .arg("-kernel")
+        .arg(elf)
+        .stdin(Stdio::null());
+    Ok(cmd)
+}
+
+/// Runs an ELF under QEMU inside `timeout`, with `cwd` as the semihosting
+/// working directory; `defmt`: its output decoded by `defmt-print`.
+pub fn run_qemu(
+    board: &'static Board,
+    elf: &Path,
+    cwd: &Path,
+    echo: bool,
+    defmt: bool,
+    timeout_s: u64,
+) -> Result<Run> {
+    let sizes = sizes(elf)?;
+    if echo {
+        eprintln!(
+            "running it under QEMU ({} -machine {}, instructions counted) ...",
+            board.qemu_binary(),
+            board.qemu().map_or("?", |q| q.machine)
+        );
+    }
+    let mut qemu = qemu_command(board, elf, timeout_s)?
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", board.qemu_binary()))?;
+    let mut source: Box<dyn Read + Send> = Box::new(qemu.stdout.take().unwrap());
+    let mut decoder = None;
+    if defmt {
+        let mut d = Command::new("defmt-print")
+            .arg("-e")
+            .arg(elf)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting defmt-print (install it with `cargo install defmt-print`)")?;
+        let (mut to_decoder, mut raw) = (d.stdin.take().unwrap(), source);
+        std::thread::spawn(move || std::io::copy(&mut raw, &mut to_decoder));
+        source = Box::new(d.stdout.take().unwrap());
+        decoder = Some(d);
+    }
+    let mut output = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = source.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        output.extend_from_slice(&chunk[..n]);
+        if echo {
+            let mut o = std::io::stdout().lock();
+            o.write_all(&chunk[..n])?;
+            o.flush()?;
+        }
+    }
+    let status = qemu.wait()?.code().unwrap_or(-1);
+    if let Some(mut d) = decoder {
+        let _ = d.wait();
+    }
+    Ok(Run {
+        board,
+        status,
+        output,
+        sizes,
+    })
+}
+
+/// Builds the firmware and runs it, with a timeout for the work it does.
+pub fn build_and_run(req: &RunRequest<'_>) -> Result<Run> {
+    let elf = build(req)?;
+    let cwd = work_dir().join(req.board.name);
+    let tokens = match (req.firmware, &req.opts.text) {
+        (Firmware::Eval, Some(t)) => std::fs::metadata(t).map_or(0, |m| m.len() as usize),
+        (Firmware::Eval, None) => req.n * req.opts.seq_len,
+        _ => req.n,
+    };
+    run_qemu(
+        req.board,
+        &elf,
+        &cwd,
+        req.echo,
+        req.defmt,
+        timeout_for(tokens),
+    )
+}
+
+/// A generous timeout: ~100M instructions take 0.15 s, the slowest board
+/// (soft float) needs a few M instructions per token.
+pub fn timeout_for(n: usize) -> u64 {
+    super::DEFAULT_TIMEOUT_S + (n as u64) / 5
+}
+
+impl Run {
+    /// The firmware's last lines, for error messages.
+    pub fn tail(&self) -> String {
+        let text = String::from_utf8_lossy(&self.output);
+        let lines: Vec<_> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
+
+    /// Parses a successful `generate`, `ota` or `eval` run; a non-zero exit
+    /// is an error with the reason.
+    pub fn report(&self) -> Result<Report> {
+        if self.status != ferrite_common::status::OK {
+            let why = ferrite_common::status::describe(self.status)
+                .map_or_else(|| format!("exit status {}", self.status), str::to_string);
+            bail!(
+                "{} firmware failed: {why}\n{}",
+                self.board.name,
+                self.tail()
+            );
+        }
+        Report::parse(
+            self.board.name,
+            &String::from_utf8_lossy(&self.output),
+            self.sizes,
+        )
+    }
+}
+
+/// What reaches the board of the update.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Delivery {
+    /// No update is offered.
+    None,
+    /// The whole image.
+    Intact,
+    /// One byte in the middle flipped (a corrupted transfer).
+    FlipByte,
+    /// The transfer stops after this many bytes (an interrupted download).
+    CutAt(usize),
+}
+
+/// Builds the `ota` firmware with model A, offers `update` as `delivery`
+/// says (`update.fer` in the semihosting working directory), runs it.
+pub fn run_ota(
+    board: &'static Board,
+    a: &Path,
+    update: Option<&Path>,
+    delivery: Delivery,
+    prompt: &str,
+    n: usize,
+    echo: bool,
+) -> Result<Run> {
+    let elf = build(&RunRequest {
+        prompt,
+        n,
+        echo,
+        ..RunRequest::new(board, Firmware::Ota, a)
+    })?;
+    let cwd = work_dir().join(board.name).join("ota");
+    std::fs::create_dir_all(&cwd)?;
+    let target = cwd.join("update.fer");
+    let _ = std::fs::remove_file(&target);
+    if let (Some(update), false) = (update, delivery == Delivery::None) {
+        let mut bytes = std::fs::read(update).with_context(|| update.display().to_string())?;
+        match delivery {
+            Delivery::None | Delivery::Intact => {}
+            Delivery::FlipByte => {
+                let i = bytes.len() / 2;
+                bytes[i] ^= 0x40;
+            }
+            Delivery::CutAt(k) => bytes.truncate(k),
+        }
+        std::fs::write(&target, &bytes)?;
+    }
+    run_qemu(board, &elf, &cwd, echo, false, timeout_for(n))
+}
+
+/// The `ota` firmware's verdict line: `ota: accepted`, `ota: refused <reason>`
+/// or `ota: no update`.
+pub fn verdict(run: &Run) -> Option<String> {
+    String::from_utf8_lossy(&run.output)
+        .lines()
+        .find(|l| {
+            ["ota: accepted", "ota: refused", "ota: no update"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .map(str::to_string)
+}
