@@ -53,6 +53,10 @@
 //!   refused at load with [`Error::BadConfig`] naming the feature; the
 //!   [`LayerConfig::Mla`] variant stays (only its step is left out), so
 //!   matches do not depend on the feature.
+//! - `int-path` (default): the integer token path (format 6 images written
+//!   with `ferrite quantize --path int`; `docs/integer-path.md`). Off, such
+//!   an image is refused at load with [`Error::BadConfig`] naming the
+//!   feature; the firmware turns it on when its image needs it.
 //! - `defmt`: `defmt::Format` for the error and config types.
 //! - `fast-math`: faster `exp`, `sigmoid` and `silu` than `libm`'s
 //!   ([`math`]): integer arithmetic on the f32 bits where f32 is not in
@@ -99,6 +103,7 @@ pub mod error;
 pub mod fixed;
 mod format;
 pub mod image;
+#[cfg(feature = "int-path")]
 mod int_token;
 pub mod kernels;
 pub mod math;

@@ -105,6 +105,12 @@ impl<'a> Model<'a> {
                 reason: "the integer token path needs image format version 6",
             });
         }
+        if int_path && cfg!(not(feature = "int-path")) {
+            return Err(Error::BadConfig {
+                layer: None,
+                reason: "the image is on the integer token path: build ferrite with its `int-path` feature",
+            });
+        }
         // Layers that run their integer step (a bit per layer).
         let mut int_layers = 0u64;
         for layer in 0..config.num_layers as u16 {

@@ -12,7 +12,7 @@
 //! Its size is known before the first token ([`crate::session_len`]) and
 //! never changes.
 
-use crate::config::{LayerConfig, TokenPath};
+use crate::config::LayerConfig;
 use crate::error::{Error, Result, StepError, StepResult};
 use crate::image::Role;
 use crate::math::{rms_scale, silu};
@@ -261,6 +261,7 @@ impl<'a, 'b> Session<'a, 'b> {
         let clamp_start = act_start
             .checked_sub(self.clamp_len)
             .ok_or(Error::Internal("clamps"))?;
+        #[allow(unused_variables)] // read by the integer token path only
         let (used, clamp_words) = used.split_at_mut(clamp_start);
         let (mut state, mut scratch) = used.split_at_mut(self.state_len);
         let h = take(&mut scratch, d);
@@ -276,7 +277,8 @@ impl<'a, 'b> Session<'a, 'b> {
             pinned_max: self.pinned_max,
             norm_eps: cfg.norm_eps,
         };
-        if cfg.token_path == TokenPath::Int {
+        #[cfg(feature = "int-path")]
+        if cfg.token_path == crate::config::TokenPath::Int {
             let vectors = crate::int_token::Vectors {
                 h,
                 x,

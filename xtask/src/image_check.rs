@@ -27,6 +27,9 @@ pub struct ImageFacts {
     /// Whether the image has an `mla` layer (the firmware then needs the
     /// runtime's `mla` feature).
     pub mla: bool,
+    /// Whether the image is on the integer token path (format 6; the
+    /// firmware then needs the runtime's `int-path` feature).
+    pub int_path: bool,
     /// Whether some tensor runs the integer path (tiled layout): then a
     /// board's logits must equal the host's bit for bit.
     pub tiled: bool,
@@ -55,6 +58,7 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         bpe: model.tokenizer().kind_name() == "bpe",
         mla: (0..model.config().num_layers as usize)
             .any(|i| matches!(model.layer(i), Ok(ferrite::LayerConfig::Mla(_)))),
+        int_path: model.config().token_path == ferrite::TokenPath::Int,
         tiled: false,
         dtype: DType::F32,
         narrowest: DType::F32,
@@ -194,6 +198,7 @@ mod tests {
             group: 32,
             bpe: false,
             mla: false,
+            int_path: false,
             tiled: false,
             dtype: DType::F32,
             narrowest: DType::F32,

@@ -16,7 +16,6 @@ use super::{
     conv, gdn_int as int_step, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx,
 };
 use crate::error::{ensure, ensure_size, Error, Result, StepResult};
-use crate::fixed::Block;
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role, StateFormat, STATE_WORD};
 use crate::image::{INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
@@ -370,6 +369,7 @@ impl Mixer for GdnConfig {
         push(s, layer, Role::OProj, [d, vo, 0], true);
     }
 
+    #[cfg(feature = "int-path")]
     fn step_int(
         &self,
         ctx: &StepCtx,
@@ -377,7 +377,7 @@ impl Mixer for GdnConfig {
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,
-        x: Block<'_>,
+        x: crate::fixed::Block<'_>,
         out: &mut [i32],
         clamps: &mut u32,
     ) -> StepResult<i32> {

@@ -10,6 +10,7 @@ mod bla;
 mod conv;
 pub mod conv_int;
 mod gdn;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod gdn_int;
 mod gsa;
 mod mla;
@@ -24,8 +25,7 @@ pub use mla::MlaConfig;
 pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;
 
-use crate::error::{StepError, StepResult};
-use crate::fixed::Block;
+use crate::error::StepResult;
 use crate::format::Role;
 use crate::image::TensorSpec;
 use crate::tensor::ActBuf;
@@ -87,6 +87,7 @@ pub trait Mixer {
     /// or intermediate out of its range) adds one to `clamps`. Mixers
     /// without an integer state format keep this default, which is never
     /// called (their layers' state format is f32: checked at load).
+    #[cfg(feature = "int-path")]
     #[allow(clippy::too_many_arguments)]
     fn step_int(
         &self,
@@ -95,12 +96,14 @@ pub trait Mixer {
         state: &mut [f32],
         scratch: &mut [f32],
         act: &mut ActBuf<'_>,
-        x: Block<'_>,
+        x: crate::fixed::Block<'_>,
         out: &mut [i32],
         clamps: &mut u32,
     ) -> StepResult<i32> {
         let _ = (ctx, w, state, scratch, act, x, out, clamps);
-        Err(StepError::Internal("this mixer has no integer step"))
+        Err(crate::error::StepError::Internal(
+            "this mixer has no integer step",
+        ))
     }
 }
 

@@ -385,7 +385,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     if !own_package {
         features.push(board.name);
     }
-    // The BPE tokenizer's code and the `mla` mixer only where the image needs
+    // The BPE tokenizer's code, the `mla` mixer and the integer token path only where the image needs
     // them (and for the OTA example, which may receive any image at run time).
     let ota = req.firmware == Firmware::Ota;
     if ota || facts.as_ref().is_some_and(|f| f.bpe) {
@@ -393,6 +393,9 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     }
     if ota || facts.as_ref().is_some_and(|f| f.mla) {
         features.push("mla");
+    }
+    if ota || facts.as_ref().is_some_and(|f| f.int_path) {
+        features.push("int-path");
     }
     if req.defmt {
         features.push("defmt");
