@@ -6,7 +6,7 @@
 # 2,400 steps at most, early stop on the validation split. A run whose CUDA graph capture
 # fails would step eagerly (several times slower): the watchdog then stops the round.
 #   r12.sh [TIME_BUDGET]   (default 380 s: the launch's --time-budget; --deadline 80 s later)
-# Brings back $OUT/r12.tar (metrics.json and loss.csv of every run, the logs; no weights).
+# Brings back $OUT/r12.tar (metrics.json, config.json and loss.csv of every run, the logs; no weights).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 budget=${1:-380}
@@ -28,4 +28,4 @@ done
 wait $launch
 grep -v "^ " /tmp/o12/sweep.log | cut -c1-220 | tail -n 70
 for f in /tmp/o12/sweep/logs/*.log; do grep -q "Traceback" "$f" && { echo "== $f"; tail -n 15 "$f"; }; done | head -60
-cd /tmp/o12 && tar cf "$OUT/r12.tar" sweep.log sweep/logs $(cd /tmp/o12 && ls sweep/mqar/*/metrics.json sweep/mqar/*/loss.csv 2>/dev/null)
+cd /tmp/o12 && tar cf "$OUT/r12.tar" sweep.log sweep/logs $(cd /tmp/o12 && ls sweep/mqar/*/metrics.json sweep/mqar/*/loss.csv sweep/mqar/*/config.json 2>/dev/null)
