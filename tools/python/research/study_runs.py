@@ -101,7 +101,7 @@ Z2_TASK = {"pairs": 16, "seq_len": 256, "queries": "zoology"}
 Z2_VOCAB = 8192
 Z2_FAMILIES = ("swa", "bla", "gdn")
 Z2_KB = STUDY_KB
-Z2_LRS = (3e-4, 1e-3, 3e-3, 1e-2, 3e-2)  # the grid {1e-3, 3e-3, 1e-2} and one step beyond each edge
+Z2_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)  # the grid {1e-3, 3e-3, 1e-2} and its extensions
 Z2_GRID = (1e-3, 3e-3, 1e-2)
 Z2_STEPS = 2400
 # [share of the schedule, pairs, seq_len]: 600 steps at 64 tokens / 4 pairs, 600 at 128 / 8, then
