@@ -5,7 +5,7 @@
 # Zoology's MQAR (vocab 8,192, 256 tokens, 16 pairs) after the 64/4 and 128/8 curriculum,
 # 2,400 steps at most, early stop on the validation split. A run whose CUDA graph capture
 # fails would step eagerly (several times slower): the watchdog then stops the round.
-#   r12.sh [TIME_BUDGET]   (default 380 s: the launch's --time-budget; --deadline 80 s later)
+#   r12.sh [TIME_BUDGET]   (default 380 s: the launch's --time-budget; --deadline 100 s later)
 # Brings back $OUT/r12.tar (metrics.json, config.json and loss.csv of every run, the logs; no weights).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -16,7 +16,7 @@ runs=$(python -c "
 from research.study_runs import Z2_FAMILIES, Z2_KB, Z2_GRID, z2_name
 print(','.join(z2_name(f, kb, lr, 1) for f in Z2_FAMILIES for kb in Z2_KB for lr in Z2_GRID))")
 python -m ferrite_train.launch --registry research.study_runs --out /tmp/o12/sweep --time-budget "$budget" \
-  --deadline $((budget + 80)) --runs "$runs" > /tmp/o12/sweep.log 2>&1 &
+  --deadline $((budget + 100)) --runs "$runs" > /tmp/o12/sweep.log 2>&1 &
 launch=$!
 while kill -0 $launch 2>/dev/null; do
   sleep 10

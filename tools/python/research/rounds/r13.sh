@@ -14,7 +14,7 @@ budget=${2:-380}
 cd tools/python
 mkdir -p /tmp/o13
 python -m ferrite_train.launch --registry research.study_runs --out /tmp/o13/seeds --time-budget "$budget" \
-  --deadline $((budget + 80)) --runs "$runs" > /tmp/o13/seeds.log 2>&1
+  --deadline $((budget + 100)) --runs "$runs" > /tmp/o13/seeds.log 2>&1
 grep -v "^ " /tmp/o13/seeds.log | cut -c1-220 | tail -n 70
 for f in /tmp/o13/seeds/logs/*.log; do grep -q "Traceback" "$f" && { echo "== $f"; tail -n 15 "$f"; }; done | head -60
 cd /tmp/o13 && tar cf "$OUT/r13.tar" seeds.log seeds/logs $(ls seeds/mqar/*/metrics.json seeds/mqar/*/loss.csv seeds/mqar/*/config.json 2>/dev/null)
