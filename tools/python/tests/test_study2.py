@@ -64,6 +64,10 @@ def test_selection_takes_the_best_validation_and_seeds_follow_it():
     p = study2.points(rows)[("gdn", 4)]
     assert p["selected"] == 0.01 and p["edge"] and p["seeds_lr"] == 0.003
     assert study2.next_runs({("gdn", 4): p}) == ["z2-gdn-4k-lr1e-2-s2", "z2-gdn-4k-lr1e-2-s3", "z2-gdn-4k-lr3e-2-s1"]
+    # A seed-1 run that stopped before the task's phase is run again, and the point waits for it.
+    rows[2]["steps"], rows[2]["end"] = 9, "time"
+    p = study2.points(rows)[("gdn", 4)]
+    assert study2.next_runs({("gdn", 4): p}) == ["z2-gdn-4k-lr1e-2-s1"]
 
 
 @pytest.mark.skipif(not (study2.OUT / "runs.csv").exists(), reason="no second-edition runs yet")

@@ -31,6 +31,7 @@ COMMAND = "ferrite-study2-report"
 FAMILIES = ("swa", "bla", "gdn")
 GRID = (1e-3, 3e-3, 1e-2)
 LEVELS = (0.5, 0.9, 0.99)
+CAP = 2400  # the protocol's step cap
 FIELDS = ["run", "family", "state_kb", "state_bytes", "core_state_bytes", "slots", "slot_floats", "lr", "seed",
           "round", "steps", "end", "final_train_loss", "val_accuracy", "test_accuracy"]
 
@@ -171,6 +172,19 @@ def fmt_ratio(a, b, top_a: float, top_b: float) -> str:
     return "-"
 
 
+# A run the time budget stopped this far short of the cap is flagged with its steps.
+SHORT = 0.9
+
+
+def _short(row: dict) -> str:
+    """" (t)" for a run the time budget stopped, with its steps where they fall below
+    ``SHORT`` of the cap (its schedule was compressed into fewer steps)."""
+    if row["end"] != "time":
+        return ""
+    steps = int(row["steps"])
+    return f" (t, {steps:,})" if steps < SHORT * CAP else " (t)"
+
+
 def lr_table(pts: dict) -> str:
     lrs = sorted({lr for p in pts.values() for lr in p["sweep"]})
     lines = ["| family | KB | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | selected | inside the grid |",
@@ -179,7 +193,7 @@ def lr_table(pts: dict) -> str:
         cells = []
         for lr in lrs:
             r = p["sweep"].get(lr)
-            cells.append("-" if r is None else f"{float(r['val_accuracy']):.3f}" + ("" if r["end"] != "time" else " (t)"))
+            cells.append("-" if r is None else f"{float(r['val_accuracy']):.3f}" + _short(r))
         lines.append(f"| {f} | {kb} | " + " | ".join(cells) + f" | {p['selected']:g} | "
                      + ("no (edge)" if p["edge"] else "yes") + " |")
     return "\n".join(lines)
@@ -233,7 +247,8 @@ def ratio_table(pts: dict, axis: str) -> str:
 
 def tables() -> str:
     pts = points(runs())
-    return "\n\n".join(["Seed 1's validation accuracy per lr ((t): stopped by the time budget before the cap):",
+    return "\n\n".join([f"Seed 1's validation accuracy per lr ((t): stopped by the time budget before the cap, "
+                         f"with the steps run where they are below {SHORT:.0%} of it):",
                         lr_table(pts), point_table(pts), threshold_table(pts, "bytes"), threshold_table(pts, "floats"),
                         ratio_table(pts, "bytes"), ratio_table(pts, "floats")])
 
@@ -248,11 +263,18 @@ def run_name(family: str, kb: int, lr: float, seed: int) -> str:
 
 
 def next_runs(pts: dict) -> list:
-    """The next round of the protocol: seeds 2 and 3 at each point's selected lr where they are
-    missing, and seed 1 at the next lr of the ladder past an edge that the selection sits at."""
+    """The next round of the protocol: seed-1 runs that stopped before the task's phase, seeds 2
+    and 3 at each point's selected lr where they are missing, and seed 1 at the next lr of the
+    ladder past an edge that the selection sits at."""
     out = []
     for (f, kb), p in sorted(pts.items(), key=lambda kv: (FAMILIES.index(kv[0][0]), kv[0][1])):
+        # A seed-1 run stopped before the task's phase (a quarter of the cap; queued behind the
+        # others, it started with little time left) did not measure its lr: run it again.
+        again = [r["run"] for lr, r in sorted(p["sweep"].items()) if int(r["steps"]) < CAP // 4]
+        out += again
         lr = p["selected"]
+        if p["sweep"][lr]["run"] in again:
+            continue  # the selection waits for the runs again
         have = set(p["by_lr"].get(lr, {}))
         out += [run_name(f, kb, lr, s) for s in (2, 3) if s not in have]
         if p["edge"]:
