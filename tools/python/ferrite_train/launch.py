@@ -51,8 +51,13 @@ def main(argv=None):
 
     def start(name):
         task = runs[name]["task"]
+        budget = args.time_budget
+        if args.deadline:
+            # A run started late (queued by --jobs) gets the time left before the deadline,
+            # less a minute for its start, final evaluation and export.
+            budget = max(1.0, min(budget, args.deadline - (time.time() - t0) - 60))
         cmd = [sys.executable, "-m", "ferrite_train.train", "--run", name, "--out", str(out / task),
-               "--time-budget", str(args.time_budget), "--registry", args.registry]
+               "--time-budget", f"{budget:.0f}", "--registry", args.registry]
         if args.steps:
             cmd += ["--steps", str(args.steps)]
         if args.eager:

@@ -75,8 +75,23 @@ class FerriteLM(nn.Module):
     def head_weight(self):
         return self.model.embeddings.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
 
-    def forward(self, tokens, pinned: int = 0):
+    def hidden(self, tokens, pinned: int = 0):
+        """The final norm's output [B, T, hidden]: the logits before the head."""
         h = self.model.embeddings(tokens)
         for block in self.model.layers:
             h = block(h, pinned)
-        return self.model.norm(h) @ self.head_weight().t()
+        return self.model.norm(h)
+
+    def forward(self, tokens, pinned: int = 0):
+        return self.hidden(tokens, pinned) @ self.head_weight().t()
+
+    def logits_at(self, tokens, positions):
+        """The logits at ``positions`` only ([P] shared, or [B, P] per sequence): [B, P, vocab].
+        The same numbers as ``forward(tokens)`` there, without the head's cost at every
+        position (MQAR scores a few positions of a large vocabulary)."""
+        h = self.hidden(tokens)
+        if positions.dim() == 1:
+            h = h[:, positions]
+        else:
+            h = h.gather(1, positions[..., None].expand(-1, -1, h.shape[-1]))
+        return h @ self.head_weight().t()

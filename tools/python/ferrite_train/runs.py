@@ -19,9 +19,9 @@ D_MQAR = 64
 DEFAULT_REGISTRY = "ferrite_train.runs"
 
 
-def model_config(layers: list, hidden: int, intermediate: int) -> dict:
-    """A byte-level config.json with tied embeddings around ``layers``."""
-    return {"model_type": "ferrite", "vocab_size": 256, "hidden_size": hidden,
+def model_config(layers: list, hidden: int, intermediate: int, vocab: int = 256) -> dict:
+    """A config.json with tied embeddings around ``layers`` (byte-level at the default ``vocab``)."""
+    return {"model_type": "ferrite", "vocab_size": vocab, "hidden_size": hidden,
             "intermediate_size": intermediate, "norm_eps": 1e-6, "tie_word_embeddings": True,
             "tokenizer": "bytes", "layers": layers}
 

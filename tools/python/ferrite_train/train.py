@@ -16,7 +16,11 @@ purely step-driven schedule).
 
 MQAR (docs/mqar.md): batch i is drawn from seed 1_000_000 + i, the loss is the
 cross-entropy at the P query positions only; accuracy is measured on 1,000
-held-out sequences from seed 0. LM: random windows of seq_len + 1 bytes of the
+held-out sequences from seed 0. A run's ``curriculum`` (the state study's second
+edition) trains its first phases on shorter MQAR: ``[[fraction, pairs, seq_len],
+...]``, each phase the given share of the schedule, then the run's own task for the
+rest; the CUDA graph is captured again at each change of shape, and the early stop
+(``stop_at``) is checked in the last phase only. LM: random windows of seq_len + 1 bytes of the
 training text (numpy Generator(seed)); bits per byte on the held-out file are
 measured exactly as ``ferrite eval --text`` does: 512-byte chunks, state reset
 per chunk, every byte after a chunk's first one predicted.
@@ -44,6 +48,7 @@ from .export import export_model_dir
 from .mixers import layer_core_state_floats, layer_state_floats
 from .model import FerriteLM
 from .runs import DEFAULT_REGISTRY, load_registry
+from .tasks import curriculum_task, mqar_task
 
 EVAL_CHUNK = 512
 # LM data sets (tools/python/data, built by ferrite_train.corpus: fortunes / english):
@@ -67,18 +72,6 @@ def lr_at(progress: float, lr: float, warmup: float = 0.1) -> float:
 VAL_SEED = 500_000
 
 
-def mqar_task(spec: dict) -> dict:
-    """The MQAR shape of a run: pairs, seq_len, queries (docs/mqar.md)."""
-    return {"pairs": spec.get("pairs", 8), "seq_len": spec.get("seq_len", 64), "queries": spec.get("queries", "end")}
-
-
-def pick(logits, positions):
-    """logits [B, T, V] at the query positions ([P] shared, or [B, P] per sequence)."""
-    if positions.dim() == 1:
-        return logits[:, positions]
-    return logits.gather(1, positions[..., None].expand(-1, -1, logits.shape[-1]))
-
-
 @torch.no_grad()
 def mqar_accuracy(model, device, n=1000, seed=mqar.EVAL_SEED, batch=100, task=None) -> float:
     tokens, positions, answers = mqar.generate_batch(seed, n, **(task or {}))
@@ -86,7 +79,7 @@ def mqar_accuracy(model, device, n=1000, seed=mqar.EVAL_SEED, batch=100, task=No
     for i in range(0, n, batch):
         x = torch.from_numpy(tokens[i:i + batch]).to(device)
         pos = torch.from_numpy(positions if positions.ndim == 1 else positions[i:i + batch]).to(device)
-        logits = pick(model(x), pos)
+        logits = model.logits_at(x, pos)
         correct += (logits.argmax(-1).cpu().numpy() == answers[i:i + batch]).sum()
     return float(correct) / answers.size
 
@@ -199,7 +192,7 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
         train_gpu = torch.from_numpy(train_bytes.astype(np.int64)).to(device)
         rng = np.random.default_rng(spec["seed"])
 
-    def batch(step):
+    def batch(step, task=task):
         if spec["task"] == "mqar":
             tokens, positions, answers = mqar.generate_batch(mqar.TRAIN_SEED_BASE + step, spec["batch"], **task)
             return (torch.from_numpy(tokens).to(device, non_blocking=True), torch.from_numpy(positions).to(device),
@@ -210,7 +203,7 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
 
     def step_loss(x, positions=None, answers=None):
         if spec["task"] == "mqar":
-            logits = pick(model(x), positions)
+            logits = model.logits_at(x, positions)
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), answers.reshape(-1))
         logits = model(x[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
@@ -253,13 +246,22 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
     last_eval = {}
     _precise(False)
     captured, graph_note, stopped_early = None, "off", None
+    step_task, eager_steps, phases = task, 0, []
     while True:
         progress = max(step / spec["steps"], (time.time() - t0) / budget)
         if progress >= 1.0:
             break
         lr = lr_at(progress, spec["lr"])
-        data = batch(step)
-        if graph and captured is None and step >= 3:
+        if spec["task"] == "mqar":
+            now = curriculum_task(spec, progress)
+            if now != step_task or not phases:
+                if now != step_task:
+                    # A new shape: the captured step no longer fits; capture again after 3 eager steps.
+                    captured, eager_steps = None, 0
+                step_task = now
+                phases.append({"from_step": step, "pairs": now["pairs"], "seq_len": now["seq_len"]})
+        data = batch(step, step_task)
+        if graph and captured is None and eager_steps >= 3:
             # Three eager steps (on a side stream, as CUDA graph capture asks) warmed
             # everything up; capture the step now, or fall back to eager steps.
             try:
@@ -283,8 +285,9 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
                 torch.cuda.current_stream().wait_stream(side)
             else:
                 loss = step_update(*data)
+            eager_steps += 1
         step += 1
-        if spec.get("stop_at") and step % 100 == 0 and step < spec["steps"]:
+        if spec.get("stop_at") and step % 100 == 0 and step < spec["steps"] and step_task == task:
             # Early stop (state study): the run is done once 200 validation sequences are solved.
             model.eval()
             reached = mqar_accuracy(model, device, n=200, seed=VAL_SEED, task=task) >= spec["stop_at"]
@@ -332,7 +335,8 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
             "betas": list(betas), "lr_max": spec["lr"], "weight_decay": spec["wd"],
             "schedule": "OneCycle shape: 10% linear warm-up from lr/25, cosine to lr/2.5e5; progress = max(step/steps, time/budget)",
             "grad_clip": 1.0, "torch_seed": spec["seed"], "step_mode": graph_note,
-            "stopped_early_at": stopped_early, "stop_rule": (f"val accuracy (200 sequences of seed {VAL_SEED}, every 100 steps) >= {spec['stop_at']}"
+            "stopped_early_at": stopped_early, "phases": phases or None,
+            "curriculum": spec.get("curriculum"), "stop_rule": (f"val accuracy (200 sequences of seed {VAL_SEED}, every 100 steps) >= {spec['stop_at']}"
                                                             if spec.get("stop_at") else None),
             "final_train_loss": rows[-1]["loss"],
             "torch": torch.__version__, "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor(),

@@ -9,7 +9,8 @@ lr, seed) of the protocol (``study_runs``) and round 11's length curriculum
     python -m ferrite_train.launch --registry research.study_runs --out OUT --time-budget S --runs st-gdn-4k-lr3e-3-s1,...
     python -m ferrite_train.train --registry research.study_runs --run st-gdn-4k-lr3e-3-s1 --out OUT
 
-The device rounds that ran them are research/rounds/r1.sh .. r11.sh.
+The device rounds that ran them are research/rounds/r1.sh .. r11.sh; the second edition's
+(``z2_runs``, issue 28) are r12.sh and later.
 """
 
 from __future__ import annotations
@@ -92,6 +93,43 @@ def curriculum_runs() -> dict:
     return out
 
 
+# The second edition (issue 28; docs/state-study.md "Second edition: protocol"): Zoology's MQAR
+# (power-law query slots, vocabulary 8,192) at 256 tokens and 16 pairs, one recipe for every family:
+# a length curriculum (Zoology's training shapes 64/4 and 128/8 first), the lr grid
+# extended until its best is inside, three seeds, early stop on the validation split.
+Z2_TASK = {"pairs": 16, "seq_len": 256, "queries": "zoology"}
+Z2_VOCAB = 8192
+Z2_FAMILIES = ("swa", "bla", "gdn")
+Z2_KB = STUDY_KB
+Z2_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)  # the grid {1e-3, 3e-3, 1e-2} and its extensions
+Z2_GRID = (1e-3, 3e-3, 1e-2)
+Z2_STEPS = 2400
+# [share of the schedule, pairs, seq_len]: 600 steps at 64 tokens / 4 pairs, 600 at 128 / 8, then
+# the task (1,200 steps at 256 / 16).
+Z2_CURRICULUM = [[0.25, 4, 64], [0.25, 8, 128]]
+Z2_STOP_AT = 0.995
+
+
+def z2_name(family: str, kb: int, lr: float, seed: int) -> str:
+    return f"z2-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
+
+
+def z2_runs() -> dict:
+    """Every (family, size, lr, seed) the second edition may run (seeds 1-5)."""
+    out = {}
+    for family in Z2_FAMILIES:
+        for kb in Z2_KB:
+            layer = study_layer(family, kb)
+            for lr in Z2_LRS:
+                for seed in range(1, 6):
+                    out[z2_name(family, kb, lr, seed)] = {
+                        "task": "mqar", "family": family, "state_kb": kb,
+                        "config": model_config([layer, dict(layer)], D_MQAR, 2 * D_MQAR, vocab=Z2_VOCAB),
+                        "steps": Z2_STEPS, "batch": 64, "lr": lr, "wd": 0.1, "seed": seed, "stop_at": Z2_STOP_AT,
+                        "curriculum": Z2_CURRICULUM, **Z2_TASK}
+    return out
+
+
 def all_runs() -> dict:
     """The shipped models' runs and the study's (the rounds launch both from this registry)."""
-    return {**shipped.all_runs(), **study_runs(), **curriculum_runs()}
+    return {**shipped.all_runs(), **study_runs(), **curriculum_runs(), **z2_runs()}

@@ -208,3 +208,121 @@ def test_python_and_rust_spread_generators_agree(pairs, seq_len, seed):
     )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert lines == [mqar.format_sequence(s) for s in mqar.generate(seed, 25, pairs, seq_len, "spread")]
+
+
+# The zoology layout (Zoology's MQAR, HazyResearch/zoology zoology/data/multiquery_ar.py, on this
+# module's stream): power-law query slots, noise over the whole vocabulary, the vocab's ranges.
+@pytest.mark.parametrize("pairs,seq_len,vocab,seed", [(16, 256, 8192, 0), (4, 64, 8192, 1_000_003), (8, 40, 64, 5),
+                                                      (1, 4, 4, 2), (16, 64, 256, 9), (3, 30, 256, 2**64 - 5)])
+def test_zoology_sequences_follow_the_layout(pairs, seq_len, vocab, seed):
+    half = vocab // 2
+    for seq in mqar.generate(seed, 30, pairs, seq_len, "zoology", vocab):
+        t = seq.tokens
+        assert len(t) == seq_len and all(0 <= x < vocab for x in t)
+        keys, values = t[0 : 2 * pairs : 2], t[1 : 2 * pairs : 2]
+        assert len(set(keys)) == pairs and all(1 <= k < half for k in keys)
+        assert len(set(values)) == pairs and all(half <= v < vocab for v in values)
+        positions = [p for p, _ in seq.targets]
+        assert len(positions) == pairs and positions == sorted(set(positions))
+        assert all(p >= 2 * pairs and p % 2 == 0 for p in positions), "queries start a slot"
+        assert sorted(t[p] for p in positions) == sorted(keys), "every key is asked once"
+        for pos, answer in seq.targets:
+            assert answer == values[keys.index(t[pos])]
+
+
+@pytest.mark.parametrize("pairs,seq_len,vocab,seed", [(16, 256, 8192, 0), (4, 64, 8192, 1_000_000), (8, 40, 64, 2**64 - 3),
+                                                      (1, 4, 4, 6), (64, 1024, 8192, 3)])
+def test_vectorised_zoology_generator_equals_the_sequential_one(pairs, seq_len, vocab, seed):
+    seqs = mqar.generate(seed, 20, pairs, seq_len, "zoology", vocab)
+    tokens, positions, answers = mqar.generate_batch(seed, 20, pairs, seq_len, "zoology", vocab)
+    assert tokens.tolist() == [s.tokens for s in seqs]
+    for i, s in enumerate(seqs):
+        assert list(zip(positions[i].tolist(), answers[i].tolist())) == s.targets
+
+
+def test_zoology_draw_order_is_the_documented_one():
+    """Re-derive one zoology sequence by hand from the raw stream, as docs/mqar.md lists the draws."""
+    pairs, seq_len, vocab = 3, 20, 16
+    rng = mqar.SplitMix64(42)
+
+    def distinct(n, k):  # Floyd, then a Fisher-Yates shuffle of the k items
+        out = []
+        for j in range(n - k, n):
+            t = rng.next() % (j + 1)
+            out.append(j if t in out else t)
+        for j in range(k):
+            r = j + rng.next() % (k - j)
+            out[j], out[r] = out[r], out[j]
+        return out
+
+    keys = [1 + k for k in distinct(7, pairs)]
+    values = [8 + v for v in distinct(8, pairs)]
+    s = (seq_len - 2 * pairs) // 2
+    w = [int((g + 1) ** -0.99 * 2**24) for g in range(s)]
+    slots = []
+    for _ in range(pairs):
+        r = rng.next() % sum(w[g] for g in range(s) if g not in slots)
+        free = [g for g in range(s) if g not in slots]
+        running = np.cumsum([w[g] for g in free])
+        slots.append(free[int(np.argmax(running > r))])
+    expected = [x for k, v in zip(keys, values) for x in (k, v)] + [rng.next() % vocab for _ in range(seq_len - 2 * pairs)]
+    for i, g in enumerate(slots):
+        expected[2 * pairs + 2 * g] = keys[i]
+    seq = mqar.generate(42, 1, pairs, seq_len, "zoology", vocab)[0]
+    assert seq.tokens == expected
+    assert seq.targets == sorted((2 * pairs + 2 * g, values[i]) for i, g in enumerate(slots))
+    assert mqar.draws_per_sequence(pairs, seq_len, "zoology") == 5 * pairs + seq_len - 2 * pairs
+    # The next sequence starts right after those draws (its first draw is Floyd's below(vocab/2 - 1 - P + 1)).
+    assert mqar.generate(42, 2, pairs, seq_len, "zoology", vocab)[1].tokens[0] in range(1, 8)
+
+
+def test_zoology_slot_weights_are_zoologys_power_law():
+    w = mqar.slot_weights(112)
+    assert w[0] == 2**24 and w == sorted(w, reverse=True)
+    p = np.array(w) / sum(w)
+    exact = 0.01 * np.arange(1, 113) ** (0.01 - 1)  # zoology: p = power_a * arange(1, space + 1) ** (power_a - 1)
+    assert np.allclose(p, exact / exact.sum(), rtol=1e-5)
+    # Pinned (f64 pow, then floor), so a Rust port can check its table against the same sums.
+    assert (sum(w), w[111]) == (90810859, 157034)
+    assert sum(mqar.slot_weights(512)) == 117684274
+
+
+def test_zoology_placement_statistics_at_256_tokens_and_16_pairs():
+    """Key-to-query distances: Zoology's power law puts half the queries within ~50 tokens of their
+    key (median 50, mean 73, 10th / 90th percentiles 20 / 170, as numpy's own sampler gives with
+    Zoology's code), where the uniform spread layout's median is 128."""
+    tokens, positions, _ = mqar.generate_batch(7, 4000, 16, 256, "zoology", 8192)
+    gaps = mqar.key_query_gaps(positions, tokens, 16)
+    assert gaps.min() >= 2 and gaps.max() <= 254
+    assert np.median(gaps) == 50
+    assert abs(gaps.mean() - 73.3) < 1.0
+    assert tuple(np.percentile(gaps, [10, 90])) == (20, 170)
+    # The slot of the first pair's query: P(slot 0) = w_0 / sum(w) = 0.185 (Zoology's p[0]).
+    first = (positions - 32) // 2
+    slot_of_pair0 = first[np.arange(4000), np.argmax(tokens[np.arange(4000)[:, None], positions] == tokens[:, :1], axis=1)]
+    assert abs(np.mean(slot_of_pair0 == 0) - 0.185) < 0.02
+    t, p, _ = mqar.generate_batch(7, 4000, 16, 256, "spread")
+    assert np.median(mqar.key_query_gaps(p, t, 16)) == 128
+
+
+def test_zoology_noise_covers_the_whole_vocabulary_and_query_slots_end_in_noise():
+    tokens, positions, answers = mqar.generate_batch(11, 2000, 16, 256, "zoology", 256)
+    rest = np.ones_like(tokens, dtype=bool)
+    rest[:, :32] = False
+    rest[np.arange(2000)[:, None], positions] = False
+    counts = np.bincount(tokens[rest], minlength=256)
+    assert counts.min() > 0.8 * counts.mean() and counts.max() < 1.2 * counts.mean()
+    after = tokens[np.arange(2000)[:, None], positions + 1]
+    assert np.mean(after == answers) < 0.02, "the token after a query key is noise, not its value"
+
+
+def test_zoology_parameters_are_checked():
+    with pytest.raises(ValueError, match="vocab"):
+        mqar.generate(0, 1, 16, 256, "zoology", 33)
+    with pytest.raises(ValueError, match="vocab"):
+        mqar.generate(0, 1, 8, 64, "zoology", 16)  # 8 keys need vocab / 2 - 1 >= 8
+    with pytest.raises(ValueError, match="even"):
+        mqar.generate_batch(0, 1, 8, 65, "zoology", 8192)
+    with pytest.raises(ValueError, match="fixed token ranges"):
+        mqar.generate(0, 1, 8, 64, "spread", 8192)
+    assert len(mqar.generate(0, 1, 100, 400, "zoology", 8192)[0].targets) == 100  # more than 64 pairs

@@ -37,8 +37,8 @@ pub struct MqarShape {
     #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
     seq_len: usize,
     /// MQAR query layout (docs/mqar.md): `end` (all queries after the
-    /// noise) or `spread` (queries at random two-token slots after the
-    /// pairs, as in Zoology's MQAR).
+    /// noise) or `spread` (queries at uniformly random two-token slots
+    /// after the pairs; not Zoology's power-law placement).
     #[arg(long, value_enum, default_value_t = Queries::End)]
     queries: Queries,
 }

@@ -1,0 +1,87 @@
+"""The state study's second edition (issue 28): the report's arithmetic (ferrite_dev/reports/study2.py)
+and, once its rounds ran, models/mqar-zoology/runs.csv against docs/state-study.md."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ferrite_dev import REPO_ROOT as ROOT
+from ferrite_dev.reports import study2
+
+
+def test_state_needed_interpolates_log_state_between_the_points_either_side():
+    curve = [(1000, 0.1), (2000, 0.3), (4000, 0.7), (8000, 0.95)]
+    s, how = study2.state_needed(curve, 0.5)
+    assert how == "=" and s == pytest.approx(math.sqrt(2000 * 4000))  # halfway in log state
+    s, how = study2.state_needed(curve, 0.7)
+    assert how == "=" and s == pytest.approx(4000)
+    assert study2.state_needed(curve, 0.05) == (1000, "<=")
+    assert study2.state_needed(curve, 0.99) is None
+    # The first crossing counts, even where the curve dips later.
+    s, _ = study2.state_needed([(1, 0.0), (2, 0.6), (4, 0.4), (8, 0.9)], 0.5)
+    assert 1 < s < 2
+
+
+def test_ratios_are_numbers_or_the_bounds_the_grid_allows():
+    assert study2.fmt_ratio((8000.0, "="), (2000.0, "="), 64e3, 64e3) == "4.0"
+    assert study2.fmt_ratio(None, (2000.0, "="), 64e3, 64e3) == ">= 32.0"  # a needs more than its grid
+    assert study2.fmt_ratio((8000.0, "="), None, 64e3, 64e3) == "<= 0.1"
+    assert study2.fmt_ratio((1000.0, "<="), (2000.0, "="), 64e3, 64e3) == "<= 0.5"
+    assert study2.fmt_ratio((8000.0, "="), (1000.0, "<="), 64e3, 64e3) == ">= 8.0"
+    assert study2.fmt_ratio(None, None, 64e3, 64e3) == "-"
+    assert study2.fmt_ratio((1000.0, "<="), (1000.0, "<="), 64e3, 64e3) == "-"
+
+
+def test_slots_and_width_count_what_each_family_keeps():
+    swa = {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": 64}
+    assert study2.slots_and_width(swa) == (64, 64)
+    assert study2.slots_and_width(dict(swa, window=60, sinks=4)) == (64, 64)
+    bla = {"mixer": "bla", "num_heads": 2, "head_dim": 32, "modes": 15}
+    assert study2.slots_and_width(bla) == (31, 128)
+    gdn = {"mixer": "gdn", "num_heads": 2, "head_dim": 32, "expand_v": 2.0}
+    assert study2.slots_and_width(gdn) == (64, 64)  # H x K rows of V floats: 2 x 32 x 64
+
+
+def _rows(table):
+    return [dict(zip(study2.FIELDS, r)) for r in table]
+
+
+def test_selection_takes_the_best_validation_and_seeds_follow_it():
+    base = ["", "gdn", 4, 5000, 4096, 32, 32]
+    rows = _rows([
+        [f"z2-gdn-4k-lr{lr}-s{seed}", *base[1:], lr, seed, "r12", 2400, "cap", loss, val, val]
+        for lr, seed, loss, val in ((0.001, 1, 1.0, 0.4), (0.003, 1, 0.5, 0.7), (0.01, 1, 0.6, 0.7),
+                                    (0.003, 2, 0.5, 0.6), (0.003, 3, 0.5, 0.8))])
+    for r in rows:
+        r["run"] = study2.run_name("gdn", 4, float(r["lr"]), int(r["seed"]))
+    p = study2.points(rows)[("gdn", 4)]
+    assert p["selected"] == 0.003 and not p["edge"]  # the tie at 0.7 goes to the lower training loss
+    assert [r["seed"] for r in p["seeds"]] == [1, 2, 3] and p["median"] == 0.7
+    assert study2.next_runs({("gdn", 4): p}) == []
+    rows[1]["val_accuracy"] = 0.69
+    p = study2.points(rows)[("gdn", 4)]
+    assert p["selected"] == 0.01 and p["edge"] and p["seeds_lr"] == 0.003
+    assert study2.next_runs({("gdn", 4): p}) == ["z2-gdn-4k-lr1e-2-s2", "z2-gdn-4k-lr1e-2-s3", "z2-gdn-4k-lr3e-2-s1"]
+    # A seed-1 run that stopped before the task's phase is run again, and the point waits for it.
+    rows[2]["steps"], rows[2]["end"] = 9, "time"
+    p = study2.points(rows)[("gdn", 4)]
+    assert study2.next_runs({("gdn", 4): p}) == ["z2-gdn-4k-lr1e-2-s1"]
+
+
+@pytest.mark.skipif(not (study2.OUT / "runs.csv").exists(), reason="no second-edition runs yet")
+def test_state_study_doc_has_the_tables_runs_csv_gives():
+    doc = (ROOT / "docs/state-study.md").read_text()
+    assert study2.tables() in doc
+
+
+@pytest.mark.skipif(not (study2.OUT / "runs.csv").exists(), reason="no second-edition runs yet")
+def test_second_edition_runs_follow_the_protocol():
+    rows = study2.runs()
+    assert {r["family"] for r in rows} <= set(study2.FAMILIES)
+    for (family, kb), p in study2.points(rows).items():
+        assert set(study2.GRID) <= set(p["sweep"]), (family, kb, "seed 1 at every lr of the grid")
+        for r in p["by_lr"][p["seeds_lr"]].values():
+            assert int(r["steps"]) <= 2400
+            assert r["end"] in ("solved", "cap", "time")
