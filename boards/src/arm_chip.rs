@@ -1,4 +1,4 @@
-//! The Arm chips' [`Platform`](crate::Platform): defmt over RTT and the DWT
+//! The Arm chips' [`Platform`](crate::io::Platform): defmt over RTT and the DWT
 //! cycle counter at the core clock.
 
 use core::fmt;
@@ -26,7 +26,7 @@ impl ArmChip {
     }
 }
 
-impl crate::Platform for ArmChip {
+impl crate::io::Platform for ArmChip {
     fn text(&mut self, bytes: &[u8]) {
         self.rtt.text(bytes)
     }
@@ -56,5 +56,5 @@ pub fn exit(_status: i32) -> ! {
 /// Reports a panic over RTT, then stops.
 pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     crate::rtt::panic(info);
-    exit(crate::status::PANIC)
+    exit(ferrite_common::status::PANIC)
 }

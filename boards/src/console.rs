@@ -194,5 +194,5 @@ mod imp {
     }
 
     // Timestamps count instructions retired (under QEMU -icount shift=0: nanoseconds).
-    defmt::timestamp!("{=u64}", crate::instructions());
+    defmt::timestamp!("{=u64}", crate::counter::instructions());
 }

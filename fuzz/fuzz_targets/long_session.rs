@@ -22,7 +22,7 @@
 
 use std::sync::OnceLock;
 
-use ferrite::{Error, Model, Session};
+use ferrite::{Error, Model, Session, StepError};
 use libfuzzer_sys::fuzz_target;
 
 /// Most tokens fed per input (all ops together, replays included).
@@ -122,15 +122,12 @@ impl Run {
             }
             Err(e) => {
                 match e {
-                    Error::TokenOutOfRange { .. } => assert!(token >= vocab),
-                    Error::PositionOverflow => assert!(token < vocab && pos == u64::MAX),
+                    StepError::TokenOutOfRange { .. } => assert!(token >= vocab),
+                    StepError::PositionOverflow => assert!(token < vocab && pos == u64::MAX),
                     other => panic!("feed({token}) at {pos}: unexpected error {other}"),
                 }
                 assert_eq!(s.position(), pos, "a refused token moved the position");
-                assert!(
-                    s.state() == &state[..],
-                    "a refused token changed the state"
-                );
+                assert!(s.state() == &state[..], "a refused token changed the state");
             }
         }
     }

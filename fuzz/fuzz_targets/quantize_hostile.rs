@@ -32,9 +32,9 @@ use std::sync::OnceLock;
 
 use ferrite::image::{DType, Layout};
 use ferrite::{Model, Session};
-use ferrite_tools::calibrate::Hessian;
 use ferrite_tools::config_json::{self, Config};
 use ferrite_tools::model_dir::{ModelDir, SourceTensor};
+use ferrite_tools::quant::Hessian;
 use ferrite_tools::quant::Scales;
 use ferrite_tools::run::AlignedImage;
 use ferrite_tools::writer::{self, WriteOptions};

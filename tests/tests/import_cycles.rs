@@ -818,18 +818,6 @@ fn cycle_texts(src: &dyn Sources, roots: &[String]) -> Result<Vec<String>, Strin
 /// group, exactly. The test fails on any other cycle, and on an entry here
 /// that is no longer found as listed (delete it when its cycle is fixed).
 const KNOWN: &[(&str, &[&str])] = &[
-    // boards/src/lib.rs calls console::flush and console.rs calls
-    // crate::instructions (in lib.rs, itself on the platform files): due to
-    // go with boards/ and chips/ becoming one firmware crate (step 1).
-    (
-        "boards/src/lib.rs",
-        &[
-            "boards/src/console.rs",
-            "boards/src/lib.rs",
-            "boards/src/platform/cortex_m.rs",
-            "boards/src/platform/riscv.rs",
-        ],
-    ),
     // tiled.rs calls each target's kernels through `arch` (dsp, helium,
     // portable, rv32, v7m), and they use tiled.rs's `QVec` / `TILE_ROWS`: a
     // cycle the runtime's module-level order (module_order.rs) cannot see, as

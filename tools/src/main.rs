@@ -1,8 +1,9 @@
 //! `ferrite`: quantize model directories into flash images, inspect and run them.
 //!
 //! Every command runs the `ferrite` runtime crate itself (the code the boards
-//! run) and exits non-zero with a one-line reason on bad input (clap's whole
-//! message, exit status 2, for argument errors); none panics or aborts.
+//! run) and exits non-zero with a one-line reason on bad input (exit status 2
+//! for argument errors, with clap's hints folded into that line); none panics
+//! or aborts.
 //! What a command streams (generated tokens, logits, MQAR sequences) is
 //! written as it is made, never held, so memory stays constant however many.
 //! An option that would change nothing is refused, or warned about where a
@@ -29,9 +30,15 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    // clap's whole message (usage and tips) and its exit status: 2 for
-    // argument errors, 0 for --help and --version.
-    let cli = Cli::try_parse().unwrap_or_else(|e| e.exit());
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version: clap prints them and exits 0.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            eprintln!("{}", one_line(&e.render().to_string()));
+            return ExitCode::from(2);
+        }
+    };
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
@@ -40,6 +47,24 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// clap's whole message (error, possible values, usage, tips and the pointer
+/// to `--help`) as one line.
+fn one_line(message: &str) -> String {
+    let parts: Vec<&str> = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut line = String::new();
+    for part in parts {
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { "; " });
+        }
+        line.push_str(part);
+    }
+    line
 }
 
 /// Whether an error is the reader of stdout going away (`ferrite inspect x | head`).

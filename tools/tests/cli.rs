@@ -390,9 +390,9 @@ fn a_tokenizer_json_the_runtime_cannot_follow_is_refused_naming_the_field() {
     assert!(err.contains("normalizer"), "{err}");
 }
 
-/// Exit status 2 with clap's whole message, never cut to its first line: the
-/// error, then (for a missing or conflicting argument) the usage, then the
-/// pointer to --help.
+/// Exit status 2 with clap's whole message folded into one line, never cut:
+/// the error, then (for a missing or conflicting argument) the usage, then
+/// the pointer to --help.
 fn assert_clap_failure(o: &Output, what: &str) -> String {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(2), "{what}: {:?} {err}", o.status);
@@ -403,6 +403,11 @@ fn assert_clap_failure(o: &Output, what: &str) -> String {
                 .trim_end()
                 .ends_with("For more information, try '--help'."),
         "{what}: not clap's whole message: {err:?}"
+    );
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{what}: not one line: {err:?}"
     );
     err
 }
@@ -771,11 +776,11 @@ fn impossible_pins_are_refused_on_one_line() {
 }
 
 #[test]
-fn argument_errors_keep_clap_s_whole_message() {
+fn argument_errors_keep_clap_s_whole_message_on_one_line() {
     let img = image("gdn_gate");
     let err = assert_clap_failure(&ferrite(&["generate", &img]), "no --prompt");
     assert!(
-        err.contains("not provided:\n  --prompt <PROMPT>\n\nUsage: ferrite generate"),
+        err.contains("not provided: --prompt <PROMPT>; Usage: ferrite generate"),
         "{err}"
     );
     let err = assert_clap_failure(

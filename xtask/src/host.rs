@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 
 use anyhow::{ensure, Context, Result};
 
-use crate::boards::{root_dir, Board, BuildOpts, Math};
+use crate::options::{BuildOpts, Math};
+use crate::paths::{root_dir, work_dir};
+use ferrite_common::target::Target as Board;
 
 /// `target/release/ferrite`, built once per xtask run.
 pub fn ferrite() -> Result<&'static Path> {
@@ -104,7 +106,7 @@ pub fn default_image(board: &Board) -> Result<PathBuf> {
 /// `ferrite quantize <dir> --dtype <dtype>` into the xtask work dir as `<name>.<dtype>.fer`.
 pub fn model_image(dir: &Path, name: &str, dtype: &str) -> Result<PathBuf> {
     ensure!(dir.is_dir(), "model directory {} not found", dir.display());
-    let images = crate::boards::work_dir().join("images");
+    let images = work_dir().join("images");
     std::fs::create_dir_all(&images)?;
     let out = images.join(format!("{name}.{dtype}.fer"));
     eprintln!(
@@ -131,7 +133,7 @@ pub fn int_path_image(rel: &str) -> Result<PathBuf> {
     let dir = root_dir().join(rel);
     ensure!(dir.is_dir(), "model directory {} not found", dir.display());
     let name = rel.trim_start_matches("models/").replace('/', "-");
-    let images = crate::boards::work_dir().join("images");
+    let images = work_dir().join("images");
     std::fs::create_dir_all(&images)?;
     let out = images.join(format!("{name}.int8-int.fer"));
     eprintln!("quantizing {rel} to int8 on the integer token path ...");

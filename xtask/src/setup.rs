@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, ensure, Context, Result};
 
-use crate::boards::root_dir;
+use crate::paths::root_dir;
 
 /// The `[toolchain]` table of `rust-toolchain.toml`.
 #[derive(Debug, Default, PartialEq, serde::Deserialize)]

@@ -1,14 +1,16 @@
 //! QEMU RISC-V boards (virt, machine mode): `minstret` as instruction
-//! counter, stack painted at start-up, the FPU switched on where the target
+//! counter (`counter`), stack painted at start-up, the FPU switched on where the target
 //! has one, traps reported through semihosting. riscv-rt 0.12, the version
 //! rp235x-hal uses (one lock file holds one riscv-rt; boards/README.md).
 
-pub use crate::exit;
+pub use crate::qemu::exit;
 pub use riscv_rt::entry;
 
-use riscv::register::{mcause, mepc, minstret};
+use riscv::register::{mcause, mepc};
 
-static mut START: u64 = 0;
+use crate::qemu::Qemu;
+use crate::{console, counter, say};
+use ferrite_common::status;
 
 extern "C" {
     static _estack: u32;
@@ -28,7 +30,7 @@ unsafe fn fpu_on() {
 /// Paints the free stack (from its bottom to just below the caller's frame)
 /// and starts the instruction counter. Call first thing in `main`.
 #[inline(never)]
-pub fn init() -> crate::Qemu {
+pub fn init() -> Qemu {
     let bottom = core::ptr::addr_of!(_estack) as usize;
     let sp: usize;
     // SAFETY: reads the stack pointer.
@@ -39,15 +41,8 @@ pub fn init() -> crate::Qemu {
         unsafe { core::ptr::write_volatile(p as *mut u32, PAINT) };
         p += 4;
     }
-    // SAFETY: single hart, written before anything reads it.
-    unsafe { START = minstret::read64() };
-    crate::Qemu
-}
-
-/// Instructions retired since [`init`] (one tick = one instruction).
-pub fn ticks() -> u64 {
-    // SAFETY: written once in `init`.
-    minstret::read64() - unsafe { START }
+    counter::start();
+    Qemu
 }
 
 /// Peak stack use in bytes: the lowest painted word that changed.
@@ -64,19 +59,19 @@ pub fn stack_peak() -> usize {
     top - p
 }
 
-/// Reports a panic (location and message) and exits with [`crate::status::PANIC`].
+/// Reports a panic (location and message) and exits with [`status::PANIC`].
 pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    crate::console::panic_message(info);
-    crate::exit(crate::status::PANIC)
+    console::panic_message(info);
+    exit(status::PANIC)
 }
 
 #[export_name = "ExceptionHandler"]
 fn exception_handler(frame: &riscv_rt::TrapFrame) -> ! {
-    crate::say!(
+    say!(
         "fault: trap mcause={:#x} mepc={:#010x} ra={:#010x}",
         mcause::read().bits(),
         mepc::read(),
         frame.ra
     );
-    crate::exit(crate::status::FAULT)
+    exit(status::FAULT)
 }

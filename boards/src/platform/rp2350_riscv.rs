@@ -25,7 +25,7 @@ pub struct Hazard3 {
     rtt: Rtt,
 }
 
-impl crate::Platform for Hazard3 {
+impl crate::io::Platform for Hazard3 {
     fn text(&mut self, bytes: &[u8]) {
         self.rtt.text(bytes)
     }
@@ -70,5 +70,5 @@ pub fn exit(_status: i32) -> ! {
 /// Reports a panic over RTT, then stops.
 pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     crate::rtt::panic(info);
-    exit(crate::status::PANIC)
+    exit(ferrite_common::status::PANIC)
 }

@@ -38,8 +38,8 @@
 //!
 //! then the head's RMSNorm, `o_norm` and the SiLU gate, and `o_proj`.
 
-use super::gdn::{GdnConfig, GdnDecay, QkActivation, QkNorm};
-use super::{conv_int, product, sum, StepCtx};
+use super::gdn_config::{GdnConfig, GdnDecay, QkActivation, QkNorm, HEAD_WORDS};
+use super::{conv_int, product, StepCtx};
 use crate::error::{Error, Result};
 use crate::fixed::activation::{exp_neg_q16, sigmoid_q15, silu15, silu_block, to_q16};
 use crate::fixed::block::{
@@ -50,8 +50,6 @@ use crate::format::Role;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
-/// Words of one head's scale record: `E_j`, `f_j`, `M_j`.
-const HEAD_WORDS: u64 = 3;
 /// A head whose largest mantissa (with this token's writes) reaches this is
 /// shifted right before its update.
 const HIGH: u64 = 1 << 14;
@@ -65,19 +63,6 @@ const S_MAX: i32 = i16::MAX as i32;
 const UNIT: i32 = 1 << 14;
 /// The l2norm epsilon of docs/spec.md (1e-6, as the f32 step has it).
 const L2_EPS: Fx = Fx::from_f32_bits(1e-6f32.to_bits());
-
-/// State words of an int16 GDN layer (see the module docs).
-pub(crate) const fn state_words(h: u64, hv: u64, k: u64, v: u64, conv_size: u32) -> u64 {
-    let heads = product(&[hv, HEAD_WORDS]);
-    let s = product(&[hv, v, k]).div_ceil(2);
-    let conv = if conv_size == 0 {
-        0
-    } else {
-        let qk = conv_int::state_words(product(&[h, k]), conv_size);
-        sum(&[qk, qk, conv_int::state_words(product(&[hv, v]), conv_size)])
-    };
-    sum(&[heads, s, conv])
-}
 
 /// Bits of `v` (`v` in `[2^(b-1), 2^b)`; 0 for 0).
 #[inline]

@@ -10,6 +10,7 @@ mod bla;
 mod conv;
 pub mod conv_int;
 mod gdn;
+mod gdn_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod gdn_int;
 mod gsa;

@@ -1,0 +1,41 @@
+//! The QEMU boards' [`Platform`](crate::io::Platform) and their exits.
+
+use core::fmt;
+
+use ferrite_common::status;
+
+use crate::{console, counter, io, say};
+
+/// The QEMU boards' [`Platform`]: the semihosting console and the
+/// instruction counter.
+pub struct Qemu;
+
+impl io::Platform for Qemu {
+    /// Writes the text and flushes it: each token is shown as it is made,
+    /// and every token's write takes the same path (the same stack depth
+    /// after 100 tokens as after 10,000).
+    fn text(&mut self, bytes: &[u8]) {
+        console::text(bytes);
+        console::flush();
+    }
+
+    fn line(&mut self, args: fmt::Arguments<'_>) {
+        console::line(args)
+    }
+
+    fn now(&mut self) -> u64 {
+        counter::instructions()
+    }
+}
+
+/// Ends the program: QEMU exits with `code` (semihosting SYS_EXIT_EXTENDED).
+pub fn exit(code: i32) -> ! {
+    console::flush();
+    semihosting::process::exit(code)
+}
+
+/// Reports a runtime error and exits with [`status::RUNTIME_ERROR`].
+pub fn fail(e: ferrite::Error) -> ! {
+    say!("error: {}", e);
+    exit(status::RUNTIME_ERROR)
+}
