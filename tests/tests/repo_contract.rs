@@ -43,43 +43,32 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The tracked files, or `None` (with a note) when git cannot list them.
-fn tracked_files(root: &Path) -> Option<Vec<String>> {
-    let out = match Command::new("git")
+/// The tracked files. Fails (never skips) when git cannot list them: the
+/// scan is the check.
+fn tracked_files(root: &Path) -> Vec<String> {
+    let out = Command::new("git")
         .arg("-C")
         .arg(root)
         .args(["ls-files", "-z"])
         .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            println!("note: skipping the tracked-file scan: cannot run git ({e})");
-            return None;
-        }
-    };
-    if !out.status.success() {
-        println!(
-            "note: skipping the tracked-file scan: `git ls-files` failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        return None;
-    }
-    let files = out
-        .stdout
+        .unwrap_or_else(|e| panic!("cannot run git to list the tracked files: {e}"));
+    assert!(
+        out.status.success(),
+        "`git ls-files` failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    out.stdout
         .split(|&b| b == 0)
         .filter(|name| !name.is_empty())
         .map(|name| String::from_utf8_lossy(name).into_owned())
-        .collect();
-    Some(files)
+        .collect()
 }
 
 #[test]
 fn no_tracked_file_references_outside_the_repository() {
     let root = repo_root();
-    let Some(files) = tracked_files(&root) else {
-        return;
-    };
+    let files = tracked_files(&root);
     let mut hits = Vec::new();
     let mut scanned = 0;
     for file in &files {

@@ -48,6 +48,9 @@ pub fn demo(mut opts: Opts) -> Result<ExitCode> {
 /// Builds and runs `generate` on `board`.
 pub fn run(board: &'static Board, opts: &Opts) -> Result<ExitCode> {
     let g = &opts.generate;
+    if opts.defmt {
+        crate::setup::ensure_defmt_print()?;
+    }
     let image = g.image.resolve(|| host::default_image(board))?;
     let req = RunRequest {
         board,

@@ -2,7 +2,8 @@
 //! installed when missing: the embedded targets and components that
 //! `rust-toolchain.toml` lists (with `rustup`, which does not fetch them
 //! itself when `RUSTUP_AUTO_INSTALL=0` or when the pinned toolchain is an
-//! alias of another), and QEMU (with `apt-get`). Every install is announced
+//! alias of another), QEMU (with `apt-get`) and, for the defmt checks,
+//! `defmt-print` (with `cargo install`). Every install is announced
 //! on stderr before it starts.
 
 use std::path::PathBuf;
@@ -229,6 +230,38 @@ pub fn ensure_qemu() -> Result<()> {
         }
     }
     ensure!(qemu(), "QEMU still missing after apt-get install");
+    Ok(())
+}
+
+/// Makes sure `defmt-print` (the decoder of the boards' defmt logs) runs,
+/// installing it with `cargo install --locked defmt-print` when it does not.
+pub fn ensure_defmt_print() -> Result<()> {
+    let runs = || {
+        Command::new("defmt-print")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if runs() {
+        return Ok(());
+    }
+    eprintln!(
+        "setup: defmt-print not found: installing it (cargo install --locked defmt-print) ..."
+    );
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["install", "--quiet", "--locked", "defmt-print"])
+        .status()
+        .context("running cargo install defmt-print")?;
+    ensure!(
+        status.success(),
+        "`cargo install --locked defmt-print` failed ({status}); install it by hand"
+    );
+    ensure!(
+        runs(),
+        "defmt-print still does not run after cargo install (is ~/.cargo/bin on PATH?)"
+    );
     Ok(())
 }
 

@@ -713,14 +713,8 @@ fn defmt_build() -> Result<String> {
         defmt: true,
         ..generate_req(board, &image)
     })?;
-    let decoder = std::process::Command::new("defmt-print")
-        .arg("--version")
-        .output();
-    if decoder.is_err() {
-        return Ok(
-            "built; defmt-print not installed, decoding skipped (cargo install defmt-print)".into(),
-        );
-    }
+    // Never "ok" without decoding: the decoder is installed when missing.
+    crate::setup::ensure_defmt_print()?;
     let cwd = boards::work_dir().join(board.name);
     let run = boards::run_qemu(board, &elf, &cwd, false, true, boards::timeout_for(8))?;
     ensure!(
