@@ -19,10 +19,15 @@ use crate::host;
 /// a fixed seed so that the text is the same on every run and equals
 /// `ferrite generate`'s.
 pub const DEMO_MODEL: &str = "models/lm/en-m4f";
+/// The demo's storage type.
 pub const DEMO_DTYPE: DType = DType::I8;
+/// The demo's prompt.
 pub const DEMO_PROMPT: &str = "A man ";
+/// The demo's tokens.
 pub const DEMO_N: usize = 200;
+/// The demo's sampling temperature.
 pub const DEMO_TEMPERATURE: f32 = 0.6;
+/// The demo's sampler seed.
 pub const DEMO_SEED: u64 = 1;
 
 /// A board of the table, by name.
