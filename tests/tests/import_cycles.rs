@@ -26,8 +26,9 @@
 //!
 //! The test fails on every group of files that depend on each other in a
 //! cycle (there is no list of exceptions), naming one cycle of the group with
-//! the path each step uses, and on a `.rs` file that no crate root reaches (so a file the scan misses cannot hide a
-//! cycle). `tests/tests/module_order.rs` checks the stricter layer order of
+//! the path each step uses, and on a `.rs` file that no crate root reaches
+//! (so a file the scan misses cannot hide a cycle).
+//! `tests/tests/module_order.rs` checks the stricter layer order of
 //! the runtime's modules (between modules, not between the files of one).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
