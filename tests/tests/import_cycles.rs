@@ -25,10 +25,10 @@
 //! a child module named from an inline module of its parent's file.
 //!
 //! The test fails on every group of files that depend on each other in a
-//! cycle and is not in [`KNOWN`], naming one cycle of the group with the path
-//! each step uses; on a [`KNOWN`] entry no longer found; and on a `.rs` file
-//! that no crate root reaches (so a file the scan misses cannot hide a
-//! cycle). `tests/tests/module_order.rs` checks the stricter layer order of
+//! cycle (there is no list of exceptions), naming one cycle of the group with
+//! the path each step uses, and on a `.rs` file that no crate root reaches
+//! (so a file the scan misses cannot hide a cycle).
+//! `tests/tests/module_order.rs` checks the stricter layer order of
 //! the runtime's modules (between modules, not between the files of one).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -774,8 +774,6 @@ fn describe(g: &BTreeMap<&str, BTreeMap<&str, &str>>, group: &[&str]) -> String 
 /// A group of files of one crate that depend on each other.
 struct Cycle {
     root: String,
-    /// The group's files, sorted.
-    files: Vec<String>,
     /// One cycle through them, with the path of each step.
     text: String,
 }
@@ -795,7 +793,6 @@ fn find_cycles(src: &dyn Sources, roots: &[String]) -> Result<Vec<Cycle>, String
         for group in cycles(&g) {
             out.push(Cycle {
                 root: krate.root.clone(),
-                files: group.iter().map(|f| f.to_string()).collect(),
                 text: describe(&g, &group),
             });
         }
@@ -812,46 +809,6 @@ fn cycle_texts(src: &dyn Sources, roots: &[String]) -> Result<Vec<String>, Strin
 }
 
 // ---------------------------------------------------------------------------
-
-/// Cycles in code outside this test's change that others are rewriting or
-/// are to fix (issue 30): each by its crate root and the files of its cycle
-/// group, exactly. The test fails on any other cycle, and on an entry here
-/// that is no longer found as listed (delete it when its cycle is fixed).
-const KNOWN: &[(&str, &[&str])] = &[
-    // tiled.rs calls each target's kernels through `arch` (dsp, helium,
-    // portable, rv32, v7m), and they use tiled.rs's `QVec` / `TILE_ROWS`: a
-    // cycle the runtime's module-level order (module_order.rs) cannot see, as
-    // both are `kernels`. To fix by moving those two to a file both import.
-    (
-        "runtime/src/lib.rs",
-        &[
-            "runtime/src/kernels/dsp.rs",
-            "runtime/src/kernels/helium.rs",
-            "runtime/src/kernels/portable.rs",
-            "runtime/src/kernels/rv32.rs",
-            "runtime/src/kernels/tiled.rs",
-            "runtime/src/kernels/v7m.rs",
-        ],
-    ),
-    // cli.rs's `Command` holds each command module's options while the
-    // modules use cli.rs's shared option groups (and main.rs's DEMO_*
-    // constants): to go when the shared groups get a file of their own
-    // (issue 30, with the firmware merge that rewrites chip.rs and suite.rs).
-    (
-        "xtask/src/main.rs",
-        &[
-            "xtask/src/board.rs",
-            "xtask/src/chip.rs",
-            "xtask/src/cli.rs",
-            "xtask/src/eval_board.rs",
-            "xtask/src/main.rs",
-            "xtask/src/ota.rs",
-            "xtask/src/profile.rs",
-            "xtask/src/suite.rs",
-            "xtask/src/test.rs",
-        ],
-    ),
-];
 
 #[test]
 fn no_file_of_any_crate_imports_itself_through_others() {
@@ -907,29 +864,15 @@ fn no_file_of_any_crate_imports_itself_through_others() {
         "no crate root reaches these files (a root this test does not know, or a stray file): {missed:?}"
     );
 
-    let found = find_cycles(&src, &roots).unwrap_or_else(|e| panic!("{e}"));
-    let is_known = |c: &Cycle| {
-        KNOWN
-            .iter()
-            .any(|(root, files)| *root == c.root && *files == c.files)
-    };
-    let new: Vec<String> = found
+    let found: Vec<String> = find_cycles(&src, &roots)
+        .unwrap_or_else(|e| panic!("{e}"))
         .iter()
-        .filter(|c| !is_known(c))
         .map(Cycle::to_string)
         .collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "files that import each other in a cycle (move what both need to a file both import):\n{}",
-        new.join("\n")
-    );
-    let gone: Vec<_> = KNOWN
-        .iter()
-        .filter(|(root, files)| !found.iter().any(|c| c.root == *root && c.files == *files))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "known cycles no longer found as listed (fixed, or changed: update KNOWN): {gone:?}"
+        found.join("\n")
     );
 }
 

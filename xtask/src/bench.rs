@@ -23,7 +23,7 @@ use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest, BOARDS};
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct Args {
     /// Only this board [default: every board]
-    #[arg(long, value_name = "B", value_parser = crate::cli::board())]
+    #[arg(long, value_name = "B", value_parser = crate::args::board())]
     pub board: Option<&'static Board>,
     /// Write the table into docs/benchmarks.md
     #[arg(long)]

@@ -7,15 +7,15 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args as ClapArgs;
 
+use crate::args::{self, GenerateArgs};
 use crate::boards::{self, Board, Firmware, RunRequest};
-use crate::cli::{self, GenerateArgs};
 use crate::host;
 
 /// `board <name>`.
 #[derive(ClapArgs, Debug, Clone, PartialEq)]
 pub struct Args {
     /// The board
-    #[arg(value_name = "NAME", value_parser = cli::board())]
+    #[arg(value_name = "NAME", value_parser = args::board())]
     pub board: &'static Board,
     #[command(flatten)]
     pub opts: Opts,
@@ -35,13 +35,13 @@ pub struct Opts {
 pub fn demo(mut opts: Opts) -> Result<ExitCode> {
     let g = &mut opts.generate;
     if g.image.image.is_none() {
-        g.image.image = Some(crate::DEMO_MODEL.into());
-        g.image.dtype.get_or_insert(crate::DEMO_DTYPE);
+        g.image.image = Some(args::DEMO_MODEL.into());
+        g.image.dtype.get_or_insert(args::DEMO_DTYPE);
     }
-    g.prompt.get_or_insert(crate::DEMO_PROMPT.into());
-    g.n.get_or_insert(crate::DEMO_N);
-    g.temperature.get_or_insert(crate::DEMO_TEMPERATURE);
-    g.seed.get_or_insert(crate::DEMO_SEED);
+    g.prompt.get_or_insert(args::DEMO_PROMPT.into());
+    g.n.get_or_insert(args::DEMO_N);
+    g.temperature.get_or_insert(args::DEMO_TEMPERATURE);
+    g.seed.get_or_insert(args::DEMO_SEED);
     run(boards::named("m4f")?, &opts)
 }
 

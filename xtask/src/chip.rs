@@ -9,8 +9,8 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result};
 
+use crate::args::GenerateArgs;
 use crate::boards::{self, root_dir, Board, Firmware, RunRequest, Sizes, CHIPS};
-use crate::cli::GenerateArgs;
 use crate::host;
 
 /// The chip called `name`, or an error listing the chips.

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args as ClapArgs;
 
+use crate::args::{self, ImageArgs, MathArgs};
 use crate::boards::Board;
-use crate::cli::{self, ImageArgs, MathArgs};
 use crate::evalboard::{self, Task};
 
 /// `eval-board <name>`.
@@ -18,7 +18,7 @@ use crate::evalboard::{self, Task};
 #[command(mut_arg("image", |a| a.required(true)))]
 pub struct Args {
     /// The board
-    #[arg(value_name = "NAME", value_parser = cli::board())]
+    #[arg(value_name = "NAME", value_parser = args::board())]
     pub board: &'static Board,
     #[command(flatten)]
     pub image: ImageArgs,
@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long)]
     pub mqar: bool,
     /// MQAR sequences
-    #[arg(short = 'n', alias = "n", default_value_t = 100, value_parser = cli::at_least::<1>)]
+    #[arg(short = 'n', alias = "n", default_value_t = 100, value_parser = args::at_least::<1>)]
     pub n: usize,
     /// The MQAR seed
     #[arg(long, default_value_t = 0)]
@@ -45,7 +45,7 @@ pub struct Args {
     pub bytes: Option<usize>,
     /// Tokens per chunk (the state is reset between chunks; at least 2)
     #[arg(long, value_name = "C", default_value_t = 512,
-          value_parser = cli::at_least::<2>)]
+          value_parser = args::at_least::<2>)]
     pub chunk: usize,
     #[command(flatten)]
     pub math: MathArgs,

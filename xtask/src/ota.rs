@@ -10,15 +10,15 @@ use anyhow::Result;
 use clap::Args as ClapArgs;
 use ferrite::image::DType;
 
+use crate::args::{self, ImageArgs};
 use crate::boards::{self, Board, Delivery};
-use crate::cli::{self, ImageArgs};
 use crate::host;
 
 /// `ota <name>`.
 #[derive(ClapArgs, Debug, Clone, PartialEq)]
 pub struct Args {
     /// The board
-    #[arg(value_name = "NAME", value_parser = cli::board())]
+    #[arg(value_name = "NAME", value_parser = args::board())]
     pub board: &'static Board,
     #[command(flatten)]
     pub image: ImageArgs,
@@ -33,11 +33,11 @@ pub struct Args {
     #[arg(long, value_name = "K", requires = "update")]
     pub cut_at: Option<usize>,
     /// The prompt
-    #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = cli::prompt())]
+    #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = args::prompt())]
     pub prompt: String,
     /// Tokens to generate
     #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = boards::DEFAULT_N,
-          value_parser = cli::at_least::<1>)]
+          value_parser = args::at_least::<1>)]
     pub n: usize,
 }
 
@@ -48,7 +48,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let update = args
         .update
         .as_deref()
-        .map(|u| cli::image(u, DType::I8))
+        .map(|u| crate::args::image(u, DType::I8))
         .transpose()?;
     let delivery = match (&update, args.corrupt, args.cut_at) {
         (None, _, _) => Delivery::None,

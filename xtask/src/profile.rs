@@ -20,23 +20,23 @@ use std::process::{ExitCode, Stdio};
 use anyhow::{bail, ensure, Context, Result};
 use clap::Args as ClapArgs;
 
+use crate::args::{self, ImageArgs, MathArgs};
 use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest};
-use crate::cli::{self, ImageArgs, MathArgs};
 use crate::host;
 
 /// `profile <name>`.
 #[derive(ClapArgs, Debug, Clone, PartialEq)]
 pub struct Args {
     /// The board
-    #[arg(value_name = "NAME", value_parser = cli::board())]
+    #[arg(value_name = "NAME", value_parser = args::board())]
     pub board: &'static Board,
     #[command(flatten)]
     pub image: ImageArgs,
     /// The prompt
-    #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = cli::prompt())]
+    #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = args::prompt())]
     pub prompt: String,
     /// Tokens to generate
-    #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = 8, value_parser = cli::at_least::<1>)]
+    #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = 8, value_parser = args::at_least::<1>)]
     pub n: usize,
     /// Functions listed
     #[arg(long, value_name = "K", default_value_t = 30)]

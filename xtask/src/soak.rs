@@ -61,7 +61,7 @@ const HOST_CASES: [(&str, &str, bool, bool); 8] = [
 pub struct Args {
     /// Tokens per host stream (at least 20000: two windows)
     #[arg(short = 'n', long, alias = "n", value_name = "N", default_value_t = 1_000_000,
-          value_parser = crate::cli::at_least::<20_000>)]
+          value_parser = crate::args::at_least::<20_000>)]
     pub tokens: usize,
     /// Tokens of the m4f stream; 0 skips it
     #[arg(long, value_name = "N", default_value_t = 100_000)]

@@ -298,20 +298,20 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     });
     let demo = format!(
         "m4f: demo ({} {}, sampled) generates like the host",
-        crate::DEMO_MODEL,
-        crate::DEMO_DTYPE.name()
+        crate::args::DEMO_MODEL,
+        crate::args::DEMO_DTYPE.name()
     );
     s.check(&demo, |s| {
         let board = boards::named("m4f")?;
-        let image = host::shipped_image(crate::DEMO_MODEL, crate::DEMO_DTYPE.name())?;
+        let image = host::shipped_image(crate::args::DEMO_MODEL, crate::args::DEMO_DTYPE.name())?;
         let opts = BuildOpts {
-            temperature: crate::DEMO_TEMPERATURE,
-            seed: crate::DEMO_SEED,
+            temperature: crate::args::DEMO_TEMPERATURE,
+            seed: crate::args::DEMO_SEED,
             ..BuildOpts::default()
         };
         let req = RunRequest {
-            prompt: crate::DEMO_PROMPT,
-            n: crate::DEMO_N,
+            prompt: crate::args::DEMO_PROMPT,
+            n: crate::args::DEMO_N,
             opts,
             ..generate_req(board, &image)
         };

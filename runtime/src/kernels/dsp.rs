@@ -6,7 +6,7 @@
 //! portable kernel computes the same result.
 
 use super::portable;
-use super::tiled::{QVec, TILE_ROWS};
+use super::tile::{QVec, TILE_ROWS};
 use ferrite_asm::dsp;
 
 /// The kernels read activations from `QVec::wide`.

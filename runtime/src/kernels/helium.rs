@@ -4,7 +4,7 @@
 //! wrapper refuse its inputs, the portable kernel computes the same result.
 
 use super::portable;
-use super::tiled::{QVec, TILE_COLS, TILE_ROWS};
+use super::tile::{QVec, TILE_COLS, TILE_ROWS};
 use ferrite_asm::helium;
 
 /// The int4 kernel reads activations from `QVec::wide`, permuted to the

@@ -31,6 +31,7 @@ pub mod generic;
 #[cfg(ferrite_kernels = "helium")]
 pub mod helium;
 pub mod portable;
+mod tile;
 pub mod tiled;
 
 #[cfg(ferrite_kernels = "dsp")]

@@ -2,7 +2,7 @@
 //! faster module (Cortex-M0/M3, RV32, the host). Columns are the outer loop,
 //! so each activation is loaded once for the four rows of a tile.
 
-use super::tiled::{QVec, TILE_COLS, TILE_ROWS};
+use super::tile::{QVec, TILE_COLS, TILE_ROWS};
 
 /// This module reads `QVec::q`; it needs no widened copy.
 pub const WIDE: bool = false;

@@ -4,7 +4,7 @@
 //! refuse its inputs, the portable kernel computes the same result.
 
 use super::portable;
-use super::tiled::{QVec, TILE_ROWS};
+use super::tile::{QVec, TILE_ROWS};
 use ferrite_asm::rv32;
 
 /// The kernels read `QVec::q`; no widened copy.

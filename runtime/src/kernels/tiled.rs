@@ -13,11 +13,8 @@
 //! product or per group, and every kernel gives bit-identical results.
 
 use super::arch;
+pub use super::tile::{QVec, TILE_COLS, TILE_ROWS};
 
-/// Rows of a tile.
-pub const TILE_ROWS: usize = 4;
-/// Columns of a tile.
-pub const TILE_COLS: usize = 16;
 /// Largest group of the tiled layout: keeps a group's i32 accumulator of
 /// int8 x int8 products (`|q| <= 128`, `|x| <= 127`) far from overflow
 /// (`4096 * 128 * 127 < 2^26`; int4 kernels may scale products by 16).
@@ -53,19 +50,6 @@ pub const fn i4_offset(r: usize, c: usize, cols: usize) -> (usize, bool) {
         tile * TILE_ROWS * TILE_COLS / 2 + (r % TILE_ROWS) * TILE_COLS / 2 + byte,
         within % 8 >= 4,
     )
-}
-
-/// An input vector quantized to int8 with one scale, `x ≈ scale * q`.
-#[derive(Clone, Copy, Debug)]
-pub struct QVec<'a> {
-    /// The int8 values, `|q| <= 127`.
-    pub q: &'a [i8],
-    /// The same values as i16 in the order an architecture's kernel reads
-    /// them (empty where the kernel reads `q`); see `arch::prepare`.
-    pub wide: &'a [i16],
-    /// `max|x| / 127` (0 for a zero vector, NaN/inf when `x` has them, so
-    /// that they reach the output as they would on the f32 path).
-    pub scale: f32,
 }
 
 /// Quantizes `x` into `q` (same length) and returns the scale `max|x| / 127`:
@@ -384,20 +368,6 @@ fn store_totals(out: &mut [i32], rb: usize, total: &[i64; TILE_ROWS], shift: u32
         if let Some(o) = out.get_mut(rb * TILE_ROWS + r) {
             // Within an i32 by the bound of `total_shift`.
             *o = (t >> shift) as i32;
-        }
-    }
-}
-
-impl<'a> QVec<'a> {
-    /// The `len` values from column `start` (empty past the end).
-    #[inline]
-    pub fn slice(&self, start: usize, len: usize) -> QVec<'a> {
-        let q = self.q.get(start..start + len).unwrap_or(&[]);
-        let wide = self.wide.get(start..start + len).unwrap_or(&[]);
-        QVec {
-            q,
-            wide,
-            scale: self.scale,
         }
     }
 }
