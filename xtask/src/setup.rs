@@ -184,17 +184,19 @@ pub fn llvm_size() -> Result<&'static PathBuf> {
     Ok(FOUND.get_or_init(|| system))
 }
 
+/// Whether `bin --version` runs and succeeds.
+fn runs(bin: &str) -> bool {
+    Command::new(bin)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Makes sure both QEMU system emulators exist, installing them from Debian
 /// with apt-get (as root, or through `sudo -n`) when they do not.
 pub fn ensure_qemu() -> Result<()> {
-    let runs = |bin: &str| {
-        let c = Command::new(bin)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        c.is_ok()
-    };
     let qemu = || runs("qemu-system-arm") && runs("qemu-system-riscv32");
     if qemu() {
         return Ok(());
@@ -236,15 +238,7 @@ pub fn ensure_qemu() -> Result<()> {
 /// Makes sure `defmt-print` (the decoder of the boards' defmt logs) runs,
 /// installing it with `cargo install --locked defmt-print` when it does not.
 pub fn ensure_defmt_print() -> Result<()> {
-    let runs = || {
-        Command::new("defmt-print")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if runs() {
+    if runs("defmt-print") {
         return Ok(());
     }
     eprintln!(
@@ -259,7 +253,7 @@ pub fn ensure_defmt_print() -> Result<()> {
         "`cargo install --locked defmt-print` failed ({status}); install it by hand"
     );
     ensure!(
-        runs(),
+        runs("defmt-print"),
         "defmt-print still does not run after cargo install (is ~/.cargo/bin on PATH?)"
     );
     Ok(())
