@@ -2,7 +2,7 @@
 
     ferrite-study2-report --import r12=DIR [r13=DIR ...]   # device rounds -> models/mqar-zoology/runs.csv
     ferrite-study2-report                                  # the tables (stdout)
-    ferrite-study2-report --readme                         # the tables in docs/state-study.md
+    ferrite-study2-report --readme                         # the tables in docs/state-study.md and README.md
     ferrite-study2-report --next FILE                      # the next round's runs (research/rounds/r13.sh)
 
 (``python -m ferrite_dev.reports.study2``.) The protocol is docs/state-study.md's
@@ -27,6 +27,7 @@ from .. import REPO_ROOT as ROOT
 
 OUT = ROOT / "models" / "mqar-zoology"
 DOC = ROOT / "docs" / "state-study.md"
+README = ROOT / "README.md"
 COMMAND = "ferrite-study2-report"
 FAMILIES = ("swa", "bla", "gdn")
 GRID = (1e-3, 3e-3, 1e-2)
@@ -214,12 +215,16 @@ def point_table(pts: dict) -> str:
 def threshold_table(pts: dict, axis: str) -> str:
     unit = "runtime bytes per layer" if axis == "bytes" else "floats per layer (slots x width)"
     lines = [f"| family | seeds | " + " | ".join(f"{lv:g}: median [worst, best]" for lv in LEVELS) + " |",
-             "|---|---:|" + "---|" * len(LEVELS)]
+             "|---|---|" + "---|" * len(LEVELS)]
     for f in FAMILIES:
         if not any(k[0] == f for k in pts):
             continue
         c = curves(pts, f, axis)
-        n = min(len(p["seeds"]) for k, p in pts.items() if k[0] == f)
+        counts = {k[1]: len(p["seeds"]) for k, p in pts.items() if k[0] == f}
+        n = str(max(counts.values()))
+        fewer = sorted(kb for kb, c in counts.items() if c < max(counts.values()))
+        if fewer:
+            n += " (" + ", ".join(f"{counts[kb]} at {kb} KB" for kb in fewer) + ")"
         cells = [f"{fmt_state(state_needed(c['median'], lv), axis)} [{fmt_state(state_needed(c['worst'], lv), axis)}, "
                  f"{fmt_state(state_needed(c['best'], lv), axis)}]" for lv in LEVELS]
         lines.append(f"| {f} | {n} | " + " | ".join(cells) + " |")
@@ -251,6 +256,12 @@ def tables() -> str:
                          f"with the steps run where they are below {SHORT:.0%} of it):",
                         lr_table(pts), point_table(pts), threshold_table(pts, "bytes"), threshold_table(pts, "floats"),
                         ratio_table(pts, "bytes"), ratio_table(pts, "floats")])
+
+
+def readme_tables() -> str:
+    """README.md's summary: the state each family needs, and the ratios, in runtime bytes."""
+    pts = points(runs())
+    return "\n\n".join([threshold_table(pts, "bytes"), ratio_table(pts, "bytes")])
 
 
 # The lr ladder the grid extends along (half decades), as research/study_runs.py's Z2_LRS.
@@ -296,7 +307,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--import", dest="imports", nargs="+", metavar="ROUND=DIR",
                     help="unpacked device rounds (r12=DIR ...), each holding <folder>/mqar/<run>/metrics.json")
-    ap.add_argument("--readme", action="store_true", help="write the tables into docs/state-study.md")
+    ap.add_argument("--readme", action="store_true", help="write the tables into docs/state-study.md and README.md")
     ap.add_argument("--next", metavar="FILE", help="write the next round's runs (one a line) to FILE")
     args = ap.parse_args(argv)
     if args.next:
@@ -309,6 +320,7 @@ def main(argv=None) -> None:
         return
     if args.readme:
         replace_between(DOC, tables(), "study2")
+        replace_between(README, readme_tables(), "study2")
         return
     print(tables())
 
