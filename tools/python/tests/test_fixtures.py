@@ -23,6 +23,12 @@ def test_regeneration_is_byte_identical(tmp_path):
     assert (tmp_path / "README.md").read_text() == (COMMITTED / "README.md").read_text()
 
 
+def test_readme_counts_the_fixtures():
+    readme = (COMMITTED.parent.parent / "README.md").read_text()
+    assert f"`tests/fixtures/*` — {len(NAMES)} random-weight models" in readme
+    assert sorted(NAMES) == sorted(p.name for p in COMMITTED.iterdir() if p.is_dir())
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_fixture_is_consistent(name):
     path = COMMITTED / name
