@@ -936,6 +936,35 @@ fn an_fla_model_type_ferrite_does_not_run_is_told_the_ones_it_does() {
     assert!(!out.exists());
 }
 
+/// The real fla checkpoints of the families issue 27 adds (tests/fla-next)
+/// are refused, each by its own model type, in one line, with no image left.
+#[test]
+fn fla_checkpoints_of_the_next_families_are_refused_by_name() {
+    for (case, model_type) in [
+        ("rwkv7_f32", "rwkv7"),
+        ("rwkv7_bf16", "rwkv7"),
+        ("mamba2_groups_f32", "mamba2"),
+        ("mamba2_groups_bf16", "mamba2"),
+    ] {
+        let dir = repo().join("tests/fla-next").join(case);
+        let out = tmp(&format!("{case}.fer"));
+        let o = ferrite(&[
+            "quantize",
+            dir.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let line = assert_one_line_failure(&o, case);
+        assert!(
+            line.starts_with(&format!(
+                "error: config: model_type \"{model_type}\" is not supported: ferrite runs"
+            )),
+            "{case}: {line}"
+        );
+        assert!(!out.exists(), "{case}");
+    }
+}
+
 #[test]
 fn options_a_script_may_pass_regardless_are_warnings() {
     let img = image("gdn_gate");
