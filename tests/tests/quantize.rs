@@ -1,5 +1,6 @@
 //! Quantized images: which tensors get quantized, how big the images are
-//! (within 3% of params x bits / 8 + scales) and how close their logits stay
+//! (within [`INT8_SIZE_OVERHEAD_PERCENT`] / [`INT4_SIZE_OVERHEAD_PERCENT`] of
+//! params x bits / 8 + scales on a 3.6M-param model) and how close their logits stay
 //! to the f32 path on the reference fixtures. The numbers are in docs/quantization.md;
 //! `cargo test -p ferrite-tests --test quantize -- --nocapture` prints them.
 
@@ -96,7 +97,7 @@ fn image_size_on_the_fixtures() {
     // Fixtures are tiny (15k-40k params): the 64-byte header, the config
     // records, 48 bytes of table per tensor and the 32-byte alignment of each
     // payload and scale block are a visible fraction. Measured, not bounded
-    // at 3% (see the larger model below); bounded loosely so a regression in
+    // at the larger model's bounds (below); bounded loosely so a regression in
     // padding shows.
     for layout in [Layout::RowMajor, Layout::Tiled] {
         for dtype in [DType::I8, DType::I4] {
@@ -127,8 +128,28 @@ fn image_size_on_the_fixtures() {
     }
 }
 
+/// The bound, in percent, on an int8 image's size over params x bits / 8 +
+/// scales on the 3.6M-param model below (measured 0.071-0.073%); the README and
+/// docs/testing.md quote it.
+const INT8_SIZE_OVERHEAD_PERCENT: f64 = 0.08;
+/// The same for int4 (measured 0.120-0.142%).
+const INT4_SIZE_OVERHEAD_PERCENT: f64 = 0.15;
+
 #[test]
-fn image_size_is_within_3_percent_on_a_real_sized_model() {
+fn the_readme_quotes_the_image_size_bounds() {
+    let readme = include_str!("../../README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let claim = format!(
+        "image size under {}% (int8) / {}% (int4) over params x bits/8 + scales",
+        INT8_SIZE_OVERHEAD_PERCENT, INT4_SIZE_OVERHEAD_PERCENT
+    );
+    assert!(readme.contains(&claim), "README.md lacks {claim:?}");
+}
+
+#[test]
+fn image_size_is_within_the_bounds_on_a_real_sized_model() {
     // 3.6M parameters: one layer of each mixer family, hidden 256.
     let json = serde_json::json!({
         "vocab_size": 256, "hidden_size": 256, "intermediate_size": 768,
@@ -165,7 +186,17 @@ fn image_size_is_within_3_percent_on_a_real_sized_model() {
                 100.0 * over,
                 image.params
             );
-            assert!(over < 0.03, "{} overhead {over}", dtype.name());
+            let bound = 0.01
+                * if dtype == DType::I8 {
+                    INT8_SIZE_OVERHEAD_PERCENT
+                } else {
+                    INT4_SIZE_OVERHEAD_PERCENT
+                };
+            assert!(
+                over < bound,
+                "{} overhead {over} over {bound}",
+                dtype.name()
+            );
             assert!(over >= 0.0);
         }
     }

@@ -283,8 +283,13 @@ mod tests {
         ),
         ("chips", &["Chips(ChipsArgs { name: None, record: false })"]),
         ("setup", &["Setup"]),
-        ("test", &["Test(Args { list: false })"]),
-        ("test --list", &["Test(Args { list: true })"]),
+        ("test", &["Test(Args { list: false, full: false })"]),
+        ("test --list", &["Test(Args { list: true, full: false })"]),
+        ("test --full", &["Test(Args { list: false, full: true })"]),
+        (
+            "test --full --list",
+            &["Test(Args { list: true, full: true })"],
+        ),
     ];
 
     #[test]

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: every check the project has, in one command (the
 //! README's test command and CI's). Each step runs even when an earlier one
 //! failed; the summary lists the failures and the exit status is non-zero if
-//! there is any. `--list` prints the steps without running them.
+//! there is any. `--list` prints the steps without running them; `--full`
+//! adds the `#[ignore]`d tests (docs/testing.md).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,10 @@ pub struct Args {
     /// Print the steps' names, run nothing
     #[arg(long)]
     pub list: bool,
+    /// Also run the `#[ignore]`d tests (minutes each): the exhaustive fast-math sweep
+    /// and the full MQAR measurement (docs/testing.md)
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// `c` with `key=value` in its environment.
@@ -118,6 +123,21 @@ fn steps() -> [Step; 18] {
             setup::ensure_qemu()?;
             Ok(suite::run(false, None)? == ExitCode::SUCCESS)
         }),
+    ]
+}
+
+/// The steps `--full` adds after [`steps`]: the `#[ignore]`d tests, each
+/// crate's `cargo test -- --ignored` (docs/testing.md, "--full").
+fn full_steps() -> [Step; 2] {
+    [
+        (
+            "ignored: fast-math error bounds over every f32 (both modules)",
+            || all([test("-p ferrite-lm --test fast_math -- --ignored")]),
+        ),
+        (
+            "ignored: the full MQAR measurement on the integer path",
+            || all([test("-p ferrite-tests --test integer_path -- --ignored")]),
+        ),
     ]
 }
 
@@ -312,7 +332,10 @@ fn python_env() -> Result<PathBuf> {
 
 /// Runs every step (or with `--list` names them) and prints `N passed, N failed` (steps) last.
 pub fn run(args: &Args) -> Result<ExitCode> {
-    let steps = steps();
+    let mut steps = steps().to_vec();
+    if args.full {
+        steps.extend(full_steps());
+    }
     if args.list {
         steps.iter().for_each(|(name, _)| println!("{name}"));
         return Ok(ExitCode::SUCCESS);
@@ -367,6 +390,17 @@ mod tests {
         assert!(!is_version_of("ferrite-lm-extra-0.1.0", "ferrite-lm"));
         assert!(!is_version_of("ferrite-lmx-0.1.0", "ferrite-lm"));
         assert!(!is_version_of("ferrite-lm", "ferrite-lm"));
+    }
+
+    #[test]
+    fn every_step_is_in_docs_testing_md() {
+        let doc = std::fs::read_to_string(root_dir().join("docs/testing.md")).unwrap();
+        for (name, _) in steps().iter().chain(full_steps().iter()) {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "docs/testing.md does not name the step {name:?}"
+            );
+        }
     }
 
     #[test]
