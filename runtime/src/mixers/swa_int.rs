@@ -91,31 +91,36 @@ fn logit(q: &[i8], qc: Fx, s: &Slot<'_>) -> Fx {
     Fx::from_i64(dot8(q, s.k) as i64, 0) * (qc * unpack_scale(s.k_scale))
 }
 
-/// Softmax attention of one query head (int8 `q` with scale `q_scale`)
-/// over `n` slots (`slot(t)` for `t < n`), with an optional extra logit
+/// A query of one head: its int8 values `[d]` and their scale.
+pub(crate) type Query<'q> = (&'q [i8], Fx);
+
+/// Softmax attention of one query head over the slots that `slots()`
+/// yields (called twice, the same slots each time), each with the index of
+/// the query it is scored with (0 or 1: `swa` scores its sink slots with
+/// the query rotated to its cache position), and an optional extra logit
 /// `sink` that joins the denominator with no value (learned sink logits):
 /// writes the weighted sum of the values into `out` (`[d]`) as a normal
-/// block and returns its exponent (all zero, exponent 0, for `n = 0`).
+/// block and returns its exponent (all zero, exponent 0, without slots).
 ///
 /// Passes: the logits' maximum (and the largest value scale), then the
 /// weights `e^(l_t - max)` (in `(0, 1]`) and the sums. `acc` (`[d]`) is
 /// scratch.
-pub(crate) fn attend<'a>(
-    q: &[i8],
-    q_scale: Fx,
-    n: usize,
-    slot: impl Fn(usize) -> Slot<'a>,
+pub(crate) fn attend<'a, I: Iterator<Item = (usize, Slot<'a>)>>(
+    queries: [Query<'_>; 2],
+    slots: impl Fn() -> I,
     sink: Option<Fx>,
     acc: &mut [i64],
     out: &mut [i32],
 ) -> i32 {
-    let d = q.len();
-    let qc = q_scale * Fx::from_i64(d as i64, 0).rsqrt();
+    let d = out.len();
+    let c = Fx::from_i64(d as i64, 0).rsqrt();
+    let qc = [queries[0].1 * c, queries[1].1 * c];
+    let lg = |i: usize, s: &Slot<'_>| logit(queries[i & 1].0, qc[i & 1], s);
     let mut max = sink;
     let mut vmax = Fx::ZERO;
-    for t in 0..n {
-        let s = slot(t);
-        let l = logit(q, qc, &s);
+    let mut n = 0usize;
+    for (i, s) in slots() {
+        let l = lg(i, &s);
         if max.is_none_or(|m| l.gt(m)) {
             max = Some(l);
         }
@@ -123,6 +128,7 @@ pub(crate) fn attend<'a>(
         if vs.gt(vmax) {
             vmax = vs;
         }
+        n += 1;
     }
     acc.fill(0);
     let (Some(max), false) = (max, vmax.is_zero() || n == 0) else {
@@ -131,9 +137,8 @@ pub(crate) fn attend<'a>(
     };
     let inv_vmax = vmax.recip();
     let mut sum = sink.map_or(Fx::ZERO, |l| (l - max).exp());
-    for t in 0..n {
-        let s = slot(t);
-        let p = (logit(q, qc, &s) - max).exp(); // (0, 1]
+    for (i, s) in slots() {
+        let p = (lg(i, &s) - max).exp(); // (0, 1]
         sum = sum + p;
         // p × scale_t / vmax in Q24: at most 2^24.
         let w = (p * unpack_scale(s.v_scale) * inv_vmax).to_fixed(24);
@@ -229,14 +234,24 @@ mod tests {
         assert_eq!(clamps, 2);
     }
 
-    /// Softmax attention in f64 over `keys`/`values` (each `[n][d]`), with
-    /// an optional sink logit.
-    fn attend64(q: &[f64], keys: &[Vec<f64>], values: &[Vec<f64>], sink: Option<f64>) -> Vec<f64> {
+    /// Softmax attention in f64 over `keys`/`values` (each `[n][d]`), the
+    /// first `n_alt` keys scored with `q_alt`, with an optional sink logit.
+    fn attend64(
+        [q, q_alt]: [&[f64]; 2],
+        n_alt: usize,
+        keys: &[Vec<f64>],
+        values: &[Vec<f64>],
+        sink: Option<f64>,
+    ) -> Vec<f64> {
         let d = q.len();
         let c = 1.0 / (d as f64).sqrt();
         let l: Vec<f64> = keys
             .iter()
-            .map(|k| q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() * c)
+            .enumerate()
+            .map(|(t, k)| {
+                let q = if t < n_alt { q_alt } else { q };
+                q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() * c
+            })
             .collect();
         let max = l
             .iter()
@@ -250,11 +265,20 @@ mod tests {
             .collect()
     }
 
-    /// Runs the integer attention on f64 inputs; returns its output, the
-    /// f64 attention of the dequantized int8 slots and that of the inputs.
-    fn run(rng: &mut Rng, n: usize, d: usize, amp: f64, sink: Option<f64>) -> [Vec<f64>; 3] {
+    /// Runs the integer attention on f64 inputs (the first `n_alt` slots
+    /// scored with a second query); returns its output, the f64 attention
+    /// of the dequantized int8 slots and that of the inputs.
+    fn run(
+        rng: &mut Rng,
+        n: usize,
+        n_alt: usize,
+        d: usize,
+        amp: f64,
+        sink: Option<f64>,
+    ) -> [Vec<f64>; 3] {
         let gen = |rng: &mut Rng, a: f64| -> Vec<f64> { (0..d).map(|_| a * rng.next()).collect() };
         let q = gen(rng, amp);
+        let q_alt = gen(rng, amp);
         // Per-slot magnitudes that differ by up to 8x: the per-slot scales matter.
         let keys: Vec<Vec<f64>> = (0..n).map(|t| gen(rng, amp / (1 + t % 8) as f64)).collect();
         let values: Vec<Vec<f64>> = (0..n).map(|t| gen(rng, 1.0 + (t % 5) as f64)).collect();
@@ -268,20 +292,24 @@ mod tests {
             (q8, w, deq)
         };
         let (q8, qw, qd) = store(&q);
+        let (qa8, qaw, qad) = store(&q_alt);
         let ks: Vec<_> = keys.iter().map(|k| store(k)).collect();
         let vs: Vec<_> = values.iter().map(|v| store(v)).collect();
         let mut acc = vec![0i64; d];
         let mut out = vec![0i32; d];
         let sink_fx = sink.map(|s| Fx::from_i64((s * 2f64.powi(30)).round() as i64, -30));
         let e = attend(
-            &q8,
-            unpack_scale(qw),
-            n,
-            |t| Slot {
-                k: &ks[t].0,
-                k_scale: ks[t].1,
-                v: &vs[t].0,
-                v_scale: vs[t].1,
+            [(&q8, unpack_scale(qw)), (&qa8, unpack_scale(qaw))],
+            || {
+                (0..n).map(|t| {
+                    let slot = Slot {
+                        k: &ks[t].0,
+                        k_scale: ks[t].1,
+                        v: &vs[t].0,
+                        v_scale: vs[t].1,
+                    };
+                    (usize::from(t < n_alt), slot)
+                })
             },
             sink_fx,
             &mut acc,
@@ -294,8 +322,8 @@ mod tests {
         let sink_used = sink_fx.map(fx64);
         [
             got,
-            attend64(&qd, &kd, &vd, sink_used),
-            attend64(&q, &keys, &values, sink),
+            attend64([&qd, &qad], n_alt, &kd, &vd, sink_used),
+            attend64([&q, &q_alt], n_alt, &keys, &values, sink),
         ]
     }
 
@@ -324,7 +352,8 @@ mod tests {
             } else {
                 None
             };
-            let [got, deq, exact] = run(&mut rng, n, d, amp, sink);
+            let n_alt = if case % 3 == 1 { case % 7 } else { 0 };
+            let [got, deq, exact] = run(&mut rng, n, n_alt.min(n), d, amp, sink);
             let vmax = 5.0; // the largest value magnitude generated
             let arith = max_err(&got, &deq) / vmax;
             let quant = max_err(&got, &exact) / vmax;
@@ -340,11 +369,10 @@ mod tests {
     fn empty_window_gives_zeros() {
         let mut acc = vec![0i64; 4];
         let mut out = vec![7i32; 4];
+        let q: &[i8] = &[1, 2, 3, 4];
         let e = attend(
-            &[1, 2, 3, 4],
-            Fx::ONE,
-            0,
-            |_| unreachable!(),
+            [(q, Fx::ONE), (q, Fx::ONE)],
+            || core::iter::empty(),
             Some(Fx::ONE),
             &mut acc,
             &mut out,
@@ -356,7 +384,7 @@ mod tests {
     fn one_slot_returns_its_value() {
         // A single key: weight 1, the output is the (dequantized) value.
         let mut rng = Rng(7);
-        let [got, deq, _] = run(&mut rng, 1, 16, 1.0, None);
+        let [got, deq, _] = run(&mut rng, 1, 0, 16, 1.0, None);
         assert!(max_err(&got, &deq) <= 2f64.powi(-14) * 5.0);
     }
 }
