@@ -372,7 +372,7 @@ mod tests {
         let q: &[i8] = &[1, 2, 3, 4];
         let e = attend(
             [(q, Fx::ONE), (q, Fx::ONE)],
-            || core::iter::empty(),
+            core::iter::empty,
             Some(Fx::ONE),
             &mut acc,
             &mut out,
