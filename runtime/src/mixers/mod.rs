@@ -16,12 +16,10 @@ mod gdn_int;
 mod gsa;
 mod mla;
 mod rope;
-// Stage 2 part 1: tested, not yet called by a step (docs/integer-path.md).
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod rope_int;
 mod swa;
-// Stage 2 part 1: tested, not yet called by a step (docs/integer-path.md).
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod swa_int;
 
 pub use bla::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};

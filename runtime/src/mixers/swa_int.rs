@@ -1,13 +1,5 @@
-//! SWA on the integer token path, stage 2 part 1 (docs/integer-path.md,
-//! "SWA on the integer path"): the int8 KV slot with its per-slot scale and
-//! integer softmax attention of one query head over such slots.
-//!
-//! **Not wired into the step yet**: no image carries an int8 KV state
-//! format, and `SwaConfig::state_format` still says f32, so an SWA layer on
-//! the integer token path runs its f32 step. What is here is the cleanly
-//! tested core the step will be built on; what is left (the state layout
-//! and format word, RoPE in fixed point, the short convolution, the ring
-//! and sinks bookkeeping) is listed in docs/integer-path.md.
+//! `swa`'s integer step (docs/integer-path.md, "SWA on the integer path"):
+//! an int8 KV cache with per-slot scales and integer softmax attention.
 //!
 //! - A **slot** (one position, one kv head) is `d` int8 values and one
 //!   32-bit scale word: `v_c ≈ q_c × scale`, `q = round(127 v / max|v|)`
@@ -20,9 +12,32 @@
 //!   included) and takes [`Fx::exp`] of each difference, so every weight is
 //!   in `(0, 1]`; the values are summed in i64 with weights in Q24 of the
 //!   largest value scale.
+//! - RoPE in integer code ([`super::rope_int`]): the same exact phases as
+//!   the f32 step, cos/sin in Q15.
+//!
+//! State layout (i32 words; `slots = S + pinned_max + span` as in
+//! `swa.rs`, the same ring and sink slots): the scale words `[slots][Hkv]
+//! [2]` (key, value), then the keys `[slots][Hkv][d]` as int8 padded to a
+//! word, then the values likewise. A zeroed state is a valid empty one
+//! (a slot is read only when `ctx.pos` says its token is in the stream).
+//! A short convolution is refused with this state at load (not yet).
 
-use crate::fixed::block::{normalize_with_max, quantize, Block};
+use super::rope_int::{cos_sin_q15, phase_step, rotate};
+use super::{product, sum, SwaConfig};
+use crate::error::{Error, Result};
+use crate::fixed::block::{normalize, normalize_with_max, quantize, shr_round, Block};
 use crate::fixed::Fx;
+use crate::format::Role;
+use crate::mixers::StepCtx;
+use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
+
+/// State words of an int8 KV cache of `slots` positions, `hkv` kv heads of
+/// size `d` (saturating).
+pub(crate) const fn state_words(slots: u64, hkv: u64, d: u64) -> u64 {
+    let bytes = product(&[slots, hkv, d]);
+    sum(&[product(&[2, slots, hkv]), product(&[2, bytes.div_ceil(4)])])
+}
 
 /// Packs a non-negative scale into one word: bits 0-15 the mantissa's top
 /// 16 bits, rounded (`[2^15, 2^16)`, or 0 for zero), bits 16-31 the
@@ -55,13 +70,6 @@ pub(crate) fn unpack_scale(w: u32) -> Fx {
     let m = w & 0xffff;
     let e = (w >> 16) as u16 as i16 as i32;
     Fx::from_u64(m as u64, e, false)
-}
-
-/// Stores the normal block `v` (one position, one kv head, `[d]`) as an
-/// int8 slot: writes `q` and returns the packed scale word.
-pub(crate) fn store_slot(v: Block<'_>, q: &mut [i8], clamps: &mut u32) -> u32 {
-    let s = quantize(v, q);
-    pack_scale(s, clamps)
 }
 
 /// One key/value slot as the attention reads it: the int8 key and value
@@ -174,6 +182,193 @@ pub(crate) fn attend<'a, I: Iterator<Item = (usize, Slot<'a>)>>(
     normalize_with_max(out, e, omax)
 }
 
+/// Quantizes `m` (`[d]`, part of a block with exponent `e`) to int8 in
+/// `q`, through `tmp` (`[d]`) normalized first; returns the scale.
+fn quantize_part(m: &[i32], e: i32, tmp: &mut [i32], q: &mut [i8]) -> Fx {
+    tmp.copy_from_slice(m);
+    let e = normalize(tmp, e);
+    quantize(Block { m: tmp, e }, q)
+}
+
+/// Fills `cos`, `sin` (`[d/2]` each, Q15) for position `pos` (mod 2^64).
+fn rope_q15(c: &SwaConfig, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
+    let theta = c.rope_theta.to_bits();
+    for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
+        let step = phase_step(theta, c.head_dim, i as u32);
+        (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
+    }
+}
+
+/// One token of `swa` with an int8 KV cache ([`crate::mixers::Mixer::step_int`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn step(
+    c: &SwaConfig,
+    ctx: &StepCtx,
+    w: &LayerWeights<'_>,
+    state: &mut [f32],
+    scratch: &mut [f32],
+    act: &mut ActBuf<'_>,
+    x: Block<'_>,
+    out: &mut [i32],
+    clamps: &mut u32,
+) -> Result<i32> {
+    let (h, hkv, d) = (
+        c.num_heads as usize,
+        c.num_kv_heads as usize,
+        c.head_dim as usize,
+    );
+    let (span, t) = (c.span(), ctx.pos);
+    let r = c.dilation.max(1) as u64;
+    let half = d / 2;
+    let scratch: &mut [i32] = bytemuck::cast_slice_mut(scratch);
+    let too_small = Error::Internal("swa scratch too small");
+    let (q, rest) = scratch.split_at_mut_checked(h * d).ok_or(too_small)?;
+    let (o, rest) = rest.split_at_mut_checked(h * d).ok_or(too_small)?;
+    let (cs, rest) = rest.split_at_mut_checked(d).ok_or(too_small)?;
+    let (tmp, rest) = rest.split_at_mut_checked(d).ok_or(too_small)?;
+    let (q8s, rest) = rest.split_at_mut_checked(2 * d).ok_or(too_small)?;
+    // k, v and the spare d words: the i64 accumulator once k, v are stored.
+    let kv_acc = rest.get_mut(..2 * hkv * d + d).ok_or(too_small)?;
+
+    let (mut eq, mut ek, ev) = {
+        let xin = act.input_int(x)?;
+        let (k, v) = kv_acc.split_at_mut(hkv * d);
+        (
+            w.get(Role::QProj)?.matvec_int(&xin, q)?,
+            w.get(Role::KProj)?.matvec_int(&xin, k)?,
+            w.get(Role::VProj)?.matvec_int(&xin, &mut v[..hkv * d])?,
+        )
+    };
+    let (cos, sin) = cs.split_at_mut(half);
+    if c.use_rope {
+        rope_q15(c, ctx.abs_pos, cos, sin);
+        eq = rotate(q, eq, cos, sin);
+        ek = rotate(&mut kv_acc[..hkv * d], ek, cos, sin);
+    }
+
+    // The state's parts.
+    let sink_cap = c.sinks as usize + ctx.pinned_max;
+    let slots = sink_cap + span as usize;
+    let state: &mut [i32] = bytemuck::cast_slice_mut(state);
+    let bad_state = Error::Internal("swa state of the wrong size");
+    let (scales, rest) = state
+        .split_at_mut_checked(2 * slots * hkv)
+        .ok_or(bad_state)?;
+    let bytes_words = (slots * hkv * d).div_ceil(4);
+    let (kw, rest) = rest.split_at_mut_checked(bytes_words).ok_or(bad_state)?;
+    let vw = rest.get_mut(..bytes_words).ok_or(bad_state)?;
+    let keys: &mut [i8] = bytemuck::cast_slice_mut(kw);
+    let values: &mut [i8] = bytemuck::cast_slice_mut(vw);
+
+    // Store this token's k, v (per kv head, each normalized on its own).
+    let s_eff = (c.sinks as usize + ctx.pinned) as u64;
+    {
+        let (k, v) = kv_acc.split_at(hkv * d);
+        let mut store = |slot: usize| {
+            for j in 0..hkv {
+                let at = (slot * hkv + j) * d;
+                let ks = quantize_part(&k[j * d..][..d], ek, tmp, &mut keys[at..][..d]);
+                let vs = quantize_part(&v[j * d..][..d], ev, tmp, &mut values[at..][..d]);
+                scales[2 * (slot * hkv + j)] = pack_scale(ks, clamps) as i32;
+                scales[2 * (slot * hkv + j) + 1] = pack_scale(vs, clamps) as i32;
+            }
+        };
+        store(sink_cap + (t % span) as usize);
+        if t < s_eff {
+            store(t as usize);
+        }
+    }
+
+    // Visible keys, as in `swa.rs`.
+    let first = (t + 1).saturating_sub(span);
+    let sink_end = if r == 1 {
+        s_eff.min(first)
+    } else {
+        s_eff.min(t + 1)
+    };
+    let in_window = |s: u64| s >= first && (t - s) % r == 0;
+    let rerotate = c.cache_positions && c.use_rope && sink_end > 0;
+    if rerotate {
+        let back = t - t.min(s_eff + span - 1);
+        rope_q15(c, back.wrapping_neg(), cos, sin);
+    }
+    let sinks = match c.sink_logits {
+        true => Some(w.get(Role::Sinks)?.stored_vector()?),
+        false => None,
+    };
+    let acc: &mut [i64] = {
+        let (_, aligned, _) = bytemuck::pod_align_to_mut::<i32, i64>(kv_acc);
+        aligned.get_mut(..d).ok_or(too_small)?
+    };
+    let q8s: &mut [i8] = bytemuck::cast_slice_mut(q8s);
+    let (q8, q8_alt) = q8s.split_at_mut(d);
+    let group = h / hkv;
+    let (keys, values, scales) = (&*keys, &*values, &*scales);
+    // The heads aligned as they come: `eo` the common exponent so far.
+    let mut eo: Option<i32> = None;
+    for head in 0..h {
+        let j = head / group;
+        let qs = quantize_part(&q[head * d..][..d], eq, tmp, q8);
+        let qs_alt = if rerotate {
+            tmp.copy_from_slice(&q[head * d..][..d]);
+            let e = normalize(tmp, eq);
+            let e = rotate(tmp, e, cos, sin);
+            quantize(Block { m: tmp, e }, q8_alt)
+        } else {
+            qs
+        };
+        let slot = |si: usize| {
+            let at = si * hkv + j;
+            Slot {
+                k: &keys[at * d..][..d],
+                k_scale: scales[2 * at] as u32,
+                v: &values[at * d..][..d],
+                v_scale: scales[2 * at + 1] as u32,
+            }
+        };
+        let alt = usize::from(rerotate);
+        let start = first + (t - first) % r;
+        let slots = || {
+            (0..sink_end)
+                .filter(move |&s| !(r > 1 && in_window(s)))
+                .map(move |s| (alt, slot(s as usize)))
+                .chain(
+                    (start..=t)
+                        .step_by(r as usize)
+                        .map(move |s| (0, slot(sink_cap + (s % span) as usize))),
+                )
+        };
+        let sink = sinks.as_ref().map(|v| Fx::from_f32_bits(v.bits(head)));
+        let (done, rest) = o.split_at_mut(head * d);
+        let oh = &mut rest[..d];
+        let e = attend([(&*q8, qs), (&*q8_alt, qs_alt)], slots, sink, acc, oh);
+        if oh.iter().all(|&m| m == 0) {
+            continue;
+        }
+        match eo {
+            Some(c) if c >= e => {
+                let s = (c - e).min(32) as u32;
+                oh.iter_mut().for_each(|m| *m = shr_round(*m, s));
+            }
+            Some(c) => {
+                let s = (e - c).min(32) as u32;
+                done.iter_mut().for_each(|m| *m = shr_round(*m, s));
+                eo = Some(e);
+            }
+            None => eo = Some(e),
+        }
+    }
+    let eo = match eo {
+        Some(e) => normalize(o, e),
+        None => {
+            o.fill(0);
+            0
+        }
+    };
+    let oin = act.input_int(Block { m: o, e: eo })?;
+    w.get(Role::OProj)?.matvec_int(&oin, out)
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -181,6 +376,12 @@ mod tests {
     use crate::fixed::block::normalize;
     use std::vec;
     use std::vec::Vec;
+
+    /// Stores the normal block `v` as an int8 slot: writes `q`, returns the
+    /// packed scale word (as the step does).
+    fn store_slot(v: Block<'_>, q: &mut [i8], clamps: &mut u32) -> u32 {
+        pack_scale(quantize(v, q), clamps)
+    }
 
     /// The f64 value of an Fx.
     fn fx64(x: Fx) -> f64 {
