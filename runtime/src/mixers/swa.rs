@@ -511,6 +511,47 @@ impl SwaConfig {
 mod tests {
     use super::*;
 
+    /// The state-format word: int8 KV round-trips; int16, an unknown code
+    /// and int8 KV with a short convolution are refused with a typed error.
+    #[test]
+    fn state_formats_are_checked() {
+        let int8 = SwaConfig {
+            state: StateFormat::Int8Kv,
+            ..config(8, 10_000.0)
+        };
+        let w = int8.to_words();
+        assert_eq!(SwaConfig::from_words(&w, None), Ok(int8));
+        assert_eq!(int8.min_format_version(), INTEGER_PATH_FORMAT_VERSION);
+        let refused = |w: &LayerWords| {
+            matches!(
+                SwaConfig::from_words(w, Some(0)),
+                Err(Error::BadConfig { .. })
+            )
+        };
+        let mut bad = w;
+        bad[STATE_WORD] = StateFormat::Int16 as u32;
+        assert!(refused(&bad));
+        bad[STATE_WORD] = 7;
+        assert!(refused(&bad));
+        let conv = SwaConfig {
+            conv_size: 4,
+            ..int8
+        };
+        assert!(refused(&conv.to_words()));
+        // About a quarter of the f32 cache at d = 64: 2 (64 + 4) bytes per slot.
+        let wide = SwaConfig {
+            head_dim: 64,
+            ..int8
+        };
+        let f32_words = SwaConfig {
+            state: StateFormat::F32,
+            ..wide
+        }
+        .state_len(0);
+        assert_eq!(wide.state_len(0), 4 * (2 + 2 * 16));
+        assert!(wide.state_len(0) * 100 <= f32_words * 27);
+    }
+
     fn config(head_dim: u32, rope_theta: f32) -> SwaConfig {
         SwaConfig {
             num_heads: 1,
