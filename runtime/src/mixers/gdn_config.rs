@@ -202,7 +202,7 @@ impl GdnConfig {
         ensure!(
             !matches!(c.state, StateFormat::Int8Kv),
             layer,
-            "gdn has no int8 KV state (int16 or f32)"
+            "this mixer has no step for that state format"
         );
         Ok(c)
     }

@@ -157,7 +157,7 @@ impl SwaConfig {
         ensure!(
             !matches!(c.state, StateFormat::Int16),
             layer,
-            "swa has no int16 state (int8 KV or f32)"
+            "this mixer has no step for that state format"
         );
         ensure!(
             !matches!(c.state, StateFormat::Int8Kv) || c.conv_size == 0,
