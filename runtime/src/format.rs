@@ -84,6 +84,9 @@ pub enum StateFormat {
     /// keeps (per head for recurrent states, per slot for convolution
     /// windows); the integer step's own layout (e.g. `mixers::gdn`).
     Int16 = 1,
+    /// An int8 KV cache (`swa`): per slot (position and kv head) `d` int8
+    /// values and one packed scale word (`mixers::swa_int`).
+    Int8Kv = 2,
 }
 
 impl StateFormat {
@@ -92,6 +95,7 @@ impl StateFormat {
         match code {
             0 => Some(StateFormat::F32),
             1 => Some(StateFormat::Int16),
+            2 => Some(StateFormat::Int8Kv),
             _ => None,
         }
     }
@@ -101,6 +105,7 @@ impl StateFormat {
         match self {
             StateFormat::F32 => "f32",
             StateFormat::Int16 => "int16",
+            StateFormat::Int8Kv => "int8",
         }
     }
 }

@@ -609,6 +609,7 @@ mod tests {
                 sink_logits: true,
                 conv_size: m,
                 dilation: m,
+                state: crate::format::StateFormat::F32,
             }),
             LayerConfig::Bla(BlaConfig {
                 num_heads: m,

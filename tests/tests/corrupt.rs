@@ -535,7 +535,7 @@ fn int_cases() -> Vec<Case> {
             let at = layer_word(b, 0, 15);
             set_u32(b, at, 7)
         }),
-        // SWA has no integer step (yet).
+        // SWA takes int8 KV, not int16.
         case("int_state_on_a_mixer_without_one", true, |b| {
             let at = layer_word(b, 1, 15);
             set_u32(b, at, 1)

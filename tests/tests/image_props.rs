@@ -166,6 +166,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     sink_logits: true,
                     conv_size: conv,
                     dilation: 1,
+                    state: ferrite::StateFormat::F32,
                 })
             }),
         (s(), s(), s(), s(), s(), 0u32..=64, any::<bool>()).prop_map(

@@ -67,6 +67,12 @@ const BOUNDS: &[(&str, f32, f64)] = &[
     ("gdn_linear_attention", 1.2, 0.03),
     ("gsa_swish_gqa", 0.8, 0.03),
     ("swa_gqa", 0.8, 0.03),
+    ("swa_sinks_cache", 0.8, 0.03),
+    ("swa_sinks_absolute", 0.8, 0.03),
+    ("swa_sink_logits", 0.8, 0.03),
+    ("swa_dilated", 0.8, 0.03),
+    ("swa_pinned", 0.8, 0.03),
+    ("swa_short_conv", 0.8, 0.03),
     ("bla_fejer_gated_conv", 0.8, 0.03),
     ("hybrid_gdn_swa", 3.5, 0.06),
 ];
@@ -229,4 +235,39 @@ fn reset_reproduces_the_first_run_on_the_integer_path() {
     let second = run(&mut session);
     assert_eq!(first, second);
     assert_eq!(state, session.state());
+}
+
+/// SWA layers without a short convolution take the int8 KV cache on the
+/// integer path (`swa_short_conv` keeps f32), and the cache is the stated
+/// size: per slot and kv head two scale words and `2d` int8 values, against
+/// `2d` f32 words.
+#[test]
+fn swa_layers_take_the_int8_kv_cache() {
+    for (name, want) in [
+        ("swa_gqa", StateFormat::Int8Kv),
+        ("swa_sinks_cache", StateFormat::Int8Kv),
+        ("swa_short_conv", StateFormat::F32),
+    ] {
+        let image = image_of(&fixtures_dir().join(name), &int_path());
+        let model = image.model().unwrap();
+        assert_eq!(model.layer(0).unwrap().state_format(), want, "{name}");
+    }
+    // swa_gqa: window 8, no sinks, 2 kv heads of 8: 8 slots.
+    let dir = fixtures_dir().join("swa_gqa");
+    let f32_bytes = image_of(&dir, &int8())
+        .model()
+        .unwrap()
+        .state_bytes(0)
+        .unwrap();
+    let int_bytes = image_of(&dir, &int_path())
+        .model()
+        .unwrap()
+        .state_bytes(0)
+        .unwrap();
+    assert_eq!(f32_bytes, 8 * 2 * 2 * 8 * 4);
+    assert_eq!(int_bytes, 8 * 2 * (2 * 4 + 2 * 8));
+    assert!(
+        int_bytes * 100 <= f32_bytes * 38,
+        "{int_bytes} of {f32_bytes}"
+    );
 }

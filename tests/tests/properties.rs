@@ -65,6 +65,7 @@ fn full_resolution_bla_is_sliding_window_attention() {
             sink_logits: false,
             conv_size: 0,
             dilation: 1,
+            state: ferrite::StateFormat::F32,
         });
         let bla_dir = random_model(one_layer(bla), u64::from(period));
         let swa_dir = with_layer(&bla_dir, swa);

@@ -314,6 +314,7 @@ fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         sink_logits: f.flag("sink_logits", false)?,
         conv_size: f.short_conv()?,
         dilation,
+        state: ferrite::StateFormat::F32,
     }))
 }
 

@@ -405,6 +405,7 @@ fn attn_layers(
         sink_logits: false,
         conv_size: 0,
         dilation: 1,
+        state: ferrite::StateFormat::F32,
     });
     Ok((indices, swa, warning))
 }

@@ -46,9 +46,10 @@ pub struct WriteOptions {
     /// The token path the image asks for (`--path`): f32, or the integer
     /// token path (format 6; every matrix the integer steps read tiled).
     pub token_path: TokenPath,
-    /// The state format of every layer whose mixer has an integer step for
-    /// it (`--state`; only with the integer token path); other layers keep
-    /// f32 states and run their f32 step.
+    /// Integer states or f32 (`--state`; only with the integer token path):
+    /// any value but f32 gives every layer whose mixer has an integer step
+    /// its mixer's integer format (int16 for GDN, int8 KV for SWA); other
+    /// layers keep f32 states and run their f32 step.
     pub state: StateFormat,
 }
 
@@ -210,8 +211,10 @@ pub fn stored_config(config: &Config, opts: &WriteOptions) -> Config {
         if let LayerConfig::Bla(c) = layer {
             c.phi_source = opts.bla_phi;
         }
-        if opts.token_path == TokenPath::Int {
-            if let Some(l) = layer.with_state(opts.state) {
+        // An integer state: each layer's own integer format (int16 for
+        // GDN, int8 KV for SWA), where its mixer has one.
+        if opts.token_path == TokenPath::Int && opts.state != StateFormat::F32 {
+            if let Some(l) = layer.integer_state().and_then(|s| layer.with_state(s)) {
                 *layer = l;
             }
         }
@@ -230,7 +233,7 @@ pub fn f32_step_layers(config: &Config, opts: &WriteOptions) -> Vec<usize> {
         .layers
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.with_state(opts.state).is_none())
+        .filter(|(_, l)| l.integer_state().is_none())
         .map(|(i, _)| i)
         .collect()
 }

@@ -199,6 +199,11 @@ impl GdnConfig {
             layer,
             "an int16 gdn state needs normalised keys (qk_norm l2 or sum)"
         );
+        ensure!(
+            !matches!(c.state, StateFormat::Int8Kv),
+            layer,
+            "this mixer has no step for that state format"
+        );
         Ok(c)
     }
 
@@ -279,6 +284,8 @@ impl GdnConfig {
                 ])
             }
             StateFormat::Int16 => int16_state_words(h, hv, k, v, self.conv_size),
+            // Refused by `from_words`: a size no buffer has.
+            StateFormat::Int8Kv => u64::MAX,
         }
     }
 

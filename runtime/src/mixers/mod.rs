@@ -16,7 +16,11 @@ mod gdn_int;
 mod gsa;
 mod mla;
 mod rope;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
+mod rope_int;
 mod swa;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
+mod swa_int;
 
 pub use bla::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};

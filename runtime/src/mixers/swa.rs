@@ -26,8 +26,10 @@
 
 use super::{conv, product, push, push_conv_specs, rope, sum, width, Mixer, Specs, StepCtx};
 use crate::error::{ensure, ensure_size, Error, Result, StepResult};
-use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role, MAX_DIM};
-use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
+use crate::format::{
+    dim_ok, record_words, width_ok, LayerWords, Role, StateFormat, MAX_DIM, STATE_WORD,
+};
+use crate::image::{INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::dot;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
@@ -71,6 +73,10 @@ pub struct SwaConfig {
     pub conv_size: u32,
     /// Distance between the window's keys (1 = a plain window).
     pub dilation: u32,
+    /// How the KV cache is kept (record word 15, format 6): f32, or int8
+    /// with per-slot scales for the integer step (`mixers/swa_int.rs`; not
+    /// with a short convolution yet).
+    pub state: StateFormat,
 }
 
 impl SwaConfig {
@@ -93,6 +99,15 @@ impl SwaConfig {
                 0
             },
             dilation: if w[8] == 0 { 1 } else { w[8] },
+            state: match StateFormat::from_code(w[STATE_WORD]) {
+                Some(s) => s,
+                None => {
+                    return Err(Error::BadConfig {
+                        layer,
+                        reason: "unknown state format",
+                    })
+                }
+            },
         };
         ensure!(flags & !flag::ALL == 0, layer, "unknown swa flags");
         ensure!(
@@ -139,6 +154,16 @@ impl SwaConfig {
             layer,
             "swa (window - 1) * dilation + 1 exceeds 2^20"
         );
+        ensure!(
+            !matches!(c.state, StateFormat::Int16),
+            layer,
+            "this mixer has no step for that state format"
+        );
+        ensure!(
+            !matches!(c.state, StateFormat::Int8Kv) || c.conv_size == 0,
+            layer,
+            "an int8 swa KV cache with a short convolution has no integer step yet"
+        );
         Ok(c)
     }
 
@@ -149,7 +174,7 @@ impl SwaConfig {
             | bit(self.sink_logits, flag::SINK_LOGITS)
             | bit(self.conv_size > 0, flag::SHORT_CONV)
             | bit(!self.use_rope, flag::NO_ROPE);
-        record_words(&[
+        let mut w = record_words(&[
             self.num_heads,
             self.num_kv_heads,
             self.head_dim,
@@ -159,7 +184,9 @@ impl SwaConfig {
             flags,
             self.conv_size,
             if self.dilation > 1 { self.dilation } else { 0 },
-        ])
+        ]);
+        w[STATE_WORD] = self.state as u32;
+        w
     }
 
     const fn dims(&self) -> (usize, usize, usize) {
@@ -188,11 +215,16 @@ impl SwaConfig {
         ])
     }
 
-    /// State words: `(S + pinned_max + span) * Hkv * 2d` plus the convolution caches
+    /// State words: f32, `(S + pinned_max + span) * Hkv * 2d` plus the
+    /// convolution caches; int8 KV, per slot and kv head two scale words
+    /// (key, value) and `2d` bytes, padded to a word ([`super::swa_int`])
     /// (saturating: an absurd `pinned_max` yields a size no buffer has).
     pub const fn state_len(&self, pinned_max: usize) -> u64 {
         let (h, hkv, d) = self.dims64();
         let slots = sum(&[self.sinks as u64, self.span(), pinned_max as u64]);
+        if let StateFormat::Int8Kv = self.state {
+            return super::swa_int::state_words(slots, hkv, d);
+        }
         let channels = sum(&[product(&[h, d]), product(&[2, hkv, d])]);
         sum(&[
             product(&[slots, 2, hkv, d]),
@@ -201,10 +233,20 @@ impl SwaConfig {
     }
 
     /// Scratch words: q, o (`H*d` each), k, v (`Hkv*d` each), RoPE tables and
-    /// the sink-rotated query (`3d`).
+    /// the sink-rotated query (`3d`); the integer step also its two int8
+    /// queries (`2d` more: the int8 KV state only).
     pub const fn scratch_len(&self) -> u64 {
         let (h, hkv, d) = self.dims64();
-        sum(&[product(&[2, h, d]), product(&[2, hkv, d]), product(&[3, d])])
+        let extra = match self.state {
+            StateFormat::Int8Kv => product(&[2, d]),
+            _ => 0,
+        };
+        sum(&[
+            product(&[2, h, d]),
+            product(&[2, hkv, d]),
+            product(&[3, d]),
+            extra,
+        ])
     }
 
     // The layer interface: `config::LayerConfig`'s methods dispatch to these
@@ -221,16 +263,18 @@ impl SwaConfig {
         self.num_heads as u64 * self.head_dim as u64
     }
 
-    /// How the layer keeps its state: f32 only (no integer step yet; in an
-    /// image on the integer token path the layer runs its f32 step).
-    pub(crate) const fn state_format(&self) -> crate::format::StateFormat {
-        crate::format::StateFormat::F32
+    /// How the layer keeps its KV cache (record word 15).
+    pub(crate) const fn state_format(&self) -> StateFormat {
+        self.state
     }
 
     /// The oldest image format version whose layer record holds this
-    /// configuration: format 4 for a dilated window, else format 1.
+    /// configuration: format 6 for an int8 KV cache, format 4 for a
+    /// dilated window, else format 1.
     pub(crate) const fn min_format_version(&self) -> u32 {
-        if self.dilation > 1 {
+        if !matches!(self.state, StateFormat::F32) {
+            INTEGER_PATH_FORMAT_VERSION
+        } else if self.dilation > 1 {
             MIXER_OPTIONS_FORMAT_VERSION
         } else {
             MIN_FORMAT_VERSION
@@ -331,6 +375,22 @@ impl Mixer for SwaConfig {
         out: &mut [f32],
     ) -> StepResult<()> {
         self.run(ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+
+    #[cfg(feature = "int-path")]
+    fn step_int(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: crate::fixed::Block<'_>,
+        out: &mut [i32],
+        clamps: &mut u32,
+    ) -> StepResult<i32> {
+        super::swa_int::step(self, ctx, w, state, scratch, act, x, out, clamps)
             .map_err(Error::at_step)
     }
 }
@@ -451,6 +511,47 @@ impl SwaConfig {
 mod tests {
     use super::*;
 
+    /// The state-format word: int8 KV round-trips; int16, an unknown code
+    /// and int8 KV with a short convolution are refused with a typed error.
+    #[test]
+    fn state_formats_are_checked() {
+        let int8 = SwaConfig {
+            state: StateFormat::Int8Kv,
+            ..config(8, 10_000.0)
+        };
+        let w = int8.to_words();
+        assert_eq!(SwaConfig::from_words(&w, None), Ok(int8));
+        assert_eq!(int8.min_format_version(), INTEGER_PATH_FORMAT_VERSION);
+        let refused = |w: &LayerWords| {
+            matches!(
+                SwaConfig::from_words(w, Some(0)),
+                Err(Error::BadConfig { .. })
+            )
+        };
+        let mut bad = w;
+        bad[STATE_WORD] = StateFormat::Int16 as u32;
+        assert!(refused(&bad));
+        bad[STATE_WORD] = 7;
+        assert!(refused(&bad));
+        let conv = SwaConfig {
+            conv_size: 4,
+            ..int8
+        };
+        assert!(refused(&conv.to_words()));
+        // About a quarter of the f32 cache at d = 64: 2 (64 + 4) bytes per slot.
+        let wide = SwaConfig {
+            head_dim: 64,
+            ..int8
+        };
+        let f32_words = SwaConfig {
+            state: StateFormat::F32,
+            ..wide
+        }
+        .state_len(0);
+        assert_eq!(wide.state_len(0), 4 * (2 + 2 * 16));
+        assert!(wide.state_len(0) * 100 <= f32_words * 27);
+    }
+
     fn config(head_dim: u32, rope_theta: f32) -> SwaConfig {
         SwaConfig {
             num_heads: 1,
@@ -464,6 +565,7 @@ mod tests {
             sink_logits: false,
             conv_size: 0,
             dilation: 1,
+            state: StateFormat::F32,
         }
     }
 
@@ -517,6 +619,7 @@ mod tests {
             sink_logits: false,
             conv_size: 0,
             dilation,
+            state: StateFormat::F32,
         }
     }
 
