@@ -44,6 +44,15 @@ def test_slots_and_width_count_what_each_family_keeps():
     assert study2.slots_and_width(gdn) == (64, 64)  # H x K rows of V floats: 2 x 32 x 64
 
 
+def test_gsa_and_mla_slots_hold_the_state_their_size_names():
+    from research.study_runs import study_layer
+
+    for family in ("gsa", "mla"):
+        for kb in (1, 2, 4, 8, 16, 32, 64):
+            slots, width = study2.slots_and_width(study_layer(family, kb))
+            assert 0.95 * kb * 256 <= slots * width <= kb * 256, (family, kb, slots, width)
+
+
 def _rows(table):
     return [dict(zip(study2.FIELDS, r)) for r in table]
 
