@@ -19,6 +19,7 @@ mod rope;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod rope_int;
 mod swa;
+mod swa_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod swa_int;
 

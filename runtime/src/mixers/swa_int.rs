@@ -23,7 +23,7 @@
 //! A short convolution is refused with this state at load (not yet).
 
 use super::rope_int::{cos_sin_q15, phase_step, rotate};
-use super::{product, sum, SwaConfig};
+use super::swa_config::SwaConfig;
 use crate::error::{Error, Result};
 use crate::fixed::block::{normalize, normalize_with_max, quantize, shr_round, Block};
 use crate::fixed::Fx;
@@ -31,13 +31,6 @@ use crate::format::Role;
 use crate::mixers::StepCtx;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
-
-/// State words of an int8 KV cache of `slots` positions, `hkv` kv heads of
-/// size `d` (saturating).
-pub(crate) const fn state_words(slots: u64, hkv: u64, d: u64) -> u64 {
-    let bytes = product(&[slots, hkv, d]);
-    sum(&[product(&[2, slots, hkv]), product(&[2, bytes.div_ceil(4)])])
-}
 
 /// Packs a non-negative scale into one word: bits 0-15 the mantissa's top
 /// 16 bits, rounded (`[2^15, 2^16)`, or 0 for zero), bits 16-31 the
