@@ -175,14 +175,7 @@ impl SwaConfig {
             store(t as usize, keys, values);
         }
 
-        // Visible keys: window {t - i r : i < W} within [first, t], and the
-        // sinks [0, s_eff) that are not window keys (r = 1: [0, min(s_eff, first))).
-        let first = (t + 1).saturating_sub(span);
-        let sink_end = if r == 1 {
-            s_eff.min(first)
-        } else {
-            s_eff.min(t + 1)
-        };
+        let (first, sink_end) = super::swa_config::visible(t, s_eff, span, r);
         let in_window = |s: u64| s >= first && (t - s) % r == 0;
         // Cache positions are refused with dilation, so `span` is W here.
         let rerotate = self.cache_positions && self.use_rope && sink_end > 0;

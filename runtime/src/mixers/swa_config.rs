@@ -285,3 +285,17 @@ pub(crate) const fn int8_kv_state_words(slots: u64, hkv: u64, d: u64) -> u64 {
     let bytes = product(&[slots, hkv, d]);
     sum(&[product(&[2, slots, hkv]), product(&[2, bytes.div_ceil(4)])])
 }
+
+/// The keys token `t` sees: the window `{t - i r : i < W}` within
+/// `[first, t]`, and the sinks `[0, sink_end)` that are not window keys
+/// (`r = 1`: `[0, min(s_eff, first))`). Returns `(first, sink_end)`; the
+/// f32 and the integer step both read it.
+pub(super) fn visible(t: u64, s_eff: u64, span: u64, r: u64) -> (u64, u64) {
+    let first = (t + 1).saturating_sub(span);
+    let sink_end = if r == 1 {
+        s_eff.min(first)
+    } else {
+        s_eff.min(t + 1)
+    };
+    (first, sink_end)
+}

@@ -272,13 +272,7 @@ pub(crate) fn step(
         }
     }
 
-    // Visible keys, as in `swa.rs`.
-    let first = (t + 1).saturating_sub(span);
-    let sink_end = if r == 1 {
-        s_eff.min(first)
-    } else {
-        s_eff.min(t + 1)
-    };
+    let (first, sink_end) = super::swa_config::visible(t, s_eff, span, r);
     let in_window = |s: u64| s >= first && (t - s) % r == 0;
     let rerotate = c.cache_positions && c.use_rope && sink_end > 0;
     if rerotate {
