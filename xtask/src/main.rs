@@ -12,6 +12,7 @@ mod chip;
 mod cli;
 mod eval_board;
 mod evalboard;
+mod expected;
 mod fuzz;
 mod host;
 mod image_check;

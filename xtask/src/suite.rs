@@ -10,7 +10,7 @@
 //!   f32 bits; if the bits differ, the f32 sum must agree within
 //!   LOGITS_REL_TOL, except on the integer path (tiled int8/int4 images),
 //!   where they must not differ); the transcript and the stats line equal
-//!   boards/expected/<board>.out / .stats. The firmware runs the runtime's
+//!   boards/expected/<board>.out / .stats (costs within 2%: [`expected`]). The firmware runs the runtime's
 //!   `fast-math` feature and is compared with a host CLI that runs the same
 //!   module (host::ferrite_with); each board also runs `generate` without
 //!   the feature against the plain host (boards/expected/<board>-libm.*);
@@ -35,6 +35,7 @@ use ferrite_common::report::{last_value, Fields, KERNELS};
 
 use crate::boards::{self, Board, BuildOpts, Delivery, Firmware, Report, Run, RunRequest, BOARDS};
 use crate::evalboard::{self, Task};
+use crate::expected;
 use crate::host;
 
 /// Relative tolerance on the final-step logits sum, used only when the
@@ -123,24 +124,24 @@ impl Suite {
                 path.display()
             )
         })?;
-        if want != actual {
-            let (w, a) = (
-                String::from_utf8_lossy(&want),
-                String::from_utf8_lossy(actual),
-            );
-            let diff: Vec<String> = w
-                .lines()
-                .zip(a.lines())
-                .filter(|(x, y)| x != y)
+        let (w, a) = (
+            String::from_utf8_lossy(&want),
+            String::from_utf8_lossy(actual),
+        );
+        let diff = expected::differences(&w, &a);
+        if !diff.is_empty() {
+            let shown: Vec<String> = diff
+                .iter()
                 .take(3)
                 .map(|(x, y)| format!("  expected: {x}\n  actual:   {y}"))
                 .collect();
             bail!(
-                "output differs from {} ({} vs {} lines):\n{}\n(if intended: cargo xtask test-boards --overwrite)",
+                "output differs from {} ({} vs {} lines; costs may move {}%):\n{}\n(if intended: cargo xtask test-boards --overwrite)",
                 path.display(),
                 w.lines().count(),
                 a.lines().count(),
-                diff.join("\n")
+                expected::COST_REL_TOL * 100.0,
+                shown.join("\n")
             );
         }
         Ok(())
