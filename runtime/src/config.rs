@@ -308,14 +308,14 @@ impl ModelConfig {
 impl LayerConfig {
     /// The integer state format this layer's mixer has an integer step for
     /// (docs/integer-path.md): int16 for a GDN layer with normalised keys;
-    /// int8 KV for an SWA layer without a short convolution; `None` for the
+    /// int8 KV for an SWA layer; `None` for the
     /// mixers that run only their f32 step so far.
     pub const fn integer_state(&self) -> Option<StateFormat> {
         match self {
             LayerConfig::Gdn(c) if !matches!(c.qk_norm, crate::mixers::QkNorm::None) => {
                 Some(StateFormat::Int16)
             }
-            LayerConfig::Swa(c) if c.conv_size == 0 => Some(StateFormat::Int8Kv),
+            LayerConfig::Swa(_) => Some(StateFormat::Int8Kv),
             _ => None,
         }
     }

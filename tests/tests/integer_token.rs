@@ -237,20 +237,16 @@ fn reset_reproduces_the_first_run_on_the_integer_path() {
     assert_eq!(state, session.state());
 }
 
-/// SWA layers without a short convolution take the int8 KV cache on the
-/// integer path (`swa_short_conv` keeps f32), and the cache is the stated
-/// size: per slot and kv head two scale words and `2d` int8 values, against
-/// `2d` f32 words.
+/// SWA layers take the int8 KV cache on the integer path, with a short
+/// convolution too, and the cache is the stated size: per slot and kv head
+/// two scale words and `2d` int8 values, against `2d` f32 words.
 #[test]
 fn swa_layers_take_the_int8_kv_cache() {
-    for (name, want) in [
-        ("swa_gqa", StateFormat::Int8Kv),
-        ("swa_sinks_cache", StateFormat::Int8Kv),
-        ("swa_short_conv", StateFormat::F32),
-    ] {
+    for name in ["swa_gqa", "swa_sinks_cache", "swa_short_conv"] {
         let image = image_of(&fixtures_dir().join(name), &int_path());
         let model = image.model().unwrap();
-        assert_eq!(model.layer(0).unwrap().state_format(), want, "{name}");
+        let format = model.layer(0).unwrap().state_format();
+        assert_eq!(format, StateFormat::Int8Kv, "{name}");
     }
     // swa_gqa: window 8, no sinks, 2 kv heads of 8: 8 slots.
     let dir = fixtures_dir().join("swa_gqa");
@@ -270,4 +266,11 @@ fn swa_layers_take_the_int8_kv_cache() {
         int_bytes * 100 <= f32_bytes * 38,
         "{int_bytes} of {f32_bytes}"
     );
+    // swa_short_conv: 2 sinks + window 16 = 18 slots of 2 kv heads of 8
+    // (72 scale words, 2 x 72 words of int8), then the convolution rings of
+    // width 4 (3 exponent words and 3 slots of i16 per channel): q 32
+    // channels (51 words), k and v 16 each (27 words each).
+    let conv = image_of(&fixtures_dir().join("swa_short_conv"), &int_path());
+    let bytes = conv.model().unwrap().state_bytes(0).unwrap();
+    assert_eq!(bytes, 4 * (72 + 144 + 51 + 2 * 27));
 }

@@ -3,7 +3,7 @@
 //! the integer step (`mixers/swa_int.rs`), so neither imports the other's
 //! file through it.
 
-use super::{conv, product, rope, sum};
+use super::{conv, conv_int, product, rope, sum};
 use crate::error::{ensure, ensure_size, Error, Result};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, StateFormat, MAX_DIM, STATE_WORD};
 use crate::image::{INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
@@ -133,11 +133,6 @@ impl SwaConfig {
             layer,
             "this mixer has no step for that state format"
         );
-        ensure!(
-            !matches!(c.state, StateFormat::Int8Kv) || c.conv_size == 0,
-            layer,
-            "an int8 swa KV cache with a short convolution has no integer step yet"
-        );
         Ok(c)
     }
 
@@ -191,13 +186,18 @@ impl SwaConfig {
 
     /// State words: f32, `(S + pinned_max + span) * Hkv * 2d` plus the
     /// convolution caches; int8 KV, per slot and kv head two scale words
-    /// (key, value) and `2d` bytes, padded to a word (`mixers/swa_int.rs`)
+    /// (key, value) and `2d` bytes, padded to a word, then the q, k and v
+    /// convolution rings of `mixers::conv_int` (`mixers/swa_int.rs`)
     /// (saturating: an absurd `pinned_max` yields a size no buffer has).
     pub const fn state_len(&self, pinned_max: usize) -> u64 {
         let (h, hkv, d) = self.dims64();
         let slots = sum(&[self.sinks as u64, self.span(), pinned_max as u64]);
         if let StateFormat::Int8Kv = self.state {
-            return int8_kv_state_words(slots, hkv, d);
+            return sum(&[
+                int8_kv_state_words(slots, hkv, d),
+                conv_int::state_words(product(&[h, d]), self.conv_size),
+                product(&[2, conv_int::state_words(product(&[hkv, d]), self.conv_size)]),
+            ]);
         }
         let channels = sum(&[product(&[h, d]), product(&[2, hkv, d])]);
         sum(&[

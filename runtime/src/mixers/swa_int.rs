@@ -18,10 +18,13 @@
 //! State layout (i32 words; `slots = S + pinned_max + span` as in
 //! `swa.rs`, the same ring and sink slots): the scale words `[slots][Hkv]
 //! [2]` (key, value), then the keys `[slots][Hkv][d]` as int8 padded to a
-//! word, then the values likewise. A zeroed state is a valid empty one
-//! (a slot is read only when `ctx.pos` says its token is in the stream).
-//! A short convolution is refused with this state at load (not yet).
+//! word, then the values likewise, then (with a short convolution) the q,
+//! k and v rings of [`super::conv_int`]. A zeroed state is a valid empty
+//! one (a slot is read only when `ctx.pos` says its token is in the stream).
+//! The convolution runs as in the f32 step: on q, k and v with SiLU, before
+//! RoPE.
 
+use super::conv_int;
 use super::rope_int::{cos_sin_q15, phase_step, rotate};
 use super::swa_config::SwaConfig;
 use crate::error::{Error, Result};
@@ -223,22 +226,6 @@ pub(crate) fn step(
     // k, v and the spare d words: the i64 accumulator once k, v are stored.
     let kv_acc = rest.get_mut(..2 * hkv * d + d).ok_or(too_small)?;
 
-    let (mut eq, mut ek, ev) = {
-        let xin = act.input_int(x)?;
-        let (k, v) = kv_acc.split_at_mut(hkv * d);
-        (
-            w.get(Role::QProj)?.matvec_int(&xin, q)?,
-            w.get(Role::KProj)?.matvec_int(&xin, k)?,
-            w.get(Role::VProj)?.matvec_int(&xin, &mut v[..hkv * d])?,
-        )
-    };
-    let (cos, sin) = cs.split_at_mut(half);
-    if c.use_rope {
-        rope_q15(c, ctx.abs_pos, cos, sin);
-        eq = rotate(q, eq, cos, sin);
-        ek = rotate(&mut kv_acc[..hkv * d], ek, cos, sin);
-    }
-
     // The state's parts.
     let sink_cap = c.sinks as usize + ctx.pinned_max;
     let slots = sink_cap + span as usize;
@@ -249,9 +236,40 @@ pub(crate) fn step(
         .ok_or(bad_state)?;
     let bytes_words = (slots * hkv * d).div_ceil(4);
     let (kw, rest) = rest.split_at_mut_checked(bytes_words).ok_or(bad_state)?;
-    let vw = rest.get_mut(..bytes_words).ok_or(bad_state)?;
+    let (vw, convs) = rest.split_at_mut_checked(bytes_words).ok_or(bad_state)?;
     let keys: &mut [i8] = bytemuck::cast_slice_mut(kw);
     let values: &mut [i8] = bytemuck::cast_slice_mut(vw);
+
+    let (mut eq, mut ek, ev) = {
+        let xin = act.input_int(x)?;
+        let (k, v) = kv_acc.split_at_mut(hkv * d);
+        let v = &mut v[..hkv * d];
+        let mut e = [
+            w.get(Role::QProj)?.matvec_int(&xin, q)?,
+            w.get(Role::KProj)?.matvec_int(&xin, k)?,
+            w.get(Role::VProj)?.matvec_int(&xin, v)?,
+        ];
+        if c.conv_size > 0 {
+            // As the f32 step: q, k, v convolved (with SiLU) before RoPE.
+            let width = c.conv_size as usize;
+            let q_words = conv_int::state_words((h * d) as u64, c.conv_size) as usize;
+            let kv_words = conv_int::state_words((hkv * d) as u64, c.conv_size) as usize;
+            let (cq, rest) = convs.split_at_mut_checked(q_words).ok_or(bad_state)?;
+            let (ck, rest) = rest.split_at_mut_checked(kv_words).ok_or(bad_state)?;
+            let cv = rest.get_mut(..kv_words).ok_or(bad_state)?;
+            let conv = |role| w.get(role);
+            e[0] = conv_int::step(&conv(Role::QConv)?, width, cq, ctx.pos, q, e[0], true)?;
+            e[1] = conv_int::step(&conv(Role::KConv)?, width, ck, ctx.pos, k, e[1], true)?;
+            e[2] = conv_int::step(&conv(Role::VConv)?, width, cv, ctx.pos, v, e[2], true)?;
+        }
+        (e[0], e[1], e[2])
+    };
+    let (cos, sin) = cs.split_at_mut(half);
+    if c.use_rope {
+        rope_q15(c, ctx.abs_pos, cos, sin);
+        eq = rotate(q, eq, cos, sin);
+        ek = rotate(&mut kv_acc[..hkv * d], ek, cos, sin);
+    }
 
     // Store this token's k, v (per kv head, each normalized on its own).
     let s_eff = (c.sinks as usize + ctx.pinned) as u64;

@@ -77,8 +77,9 @@ pub struct Args {
     /// every target; needs --dtype int8 or int4 in the tiled layout).
     #[arg(long, value_enum, default_value_t = PathArg::F32)]
     path: PathArg,
-    /// State format of the layers whose mixer has an integer step (GDN):
-    /// `int16` (about half the bytes) or `f32` (their f32 step); other
+    /// State format of the layers whose mixer has an integer step: `int16`
+    /// (each takes its integer state: GDN int16, about half the bytes; SWA
+    /// an int8 KV cache, about a quarter) or `f32` (their f32 step); other
     /// layers keep f32 states. Only with --path int [default: int16 with
     /// --path int].
     #[arg(long, value_enum)]

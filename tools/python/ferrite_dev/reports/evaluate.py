@@ -13,6 +13,8 @@ temporary directory, once per variant of VARIANTS,
     int4_tiled   --dtype int4 --layout tiled  (the int4 defaults: scale search, groups of 32, ...)
     int4_calibrated  int4_tiled with --calibrate models/lm/calibration.txt (LMs)
                      or --calibrate-mqar 64 (MQAR models): GPTQ
+    int8_int     int8_tiled with --path int: the integer token path (image format 6,
+                 integer states where the mixer has them; docs/integer-path.md)
 
 (`int8`/`int4` are the figures recorded before the integer path existed, when
 row-major was the only layout), then
@@ -49,6 +51,7 @@ VARIANTS = {
     "int4": ["--dtype", "int4", "--layout", "rows"],
     "int4_tiled": ["--dtype", "int4", "--layout", "tiled"],
     "int4_calibrated": ["--dtype", "int4", "--layout", "tiled"],
+    "int8_int": ["--dtype", "int8", "--layout", "tiled", "--path", "int"],
 }
 # int4_calibrated's calibration (GPTQ, docs/quantization.md "int4"), per task:
 # 16 KB of the LMs' training pool, or 64 MQAR sequences of seed 1.
@@ -108,7 +111,8 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
                 raise SystemExit(f"{model_dir.relative_to(ROOT)} {variant}: measured {entry}, recorded {runtime[variant]}")
         runtime[variant] = entry
     runtime["commands"] = ("ferrite quantize <dir> -o <img> --dtype {f32,int8,int4} [--layout rows] "
-                           "(int8/int4: --layout rows; int8_tiled/int4_tiled: --layout tiled; int4_calibrated: "
+                           "(int8/int4: --layout rows; int8_tiled/int4_tiled: --layout tiled; int8_int: --layout tiled "
+                           "--path int; int4_calibrated: "
                            + ("--layout tiled --calibrate models/lm/calibration.txt" if task == "lm"
                               else "--layout tiled --calibrate-mqar 64") + "); "
                            + (f"ferrite eval <img> --mqar --seed {MQAR_SEED} --n {MQAR_N}" if task == "mqar"

@@ -4,6 +4,7 @@
     ferrite-models-report --readme   # rewrite README.md's model section (and models.md's English LMs)
     ferrite-models-report --integer  # the integer path's tables for docs/quantization.md
     ferrite-models-report --int4     # the int4 tables for docs/quantization.md
+    ferrite-models-report --token-path  # docs/integer-path.md's "Measured" table
 
 (``python -m ferrite_dev.reports.models``.) Families are sorted as
 ``families.ORDER`` (the runtime's mixer kinds and their variants).
@@ -144,6 +145,48 @@ def integer_tables() -> str:
     return "\n".join(lm) + "\n\n" + "\n".join(mq)
 
 
+# Issue 24's quality bar for the integer token path against the f32 image:
+# bits per byte within +0.01, MQAR accuracy within 0.01 (1,000 sequences).
+TOKEN_PATH_MAX_BPB_RISE, TOKEN_PATH_MAX_ACCURACY_CHANGE = 0.01, 0.01
+
+
+def token_path_table() -> str:
+    """docs/integer-path.md's "Measured" table: every shipped model at f32, int8 on the
+    f32 path (tiled) and int8 on the integer token path (`int8_int`, image format 6), the
+    change against f32 (✗ past issue 24's bar) and the state bytes of the f32 and the
+    integer-path image (layers without an integer step keep f32 states)."""
+    out = ["| model | figure | f32 | int8 (f32 path) | int8, integer token path | state bytes: f32 / integer |",
+           "|---|---|---:|---:|---:|---:|"]
+
+    def cells(rt: dict, key: str) -> str:
+        if key == "accuracy":  # exact, from the counts of 8,000 queries
+            d = (rt["int8_int"]["correct"] - rt["f32"]["correct"]) / 8000
+            ok = abs(d) <= TOKEN_PATH_MAX_ACCURACY_CHANGE
+        else:
+            d = rt["int8_int"][key] - rt["f32"][key]
+            ok = d <= TOKEN_PATH_MAX_BPB_RISE
+        return (f"{rt['f32'][key]:.4f} | {rt['int8_tiled'][key]:.4f} | "
+                f"{rt['int8_int'][key]:.4f} ({d:+.4f}){'' if ok else ' ✗'}")
+
+    def states(rt: dict) -> str:
+        return f"{rt['f32']['state_bytes']:,} / {rt['int8_int']['state_bytes']:,}"
+
+    mqar = [json.loads(m.read_text()) for m in (ROOT / "models/mqar").glob("*/metrics.json")]
+    mqar.sort(key=lambda d: (rank(d["family"]), d["runtime"]["state_bytes_per_layer"][0], d["name"]))
+    for d in mqar:
+        rt = d["runtime"]
+        out.append(f"| `mqar/{d['name']}` | MQAR accuracy | {cells(rt, 'accuracy')} | {states(rt)} |")
+    for name in ("small", "large", "en-m3", "en-m4f"):
+        rt = json.loads((ROOT / "models/lm" / name / "metrics.json").read_text())["runtime"]
+        texts = [("bits_per_byte", "heldout.txt")]
+        if "bits_per_byte_fortunes" in rt["f32"]:
+            texts = [("bits_per_byte", "heldout-english.txt"), ("bits_per_byte_fortunes", "heldout.txt")]
+        for i, (key, text) in enumerate(texts):
+            out.append(f"| {'`lm/' + name + '`' if i == 0 else ''} | bits per byte, {text} | {cells(rt, key)} "
+                       f"| {states(rt) if i == 0 else ''} |")
+    return "\n".join(out)
+
+
 # issue 11's int4 targets against f32: bits per byte at most 1.03 x (lm/large) and
 # 1.05 x (lm/small); MQAR models with f32 accuracy >= 0.5 lose at most 0.03; the
 # int4 image at most 0.6 x the int8 (tiled) image.
@@ -225,6 +268,8 @@ def main(argv=None) -> int:
         print(int4_tables())
     elif args == ["--integer"]:
         print(integer_tables())
+    elif args == ["--token-path"]:
+        print(token_path_table())
     else:
         print("## MQAR (shipped)\n\n" + mqar_table() + "\n\n## MQAR (all runs)\n\n" + runs_table()
               + "\n\n## LM\n\n" + lm_table() + "\n\n## English LMs\n\n" + english_lm_table())
