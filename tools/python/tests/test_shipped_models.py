@@ -76,6 +76,42 @@ def test_recorded_integer_path_figures_meet_the_targets(model_dir):
         assert rt["int8_tiled"]["bits_per_byte"] - rt["f32"]["bits_per_byte"] <= 0.01
 
 
+# The shipped models that miss issue 24's bar on the integer token path (MQAR accuracy
+# within 0.01 of f32, bits per byte within +0.01), named in docs/integer-path.md.
+TOKEN_PATH_MISSES = {"mqar/swa-s4-w28"}
+
+
+def test_token_path_figures_meet_the_bar_but_the_named_misses():
+    """Every shipped model has an `int8_int` figure (ferrite-eval-models); the ones past
+    issue 24's bar are exactly TOKEN_PATH_MISSES, and the state never grows."""
+    from ferrite_dev.reports import models
+
+    misses = set()
+    for d in MQAR_DIRS + LM_DIRS + ENGLISH_LM_DIRS:
+        rt = metrics(d)["runtime"]
+        name = f"{d.parent.name}/{d.name}"
+        assert rt["int8_int"]["state_bytes"] <= rt["f32"]["state_bytes"], name
+        if "accuracy" in rt["f32"]:
+            change = (rt["int8_int"]["correct"] - rt["f32"]["correct"]) / 8000
+            ok = abs(change) <= models.TOKEN_PATH_MAX_ACCURACY_CHANGE
+        else:
+            keys = [k for k in ("bits_per_byte", "bits_per_byte_fortunes") if k in rt["f32"]]
+            ok = all(rt["int8_int"][k] - rt["f32"][k] <= models.TOKEN_PATH_MAX_BPB_RISE for k in keys)
+        if not ok:
+            misses.add(name)
+    assert misses == TOKEN_PATH_MISSES
+
+
+def test_integer_path_doc_table_is_the_recorded_figures():
+    """docs/integer-path.md's "Measured" table is ferrite-models-report --token-path."""
+    from ferrite_dev.reports import models
+
+    doc = (ROOT / "docs/integer-path.md").read_text()
+    assert models.token_path_table() in doc
+    for name in TOKEN_PATH_MISSES:
+        assert f"`{name.split('/')[1]}`" in doc, name
+
+
 def test_quantization_doc_tables_are_the_recorded_figures():
     """docs/quantization.md's integer-path tables are ferrite-models-report --integer of the
     metrics.json files as they are now (regenerate them when the figures change)."""
