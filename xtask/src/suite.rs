@@ -19,8 +19,9 @@
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
-//! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` at
-//!   int8 with `--path int` on m0, m3, m4f and rv32imac, built with their
+//! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` and
+//!   `models/mqar/swa-w32` (SWA with a short convolution; swa-w64 needs 216 B more static RAM than the M0 has) at int8 with
+//!   `--path int` on m0, m3, m4f and rv32imac, built with their
 //!   `fast-math` module, generates the plain host CLI's tokens and final
 //!   logits bit for bit.
 //!
@@ -55,8 +56,9 @@ const FORMAT4_BOARDS: &[&str] = &["m4f"];
 /// firmware's `fast-math` module, against the plain host CLI, bit for bit
 /// (the path computes no f32, so the module cannot matter).
 const INT_PATH_BOARDS: &[&str] = &["m0", "m3", "m4f", "rv32imac"];
-/// The model they run: GDN only, so every layer takes the integer step.
-const INT_PATH_MODEL: &str = "models/mqar/gdn-2k-lr3e-3";
+/// The models they run, each with every layer on its integer step: GDN
+/// (int16 state), and SWA with a short convolution (int8 KV cache).
+const INT_PATH_MODELS: &[&str] = &["models/mqar/gdn-2k-lr3e-3", "models/mqar/swa-w32"];
 
 /// Boards that run the OTA example, and the fixture offered as the good update.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
@@ -217,10 +219,14 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     }
     for name in INT_PATH_BOARDS {
         let board = boards::named(name)?;
-        s.check(
-            &format!("{name}: {INT_PATH_MODEL} on the integer token path like the plain host, bit for bit"),
-            |_| int_path_matches_host(board),
-        );
+        for model in INT_PATH_MODELS {
+            s.check(
+                &format!(
+                    "{name}: {model} on the integer token path like the plain host, bit for bit"
+                ),
+                |_| int_path_matches_host(board, model),
+            );
+        }
     }
     for board in named(BPE_BOARDS)? {
         s.check(
@@ -530,11 +536,11 @@ fn board_matches_host(
     Ok(format!("{note}; math {}; {stats}", opts.math(board).name()))
 }
 
-/// [`INT_PATH_MODEL`] on the integer token path on `board`, built with the
-/// board's math module, against the host CLI without `fast-math`: the same
-/// tokens and the same final logits bit for bit.
-fn int_path_matches_host(board: &'static Board) -> Result<String> {
-    let image = host::int_path_image(INT_PATH_MODEL)?;
+/// `model` on the integer token path on `board`, built with the board's
+/// math module, against the host CLI without `fast-math`: the same tokens
+/// and the same final logits bit for bit.
+fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
+    let image = host::int_path_image(model)?;
     let req = RunRequest {
         n: 16,
         ..generate_req(board, &image)

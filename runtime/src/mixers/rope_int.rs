@@ -4,8 +4,8 @@
 //!
 //! The phases are those of [`super::rope::table`] (`pos × step_i mod 2^64`,
 //! the top 32 bits the angle), with `step_i = theta^(-2i/d) / 2 pi` in 0.64
-//! fixed point computed by [`Fx`] code instead of f64 ([`phase_step`]).
-//! **Not yet called by a step** (stage 2 part 1).
+//! fixed point computed by [`Fx`] code instead of f64 ([`phase_step_from`];
+//! `ln theta` once per table, [`ln_theta`]).
 
 use crate::fixed::block::{normalize_with_max, TO_15};
 use crate::fixed::Fx;
@@ -19,21 +19,36 @@ const HALF_PI_Q30: i64 = 1_686_629_713;
 /// One in Q30.
 const ONE_Q30: i64 = 1 << 30;
 
+/// `ln theta` of a RoPE base (f32 bits), or `None` for a base that is not
+/// finite and positive (refused at load): the part of [`phase_step`] that
+/// does not depend on the frequency, so a table computes it once.
+pub(crate) fn ln_theta(theta_bits: u32) -> Option<Fx> {
+    let theta = Fx::from_f32_bits(theta_bits);
+    if theta.is_zero() || theta.is_negative() {
+        return None;
+    }
+    // theta = 2^(e + 31) (1 + u), u = m / 2^31 - 1 in [0, 1).
+    let u = Fx::from_u64((theta.mantissa() - (1 << 31)) as u64, -31, false);
+    Some(Fx::from_i64(theta.exponent() as i64 + 31, 0) * LN_2 + u.ln1p_unit())
+}
+
+/// [`phase_step`] from `ln theta` ([`ln_theta`]): the same bits.
+pub(crate) fn phase_step_from(ln_theta: Option<Fx>, dim: u32, i: u32) -> u64 {
+    let Some(ln_theta) = ln_theta.filter(|_| dim != 0) else {
+        return 0;
+    };
+    let a = ln_theta * Fx::from_i64(2 * i as i64, 0) * Fx::from_i64(dim as i64, 0).recip();
+    // At most 2^64 / 2 pi < 2^62: no saturation.
+    ((-a).exp() * TURNS_PER_RAD_64).to_fixed(0) as u64
+}
+
 /// The 0.64 fixed-point turns per token of frequency `i` of a head of
 /// size `dim` with RoPE base `theta` (f32 bits, finite and positive:
 /// checked at load): `theta^(-2i/dim) / 2 pi`, within about 2^-27
 /// relative of the f64 value [`super::rope::table`] uses.
+#[cfg(test)]
 pub(crate) fn phase_step(theta_bits: u32, dim: u32, i: u32) -> u64 {
-    let theta = Fx::from_f32_bits(theta_bits);
-    if theta.is_zero() || theta.is_negative() || dim == 0 {
-        return 0;
-    }
-    // theta = 2^(e + 31) (1 + u), u = m / 2^31 - 1 in [0, 1).
-    let u = Fx::from_u64((theta.mantissa() - (1 << 31)) as u64, -31, false);
-    let ln_theta = Fx::from_i64(theta.exponent() as i64 + 31, 0) * LN_2 + u.ln1p_unit();
-    let a = ln_theta * Fx::from_i64(2 * i as i64, 0) * Fx::from_i64(dim as i64, 0).recip();
-    // At most 2^64 / 2 pi < 2^62: no saturation.
-    ((-a).exp() * TURNS_PER_RAD_64).to_fixed(0) as u64
+    phase_step_from(ln_theta(theta_bits), dim, i)
 }
 
 /// `(cos a, sin a)` in Q15 of the angle `a = phase × 2 pi / 2^32`: the

@@ -25,7 +25,7 @@
 //! RoPE.
 
 use super::conv_int;
-use super::rope_int::{cos_sin_q15, phase_step, rotate};
+use super::rope_int::{cos_sin_q15, ln_theta, phase_step_from, rotate};
 use super::swa_config::SwaConfig;
 use crate::error::{Error, Result};
 use crate::fixed::block::{normalize, normalize_with_max, quantize, shr_round, Block};
@@ -188,9 +188,9 @@ fn quantize_part(m: &[i32], e: i32, tmp: &mut [i32], q: &mut [i8]) -> Fx {
 
 /// Fills `cos`, `sin` (`[d/2]` each, Q15) for position `pos` (mod 2^64).
 fn rope_q15(c: &SwaConfig, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
-    let theta = c.rope_theta.to_bits();
+    let ln_theta = ln_theta(c.rope_theta.to_bits());
     for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
-        let step = phase_step(theta, c.head_dim, i as u32);
+        let step = phase_step_from(ln_theta, c.head_dim, i as u32);
         (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
     }
 }
