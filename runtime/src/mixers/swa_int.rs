@@ -332,16 +332,23 @@ pub(crate) fn step(
             }
         };
         let alt = usize::from(rerotate);
+        // The window's keys `start, start + r, .., t`, walked in ring
+        // slots: one division a pass (at the wrap) instead of one a key.
         let start = first + (t - first) % r;
+        let (ring0, count) = ((start % span) as usize, (t - start) / r + 1);
+        let (span, step) = (span as usize, r as usize);
         let slots = || {
             (0..sink_end)
                 .filter(move |&s| !(r > 1 && in_window(s)))
                 .map(move |s| (alt, slot(s as usize)))
-                .chain(
-                    (start..=t)
-                        .step_by(r as usize)
-                        .map(move |s| (0, slot(sink_cap + (s % span) as usize))),
-                )
+                .chain((0..count).scan(ring0, move |at, _| {
+                    let this = *at;
+                    *at += step;
+                    if *at >= span {
+                        *at %= span;
+                    }
+                    Some((0, slot(sink_cap + this)))
+                }))
         };
         let sink = sinks.as_ref().map(|v| Fx::from_f32_bits(v.bits(head)));
         let (done, rest) = o.split_at_mut(head * d);
