@@ -29,6 +29,12 @@ bytes from `ferrite inspect`. `--check` measures without writing and fails
 when a figure differs from the recorded one (the runtime is deterministic, so
 they must be equal). docs/quantization.md's integer-path table is
 `ferrite-models-report --integer`.
+
+`--quick` records (and `--quick --check` re-measures, as the python tests do
+when FERRITE_BIN is set, so `cargo xtask test` runs it) a short version: the
+QUICK_VARIANTS images on the first QUICK_MQAR_N MQAR sequences (the count of
+correct queries, exact) or the first QUICK_TEXT_BYTES bytes of each held-out
+text (the summed nats, to QUICK_REL_TOL), under "quick" in "runtime".
 """
 
 from __future__ import annotations
@@ -58,6 +64,11 @@ VARIANTS = {
 CALIBRATION = {"lm": ["--calibrate", ROOT / "models/lm/calibration.txt"], "mqar": ["--calibrate-mqar", "64"]}
 # The recorded MQAR evaluation (docs/mqar.md defaults, the "eval" field of metrics.json).
 MQAR_SEED, MQAR_N = 0, 1000
+# `--quick`: the variants, MQAR sequences (of seed 0) and held-out bytes re-measured by
+# `cargo xtask test`, and how far the nats may move (the runtime is deterministic: the
+# tolerance covers only the decimal round trip of the printed figure).
+QUICK_VARIANTS = ("f32", "int8_tiled", "int8_int")
+QUICK_MQAR_N, QUICK_TEXT_BYTES, QUICK_REL_TOL = 16, 1024, 1e-9
 
 
 def run(cmd: list, stderr_too: bool = False) -> str:
@@ -118,13 +129,57 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
                            + (f"ferrite eval <img> --mqar --seed {MQAR_SEED} --n {MQAR_N}" if task == "mqar"
                               else "ferrite eval <img> --text " + " / ".join(
                                   str(t.relative_to(ROOT)) for t in heldout_texts(metrics).values())))
-    metrics["runtime"] = {k: runtime[k] for k in ["state_bytes_per_layer", *VARIANTS, "commands"] if k in runtime}
+    metrics["runtime"] = {k: runtime[k] for k in ["state_bytes_per_layer", *VARIANTS, "quick", "commands"]
+                          if k in runtime}
     if not check:
         metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")
     key = "accuracy" if task == "mqar" else "bits_per_byte"
     print(f"{model_dir.relative_to(ROOT)}: pytorch {metrics['pytorch'][key]:.4f} | "
           + " ".join(f"{v} {runtime[v][key]:.4f}" for v in variants), flush=True)
     return metrics
+
+
+def model_dirs() -> list:
+    """Every shipped model this script measures (models/mqar-256, the state study's
+    256-token MQAR, is measured by ferrite-study-report --eval)."""
+    return sorted(p.parent for p in (ROOT / "models").glob("*/*/metrics.json") if p.parent.parent.name != "mqar-256")
+
+
+def quick(bin_path: Path, model_dir: Path, tmp: Path) -> dict:
+    """The `--quick` figures of one model: per QUICK_VARIANTS image, MQAR's correct count on
+    QUICK_MQAR_N sequences, or the nats of the first QUICK_TEXT_BYTES bytes of each held-out
+    text (one chunk: the state is never reset)."""
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    task = metrics["task"]
+    figures = {}
+    for variant in QUICK_VARIANTS:
+        image = tmp / f"quick-{model_dir.parent.name}-{model_dir.name}-{variant}.fer"
+        run([bin_path, "quantize", model_dir, "-o", image, *VARIANTS[variant]])
+        if task == "mqar":
+            out = run([bin_path, "eval", image, "--mqar", "--seed", MQAR_SEED, "--n", QUICK_MQAR_N])
+            figures[variant] = {"correct": int(re.search(r"correct=(\d+)", out).group(1))}
+            continue
+        figures[variant] = {}
+        for key, text in heldout_texts(metrics).items():
+            head = tmp / f"quick-{text.stem}.txt"
+            head.write_bytes(text.read_bytes()[:QUICK_TEXT_BYTES])
+            out = run([bin_path, "eval", image, "--text", head, "--chunk", QUICK_TEXT_BYTES])
+            figures[variant][key.replace("bits_per_byte", "nats")] = float(re.search(r"nats=(\S+)", out).group(1))
+    return figures
+
+
+def quick_differences(recorded: dict, measured: dict) -> list:
+    """Where `measured` (quick()) departs from `recorded`: counts exactly, nats to QUICK_REL_TOL."""
+    out = []
+    for variant, want in recorded.items():
+        for key, w in want.items():
+            got = measured.get(variant, {}).get(key)
+            same = got == w if isinstance(w, int) else got is not None and abs(got - w) <= QUICK_REL_TOL * abs(w)
+            if not same:
+                out.append(f"{variant} {key}: recorded {w}, measured {got}")
+    if set(measured) != set(recorded):
+        out.append(f"variants: recorded {sorted(recorded)}, measured {sorted(measured)}")
+    return out
 
 
 # The weight matrices grouped by the activation vector they read; on the
@@ -301,6 +356,8 @@ def main(argv=None) -> None:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--variants", nargs="*", choices=list(VARIANTS), default=list(VARIANTS))
+    ap.add_argument("--quick", action="store_true",
+                    help="record (with --check: re-measure) the short figures cargo xtask test checks")
     ap.add_argument("--check", action="store_true",
                     help="measure, write nothing, fail when a figure differs from the recorded one")
     ap.add_argument("--attribute", choices=["int8", "int4"],
@@ -310,13 +367,31 @@ def main(argv=None) -> None:
                     help="write nothing; with the numpy reference, the error each quantization adds to "
                          "the products, per tensor class, over N held-out bytes or MQAR sequences")
     args = ap.parse_args(argv)
-    # models/mqar-256 (the state study, 256-token MQAR) is measured by ferrite-study-report --eval.
-    dirs = sorted(p.parent for p in (ROOT / "models").glob("*/*/metrics.json") if p.parent.parent.name != "mqar-256")
+    dirs = model_dirs()
     if args.only:
         dirs = [d for d in dirs if d.name in args.only]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         if args.activations:
             list(pool.map(lambda d: activations(d, args.activations), dirs))
+            return
+        if args.quick:
+            failed = []
+            for d in dirs:
+                measured = quick(Path(args.bin), d, Path(tmp))
+                path = d / "metrics.json"
+                metrics = json.loads(path.read_text())
+                if args.check:
+                    failed += [f"{d.relative_to(ROOT)} {x}" for x in
+                               quick_differences(metrics["runtime"].get("quick", {}), measured)]
+                else:
+                    metrics["runtime"]["quick"] = measured
+                    rt = metrics["runtime"]
+                    metrics["runtime"] = {k: rt[k] for k in ["state_bytes_per_layer", *VARIANTS, "quick", "commands"]
+                                          if k in rt}
+                    path.write_text(json.dumps(metrics, indent=2) + "\n")
+                print(f"{d.relative_to(ROOT)}: {measured}", flush=True)
+            if failed:
+                raise SystemExit("\n".join(failed))
             return
         if args.attribute:
             list(pool.map(lambda d: attribute(Path(args.bin), d, Path(tmp), args.attribute), dirs))
