@@ -128,7 +128,7 @@ fn steps() -> [Step; 18] {
 
 /// The steps `--full` adds after [`steps`]: the `#[ignore]`d tests, each
 /// crate's `cargo test -- --ignored` (docs/testing.md, "--full").
-fn full_steps() -> [Step; 2] {
+fn full_steps() -> [Step; 3] {
     [
         (
             "ignored: fast-math error bounds over every f32 (both modules)",
@@ -138,6 +138,13 @@ fn full_steps() -> [Step; 2] {
             "ignored: the full MQAR measurement on the integer path",
             || all([test("-p ferrite-tests --test integer_path -- --ignored")]),
         ),
+        ("full: every shipped model's recorded figures re-measured (ferrite-eval-models --check)", || {
+            let mut c = Command::new(python_env()?);
+            c.current_dir(root_dir().join("tools/python"))
+                .args(["-m", "ferrite_dev.reports.evaluate", "--check", "--bin"])
+                .arg(host::ferrite()?);
+            all([c])
+        }),
     ]
 }
 
