@@ -80,6 +80,9 @@ pub struct SoakReport {
     pub session_bytes: usize,
     /// Logits that were NaN or infinite, over every token.
     pub nonfinite_logits: u64,
+    /// State values the integer token path clamped, all layers, the whole
+    /// stream (docs/integer-path.md, "Saturation"; 0 on the f32 path).
+    pub clamps: u64,
     /// Largest `|state|` seen in the scans of the first window.
     pub max_state_first: f32,
     /// Largest `|state|` seen in the scans of the last window.
@@ -102,13 +105,14 @@ impl SoakReport {
             false => ("accuracy", self.first.value(false), self.last.value(false)),
         };
         format!(
-            "soak: tokens={} state_bytes={} session_bytes={} nonfinite_logits={} \
+            "soak: tokens={} state_bytes={} session_bytes={} nonfinite_logits={} clamps={} \
              max_state_first={:.4} max_state_last={:.4} max_state={:.4} \
              first_{name}={first:.4} last_{name}={last:.4}",
             self.tokens,
             self.state_bytes,
             self.session_bytes,
             self.nonfinite_logits,
+            self.clamps,
             self.max_state_first,
             self.max_state_last,
             self.max_state,
@@ -162,6 +166,7 @@ pub fn soak(
         state_bytes,
         session_bytes,
         nonfinite_logits: 0,
+        clamps: 0,
         max_state_first: 0.0,
         max_state_last: 0.0,
         max_state: 0.0,
@@ -230,6 +235,7 @@ pub fn soak(
             }
         }
     }
+    report.clamps = session.clamps().iter().map(|&c| u64::from(c)).sum();
     if report.first.count == 0 || report.last.count == 0 {
         bail!("a window scored nothing (make --window longer)");
     }

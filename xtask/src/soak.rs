@@ -17,44 +17,104 @@ use anyhow::{bail, ensure, Context, Result};
 use crate::boards::{self, root_dir};
 use crate::{evalboard, host};
 
-/// The host streams, a row of the table each: label, model directory,
-/// whether it streams the held-out text (else MQAR sequences) and whether
-/// the sinks of every SWA layer are removed (of a model trained with them).
-const HOST_CASES: [(&str, &str, bool, bool); 8] = [
-    (
+/// One host stream, a row of the table.
+#[derive(Clone, Copy)]
+struct Case {
+    label: &'static str,
+    dir: &'static str,
+    /// Streams the held-out text (else MQAR sequences).
+    text: bool,
+    /// Removes the sinks of every SWA layer (of a model trained with them).
+    drop_sinks: bool,
+    /// The image takes the integer token path (`--path int`: int16 / int8 KV states).
+    int_path: bool,
+}
+
+const fn case(label: &'static str, dir: &'static str, text: bool) -> Case {
+    Case {
+        label,
+        dir,
+        text,
+        drop_sinks: false,
+        int_path: false,
+    }
+}
+
+/// The host streams (int8 images).
+const HOST_CASES: [Case; 10] = [
+    case(
         "lm/small (gdn+swa+gsa+bla, 4 sinks)",
         "models/lm/small",
         true,
-        false,
     ),
-    ("lm/small, sinks removed", "models/lm/small", true, true),
-    ("lm/large (4 sinks)", "models/lm/large", true, false),
-    ("mqar/bla-m7", "models/mqar/bla-m7", false, false),
-    (
-        "mqar/gdn-8k-lr3e-3",
-        "models/mqar/gdn-8k-lr3e-3",
-        false,
-        false,
-    ),
-    (
-        "mqar/gsa-m16-lr3e-3",
-        "models/mqar/gsa-m16-lr3e-3",
-        false,
-        false,
-    ),
-    (
-        "mqar/swa-w32 (no sinks)",
-        "models/mqar/swa-w32",
-        false,
-        false,
-    ),
-    (
-        "mqar/swa-s4-w28 (4 sinks)",
-        "models/mqar/swa-s4-w28",
-        false,
-        false,
-    ),
+    Case {
+        drop_sinks: true,
+        ..case("lm/small, sinks removed", "models/lm/small", true)
+    },
+    Case {
+        int_path: true,
+        ..case("lm/small, integer token path", "models/lm/small", true)
+    },
+    case("lm/large (4 sinks)", "models/lm/large", true),
+    case("mqar/bla-m7", "models/mqar/bla-m7", false),
+    case("mqar/gdn-8k-lr3e-3", "models/mqar/gdn-8k-lr3e-3", false),
+    Case {
+        int_path: true,
+        ..case(
+            "mqar/gdn-8k-lr3e-3, integer token path",
+            "models/mqar/gdn-8k-lr3e-3",
+            false,
+        )
+    },
+    case("mqar/gsa-m16-lr3e-3", "models/mqar/gsa-m16-lr3e-3", false),
+    case("mqar/swa-w32 (no sinks)", "models/mqar/swa-w32", false),
+    case("mqar/swa-s4-w28 (4 sinks)", "models/mqar/swa-s4-w28", false),
 ];
+
+/// How far the last window's bits per byte may sit from the first's (the
+/// same text at position 0 and at the end of the stream): f32 states, and
+/// the integer token path's quantized states (issue 24's bar).
+pub const BPB_DRIFT: f64 = 0.001;
+pub const BPB_DRIFT_INT: f64 = 0.002;
+/// How far the largest state magnitude of the last window may grow over the
+/// first window's: bounded, not drifting.
+pub const STATE_GROWTH: f64 = 2.0;
+
+/// What every stream must show (docs/soak.md): finite logits, no clamped
+/// state, a state that stays bounded and, on text, the same quality at the
+/// end as at the start.
+fn check_claims(c: &Case, f: &BTreeMap<&str, &str>) -> Result<()> {
+    let num = |key: &str| -> Result<f64> {
+        let v = f
+            .get(key)
+            .with_context(|| format!("soak line without {key}"))?;
+        v.parse().with_context(|| format!("{key}={v}"))
+    };
+    let label = c.label;
+    ensure!(
+        num("nonfinite_logits")? == 0.0,
+        "{label}: non-finite logits"
+    );
+    ensure!(
+        num("clamps")? == 0.0,
+        "{label}: {} state values clamped",
+        num("clamps")?
+    );
+    let (first, last) = (num("max_state_first")?, num("max_state_last")?);
+    ensure!(
+        last.is_finite() && last <= STATE_GROWTH * first,
+        "{label}: the state grew from {first} (first window) to {last} (last), more than {STATE_GROWTH}x"
+    );
+    if c.text {
+        let drift = (num("last_bpb")? - num("first_bpb")?).abs();
+        let bound = if c.int_path { BPB_DRIFT_INT } else { BPB_DRIFT };
+        ensure!(
+            drift <= bound + 1e-9,
+            "{label}: the same text scores {drift:.4} bits per byte apart at the start and the end (bound {bound})"
+        );
+    }
+    Ok(())
+}
 
 /// `soak`.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -109,25 +169,23 @@ fn without_sinks(dir: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// Runs one host stream; returns its table row.
-fn host_case(
-    (label, dir, text, drop_sinks): (&str, &str, bool, bool),
-    tokens: usize,
-) -> Result<String> {
-    let mut dir = root_dir().join(dir);
-    if drop_sinks {
-        dir = without_sinks(&dir)?;
-    }
+/// Runs one host stream, checks its claims; returns its table row.
+fn host_case(c: &Case, tokens: usize) -> Result<String> {
+    let label = c.label;
     let name = format!(
         "soak-{}",
         label.replace(['/', ' ', '(', ')', ',', '+'], "_")
     );
-    let image = host::model_image(&dir, &name, "int8")?;
+    let image = match (c.drop_sinks, c.int_path) {
+        (true, _) => host::model_image(&without_sinks(&root_dir().join(c.dir))?, &name, "int8")?,
+        (false, true) => host::int_path_image(c.dir)?,
+        (false, false) => host::model_image(&root_dir().join(c.dir), &name, "int8")?,
+    };
     let mut cmd = Command::new(host::ferrite()?);
     cmd.arg("soak")
         .arg(&image)
         .args(["--tokens", &tokens.to_string()]);
-    match text {
+    match c.text {
         true => cmd.arg("--text").arg(root_dir().join(TEXT)),
         false => cmd.arg("--mqar"),
     };
@@ -151,20 +209,21 @@ fn host_case(
             .copied()
             .with_context(|| format!("soak line without {key}"))
     };
-    let nonfinite = get("nonfinite_logits")?;
-    let metric = if text { "bpb" } else { "accuracy" };
+    let metric = if c.text { "bpb" } else { "accuracy" };
     let row = format!(
-        "| {label} | host | {} | {} | {} | {nonfinite} | {} / {} / {} | {metric} {} → {} |",
+        "| {label} | host | {} | {} | {} | {} / {} | {} / {} / {} | {metric} {} → {} |",
         get("tokens")?,
         get("state_bytes")?,
         get("session_bytes")?,
+        get("nonfinite_logits")?,
+        get("clamps")?,
         get("max_state_first")?,
         get("max_state_last")?,
         get("max_state")?,
         get(&format!("first_{metric}"))?,
         get(&format!("last_{metric}"))?,
     );
-    ensure!(nonfinite == "0", "{label}: {nonfinite} non-finite logits");
+    check_claims(c, &f)?;
     Ok(row)
 }
 
@@ -214,7 +273,7 @@ fn record(rows: &[String]) -> Result<()> {
         bail!("{DOC} lacks the {BEGIN} / {END} markers");
     };
     let table = format!(
-        "{BEGIN}\n\n| model (int8) | where | tokens | state bytes | session bytes | non-finite logits | max abs state: first 10k / last 10k / all | first 10k → last 10k |\n|---|---|---:|---:|---:|---:|---|---|\n{}\n\n",
+        "{BEGIN}\n\n| model (int8) | where | tokens | state bytes | session bytes | non-finite logits / clamps | max abs state: first 10k / last 10k / all | first 10k → last 10k |\n|---|---|---:|---:|---:|---:|---|---|\n{}\n\n",
         rows.join("\n")
     );
     let new = format!("{}{table}{}", &doc[..b], &doc[e..]);
@@ -226,9 +285,33 @@ fn record(rows: &[String]) -> Result<()> {
 /// The command.
 pub fn run(o: &Args) -> Result<ExitCode> {
     let wanted = |label: &str| o.only.as_deref().is_none_or(|t| label.contains(t));
+    // The host streams on every core (each is one thread of `ferrite soak`),
+    // their rows in table order.
+    let cases: Vec<&Case> = HOST_CASES.iter().filter(|c| wanted(c.label)).collect();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Result<String>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers.min(cases.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(case) = cases.get(i) else { break out };
+                        out.push((i, host_case(case, o.tokens)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a soak worker panicked"))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
     let mut rows = Vec::new();
-    for case in HOST_CASES.into_iter().filter(|c| wanted(c.0)) {
-        rows.push(host_case(case, o.tokens)?);
+    for (_, row) in done {
+        rows.push(row?);
     }
     if o.board_tokens > 0 && wanted("m4f") {
         crate::setup::ensure_board_tools()?;
@@ -244,6 +327,34 @@ pub fn run(o: &Args) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_claims_fail_when_the_stream_breaks_them() {
+        let line = "soak: tokens=140980 nonfinite_logits=0 clamps=0 max_state_first=14.0 \
+                    max_state_last=12.0 max_state=15.0 first_bpb=2.3355 last_bpb=2.3346";
+        let text = case("lm", "models/lm/small", true);
+        assert!(check_claims(&text, &fields(line)).is_ok());
+        for (from, to) in [
+            ("nonfinite_logits=0", "nonfinite_logits=3"),
+            ("clamps=0", "clamps=1"),
+            ("max_state_last=12.0", "max_state_last=29.0"),
+            ("max_state_last=12.0", "max_state_last=NaN"),
+            ("last_bpb=2.3346", "last_bpb=2.3370"),
+        ] {
+            let broken = line.replace(from, to);
+            assert!(check_claims(&text, &fields(&broken)).is_err(), "{to}");
+        }
+        // The integer path's bound is 0.002; MQAR streams have no bpb.
+        let drift = line.replace("last_bpb=2.3346", "last_bpb=2.3370");
+        let int = Case {
+            int_path: true,
+            ..text
+        };
+        assert!(check_claims(&int, &fields(&drift)).is_ok());
+        let mqar = case("mqar", "models/mqar/bla-m7", false);
+        let acc = "soak: nonfinite_logits=0 clamps=0 max_state_first=1 max_state_last=1";
+        assert!(check_claims(&mqar, &fields(acc)).is_ok());
+    }
 
     #[test]
     fn reads_the_soak_line() {

@@ -13,7 +13,7 @@ use anyhow::{ensure, Context, Result};
 
 use crate::boards::{self, root_dir};
 use crate::setup::{self, cargo, Toolchain};
-use crate::{chip, fuzz, host, suite};
+use crate::{chip, fuzz, host, soak, suite};
 
 /// `test`.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -74,7 +74,7 @@ type Step = (&'static str, fn() -> Result<bool>);
 
 /// The steps, in order. (rustfmt leaves this table as it is: its longest
 /// names do not fit a line.)
-fn steps() -> [Step; 18] {
+fn steps() -> [Step; 19] {
     [
         ("cargo fmt --check", || all([cargo("fmt --all -- --check")])),
         ("cargo fmt --check (boards, boards/esp32c3, fuzz)", || {
@@ -113,6 +113,15 @@ fn steps() -> [Step; 18] {
             let mut c = env(Command::new(python_env()?), "FERRITE_BIN", host::ferrite()?);
             c.current_dir(root_dir().join("tools/python")).args(["-m", "pytest", "-q", "tests"]);
             all([c])
+        }),
+        ("soak: 100,000-token host streams, their claims asserted (cargo xtask soak --tokens 100000 --board-tokens 0)", || {
+            let args = soak::Args {
+                tokens: 100_000,
+                board_tokens: 0,
+                only: None,
+                record: false,
+            };
+            Ok(soak::run(&args)? == ExitCode::SUCCESS)
         }),
         ("fuzz smoke (cargo xtask fuzz --seconds 60)", || fuzz::run(60, None)),
         ("cargo clippy -D warnings (chips: every real chip's firmware)", chip::clippy),

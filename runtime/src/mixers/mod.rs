@@ -30,6 +30,7 @@ pub use gsa::{FeatureMap, GsaConfig};
 pub use mla::MlaConfig;
 pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;
+pub(crate) use swa_int::state_max_abs as swa_state_max_abs;
 
 use crate::error::StepResult;
 use crate::format::Role;

@@ -195,6 +195,52 @@ fn rope_q15(c: &SwaConfig, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
     }
 }
 
+/// The largest magnitude an int8 KV state holds (`Session::state_max_abs`):
+/// every slot's key and value (`max |q| × scale`) and the convolution
+/// rings, for a state of `slots` slots (`S + pinned_max + span`).
+pub(crate) fn state_max_abs(c: &SwaConfig, slots: usize, state: &[i32]) -> f32 {
+    let (h, hkv, d) = (
+        c.num_heads as usize,
+        c.num_kv_heads as usize,
+        c.head_dim as usize,
+    );
+    let bytes_words = (slots * hkv * d).div_ceil(4);
+    let (Some(scales), Some(kw), Some(vw)) = (
+        state.get(..2 * slots * hkv),
+        state.get(2 * slots * hkv..2 * slots * hkv + bytes_words),
+        state.get(2 * slots * hkv + bytes_words..2 * slots * hkv + 2 * bytes_words),
+    ) else {
+        return 0.0;
+    };
+    let (keys, values): (&[i8], &[i8]) = (bytemuck::cast_slice(kw), bytemuck::cast_slice(vw));
+    let mut top = Fx::ZERO;
+    let mut see = |x: Fx| {
+        if x.gt(top) {
+            top = x;
+        }
+    };
+    let max8 = |q: &[i8]| q.iter().fold(0u8, |a, v| a.max(v.unsigned_abs()));
+    for (at, pair) in scales.chunks_exact(2).enumerate() {
+        for (q, &w) in [&keys[at * d..][..d], &values[at * d..][..d]]
+            .into_iter()
+            .zip(pair)
+        {
+            see(unpack_scale(w as u32) * Fx::from_i64(max8(q) as i64, 0));
+        }
+    }
+    let mut at = 2 * slots * hkv + 2 * bytes_words;
+    if c.conv_size > 0 {
+        for ch in [h * d, hkv * d, hkv * d] {
+            let words = conv_int::state_words(ch as u64, c.conv_size) as usize;
+            if let Some(ring) = state.get(at..at + words) {
+                see(conv_int::max_abs(ring, ch, c.conv_size as usize));
+            }
+            at += words;
+        }
+    }
+    f32::from_bits(top.to_f32_bits())
+}
+
 /// One token of `swa` with an int8 KV cache ([`crate::mixers::Mixer::step_int`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn step(
