@@ -51,10 +51,12 @@ fn tracked_files(root: &Path) -> Vec<String> {
         .arg(root)
         .args(["ls-files", "-z"])
         .output()
-        .unwrap_or_else(|e| panic!("cannot run git to list the tracked files: {e}"));
+        .unwrap_or_else(|e| {
+            panic!("repo_contract needs git and a clone: cannot run git to list the tracked files: {e}")
+        });
     assert!(
         out.status.success(),
-        "`git ls-files` failed ({}): {}",
+        "repo_contract needs a clone: `git ls-files` failed ({}): {}",
         out.status,
         String::from_utf8_lossy(&out.stderr).trim()
     );

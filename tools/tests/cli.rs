@@ -936,6 +936,56 @@ fn an_fla_model_type_ferrite_does_not_run_is_told_the_ones_it_does() {
     assert!(!out.exists());
 }
 
+/// Asserts that a refusal names every model type ferrite runs, each quoted:
+/// its own format's ([`ferrite_tools::config_json::MODEL_TYPE`]) and every fla
+/// type of the importer's table ([`ferrite_tools::fla::MODEL_TYPES`]), the
+/// lists the code itself reads (a type added to the table must be named).
+fn assert_names_the_model_types_run(line: &str, what: &str) {
+    let run = std::iter::once(ferrite_tools::config_json::MODEL_TYPE).chain(
+        ferrite_tools::fla::MODEL_TYPES
+            .iter()
+            .map(|&(name, _)| name),
+    );
+    for name in run {
+        assert!(
+            line.contains(&format!("{name:?}")),
+            "{what}: {name} not named in: {line}"
+        );
+    }
+    assert!(!line.contains("must be one of"), "{what}: {line}");
+}
+
+/// A model type neither ferrite nor its fla importer runs (an HF `llama`,
+/// fla's own `transformer`, `mamba2` or `rwkv7`) is refused in one line by its
+/// name, naming every type that is run, and leaves no image.
+#[test]
+fn an_unknown_model_type_is_told_every_type_that_runs() {
+    let config = std::fs::read_to_string(repo().join("tests/fla/gdn_gva_f32/config.json")).unwrap();
+    for model_type in ["llama", "transformer", "mamba2", "rwkv7", "Gated_DeltaNet"] {
+        let dir = tmp(&format!("unknown-{model_type}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+        config["model_type"] = model_type.into();
+        std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+        let out = tmp(&format!("unknown-{model_type}.fer"));
+        let o = ferrite(&[
+            "quantize",
+            dir.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let line = assert_one_line_failure(&o, model_type);
+        assert!(
+            line.starts_with(&format!(
+                "error: config: model_type \"{model_type}\" is not supported: ferrite runs"
+            )),
+            "{model_type}: {line}"
+        );
+        assert_names_the_model_types_run(&line, model_type);
+        assert!(!out.exists(), "{model_type}");
+    }
+}
+
 /// The real fla checkpoints of the families issue 27 adds (tests/fla-next)
 /// are refused, each by its own model type, in one line, with no image left.
 #[test]
@@ -961,6 +1011,7 @@ fn fla_checkpoints_of_the_next_families_are_refused_by_name() {
             )),
             "{case}: {line}"
         );
+        assert_names_the_model_types_run(&line, case);
         assert!(!out.exists(), "{case}");
     }
 }

@@ -67,7 +67,7 @@ pub enum Command {
     /// Every chip built with its default model and size-checked (part of `test`)
     Chips(ChipsArgs),
     /// Install what the other commands need and a fresh machine lacks: the targets and
-    /// components of rust-toolchain.toml (rustup), QEMU (apt-get)
+    /// components of rust-toolchain.toml (rustup), QEMU (apt-get), defmt-print (cargo install)
     Setup,
     /// Every check (the README's test command and CI): fmt, clippy, rustdoc, cargo test,
     /// embedded builds, Python tests, test-boards
@@ -97,8 +97,9 @@ impl Command {
             Command::Chip(a) => chip::run(a.chip, &a.generate),
             Command::Chips(a) => chip::all(a.name.as_deref(), a.record).map(exit),
             Command::Setup => {
+                setup::ensure_defmt_print()?;
                 eprintln!(
-                    "setup: the targets, components and QEMU the commands need are installed"
+                    "setup: the targets, components, QEMU and defmt-print the commands need are installed"
                 );
                 Ok(ExitCode::SUCCESS)
             }

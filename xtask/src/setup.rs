@@ -2,9 +2,10 @@
 //! installed when missing: the embedded targets and components that
 //! `rust-toolchain.toml` lists (with `rustup`, which does not fetch them
 //! itself when `RUSTUP_AUTO_INSTALL=0` or when the pinned toolchain is an
-//! alias of another), QEMU (with `apt-get`) and, for the defmt checks,
-//! `defmt-print` (with `cargo install`). Every install is announced
-//! on stderr before it starts.
+//! alias of another), QEMU (with `apt-get`) and, for the defmt checks and
+//! `cargo xtask setup`, `defmt-print` (with `cargo install`). Every install
+//! is announced on stderr before it starts; a tool still missing afterwards
+//! is an error, never a skipped check.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -235,26 +236,47 @@ pub fn ensure_qemu() -> Result<()> {
     Ok(())
 }
 
+/// How `defmt-print` is installed when it is missing.
+const DEFMT_PRINT_INSTALL: &str = "cargo install --locked defmt-print";
+
 /// Makes sure `defmt-print` (the decoder of the boards' defmt logs) runs,
-/// installing it with `cargo install --locked defmt-print` when it does not.
+/// installing it with `cargo install --locked defmt-print` when it does not;
+/// an error when it still does not (a defmt check never passes undecoded).
 pub fn ensure_defmt_print() -> Result<()> {
-    if runs("defmt-print") {
+    ensure_installed(
+        "defmt-print",
+        DEFMT_PRINT_INSTALL,
+        || runs("defmt-print"),
+        || {
+            let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+                .args(["install", "--quiet", "--locked", "defmt-print"])
+                .status()
+                .context("cannot run cargo")?;
+            ensure!(status.success(), "it exited with {status}");
+            Ok(())
+        },
+    )
+}
+
+/// The decision of the `ensure_*` installers: `Ok` when `present()` holds;
+/// otherwise `install()` (announced on stderr as `how`), then `Ok` only if
+/// `present()` holds afterwards. Each failure is one line naming `tool`.
+fn ensure_installed(
+    tool: &str,
+    how: &str,
+    present: impl Fn() -> bool,
+    install: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    if present() {
         return Ok(());
     }
-    eprintln!(
-        "setup: defmt-print not found: installing it (cargo install --locked defmt-print) ..."
-    );
-    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["install", "--quiet", "--locked", "defmt-print"])
-        .status()
-        .context("running cargo install defmt-print")?;
+    eprintln!("setup: {tool} not found: installing it ({how}) ...");
+    if let Err(e) = install() {
+        bail!("{tool} is missing and `{how}` failed ({e:#}); install it by hand");
+    }
     ensure!(
-        status.success(),
-        "`cargo install --locked defmt-print` failed ({status}); install it by hand"
-    );
-    ensure!(
-        runs("defmt-print"),
-        "defmt-print still does not run after cargo install (is ~/.cargo/bin on PATH?)"
+        present(),
+        "{tool} still does not run after `{how}` (is ~/.cargo/bin on PATH?)"
     );
     Ok(())
 }
@@ -334,6 +356,52 @@ mod tests {
             ws.get("version"),
             "ferrite's ferrite-asm"
         );
+    }
+
+    /// The installers' decision: a present tool is not installed again; a
+    /// missing one is installed once; a failed install, or one after which the
+    /// tool still does not run, is an error naming the tool (never `Ok`).
+    #[test]
+    fn a_missing_tool_is_installed_or_an_error() {
+        use std::cell::Cell;
+        let installs = Cell::new(0);
+        let run = |before: bool, install_ok: bool, after: bool| {
+            installs.set(0);
+            let probes = Cell::new(0);
+            let present = || {
+                probes.set(probes.get() + 1);
+                if probes.get() == 1 {
+                    before
+                } else {
+                    after
+                }
+            };
+            ensure_installed("tool-x", "get tool-x", present, || {
+                installs.set(installs.get() + 1);
+                if install_ok {
+                    Ok(())
+                } else {
+                    bail!("exit status: 101")
+                }
+            })
+            .map_err(|e| format!("{e:#}"))
+        };
+        assert_eq!(run(true, false, false), Ok(()));
+        assert_eq!(installs.get(), 0, "a present tool is not installed");
+        assert_eq!(run(false, true, true), Ok(()));
+        assert_eq!(installs.get(), 1);
+        assert_eq!(
+            run(false, false, true),
+            Err(
+                "tool-x is missing and `get tool-x` failed (exit status: 101); install it by hand"
+                    .into()
+            )
+        );
+        assert_eq!(
+            run(false, true, false),
+            Err("tool-x still does not run after `get tool-x` (is ~/.cargo/bin on PATH?)".into())
+        );
+        assert_eq!(installs.get(), 1);
     }
 
     #[test]

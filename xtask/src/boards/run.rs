@@ -94,7 +94,11 @@ pub fn run_qemu(
     }
     let status = qemu.wait()?.code().unwrap_or(-1);
     if let Some(mut d) = decoder {
-        let _ = d.wait();
+        // A decoder that failed leaves the log undecoded: never a silent pass.
+        let decoded = d.wait().context("waiting for defmt-print")?;
+        if !decoded.success() {
+            bail!("defmt-print failed ({decoded}): the defmt log was not decoded");
+        }
     }
     Ok(Run {
         board,
