@@ -100,6 +100,11 @@ def score(bin_path: Path, image: Path, task: str, texts: dict = None) -> dict:
     return result
 
 
+def ordered(runtime: dict) -> dict:
+    """metrics.json's "runtime" in its fixed key order (unknown keys dropped)."""
+    return {k: runtime[k] for k in ["state_bytes_per_layer", *VARIANTS, "quick", "commands"] if k in runtime}
+
+
 def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: bool) -> dict:
     metrics_path = model_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text())
@@ -129,8 +134,7 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
                            + (f"ferrite eval <img> --mqar --seed {MQAR_SEED} --n {MQAR_N}" if task == "mqar"
                               else "ferrite eval <img> --text " + " / ".join(
                                   str(t.relative_to(ROOT)) for t in heldout_texts(metrics).values())))
-    metrics["runtime"] = {k: runtime[k] for k in ["state_bytes_per_layer", *VARIANTS, "quick", "commands"]
-                          if k in runtime}
+    metrics["runtime"] = ordered(runtime)
     if not check:
         metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")
     key = "accuracy" if task == "mqar" else "bits_per_byte"
@@ -385,9 +389,7 @@ def main(argv=None) -> None:
                                quick_differences(metrics["runtime"].get("quick", {}), measured)]
                 else:
                     metrics["runtime"]["quick"] = measured
-                    rt = metrics["runtime"]
-                    metrics["runtime"] = {k: rt[k] for k in ["state_bytes_per_layer", *VARIANTS, "quick", "commands"]
-                                          if k in rt}
+                    metrics["runtime"] = ordered(metrics["runtime"])
                     path.write_text(json.dumps(metrics, indent=2) + "\n")
                 print(f"{d.relative_to(ROOT)}: {measured}", flush=True)
             if failed:
