@@ -221,11 +221,9 @@ pub(crate) fn state_max_abs(c: &SwaConfig, slots: usize, state: &[i32]) -> f32 {
     };
     let max8 = |q: &[i8]| q.iter().fold(0u8, |a, v| a.max(v.unsigned_abs()));
     for (at, pair) in scales.chunks_exact(2).enumerate() {
-        for (q, &w) in [&keys[at * d..][..d], &values[at * d..][..d]]
-            .into_iter()
-            .zip(pair)
-        {
-            see(unpack_scale(w as u32) * Fx::from_i64(max8(q) as i64, 0));
+        let part = |all: &[i8]| all.get(at * d..(at + 1) * d).map_or(0, max8);
+        for (m, &w) in [part(keys), part(values)].into_iter().zip(pair) {
+            see(unpack_scale(w as u32) * Fx::from_i64(m as i64, 0));
         }
     }
     let mut at = 2 * slots * hkv + 2 * bytes_words;
