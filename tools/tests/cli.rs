@@ -967,22 +967,7 @@ fn an_unknown_model_type_is_told_every_type_that_runs() {
         let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
         config["model_type"] = model_type.into();
         std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-        let out = tmp(&format!("unknown-{model_type}.fer"));
-        let o = ferrite(&[
-            "quantize",
-            dir.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        let line = assert_one_line_failure(&o, model_type);
-        assert!(
-            line.starts_with(&format!(
-                "error: config: model_type \"{model_type}\" is not supported: ferrite runs"
-            )),
-            "{model_type}: {line}"
-        );
-        assert_names_the_model_types_run(&line, model_type);
-        assert!(!out.exists(), "{model_type}");
+        assert_model_type_refused(&dir, model_type, &format!("unknown-{model_type}"));
     }
 }
 
@@ -996,24 +981,30 @@ fn fla_checkpoints_of_the_next_families_are_refused_by_name() {
         ("mamba2_groups_f32", "mamba2"),
         ("mamba2_groups_bf16", "mamba2"),
     ] {
-        let dir = repo().join("tests/fla-next").join(case);
-        let out = tmp(&format!("{case}.fer"));
-        let o = ferrite(&[
-            "quantize",
-            dir.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        let line = assert_one_line_failure(&o, case);
-        assert!(
-            line.starts_with(&format!(
-                "error: config: model_type \"{model_type}\" is not supported: ferrite runs"
-            )),
-            "{case}: {line}"
-        );
-        assert_names_the_model_types_run(&line, case);
-        assert!(!out.exists(), "{case}");
+        assert_model_type_refused(&repo().join("tests/fla-next").join(case), model_type, case);
     }
+}
+
+/// `ferrite quantize <dir>` fails in one line saying `model_type` is not
+/// supported and naming every type that runs, and writes no image (`what`
+/// names the case and its output file).
+fn assert_model_type_refused(dir: &Path, model_type: &str, what: &str) {
+    let out = tmp(&format!("{what}.fer"));
+    let o = ferrite(&[
+        "quantize",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let line = assert_one_line_failure(&o, what);
+    assert!(
+        line.starts_with(&format!(
+            "error: config: model_type \"{model_type}\" is not supported: ferrite runs"
+        )),
+        "{what}: {line}"
+    );
+    assert_names_the_model_types_run(&line, what);
+    assert!(!out.exists(), "{what}");
 }
 
 #[test]
