@@ -6,6 +6,7 @@
 
 mod args;
 mod bench;
+mod bit_identity;
 mod board;
 mod boards;
 mod chip;

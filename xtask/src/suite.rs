@@ -6,14 +6,14 @@
 //!   misaligned cases, and reports no mismatch;
 //! - every board: `generate` with the board's default image; the generated ids
 //!   equal the host runtime's (`ferrite generate --ids`) and the final-step
-//!   logits checksum equals `ferrite logits` (bit-identical FNV-1a over the
-//!   f32 bits; if the bits differ, the f32 sum must agree within
-//!   LOGITS_REL_TOL, except on the integer path (tiled int8/int4 images),
-//!   where they must not differ); the transcript and the stats line equal
-//!   boards/expected/<board>.out / .stats (costs within 2%: [`expected`]). The firmware runs the runtime's
-//!   `fast-math` feature and is compared with a host CLI that runs the same
-//!   module (host::ferrite_with); each board also runs `generate` without
-//!   the feature against the plain host (boards/expected/<board>-libm.*);
+//!   logits checksum equals `ferrite logits` (FNV-1a over the f32 bits, no
+//!   tolerance); the transcript and the stats line equal
+//!   boards/expected/<board>.out / .stats (costs within 2%: [`expected`]).
+//!   The firmware runs the runtime's `fast-math` feature and is compared
+//!   with a host CLI that runs the same module (host::ferrite_with); each
+//!   board also runs `generate` without the feature against the plain host
+//!   (boards/expected/<board>-libm.*); the recorded transcripts then show
+//!   one set of bits per image and module ([`bit_identity`]);
 //! - BPE, every format-4 fixture, constant memory over 10,000 tokens, OTA
 //!   updates (accepted, or refused with A serving), an image too large for
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
@@ -36,12 +36,8 @@ use ferrite_common::report::{last_value, Fields, KERNELS};
 
 use crate::boards::{self, Board, BuildOpts, Delivery, Firmware, Report, Run, RunRequest, BOARDS};
 use crate::evalboard::{self, Task};
-use crate::expected;
 use crate::host;
-
-/// Relative tolerance on the final-step logits sum, used only when the
-/// board's logits are not bit-identical to the host's.
-pub const LOGITS_REL_TOL: f32 = 1e-4;
+use crate::{bit_identity, expected};
 
 /// Boards that run the 10,000-token constant-memory check.
 const LONG_RUN_BOARDS: &[&str] = &["m4f", "rv32imafc"];
@@ -208,6 +204,15 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             },
         );
     }
+    s.check(
+        "every board: one image and one math module, one set of logit bits",
+        |_| {
+            let groups = bit_identity::recorded_groups(&expected_dir())?;
+            let split = bit_identity::disagreements(&groups);
+            ensure!(split.is_empty(), "boards disagree: {}", split.join("; "));
+            Ok(format!("{} image and module pairs", groups.len()))
+        },
+    );
     for board in named(FORMAT4_BOARDS)? {
         s.check(
             &format!(
@@ -499,23 +504,10 @@ fn compare_with_host(
     if boards::fnv1a(logits.iter().map(|l| l.to_bits())) == report.logits_fnv {
         return Ok(format!("{n} tokens, logits bit-identical"));
     }
-    // The integer path is exact integer arithmetic between two f32 steps
-    // that every core rounds alike: no tolerance.
-    ensure!(
-        !crate::image_check::check(image)?.tiled,
-        "final-step logits differ from the host's bits on the integer path (an int8/int4 tiled image)"
-    );
-    let host_sum: f32 = logits.iter().sum();
-    let scale: f32 = logits.iter().map(|l| l.abs()).sum::<f32>().max(1.0);
-    let err = (host_sum - report.logits_sum).abs() / scale;
-    ensure!(
-        err <= LOGITS_REL_TOL,
-        "final-step logits differ: board sum {} host sum {host_sum} (relative error {err:e} > {LOGITS_REL_TOL:e})",
-        report.logits_sum
-    );
-    Ok(format!(
-        "{n} tokens, logits within {LOGITS_REL_TOL:e} (relative error {err:e}), not bit-identical"
-    ))
+    bail!(
+        "final-step logits differ from the host's bits (the host ran the board's math module, {})",
+        math.name()
+    )
 }
 
 /// `generate` with the board's default image and the build options `opts`
