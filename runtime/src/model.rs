@@ -98,6 +98,11 @@ impl<'a> Model<'a> {
         }
         let section = section(image, header.config_off, header.config_len);
         let config = ModelConfig::parse(section)?;
+        // A session this target cannot address is refused first, as
+        // `session_len` refuses it (it parses the same records): on a 32-bit
+        // target a layer's state can overflow the address space while the
+        // records are otherwise valid.
+        crate::sizes::buffer_len(image, 0)?;
         let int_path = config.token_path == TokenPath::Int;
         if int_path && header.version < INTEGER_PATH_FORMAT_VERSION {
             return Err(Error::BadConfig {

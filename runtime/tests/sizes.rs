@@ -31,7 +31,12 @@ fn an_absurd_pinned_capacity_is_a_size_overflow() {
     let model = model();
     // The image's SWA layer keeps (sinks + pinned_max + window) rows of keys
     // and values: these overflow a u64 or the address space.
-    for pinned in [usize::MAX, usize::MAX / 2, 1 << 60, isize::MAX as usize / 4] {
+    for pinned in [
+        usize::MAX,
+        usize::MAX / 2,
+        1 << (usize::BITS - 4),
+        isize::MAX as usize / 4,
+    ] {
         let err = ferrite::session_len(&IMAGE.0, pinned).unwrap_err();
         assert!(
             matches!(err, Error::SizeOverflow { layer: Some(2), .. }),

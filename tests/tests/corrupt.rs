@@ -685,7 +685,11 @@ fn corpus_is_refused_with_the_manifest_errors() {
             Ok(()) => ("loads".to_string(), String::new()),
             Err(e) => describe(&e),
         };
-        if (&got.0, &got.1) != (variant, message) {
+        let message = match on_32_bit(file) {
+            Some(m) if usize::BITS == 32 => m.to_string(),
+            _ => message.clone(),
+        };
+        if (&got.0, &got.1) != (variant, &message) {
             failures.push(format!("{file}: want {variant} {message:?}, got {got:?}"));
         }
         // The const fn that sizes static buffers must refuse or answer, never
@@ -698,6 +702,16 @@ fn corpus_is_refused_with_the_manifest_errors() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The refusals whose message depends on the width of `usize`: counts that
+/// overflow a 32-bit target's address space, and fit a 64-bit host's as a
+/// length that cannot match (the MANIFEST records the 64-bit message).
+fn on_32_bit(file: &str) -> Option<&'static str> {
+    match file {
+        "overflow_bpe_byte_count.fer" => Some("bad tokenizer section: token counts overflow"),
+        _ => None,
+    }
 }
 
 #[test]

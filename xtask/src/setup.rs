@@ -199,21 +199,60 @@ fn runs(bin: &str) -> bool {
 /// with apt-get (as root, or through `sudo -n`) when they do not.
 pub fn ensure_qemu() -> Result<()> {
     let qemu = || runs("qemu-system-arm") && runs("qemu-system-riscv32");
-    if qemu() {
-        return Ok(());
+    let packages = "qemu-system-arm qemu-system-misc";
+    ensure_installed("QEMU", &format!("apt-get install {packages}"), qemu, || {
+        apt_install(packages)
+    })
+}
+
+/// The 32-bit host target the runtime's tests also run on (issue 29, item 5).
+pub const HOST_32: &str = "i686-unknown-linux-gnu";
+
+/// Makes sure tests for [`HOST_32`] build and run here: its standard library
+/// (`rustup target add`) and a C toolchain that links 32-bit programs
+/// (Debian's `gcc-multilib`, with apt-get as for QEMU).
+pub fn ensure_host_32() -> Result<()> {
+    if !rustlib(HOST_32, "lib")?.is_dir() {
+        ensure!(
+            rustup(&["target", "add", HOST_32])?,
+            "`rustup target add {HOST_32}` failed; install it by hand"
+        );
     }
-    eprintln!(
-        "setup: QEMU not found: installing qemu-system-arm and qemu-system-misc with apt-get ..."
-    );
+    ensure_installed(
+        "a 32-bit C toolchain (gcc -m32)",
+        "apt-get install gcc-multilib",
+        links_32_bit,
+        || apt_install("gcc-multilib"),
+    )
+}
+
+/// Whether `gcc -m32` links a C program here.
+fn links_32_bit() -> bool {
+    let dir = std::env::temp_dir().join(format!("ferrite-m32-{}", std::process::id()));
+    let c = dir.join("t.c");
+    let ok = std::fs::create_dir_all(&dir).is_ok()
+        && std::fs::write(&c, "int main(void) { return 0; }\n").is_ok()
+        && Command::new("gcc")
+            .args(["-m32", "-o"])
+            .arg(dir.join("t"))
+            .arg(&c)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_dir_all(&dir);
+    ok
+}
+
+/// `apt-get update` and `apt-get install` of `packages` (space separated),
+/// as root or through `sudo -n`.
+fn apt_install(packages: &str) -> Result<()> {
     let root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0"));
     let sudo: &[&str] = if root { &[] } else { &["sudo", "-n"] };
-    for args in [
-        "update -q",
-        "install -y -q --no-install-recommends qemu-system-arm qemu-system-misc",
-    ] {
+    let install = format!("install -y -q --no-install-recommends {packages}");
+    for args in ["update -q", install.as_str()] {
         let argv: Vec<&str> = sudo
             .iter()
             .copied()
@@ -225,14 +264,12 @@ pub fn ensure_qemu() -> Result<()> {
             .env("DEBIAN_FRONTEND", "noninteractive")
             .status()
             .with_context(|| format!("running {}", argv.join(" ")))?;
-        if !status.success() {
-            bail!(
-                "`{}` failed ({status}); install QEMU by hand: apt-get install qemu-system-arm qemu-system-misc",
-                argv.join(" ")
-            );
-        }
+        ensure!(
+            status.success(),
+            "`{}` exited with {status}",
+            argv.join(" ")
+        );
     }
-    ensure!(qemu(), "QEMU still missing after apt-get install");
     Ok(())
 }
 
@@ -274,10 +311,7 @@ fn ensure_installed(
     if let Err(e) = install() {
         bail!("{tool} is missing and `{how}` failed ({e:#}); install it by hand");
     }
-    ensure!(
-        present(),
-        "{tool} still does not run after `{how}` (is ~/.cargo/bin on PATH?)"
-    );
+    ensure!(present(), "{tool} still does not run after `{how}`");
     Ok(())
 }
 
@@ -399,7 +433,7 @@ mod tests {
         );
         assert_eq!(
             run(false, true, false),
-            Err("tool-x still does not run after `get tool-x` (is ~/.cargo/bin on PATH?)".into())
+            Err("tool-x still does not run after `get tool-x`".into())
         );
         assert_eq!(installs.get(), 1);
     }

@@ -74,7 +74,7 @@ type Step = (&'static str, fn() -> Result<bool>);
 
 /// The steps, in order. (rustfmt leaves this table as it is: its longest
 /// names do not fit a line.)
-fn steps() -> [Step; 19] {
+fn steps() -> [Step; 20] {
     [
         ("cargo fmt --check", || all([cargo("fmt --all -- --check")])),
         ("cargo fmt --check (boards, boards/esp32c3, fuzz)", || {
@@ -100,6 +100,14 @@ fn steps() -> [Step; 19] {
                 let parity = format!("-p ferrite-tests --test parity --features ferrite/{f}");
                 [test(&format!("-p ferrite-lm --features {f}")), test(&parity)]
             }))
+        }),
+        ("cargo test on a 32-bit host (i686: the runtime's tests, the corrupt-image and image-property suites, checked)", || {
+            setup::ensure_host_32()?;
+            let t = setup::HOST_32;
+            all([
+                test(&format!("-p ferrite-lm --target {t}")),
+                test(&format!("-p ferrite-tests --target {t} --test corrupt --test image_props")),
+            ])
         }),
         ("runtime builds for every embedded target", || {
             let build = "build --quiet --release -p ferrite-lm --features defmt";
