@@ -284,12 +284,25 @@ mod tests {
         ),
         ("chips", &["Chips(ChipsArgs { name: None, record: false })"]),
         ("setup", &["Setup"]),
-        ("test", &["Test(Args { list: false, full: false })"]),
-        ("test --list", &["Test(Args { list: true, full: false })"]),
-        ("test --full", &["Test(Args { list: false, full: true })"]),
+        (
+            "test",
+            &["Test(Args { list: false, full: false, only: None })"],
+        ),
+        (
+            "test --list",
+            &["Test(Args { list: true, full: false, only: None })"],
+        ),
+        (
+            "test --only 32-bit",
+            &["Test(Args { list: false, full: false, only: Some(\"32-bit\") })"],
+        ),
+        (
+            "test --full",
+            &["Test(Args { list: false, full: true, only: None })"],
+        ),
         (
             "test --full --list",
-            &["Test(Args { list: true, full: true })"],
+            &["Test(Args { list: true, full: true, only: None })"],
         ),
     ];
 
@@ -334,7 +347,7 @@ mod tests {
             "ota m4f --cut-at 5",
             "ota m4f --update b --corrupt --cut-at 1",
             "test-boards --record",
-            "test --only x",
+            "test --only",
             "soak --tokens 10",
             "fuzz --seconds x",
             "bench-kernels --board nope",

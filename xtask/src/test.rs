@@ -25,6 +25,9 @@ pub struct Args {
     /// and the full MQAR measurement (docs/testing.md)
     #[arg(long)]
     pub full: bool,
+    /// Run only the steps whose name contains TEXT (as `--list` prints them)
+    #[arg(long, value_name = "TEXT")]
+    pub only: Option<String>,
 }
 
 /// `c` with `key=value` in its environment.
@@ -359,6 +362,13 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     let mut steps = steps().to_vec();
     if args.full {
         steps.extend(full_steps());
+    }
+    if let Some(only) = &args.only {
+        steps.retain(|(name, _)| name.contains(only.as_str()));
+        ensure!(
+            !steps.is_empty(),
+            "no step's name contains {only:?} (see --list)"
+        );
     }
     if args.list {
         steps.iter().for_each(|(name, _)| println!("{name}"));

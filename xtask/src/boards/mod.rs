@@ -80,7 +80,7 @@ pub enum Firmware {
     Calibrate,
     /// `src/bin/eval.rs`: MQAR accuracy or bits per byte of an embedded text.
     Eval,
-    /// `src/bin/kernels.rs`: this build's tile kernels against the reference.
+    /// `src/bin/kernels/`: this build's tile kernels against the reference.
     Kernels,
     /// `src/bin/bench.rs`: times the matrix-vector products (`FERRITE_BENCH`).
     Bench,

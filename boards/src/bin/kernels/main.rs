@@ -21,11 +21,18 @@
 //!   what they cannot load and fall back to portable code; the sums must be
 //!   exact either way).
 //!
+//! - the assembly wrappers' guards ([`guards`]): every wrapper of this
+//!   build's module refuses the shapes and alignments its assembly cannot
+//!   take (output and canaries untouched) and accepts, with exact sums and
+//!   nothing read or written out of bounds, those it can.
+//!
 //! Prints the first failing case, then one line
 //! `kernels: board=<b> module=<m> cases=<n> failed=<k> max_cols=<c>`, and
 //! exits with status 1 when any case failed (`cargo xtask test-boards`).
 #![no_std]
 #![no_main]
+
+mod guards;
 
 use core::fmt;
 
@@ -477,6 +484,8 @@ fn main() -> ! {
             }
         }
     }
+
+    guards::check(&mut rng, &mut t);
 
     ferrite_boards::console::line(ferrite_common::kernels_line!(
         config::NAME,
