@@ -72,6 +72,15 @@ pub fn generate<P: Platform>(
     p.line(tokens_hash_line!(ids_fnv.0, n));
     p.line(checksum_line!(logits_fnv.0, sum.to_bits()));
     run_line(p, &out, state_bytes, session_bytes);
+    // On the integer token path every product is a tiled one: say which
+    // kernels ran it (the suite requires the assembly and no fallback).
+    #[cfg(feature = "int-path")]
+    p.line(format_args!(
+        "kernel_calls: module={} assembly={} fallback={}",
+        ferrite::kernels::arch::NAME,
+        ferrite::kernels::calls::assembly(),
+        ferrite::kernels::calls::fallback()
+    ));
     Ok(out)
 }
 

@@ -14,7 +14,7 @@
 //!   them;
 //! - on the integer token path (format 6) the module does not matter:
 //!   the suite's integer-path checks compare every module with the `libm`
-//!   host (`suite::INT_PATH_BOARDS`).
+//!   host (`suite::INT_PATH_RUNS`).
 
 use std::collections::BTreeMap;
 use std::path::Path;

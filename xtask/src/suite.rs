@@ -19,11 +19,13 @@
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
-//! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` and
-//!   `models/mqar/swa-w32` (SWA with a short convolution; swa-w64 needs 216 B more static RAM than the M0 has) at int8 with
-//!   `--path int` on m0, m3, m4f and rv32imac, built with their
-//!   `fast-math` module, generates the plain host CLI's tokens and final
-//!   logits bit for bit.
+//! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` on
+//!   every board and `models/mqar/swa-w32` (SWA with a short convolution;
+//!   swa-w64 needs 216 B more static RAM than the M0 has) on m0, m3, m4f and
+//!   rv32imac, int8 with `--path int`, built with their `fast-math` module,
+//!   generate the plain host CLI's tokens and final logits bit for bit, and
+//!   their `kernel_calls:` line shows the module's assembly ran the products
+//!   with no fallback to portable code.
 //!
 //! Failures are gathered; the last line is `N passed, N failed`. `--only TEXT`
 //! runs the checks whose name contains TEXT (e.g. `kernels`, `m3:`).
@@ -48,13 +50,29 @@ const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run every fixture whose int8 image is format 4 (the mixer
 /// options that version added): host and board must agree bit for bit.
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
-/// Boards that run a model on the integer token path (format 6): with the
-/// firmware's `fast-math` module, against the plain host CLI, bit for bit
-/// (the path computes no f32, so the module cannot matter).
-const INT_PATH_BOARDS: &[&str] = &["m0", "m3", "m4f", "rv32imac"];
-/// The models they run, each with every layer on its integer step: GDN
-/// (int16 state), and SWA with a short convolution (int8 KV cache).
-const INT_PATH_MODELS: &[&str] = &["models/mqar/gdn-2k-lr3e-3", "models/mqar/swa-w32"];
+/// The integer token path (format 6): models, each with every layer on its
+/// integer step, and the boards that run them with the firmware's
+/// `fast-math` module, against the plain host CLI, bit for bit (the path
+/// computes no f32, so the module cannot matter), each run's products on
+/// its module's assembly with no fallback. GDN (int16 state) on every
+/// board, so that every kernel module runs a whole model; SWA with a short
+/// convolution (int8 KV cache) on one board per ISA family.
+const INT_PATH_RUNS: &[(&str, &[&str])] = &[
+    (
+        "models/mqar/gdn-2k-lr3e-3",
+        &[
+            "m0",
+            "m3",
+            "m4f",
+            "m7",
+            "m33",
+            "m55",
+            "rv32imac",
+            "rv32imafc",
+        ],
+    ),
+    ("models/mqar/swa-w32", &["m0", "m3", "m4f", "rv32imac"]),
+];
 
 /// Boards that run the OTA example, and the fixture offered as the good update.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
@@ -222,9 +240,9 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             |_| format4_matches_host(board),
         );
     }
-    for name in INT_PATH_BOARDS {
-        let board = boards::named(name)?;
-        for model in INT_PATH_MODELS {
+    for &(model, names) in INT_PATH_RUNS {
+        for name in names {
+            let board = boards::named(name)?;
             s.check(
                 &format!(
                     "{name}: {model} on the integer token path like the plain host, bit for bit"
@@ -539,6 +557,7 @@ fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
     };
     let run = boards::build_and_run(&req)?;
     let report = run.report()?;
+    let calls = kernel_calls(&String::from_utf8_lossy(&run.output))?;
     // The host CLI without `fast-math`, whatever the board's module.
     let plain = BuildOpts {
         fast_math: Some(false),
@@ -550,9 +569,40 @@ fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
         "the integer token path must give the host's bits: {note}"
     );
     Ok(format!(
-        "{note} (board math {}, host libm); {}",
+        "{note} (board math {}, host libm); {calls}; {}",
         req.opts.math(board).name(),
         report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+/// Checks the `kernel_calls:` line of an integer-path run: with a module
+/// that has assembly, the assembly ran products and no wrapper refused one
+/// (`ferrite::kernels::calls`); returns the line's fields for the note.
+fn kernel_calls(output: &str) -> Result<String> {
+    let rest = output
+        .lines()
+        .find_map(|l| l.strip_prefix("kernel_calls: "))
+        .context("no `kernel_calls:` line (the int-path firmware prints one)")?;
+    let f = ferrite_common::report::Fields(rest);
+    let module = f
+        .get("module")
+        .context("no module= on the kernel_calls line")?;
+    let count = |k: &str| -> Result<u64> {
+        f.get(k)
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("no {k}= on the kernel_calls line"))
+    };
+    let (assembly, fallback) = (count("assembly")?, count("fallback")?);
+    ensure!(
+        fallback == 0,
+        "{fallback} products fell back from the {module} assembly to portable code"
+    );
+    ensure!(
+        module == "portable" || assembly > 0,
+        "the {module} assembly ran no product"
+    );
+    Ok(format!(
+        "kernels {module}: {assembly} assembly calls, no fallback"
     ))
 }
 

@@ -5,8 +5,8 @@
 //! (a misaligned or odd-length slice, which the runtime never passes), the
 //! portable kernel computes the same result.
 
-use super::portable;
 use super::tile::{QVec, TILE_ROWS};
+use super::{calls, portable};
 use ferrite_asm::dsp;
 
 /// The kernels read activations from `QVec::wide`.
@@ -21,20 +21,26 @@ pub fn prepare(q: &[i8], wide: &mut [i16]) {
 /// Four dot products of the rows of int8 tiles with the activations.
 #[inline]
 pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
-    dsp::dot4_i8(tiles, x.wide).unwrap_or_else(|| portable::dot4_i8(tiles, x))
+    dsp::dot4_i8(tiles, x.wide).unwrap_or_else(|| {
+        calls::fell_back();
+        portable::dot4_i8(tiles, x)
+    })
 }
 
 /// As [`dot4_i8`] for int4 tiles.
 #[inline]
 pub fn dot4_i4(tiles: &[u8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
-    dsp::dot4_i4(tiles, x.wide).unwrap_or_else(|| portable::dot4_i4(tiles, x))
+    dsp::dot4_i4(tiles, x.wide).unwrap_or_else(|| {
+        calls::fell_back();
+        portable::dot4_i4(tiles, x)
+    })
 }
 
 /// The row sums of whole row blocks of int8 tiles (one group spanning all
 /// columns): `out[4 b + r]`, in one call of the assembly.
 #[inline]
 pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
-    if !dsp::rows_i8(weights, x.wide, out) {
+    if !calls::rows(dsp::rows_i8(weights, x.wide, out)) {
         portable::rows_i8(weights, x, out);
     }
 }

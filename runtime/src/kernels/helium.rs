@@ -3,8 +3,8 @@
 //! int4 with `VMLAVA.S16` over nibbles widened in registers. Should a
 //! wrapper refuse its inputs, the portable kernel computes the same result.
 
-use super::portable;
 use super::tile::{QVec, TILE_COLS, TILE_ROWS};
+use super::{calls, portable};
 use ferrite_asm::helium;
 
 /// The int4 kernel reads activations from `QVec::wide`, permuted to the
@@ -29,13 +29,16 @@ pub fn prepare(q: &[i8], wide: &mut [i16]) {
 /// Four dot products of the rows of int8 tiles (`64 * n` bytes) with `x.q`.
 #[inline]
 pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
-    helium::dot4_i8(tiles, x.q).unwrap_or_else(|| portable::dot4_i8(tiles, x))
+    helium::dot4_i8(tiles, x.q).unwrap_or_else(|| {
+        calls::fell_back();
+        portable::dot4_i8(tiles, x)
+    })
 }
 
 /// The row sums of whole row blocks of int8 tiles, in one call of the assembly.
 #[inline]
 pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
-    if !helium::rows_i8(weights, x.q, out) {
+    if !calls::rows(helium::rows_i8(weights, x.q, out)) {
         portable::rows_i8(weights, x, out);
     }
 }
@@ -43,5 +46,8 @@ pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
 /// As [`dot4_i8`] for int4 tiles (`32 * n` bytes), against `x.wide`.
 #[inline]
 pub fn dot4_i4(tiles: &[u8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
-    helium::dot4_i4(tiles, x.wide).unwrap_or_else(|| portable::dot4_i4(tiles, x))
+    helium::dot4_i4(tiles, x.wide).unwrap_or_else(|| {
+        calls::fell_back();
+        portable::dot4_i4(tiles, x)
+    })
 }

@@ -41,6 +41,8 @@ mod rv32;
 #[cfg(ferrite_kernels = "v7m")]
 mod v7m;
 
+pub mod calls;
+
 pub use ferrite_asm::Kernels;
 pub use generic::{matvec_f16, matvec_f32, matvec_i4, matvec_i8};
 

@@ -3,8 +3,8 @@
 //! once for four rows), int4 in the portable code. Should the wrapper
 //! refuse its inputs, the portable kernel computes the same result.
 
-use super::portable;
 use super::tile::{QVec, TILE_ROWS};
+use super::{calls, portable};
 use ferrite_asm::rv32;
 
 /// The kernels read `QVec::q`; no widened copy.
@@ -20,6 +20,7 @@ pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
     if rv32::rows_i8(tiles, x.q, &mut out) {
         out
     } else {
+        calls::fell_back();
         portable::dot4_i8(tiles, x)
     }
 }
@@ -27,7 +28,7 @@ pub fn dot4_i8(tiles: &[i8], x: &QVec<'_>) -> [i32; TILE_ROWS] {
 /// The row sums of whole row blocks of int8 tiles, in one call of the assembly.
 #[inline]
 pub fn rows_i8(weights: &[i8], x: &QVec<'_>, out: &mut [i32]) {
-    if !rv32::rows_i8(weights, x.q, out) {
+    if !calls::rows(rv32::rows_i8(weights, x.q, out)) {
         portable::rows_i8(weights, x, out);
     }
 }

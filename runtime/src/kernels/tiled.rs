@@ -249,11 +249,14 @@ pub fn matvec_i8(w: &TiledI8<'_>, x: &QVec<'_>, y: &mut [f32]) {
             .min(y.len() / TILE_ROWS)
             .min(w.q.len() / block_bytes);
         let rows = full * TILE_ROWS;
-        arch::rows_i8(
-            &w.q[..full * block_bytes],
-            x,
-            bytemuck::cast_slice_mut(&mut y[..rows]),
-        );
+        // Fewer than 4 rows: no whole block (an empty call would be refused).
+        if full > 0 {
+            arch::rows_i8(
+                &w.q[..full * block_bytes],
+                x,
+                bytemuck::cast_slice_mut(&mut y[..rows]),
+            );
+        }
         let (ys, scale) = (&mut y[..rows], x.scale);
         if w.cols <= I32_FINISH_COLS {
             // m * acc fits an i32 here, and i32 -> f32 rounds as i64 -> f32
@@ -324,7 +327,9 @@ pub fn totals_i8(w: &TiledI8<'_>, x: &QVec<'_>, out: &mut [i32]) -> u32 {
             .min(out.len() / TILE_ROWS)
             .min(w.q.len() / block_bytes);
         let rows = full * TILE_ROWS;
-        arch::rows_i8(&w.q[..full * block_bytes], x, &mut out[..rows]);
+        if full > 0 {
+            arch::rows_i8(&w.q[..full * block_bytes], x, &mut out[..rows]);
+        }
         for (o, &m) in out[..rows].iter_mut().zip(w.mults) {
             *o *= i32::from(m);
         }
