@@ -14,8 +14,8 @@
 
 use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
 use crate::error::{ensure, ensure_size, Error, Result, StepResult};
-use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
-use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role, StateFormat, STATE_WORD};
+use crate::image::{INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
 use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
@@ -44,8 +44,10 @@ pub const G_NORM_EPS: f32 = 1e-5;
 /// Gated Slot Attention layer configuration.
 ///
 /// Record words: `H | Hkv | K | V | M | feature_map | gate_logit_normalizer
-/// (f32 bits) | flags (bit 0 short convolution) | conv_size`. Without a short
-/// convolution the last two words are 0, as in format 1.
+/// (f32 bits) | flags (bit 0 short convolution) | conv_size`, and word 15
+/// the state format (`format::STATE_WORD`: f32, or int16 on the integer
+/// token path, `mixers/gsa_int.rs`). Without a short convolution words 7
+/// and 8 are 0, as in format 1.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GsaConfig {
     /// Query heads H.
@@ -64,6 +66,9 @@ pub struct GsaConfig {
     pub gate_logit_normalizer: f32,
     /// Short convolution width on q, k, v (0 = none).
     pub conv_size: u32,
+    /// How the slot memories are kept (record word 15): f32, or int16
+    /// with per-(kv head, slot) scales (`mixers/gsa_int.rs`).
+    pub state: StateFormat,
 }
 
 /// Flag bit of the layer record (word 7): short convolution.
@@ -91,7 +96,21 @@ impl GsaConfig {
             feature_map,
             gate_logit_normalizer: f32::from_bits(w[6]),
             conv_size: if w[7] & SHORT_CONV != 0 { w[8] } else { 0 },
+            state: match StateFormat::from_code(w[STATE_WORD]) {
+                Some(s) => s,
+                None => {
+                    return Err(Error::BadConfig {
+                        layer,
+                        reason: "unknown state format",
+                    })
+                }
+            },
         };
+        ensure!(
+            !matches!(c.state, StateFormat::Int8Kv),
+            layer,
+            "this mixer has no step for that state format"
+        );
         ensure!(w[7] & !SHORT_CONV == 0, layer, "unknown gsa flags");
         ensure!(
             if w[7] & SHORT_CONV != 0 {
@@ -145,7 +164,7 @@ impl GsaConfig {
 
     /// Encodes the layer record words.
     pub fn to_words(&self) -> LayerWords {
-        record_words(&[
+        let mut w = record_words(&[
             self.num_heads,
             self.num_kv_heads,
             self.head_k_dim,
@@ -155,7 +174,9 @@ impl GsaConfig {
             self.gate_logit_normalizer.to_bits(),
             if self.conv_size > 0 { SHORT_CONV } else { 0 },
             self.conv_size,
-        ])
+        ]);
+        w[STATE_WORD] = self.state as u32;
+        w
     }
 
     const fn dims(&self) -> (usize, usize, usize, usize, usize) {
@@ -178,9 +199,15 @@ impl GsaConfig {
         (h, hkv, k, v, m)
     }
 
-    /// State words: `Hkv * M * (K + V)`, plus `(H*K + Hkv*(K + V)) * (W - 1)`
-    /// for the short convolution.
+    /// State words: f32, `Hkv * M * (K + V)`, plus `(H*K + Hkv*(K + V)) *
+    /// (W - 1)` for the short convolution; int16, per kv head and slot four
+    /// scale words and `K + V` 16-bit mantissas (keys and values each padded
+    /// to a word), then the q, k and v rings of `mixers::conv_int`
+    /// (`mixers/gsa_int.rs`).
     pub const fn state_len(&self) -> u64 {
+        if let StateFormat::Int16 = self.state {
+            return super::gsa_int::state_words(self);
+        }
         let (h, hkv, k, v, m) = self.dims64();
         let channels = sum(&[product(&[h, k]), product(&[hkv, k + v])]);
         sum(&[
@@ -189,14 +216,21 @@ impl GsaConfig {
         ])
     }
 
-    /// Scratch words: q `[H*K]`, k `[Hkv*K]`, v `[Hkv*V]`, f `[Hkv*M]`, p `[M]`, o `[H*V]`.
+    /// Scratch words: q `[H*K]`, k `[Hkv*K]`, v `[Hkv*V]`, f `[Hkv*M]`, p `[M]`,
+    /// o `[H*V]`; the int16 state's step also an i64 accumulator `[V]`
+    /// (`2V + 1` words, the one for its alignment).
     pub const fn scratch_len(&self) -> u64 {
         let (h, hkv, k, v, m) = self.dims64();
+        let extra = match self.state {
+            StateFormat::Int16 => product(&[2, v]) + 1,
+            _ => 0,
+        };
         sum(&[
             product(&[h, k]),
             product(&[hkv, k + v + m]),
             m,
             product(&[h, v]),
+            extra,
         ])
     }
 
@@ -214,16 +248,18 @@ impl GsaConfig {
         self.num_heads as u64 * self.head_v_dim as u64
     }
 
-    /// How the layer keeps its state: f32 only (no integer step yet; in an
-    /// image on the integer token path the layer runs its f32 step).
-    pub(crate) const fn state_format(&self) -> crate::format::StateFormat {
-        crate::format::StateFormat::F32
+    /// How the layer keeps its slot memories (record word 15).
+    pub(crate) const fn state_format(&self) -> StateFormat {
+        self.state
     }
 
     /// The oldest image format version whose layer record holds this
-    /// configuration: format 4 for a short convolution, else format 1.
+    /// configuration: format 6 for an int16 state, format 4 for a short
+    /// convolution, else format 1.
     pub(crate) const fn min_format_version(&self) -> u32 {
-        if self.conv_size > 0 {
+        if !matches!(self.state, StateFormat::F32) {
+            INTEGER_PATH_FORMAT_VERSION
+        } else if self.conv_size > 0 {
             MIXER_OPTIONS_FORMAT_VERSION
         } else {
             MIN_FORMAT_VERSION
@@ -263,6 +299,22 @@ impl Mixer for GsaConfig {
         out: &mut [f32],
     ) -> StepResult<()> {
         self.run(_ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+
+    #[cfg(feature = "int-path")]
+    fn step_int(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: crate::fixed::Block<'_>,
+        out: &mut [i32],
+        clamps: &mut u32,
+    ) -> StepResult<i32> {
+        super::gsa_int::step(self, ctx, w, state, scratch, act, x, out, clamps)
             .map_err(Error::at_step)
     }
 }
@@ -366,6 +418,7 @@ mod tests {
             feature_map: FeatureMap::Relu,
             gate_logit_normalizer: 8.0,
             conv_size,
+            state: StateFormat::F32,
         }
     }
 
