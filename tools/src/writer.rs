@@ -48,7 +48,7 @@ pub struct WriteOptions {
     pub token_path: TokenPath,
     /// Integer states or f32 (`--state`; only with the integer token path):
     /// any value but f32 gives every layer whose mixer has an integer step
-    /// its mixer's integer format (int16 for GDN, int8 KV for SWA); other
+    /// its mixer's integer format (int16 for GDN and GSA, int8 KV for SWA); other
     /// layers keep f32 states and run their f32 step.
     pub state: StateFormat,
 }
