@@ -41,8 +41,8 @@
 //! attention, `swa_int::attend`); the heads aligned into one block, SiLU,
 //! the RMSNorm over all `H V` (eps 1e-5, `g_norm` by its bits), `o_proj`.
 
-use super::gsa::{FeatureMap, GsaConfig, G_NORM_EPS};
-use super::{conv_int, product, sum, StepCtx};
+use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS, SLOT_WORDS};
+use super::{conv_int, StepCtx};
 use crate::error::{Error, Result};
 use crate::fixed::activation::silu_block;
 use crate::fixed::block::{
@@ -53,34 +53,12 @@ use crate::format::Role;
 use crate::tensor::{ActBuf, Tensor};
 use crate::weights::LayerWeights;
 
-/// Scale words per (kv head, slot): the key's `E, f`, the value's `E, f`.
-pub(crate) const SLOT_WORDS: u64 = 4;
 /// Extra bits of an update: the old mantissas shifted left by this.
 const GUARD: i32 = 8;
 /// Largest slot mantissa.
 const S_MAX: i64 = i16::MAX as i64;
 /// Saturation of a write (and of the i64 shifts).
 const WIDE_MAX: i64 = 1 << 62;
-
-/// State words of the int16 format ([`GsaConfig::state_len`]): the scale
-/// words, the key and value mantissas, the convolution rings (saturating).
-pub(crate) const fn state_words(c: &GsaConfig) -> u64 {
-    let (h, hkv, k, v, m) = (
-        c.num_heads as u64,
-        c.num_kv_heads as u64,
-        c.head_k_dim as u64,
-        c.head_v_dim as u64,
-        c.num_slots as u64,
-    );
-    sum(&[
-        product(&[hkv, m, SLOT_WORDS]),
-        product(&[hkv, m, k]).div_ceil(2),
-        product(&[hkv, m, v]).div_ceil(2),
-        conv_int::state_words(product(&[h, k]), c.conv_size),
-        conv_int::state_words(product(&[hkv, k]), c.conv_size),
-        conv_int::state_words(product(&[hkv, v]), c.conv_size),
-    ])
-}
 
 /// Bits of `v` (`v` in `[2^(b-1), 2^b)`; 0 for 0).
 #[inline]
