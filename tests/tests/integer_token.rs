@@ -55,8 +55,8 @@ fn rel_rms(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
 /// docs/spec.md §5). The GDN rows run the int16 integer step except the
 /// layers whose keys are not normalised (`qk_norm: none`:
 /// `gdn_linear_attention`, `gdn_retention`'s first layer; the output lists
-/// each layer's state format); the others run their f32 step inside the
-/// integer block.
+/// each layer's state format); the SWA rows the int8 KV step, the GSA row
+/// the int16 step; the BLA row runs its f32 step inside the integer block.
 const BOUNDS: &[(&str, f32, f64)] = &[
     ("gdn_gate", 1.2, 0.03),
     ("gdn_gva_negeig", 1.2, 0.03),
