@@ -307,8 +307,8 @@ impl ModelConfig {
 
 impl LayerConfig {
     /// The integer state format this layer's mixer has an integer step for
-    /// (docs/integer-path.md): int16 for a GDN layer with normalised keys;
-    /// int8 KV for an SWA layer; `None` for the
+    /// (docs/integer-path.md): int16 for a GDN layer with normalised keys
+    /// and for a GSA layer; int8 KV for an SWA layer; `None` for the
     /// mixers that run only their f32 step so far.
     pub const fn integer_state(&self) -> Option<StateFormat> {
         match self {
@@ -316,6 +316,7 @@ impl LayerConfig {
                 Some(StateFormat::Int16)
             }
             LayerConfig::Swa(_) => Some(StateFormat::Int8Kv),
+            LayerConfig::Gsa(_) => Some(StateFormat::Int16),
             _ => None,
         }
     }
@@ -328,6 +329,7 @@ impl LayerConfig {
             return Some(match *self {
                 LayerConfig::Gdn(c) => LayerConfig::Gdn(GdnConfig { state, ..c }),
                 LayerConfig::Swa(c) => LayerConfig::Swa(SwaConfig { state, ..c }),
+                LayerConfig::Gsa(c) => LayerConfig::Gsa(GsaConfig { state, ..c }),
                 other => other,
             });
         }
@@ -337,6 +339,9 @@ impl LayerConfig {
             }
             LayerConfig::Swa(c) if self.integer_state() == Some(state) => {
                 Some(LayerConfig::Swa(SwaConfig { state, ..c }))
+            }
+            LayerConfig::Gsa(c) if self.integer_state() == Some(state) => {
+                Some(LayerConfig::Gsa(GsaConfig { state, ..c }))
             }
             _ => None,
         }

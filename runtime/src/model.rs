@@ -601,6 +601,7 @@ mod tests {
                 feature_map: FeatureMap::Swish,
                 gate_logit_normalizer: 1.0,
                 conv_size: m,
+                state: StateFormat::F32,
             }),
             LayerConfig::Swa(SwaConfig {
                 num_heads: m,

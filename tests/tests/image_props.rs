@@ -142,6 +142,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                 feature_map: FeatureMap::Swish,
                 gate_logit_normalizer: 8.0,
                 conv_size: 0,
+                state: ferrite::StateFormat::F32,
             })
         }),
         (

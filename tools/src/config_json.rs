@@ -283,6 +283,7 @@ pub(crate) fn parse_gsa(
         feature_map,
         gate_logit_normalizer: f.positive("gate_logit_normalizer", 8.0)? as f32,
         conv_size: f.short_conv()?,
+        state: ferrite::StateFormat::F32,
     }))
 }
 

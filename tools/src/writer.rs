@@ -48,7 +48,7 @@ pub struct WriteOptions {
     pub token_path: TokenPath,
     /// Integer states or f32 (`--state`; only with the integer token path):
     /// any value but f32 gives every layer whose mixer has an integer step
-    /// its mixer's integer format (int16 for GDN, int8 KV for SWA); other
+    /// its mixer's integer format (int16 for GDN and GSA, int8 KV for SWA); other
     /// layers keep f32 states and run their f32 step.
     pub state: StateFormat,
 }
@@ -212,7 +212,7 @@ pub fn stored_config(config: &Config, opts: &WriteOptions) -> Config {
             c.phi_source = opts.bla_phi;
         }
         // An integer state: each layer's own integer format (int16 for
-        // GDN, int8 KV for SWA), where its mixer has one.
+        // GDN and GSA, int8 KV for SWA), where its mixer has one.
         if opts.token_path == TokenPath::Int && opts.state != StateFormat::F32 {
             if let Some(l) = layer.integer_state().and_then(|s| layer.with_state(s)) {
                 *layer = l;

@@ -1272,6 +1272,20 @@ fn quantize_path_int_writes_format_6_and_inspect_shows_the_state_formats() {
 }
 
 #[test]
+fn quantize_path_int_gives_gsa_layers_the_int16_state() {
+    let d = repo().join("tests/fixtures/gsa_swish_gqa");
+    let out = tmp("gsa_int.fer");
+    let (d, out) = (d.to_str().unwrap(), out.to_str().unwrap());
+    let o = ferrite(&["quantize", d, "-o", out, "--dtype", "int8", "--path", "int"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains("have no integer step"), "{err}");
+    let text = String::from_utf8_lossy(&ferrite(&["inspect", out]).stdout).into_owned();
+    assert!(text.contains("layer 0: gsa state int16"), "{text}");
+    assert!(text.contains("layer 1: gsa state int16"), "{text}");
+}
+
+#[test]
 fn quantize_path_int_refuses_what_it_cannot_run_on_one_line() {
     let d = repo().join("tests/fixtures/gdn_gate");
     let d = d.to_str().unwrap();

@@ -12,222 +12,19 @@
 //! State layout: `Hk [Hkv][K][M]`, then `Hv [Hkv][M][V]`, then the q, k and
 //! v convolution caches.
 
-use super::{conv, product, push, push_conv_specs, sum, width, Mixer, Specs, StepCtx};
-use crate::error::{ensure, ensure_size, Error, Result, StepResult};
-use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
-use crate::image::{MIN_FORMAT_VERSION, MIXER_OPTIONS_FORMAT_VERSION};
+use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS};
+use super::{conv, push, push_conv_specs, width, Mixer, Specs, StepCtx};
+use crate::error::{Error, Result, StepResult};
+use crate::format::Role;
 use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
-/// Feature map applied to q and k.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FeatureMap {
-    /// `x * sigmoid(x)` (fla's default).
-    Swish = 0,
-    /// `max(x, 0)`.
-    Relu = 1,
-}
-
-impl FeatureMap {
-    fn apply(self, x: &mut [f32]) {
-        match self {
-            FeatureMap::Swish => x.iter_mut().for_each(|e| *e = silu(*e)),
-            FeatureMap::Relu => x.iter_mut().for_each(|e| *e = e.max(0.0)),
-        }
-    }
-}
-
-/// Epsilon of GSA's output norm (fixed by fla).
-pub const G_NORM_EPS: f32 = 1e-5;
-
-/// Gated Slot Attention layer configuration.
-///
-/// Record words: `H | Hkv | K | V | M | feature_map | gate_logit_normalizer
-/// (f32 bits) | flags (bit 0 short convolution) | conv_size`. Without a short
-/// convolution the last two words are 0, as in format 1.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GsaConfig {
-    /// Query heads H.
-    pub num_heads: u32,
-    /// Key/value heads Hkv (divides H).
-    pub num_kv_heads: u32,
-    /// Key head size K.
-    pub head_k_dim: u32,
-    /// Value head size V.
-    pub head_v_dim: u32,
-    /// Memory slots M.
-    pub num_slots: u32,
-    /// Feature map on q and k.
-    pub feature_map: FeatureMap,
-    /// Divisor of the log forget gate.
-    pub gate_logit_normalizer: f32,
-    /// Short convolution width on q, k, v (0 = none).
-    pub conv_size: u32,
-}
-
-/// Flag bit of the layer record (word 7): short convolution.
-const SHORT_CONV: u32 = 1;
-
-impl GsaConfig {
-    /// Parses and validates a layer record.
-    pub const fn from_words(w: &LayerWords, layer: Option<u16>) -> Result<GsaConfig> {
-        let feature_map = match w[5] {
-            0 => FeatureMap::Swish,
-            1 => FeatureMap::Relu,
-            _ => {
-                return Err(Error::BadConfig {
-                    layer,
-                    reason: "unknown gsa feature_map",
-                })
-            }
-        };
-        let c = GsaConfig {
-            num_heads: w[0],
-            num_kv_heads: w[1],
-            head_k_dim: w[2],
-            head_v_dim: w[3],
-            num_slots: w[4],
-            feature_map,
-            gate_logit_normalizer: f32::from_bits(w[6]),
-            conv_size: if w[7] & SHORT_CONV != 0 { w[8] } else { 0 },
-        };
-        ensure!(w[7] & !SHORT_CONV == 0, layer, "unknown gsa flags");
-        ensure!(
-            if w[7] & SHORT_CONV != 0 {
-                w[8] >= 1 && w[8] <= 64
-            } else {
-                w[8] == 0
-            },
-            layer,
-            "gsa conv_size must be 1..=64 with a short convolution, else 0"
-        );
-        ensure!(
-            dim_ok(c.num_heads) && dim_ok(c.num_kv_heads),
-            layer,
-            "gsa head counts out of range"
-        );
-        ensure!(
-            c.num_heads % c.num_kv_heads == 0,
-            layer,
-            "num_heads must be a multiple of num_kv_heads"
-        );
-        ensure!(
-            dim_ok(c.head_k_dim) && dim_ok(c.head_v_dim),
-            layer,
-            "gsa head dims out of range"
-        );
-        ensure!(dim_ok(c.num_slots), layer, "gsa num_slots out of range");
-        // Hkv divides H, so these also bound Hkv*K and Hkv*V.
-        ensure_size!(
-            width_ok(c.num_heads, c.head_k_dim),
-            layer,
-            "gsa num_heads * head_k_dim exceeds 2^20"
-        );
-        ensure_size!(
-            width_ok(c.num_heads, c.head_v_dim),
-            layer,
-            "gsa num_heads * head_v_dim exceeds 2^20"
-        );
-        ensure_size!(
-            width_ok(c.num_kv_heads, c.num_slots),
-            layer,
-            "gsa num_kv_heads * num_slots exceeds 2^20"
-        );
-        let n = c.gate_logit_normalizer;
-        ensure!(
-            n.is_finite() && n > 0.0,
-            layer,
-            "gate_logit_normalizer must be finite and > 0"
-        );
-        Ok(c)
-    }
-
-    /// Encodes the layer record words.
-    pub fn to_words(&self) -> LayerWords {
-        record_words(&[
-            self.num_heads,
-            self.num_kv_heads,
-            self.head_k_dim,
-            self.head_v_dim,
-            self.num_slots,
-            self.feature_map as u32,
-            self.gate_logit_normalizer.to_bits(),
-            if self.conv_size > 0 { SHORT_CONV } else { 0 },
-            self.conv_size,
-        ])
-    }
-
-    const fn dims(&self) -> (usize, usize, usize, usize, usize) {
-        (
-            self.num_heads as usize,
-            self.num_kv_heads as usize,
-            self.head_k_dim as usize,
-            self.head_v_dim as usize,
-            self.num_slots as usize,
-        )
-    }
-
-    const fn dims64(&self) -> (u64, u64, u64, u64, u64) {
-        let (h, hkv) = (self.num_heads as u64, self.num_kv_heads as u64);
-        let (k, v, m) = (
-            self.head_k_dim as u64,
-            self.head_v_dim as u64,
-            self.num_slots as u64,
-        );
-        (h, hkv, k, v, m)
-    }
-
-    /// State words: `Hkv * M * (K + V)`, plus `(H*K + Hkv*(K + V)) * (W - 1)`
-    /// for the short convolution.
-    pub const fn state_len(&self) -> u64 {
-        let (h, hkv, k, v, m) = self.dims64();
-        let channels = sum(&[product(&[h, k]), product(&[hkv, k + v])]);
-        sum(&[
-            product(&[hkv, m, k + v]),
-            conv::state_words(channels, self.conv_size),
-        ])
-    }
-
-    /// Scratch words: q `[H*K]`, k `[Hkv*K]`, v `[Hkv*V]`, f `[Hkv*M]`, p `[M]`, o `[H*V]`.
-    pub const fn scratch_len(&self) -> u64 {
-        let (h, hkv, k, v, m) = self.dims64();
-        sum(&[
-            product(&[h, k]),
-            product(&[hkv, k + v + m]),
-            m,
-            product(&[h, v]),
-        ])
-    }
-
-    // The layer interface: `config::LayerConfig`'s methods dispatch to these
-    // (every mixer has them, with the same signatures).
-
-    /// State words with a pinned prefix of up to `pinned_max` tokens
-    /// ([`GsaConfig::state_len`]; `pinned_max` is for SWA only).
-    pub(crate) const fn layer_state_len(&self, _pinned_max: usize) -> u64 {
-        self.state_len()
-    }
-
-    /// Input width of the output projection (`o_proj` columns): `H * V`.
-    pub(crate) const fn out_proj_cols(&self) -> u64 {
-        self.num_heads as u64 * self.head_v_dim as u64
-    }
-
-    /// How the layer keeps its state: f32 only (no integer step yet; in an
-    /// image on the integer token path the layer runs its f32 step).
-    pub(crate) const fn state_format(&self) -> crate::format::StateFormat {
-        crate::format::StateFormat::F32
-    }
-
-    /// The oldest image format version whose layer record holds this
-    /// configuration: format 4 for a short convolution, else format 1.
-    pub(crate) const fn min_format_version(&self) -> u32 {
-        if self.conv_size > 0 {
-            MIXER_OPTIONS_FORMAT_VERSION
-        } else {
-            MIN_FORMAT_VERSION
-        }
+/// The feature map on q or k, in f32.
+fn apply(map: FeatureMap, x: &mut [f32]) {
+    match map {
+        FeatureMap::Swish => x.iter_mut().for_each(|e| *e = silu(*e)),
+        FeatureMap::Relu => x.iter_mut().for_each(|e| *e = e.max(0.0)),
     }
 }
 
@@ -265,6 +62,22 @@ impl Mixer for GsaConfig {
         self.run(_ctx, w, state, scratch, act, x, out)
             .map_err(Error::at_step)
     }
+
+    #[cfg(feature = "int-path")]
+    fn step_int(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: crate::fixed::Block<'_>,
+        out: &mut [i32],
+        clamps: &mut u32,
+    ) -> StepResult<i32> {
+        super::gsa_int::step(self, ctx, w, state, scratch, act, x, out, clamps)
+            .map_err(Error::at_step)
+    }
 }
 
 impl GsaConfig {
@@ -300,8 +113,8 @@ impl GsaConfig {
         if self.conv_size > 0 {
             conv::step_qkv(w, self.conv_size as usize, caches, q, kk, vv)?;
         }
-        self.feature_map.apply(q);
-        self.feature_map.apply(kk);
+        apply(self.feature_map, q);
+        apply(self.feature_map, kk);
         vv.iter_mut().for_each(|e| *e = silu(*e));
         // f becomes alpha = exp(logsigmoid(f) / normalizer).
         let inv_norm = 1.0 / self.gate_logit_normalizer;
@@ -349,52 +162,5 @@ impl GsaConfig {
             .for_each(|(c, e)| *e *= inv * g_norm.at(c));
         w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn gsa(conv_size: u32) -> GsaConfig {
-        GsaConfig {
-            num_heads: 4,
-            num_kv_heads: 2,
-            head_k_dim: 8,
-            head_v_dim: 6,
-            num_slots: 5,
-            feature_map: FeatureMap::Relu,
-            gate_logit_normalizer: 8.0,
-            conv_size,
-        }
-    }
-
-    #[test]
-    fn short_convolution_round_trips_and_old_records_are_unchanged() {
-        let plain = gsa(0).to_words();
-        assert!(plain[7..].iter().all(|&x| x == 0), "format 1 words");
-        assert_eq!(GsaConfig::from_words(&plain, None), Ok(gsa(0)));
-        let conv = gsa(3).to_words();
-        assert_eq!((conv[7], conv[8]), (1, 3));
-        assert_eq!(GsaConfig::from_words(&conv, None), Ok(gsa(3)));
-        // State: Hkv*M*(K+V) + (H*K + Hkv*(K+V)) * (W-1).
-        assert_eq!(gsa(0).state_len(), 2 * 5 * 14);
-        assert_eq!(gsa(3).state_len(), 2 * 5 * 14 + (32 + 28) * 2);
-    }
-
-    #[test]
-    fn inconsistent_conv_words_are_refused() {
-        for (flags, width) in [(0, 4), (1, 0), (1, 65), (2, 0)] {
-            let mut w = gsa(0).to_words();
-            w[7] = flags;
-            w[8] = width;
-            assert!(
-                matches!(
-                    GsaConfig::from_words(&w, Some(1)),
-                    Err(Error::BadConfig { layer: Some(1), .. })
-                ),
-                "flags {flags} conv {width}"
-            );
-        }
     }
 }

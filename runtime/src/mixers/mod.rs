@@ -14,6 +14,9 @@ mod gdn_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod gdn_int;
 mod gsa;
+mod gsa_config;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
+mod gsa_int;
 mod mla;
 mod rope;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
@@ -26,7 +29,8 @@ mod swa_int;
 pub use bla::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
-pub use gsa::{FeatureMap, GsaConfig};
+pub use gsa_config::{FeatureMap, GsaConfig};
+pub(crate) use gsa_int::state_max_abs as gsa_state_max_abs;
 pub use mla::MlaConfig;
 pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
 pub use swa::SwaConfig;

@@ -79,7 +79,8 @@ pub struct Args {
     path: PathArg,
     /// State format of the layers whose mixer has an integer step: `int16`
     /// (each takes its integer state: GDN int16, about half the bytes; SWA
-    /// an int8 KV cache, about a quarter) or `f32` (their f32 step); other
+    /// an int8 KV cache, about a quarter; GSA int16 slot memories, about
+    /// 0.56-0.75) or `f32` (their f32 step); other
     /// layers keep f32 states. Only with --path int [default: int16 with
     /// --path int].
     #[arg(long, value_enum)]
