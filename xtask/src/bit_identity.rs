@@ -77,7 +77,7 @@ mod tests {
     use super::*;
 
     fn groups() -> Groups {
-        recorded_groups(&crate::suite::expected_dir()).unwrap()
+        recorded_groups(&crate::paths::expected_dir()).unwrap()
     }
 
     #[test]

@@ -19,3 +19,8 @@ pub fn boards_dir() -> PathBuf {
 pub fn work_dir() -> PathBuf {
     boards_dir().join("target").join("xtask")
 }
+
+/// The QEMU suite's recorded outputs, `boards/expected/`.
+pub fn expected_dir() -> PathBuf {
+    boards_dir().join("expected")
+}

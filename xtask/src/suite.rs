@@ -30,7 +30,7 @@
 //! Failures are gathered; the last line is `N passed, N failed`. `--only TEXT`
 //! runs the checks whose name contains TEXT (e.g. `kernels`, `m3:`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -39,6 +39,7 @@ use ferrite_common::report::{last_value, Fields, KERNELS};
 use crate::boards::{self, Board, BuildOpts, Delivery, Firmware, Report, Run, RunRequest, BOARDS};
 use crate::evalboard::{self, Task};
 use crate::host;
+use crate::paths::expected_dir;
 use crate::{bit_identity, expected};
 
 /// Boards that run the 10,000-token constant-memory check.
@@ -173,11 +174,6 @@ impl Suite {
         }
         Ok(line.trim_start_matches("stats: ").to_string())
     }
-}
-
-/// The recorded transcripts and stats, `boards/expected/`.
-pub fn expected_dir() -> PathBuf {
-    boards::boards_dir().join("expected")
 }
 
 pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {

@@ -26,7 +26,7 @@ use ferrite::kernels::arch;
 use ferrite::kernels::tiled::{i4_offset, i8_offset, TILE_COLS, TILE_ROWS};
 use ferrite_asm::{dsp, helium, rv32, v7m, Kernels, KERNELS};
 
-use crate::Tally;
+use crate::tally::Tally;
 
 /// Row sums: weights (bytes), int8 activations, widened activations, out.
 type RowsFn = fn(&[u8], &[i8], &[i16], &mut [i32]) -> bool;

@@ -33,6 +33,7 @@
 #![no_main]
 
 mod guards;
+mod tally;
 
 use core::fmt;
 
@@ -43,7 +44,8 @@ use ferrite::kernels::tiled::{
 };
 use ferrite::Aligned;
 use ferrite_boards::mqar::SplitMix64;
-use ferrite_boards::{config, platform, say, status};
+use ferrite_boards::{config, platform, status};
+use tally::Tally;
 
 /// Bytes of weights the largest case may take: the M3 has 64 KB of RAM, the
 /// M0 16 KB.
@@ -140,24 +142,6 @@ impl fmt::Display for Case {
 fn uniform(rng: &mut SplitMix64, lo: f32, hi: f32) -> f32 {
     let unit = (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
     lo + (hi - lo) * unit
-}
-
-/// Counts cases and remembers whether any failed (printing the first).
-struct Tally {
-    cases: u32,
-    failed: u32,
-}
-
-impl Tally {
-    fn check(&mut self, ok: bool, what: fmt::Arguments<'_>) {
-        self.cases += 1;
-        if !ok {
-            if self.failed == 0 {
-                say!("kernels: FAIL case={} {}", self.cases, what);
-            }
-            self.failed += 1;
-        }
-    }
 }
 
 impl Bufs {
