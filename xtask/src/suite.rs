@@ -20,10 +20,10 @@
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
 //! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` on
-//!   every board and `models/mqar/swa-w32` (SWA with a short convolution;
-//!   swa-w64 needs 216 B more static RAM than the M0 has) on m0, m3, m4f and
-//!   rv32imac, int8 with `--path int`, built with their `fast-math` module,
-//!   generate the plain host CLI's tokens and final logits bit for bit, and
+//!   every board, `models/mqar/swa-w32` (SWA with a short convolution;
+//!   swa-w64 needs 216 B more static RAM than the M0 has) and
+//!   `models/mqar/gsa-m16-lr3e-3` on m0, m3, m4f and rv32imac, int8 with
+//!   `--path int`, built with their `fast-math` module, generate the plain host CLI's tokens and final logits bit for bit, and
 //!   their `kernel_calls:` line shows the module's assembly ran the products
 //!   with no fallback to portable code.
 //!
@@ -57,7 +57,8 @@ const FORMAT4_BOARDS: &[&str] = &["m4f"];
 /// computes no f32, so the module cannot matter), each run's products on
 /// its module's assembly with no fallback. GDN (int16 state) on every
 /// board, so that every kernel module runs a whole model; SWA with a short
-/// convolution (int8 KV cache) on one board per ISA family.
+/// convolution (int8 KV cache) and GSA (int16 slot memories) on one board
+/// per ISA family and FPU.
 const INT_PATH_RUNS: &[(&str, &[&str])] = &[
     (
         "models/mqar/gdn-2k-lr3e-3",
@@ -73,6 +74,10 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
         ],
     ),
     ("models/mqar/swa-w32", &["m0", "m3", "m4f", "rv32imac"]),
+    (
+        "models/mqar/gsa-m16-lr3e-3",
+        &["m0", "m3", "m4f", "rv32imac"],
+    ),
 ];
 
 /// Boards that run the OTA example, and the fixture offered as the good update.
