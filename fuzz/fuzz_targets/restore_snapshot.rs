@@ -48,7 +48,8 @@ fn models() -> &'static [Model<'static>] {
 
 fn snapshot_of(s: &Session<'_, '_>) -> Vec<u8> {
     let mut out = vec![0u8; s.snapshot_len()];
-    s.snapshot(&mut out).expect("a session snapshots into its snapshot_len");
+    s.snapshot(&mut out)
+        .expect("a session snapshots into its snapshot_len");
     out
 }
 
@@ -79,12 +80,19 @@ fuzz_target!(|data: &[u8]| {
     };
     let before = snapshot_of(&s);
     match s.restore(&snap) {
-        Err(_) => assert!(snapshot_of(&s) == before, "a refused snapshot changed the session"),
+        Err(_) => assert!(
+            snapshot_of(&s) == before,
+            "a refused snapshot changed the session"
+        ),
         Ok(()) => {
             let after = snapshot_of(&s);
-            assert!(snap.get(..after.len()) == Some(&after[..]), "restore lost bytes");
+            assert!(
+                snap.get(..after.len()) == Some(&after[..]),
+                "restore lost bytes"
+            );
             for t in 0..4 {
-                s.feed((t * 7) % vocab).expect("a restored stream can be fed");
+                s.feed((t * 7) % vocab)
+                    .expect("a restored stream can be fed");
             }
         }
     }
