@@ -7,8 +7,8 @@
 - seeds-tools/: every committed config.json (selector 0), the test
   tokenizer.json (selector 1) and fuzz/seed-model's model.safetensors
   (selector 2);
-- seeds-sampler/, seeds-session/, seeds-update/, seeds-quantize/ and
-  seeds-sharded/: small inputs in each target's layout (the layouts are in
+- seeds-sampler/, seeds-session/, seeds-update/, seeds-quantize/,
+  seeds-sharded/ and seeds-snapshot/: small inputs in each target's layout (the layouts are in
   the targets' doc comments and docs/fuzzing.md), one per edge the target
   is meant to reach.
 
@@ -182,6 +182,20 @@ def sharded_seeds():
         write(os.path.join(FUZZ, "seeds-sharded", name), data)
 
 
+def snapshot_seeds():
+    """restore_snapshot: `[image][mode][pinned_max][rest]`. Mode 0: four
+    broken snapshots of tests/corrupt-snapshot/ as they are; mode 1, per
+    image: pinned 0, position 7, stream length 3 and four state bytes laid
+    over a valid snapshot from byte 44."""
+    corrupt = os.path.join(ROOT, "tests", "corrupt-snapshot")
+    for name in ["truncated_body", "crc_flipped_state", "other_model", "position_exhausted"]:
+        with open(os.path.join(corrupt, name + ".snap"), "rb") as f:
+            write(os.path.join(FUZZ, "seeds-snapshot", "raw_" + name), bytes([0, 0, 0]) + f.read())
+    for image in range(4):
+        laid = struct.pack("<IQQ", 0, 7, 3) + bytes([1, 2, 3, 4])
+        write(os.path.join(FUZZ, "seeds-snapshot", f"laid_image{image}"), bytes([image, 1, 0]) + laid)
+
+
 if __name__ == "__main__":
     bpe_seeds()
     tools_seeds()
@@ -190,3 +204,4 @@ if __name__ == "__main__":
     update_seeds()
     quantize_seeds()
     sharded_seeds()
+    snapshot_seeds()

@@ -135,6 +135,9 @@ pub enum Error {
     /// (`u64::MAX`); reset or seek the session to go on (a [`StepError`]
     /// converted).
     PositionOverflow,
+    /// A state snapshot was refused or could not be written (see
+    /// [`crate::snapshot::SnapshotError`]); the session is unchanged.
+    BadSnapshot(crate::snapshot::SnapshotError),
 }
 
 impl fmt::Display for Error {
@@ -197,6 +200,7 @@ impl fmt::Display for Error {
                 f,
                 "the stream reached position 2^64 - 1: reset or seek the session to go on"
             ),
+            Error::BadSnapshot(e) => fmt::Display::fmt(&e, f),
         }
     }
 }
@@ -233,6 +237,9 @@ pub enum StepError {
     /// [`crate::Session::generate`] was given an empty prompt (it needs a
     /// token to feed first); [`crate::Session::feed`] never returns it.
     EmptyPrompt,
+    /// [`crate::Session::resume_with`] found no logits to sample from:
+    /// nothing was fed since the stream started.
+    NoLogits,
     /// An invariant of the runtime itself failed (data validated at load was
     /// not what the step found): a bug, reported rather than a panic (please
     /// report it with the image that caused it).
@@ -249,6 +256,9 @@ impl From<StepError> for Error {
             StepError::TokenOutOfRange { token, vocab } => Error::TokenOutOfRange { token, vocab },
             StepError::PositionOverflow => Error::PositionOverflow,
             StepError::EmptyPrompt => Error::BadPrompt("the prompt is empty"),
+            StepError::NoLogits => Error::BadPrompt(
+                "nothing was fed since the stream started: no logits to go on from",
+            ),
             StepError::Internal(reason) => Error::Internal(reason),
         }
     }
@@ -342,12 +352,14 @@ mod tests {
             StepError::TokenOutOfRange { token: 9, vocab: 4 },
             StepError::PositionOverflow,
             StepError::EmptyPrompt,
+            StepError::NoLogits,
             StepError::Internal("act"),
         ];
         let want = [
             "token 9 is outside the vocabulary (size 4)",
             "the stream reached position 2^64 - 1: reset or seek the session to go on",
             "bad prompt: the prompt is empty",
+            "bad prompt: nothing was fed since the stream started: no logits to go on from",
             "internal error (a bug in ferrite): act",
         ];
         for (e, msg) in all.into_iter().zip(want) {

@@ -114,6 +114,7 @@ pub mod probe;
 pub mod sampler;
 pub mod session;
 mod sizes;
+pub mod snapshot;
 pub mod tensor;
 pub mod tensor_int;
 pub mod tokenizer;
@@ -127,6 +128,7 @@ pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig};
 pub use session::Session;
 pub use sizes::session_len;
+pub use snapshot::{snapshot_len, SnapshotError};
 #[cfg(feature = "bpe")]
 pub use tokenizer::BpeTokenizer;
 pub use tokenizer::{ByteTokenizer, Tokenizer};

@@ -334,6 +334,149 @@ impl<'a, 'b> Session<'a, 'b> {
         Ok(logits)
     }
 
+    /// Where the logits sit in the buffer (after the state and `h, x, out,
+    /// gate, up`).
+    fn logits_range(&self) -> core::ops::Range<usize> {
+        let cfg = self.model.config();
+        let start =
+            self.state_len + 3 * cfg.hidden_size as usize + 2 * cfg.intermediate_size as usize;
+        start..start + cfg.vocab_size as usize
+    }
+
+    /// The logits the last [`Session::feed`] returned (or a restored
+    /// snapshot carried), what the next token is sampled from; `None` when
+    /// nothing was fed since the stream started (a reset, seek or new
+    /// session).
+    pub fn last_logits(&self) -> Option<&[f32]> {
+        if self.stream_len() == 0 {
+            return None;
+        }
+        self.buf.get(self.logits_range())
+    }
+
+    /// Bytes of a snapshot of this session ([`Session::snapshot`]):
+    /// [`crate::snapshot_len`] of its image and pinned capacity.
+    pub fn snapshot_len(&self) -> usize {
+        // The state and logits are words of the buffer, so this fits.
+        crate::snapshot::HEADER_LEN + 4 * (self.state_len + self.model.config().vocab_size as usize)
+    }
+
+    /// Writes a snapshot of the stream into `out` (at least
+    /// [`Session::snapshot_len`] bytes; more is fine) and returns its
+    /// length: what the model is (a hash of its content), the math module,
+    /// the pinned capacity and count, position and stream length, the state
+    /// as stored and the last logits (docs/snapshot-format.md). Reads the
+    /// whole image once (the model hash). The session is not changed; the
+    /// clamp counters ([`Session::clamps`]) are not part of a snapshot.
+    pub fn snapshot(&self, out: &mut [u8]) -> Result<usize> {
+        use crate::snapshot::{SnapshotError, SnapshotHeader, FLAG_LOGITS, HEADER_LEN, VERSION};
+        let total = self.snapshot_len();
+        if out.len() < total {
+            return Err(SnapshotError::OutTooSmall {
+                needed: total,
+                got: out.len(),
+            }
+            .into());
+        }
+        let too_large = Error::SizeOverflow {
+            layer: None,
+            what: "a snapshot field exceeds 32 bits",
+        };
+        let header = SnapshotHeader {
+            version: VERSION,
+            total_len: u32::try_from(total).map_err(|_| too_large)?,
+            crc32: 0,
+            model_hash: crate::snapshot::model_hash(&self.model)?,
+            math: crate::snapshot::math_code(),
+            flags: if self.stream_len() > 0 {
+                FLAG_LOGITS
+            } else {
+                0
+            },
+            pinned_max: u32::try_from(self.pinned_max).map_err(|_| too_large)?,
+            pinned: u32::try_from(self.pinned).map_err(|_| too_large)?,
+            position: self.pos,
+            stream_len: self.stream_len(),
+        };
+        let out = &mut out[..total];
+        header.encode(out);
+        let (state_out, logits_out) = out[HEADER_LEN..].split_at_mut(4 * self.state_len);
+        state_out.copy_from_slice(self.state());
+        match self.last_logits() {
+            Some(l) => logits_out.copy_from_slice(bytemuck::cast_slice(l)),
+            None => logits_out.fill(0),
+        }
+        crate::snapshot::seal(out, total);
+        Ok(total)
+    }
+
+    /// Restores a snapshot made by [`Session::snapshot`] of a session of
+    /// the same model (its content hash), the same math module and the same
+    /// pinned capacity: the state, position, stream length, pinned count and
+    /// last logits, so the stream goes on exactly as the snapshotted one
+    /// would ([`Session::resume_with`] generates from the logits without
+    /// feeding anything). Everything is checked before anything is written:
+    /// a refused snapshot ([`Error::BadSnapshot`]: another model, math
+    /// module or pinned capacity, truncated, corrupted, an unknown version,
+    /// a position at which no token can follow, a field that contradicts
+    /// the model) leaves the session untouched. Reads the whole image once
+    /// (the model hash). Snapshots are not authenticated.
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let checked = crate::snapshot::check(bytes, &self.model, self.pinned_max, self.state_len)?;
+        let h = checked.header;
+        let logits = self.logits_range();
+        let state: &mut [u8] = bytemuck::cast_slice_mut(&mut self.buf[..self.state_len]);
+        state.copy_from_slice(checked.state);
+        if let Some(l) = checked.logits {
+            let out: &mut [u8] = bytemuck::cast_slice_mut(&mut self.buf[logits]);
+            out.copy_from_slice(l);
+        }
+        self.pos = h.position;
+        self.start = h.position - h.stream_len;
+        self.pinned = h.pinned as usize;
+        Ok(())
+    }
+
+    /// Generates `n` tokens from [`Session::last_logits`] without feeding
+    /// anything first: samples a token from them, shows it to `on_step`,
+    /// feeds it, samples the next, and so on (`n` samples, `n - 1` feeds).
+    /// After a snapshot taken right after a feed and restored, this goes on
+    /// with exactly the tokens and logits of the uninterrupted stream (with
+    /// a sampler in the same state: greedy, or one that was not drawn from).
+    /// Errors with [`StepError::NoLogits`] when nothing was fed since the
+    /// stream started, and with what `feed` returns.
+    pub fn resume_with(
+        &mut self,
+        n: usize,
+        sampler: &mut Sampler,
+        mut on_step: impl FnMut(Step<'_>) -> bool,
+    ) -> StepResult<usize> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let logits = self.last_logits().ok_or(StepError::NoLogits)?;
+        let mut token = sampler.sample(logits);
+        if !on_step(Step {
+            index: 0,
+            logits,
+            token,
+        }) {
+            return Ok(1);
+        }
+        for index in 1..n {
+            let logits = self.feed(token)?;
+            token = sampler.sample(logits);
+            if !on_step(Step {
+                index,
+                logits,
+                token,
+            }) {
+                return Ok(index + 1);
+            }
+        }
+        Ok(n)
+    }
+
     /// Feeds `prompt`, then samples `n` tokens, calling `on_token` with each
     /// generated token as soon as it exists; `on_token` returns `false` to stop
     /// early. Returns the number of tokens generated. The same steps as

@@ -1322,3 +1322,114 @@ fn quantize_path_int_refuses_what_it_cannot_run_on_one_line() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// `generate --save-state` then `--load-state` prints the tokens of one
+/// uninterrupted greedy run, and `inspect` shows the snapshot.
+#[test]
+fn generate_save_and_load_state_continue_the_uninterrupted_run() {
+    let image = repo().join("tests/images/tiny_int8.fer");
+    let img = image.to_str().unwrap();
+    let snap = tmp("cut.snap");
+    let snap = snap.to_str().unwrap();
+    let ids = |o: &Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let whole = ferrite(&["generate", img, "--prompt", "Hello", "-n", "20", "--ids"]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    let first = ferrite(&[
+        "generate",
+        img,
+        "--prompt",
+        "Hello",
+        "-n",
+        "8",
+        "--ids",
+        "--save-state",
+        snap,
+    ]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let second = ferrite(&["generate", img, "--load-state", snap, "-n", "12", "--ids"]);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(format!("{},{}", ids(&first), ids(&second)), ids(&whole));
+    // Not a constant stream: the comparison can tell a wrong restore.
+    let all = ids(&whole);
+    let distinct: std::collections::HashSet<&str> = all.split(',').collect();
+    assert!(distinct.len() > 1, "{}", ids(&whole));
+
+    let report = String::from_utf8(ferrite(&["inspect", snap]).stdout).unwrap();
+    let len = std::fs::metadata(snap).unwrap().len();
+    // "Hello" (5 byte tokens) and the 8 generated ones were fed.
+    assert!(
+        report.starts_with("ferrite snapshot v1: model_hash=0x")
+            && report.contains(" position 13 stream_len 13 pinned 0 of 0 logits yes ")
+            && report.trim_end().ends_with(&format!("bytes={len}")),
+        "{report}"
+    );
+    let image_report = String::from_utf8(ferrite(&["inspect", img]).stdout).unwrap();
+    let hash = report.split_whitespace().nth(3).unwrap();
+    assert!(
+        image_report.contains(&format!("snapshots: {hash} math libm snapshot_bytes={len}")),
+        "{hash} not in {image_report}"
+    );
+
+    // A snapshot of another model is refused on one line.
+    let other = tmp("other.fer");
+    let other = other.to_str().unwrap();
+    let d = repo().join("tests/fixtures/gdn_gate");
+    assert!(ferrite(&["quantize", d.to_str().unwrap(), "-o", other])
+        .status
+        .success());
+    let o = ferrite(&["generate", other, "--load-state", snap, "-n", "3"]);
+    let err = assert_one_line_failure(&o, "another model");
+    assert!(err.contains("snapshot belongs to another model"), "{err}");
+}
+
+/// Every broken snapshot of `tests/corrupt-snapshot/` is refused by
+/// `generate --load-state` with its MANIFEST message on one line, and
+/// `inspect` refuses those whose header or CRC is wrong the same way.
+#[test]
+fn load_state_refuses_every_corrupt_snapshot_on_one_line() {
+    let dir = repo().join("tests/corrupt-snapshot");
+    let image = repo().join("tests/images/tiny_int8.fer");
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    let mut n = 0;
+    for line in manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let parts: Vec<&str> = line.splitn(3, '\t').collect();
+        let (file, variant, message) = (parts[0], parts[1], parts[2]);
+        let path = dir.join(file);
+        let path = path.to_str().unwrap();
+        let o = ferrite(&[
+            "generate",
+            image.to_str().unwrap(),
+            "--load-state",
+            path,
+            "-n",
+            "2",
+        ]);
+        let got = assert_one_line_failure(&o, file);
+        // The CLI sizes its session with the snapshot's own pinned
+        // capacity, so a capacity edited behind the CRC shows as a length
+        // that does not match the model's state for that capacity.
+        let want = match variant {
+            "OtherPinnedCapacity" => "bad snapshot: length does not match the model's state",
+            _ => message,
+        };
+        assert_eq!(got, format!("error: {path}: {want}"), "{file}");
+        assert!(o.stdout.is_empty(), "{file}: generated before refusing");
+        let header_level = ["Truncated", "BadMagic", "UnsupportedVersion", "CrcMismatch"];
+        if header_level.contains(&variant) {
+            let o = ferrite(&["inspect", path]);
+            let got = assert_one_line_failure(&o, file);
+            // A file without the snapshot magic is read as an image.
+            if std::fs::read(dir.join(file))
+                .unwrap()
+                .starts_with(b"FERSNAP\0")
+            {
+                assert_eq!(got, format!("error: {message}"), "inspect {file}");
+            }
+        }
+        n += 1;
+    }
+    assert!(n >= 20, "corpus has only {n} snapshots");
+}

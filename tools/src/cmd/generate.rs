@@ -1,8 +1,9 @@
 //! `ferrite generate`: text from a prompt, streamed in constant memory.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ferrite::{Model, Sampler, SamplerConfig, Session};
 use ferrite_tools::{eval, run};
 
@@ -18,9 +19,10 @@ use super::args::{check_pin, ImageArg, SamplerArgs};
 pub struct Args {
     #[command(flatten)]
     image: ImageArg,
-    /// Prompt text (at least one token).
-    #[arg(long)]
-    prompt: String,
+    /// Prompt text (at least one token; with --load-state optional: what
+    /// is fed after the snapshot before generating).
+    #[arg(long, required_unless_present = "load_state")]
+    prompt: Option<String>,
     /// Tokens to generate: any number up to 2^64 - 1 (output streams and
     /// memory stays constant, so a huge N runs until stopped).
     #[arg(
@@ -40,6 +42,18 @@ pub struct Args {
     /// most the prompt's token count, and only for a model with an SWA layer.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pin: usize,
+    /// After generating, feed the last token and write a snapshot of the
+    /// stream to F (docs/snapshot-format.md), to go on with --load-state.
+    #[arg(long, value_name = "F")]
+    save_state: Option<PathBuf>,
+    /// Start from the snapshot in F (of this image, made by --save-state)
+    /// instead of an empty stream: feed --prompt if given, then generate
+    /// from the snapshot's last logits. Greedy decoding then goes on with
+    /// exactly the tokens of one uninterrupted run; a sampling run draws
+    /// from a fresh generator of --seed (the sampler is not in the
+    /// snapshot). The pinned count is the snapshot's (no --pin).
+    #[arg(long, value_name = "F", conflicts_with = "pin")]
+    load_state: Option<PathBuf>,
 }
 
 /// Checks the sampler, warns about its idle options and streams the tokens.
@@ -51,14 +65,41 @@ pub fn run(args: Args) -> Result<()> {
     for warning in sampler_warnings(&config, model.config().vocab_size) {
         eprintln!("warning: {warning}");
     }
+    let states = States {
+        load: args.load_state.as_deref(),
+        save: args.save_state.as_deref(),
+    };
     generate(
         model,
-        args.prompt.as_bytes(),
+        args.prompt.as_deref().unwrap_or("").as_bytes(),
         args.n,
         sampler,
         args.ids,
         args.pin,
+        states,
     )
+}
+
+/// The snapshot files of one run (`--load-state`, `--save-state`).
+struct States<'p> {
+    load: Option<&'p Path>,
+    save: Option<&'p Path>,
+}
+
+/// Reads the snapshot file at `path` and checks its header (not yet what
+/// it belongs to: `Session::restore` does).
+fn read_state(path: &Path) -> Result<(Vec<u8>, usize)> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let header = ferrite::snapshot::parse_header(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((bytes, header.pinned_max as usize))
+}
+
+/// Writes `session`'s snapshot to `path`.
+fn write_state(session: &Session<'_, '_>, path: &Path) -> Result<()> {
+    let mut bytes = vec![0u8; session.snapshot_len()];
+    session.snapshot(&mut bytes).map_err(anyhow::Error::msg)?;
+    std::fs::write(path, &bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The sampling options of `c` that change nothing (see `generate --help`).
@@ -113,19 +154,44 @@ fn generate(
     mut sampler: Sampler,
     ids: bool,
     pin: usize,
+    states: States<'_>,
 ) -> Result<()> {
     let tokenizer = model.tokenizer();
-    let prompt_ids = eval::encode(&model, prompt)?;
-    check_pin(&model, pin, prompt_ids.len(), "the prompt")?;
+    let prompt_ids = if prompt.is_empty() {
+        Vec::new()
+    } else {
+        eval::encode(&model, prompt)?
+    };
+    let loaded = states.load.map(read_state).transpose()?;
+    let pin = match &loaded {
+        Some((_, pinned_max)) => *pinned_max,
+        None => {
+            check_pin(&model, pin, prompt_ids.len(), "the prompt")?;
+            pin
+        }
+    };
     let mut buf = run::session_buffer(&model, pin)?;
     let mut session =
         Session::with_pinned_capacity(model, &mut buf, pin).map_err(anyhow::Error::msg)?;
-    session.reset_pinned(pin).map_err(anyhow::Error::msg)?;
+    match (&loaded, states.load) {
+        (Some((bytes, _)), Some(path)) => session
+            .restore(bytes)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+        _ => session.reset_pinned(pin).map_err(anyhow::Error::msg)?,
+    }
     let mut out = std::io::stdout().lock();
     let mut first = true;
     let mut io_error = None;
-    session
-        .generate(&prompt_ids, n, &mut sampler, |token| {
+    // The token sampled last and not yet fed (the prompt's last before any).
+    // After a snapshot the prompt is fed whole before generating.
+    let mut pending = match loaded {
+        Some(_) => None,
+        None => prompt_ids.last().copied(),
+    };
+    let mut on_step = |step: ferrite::session::Step<'_>| {
+        pending = Some(step.token);
+        let token = step.token;
+        {
             let written = if ids {
                 let sep = if std::mem::take(&mut first) { "" } else { "," };
                 write!(out, "{sep}{token}")
@@ -139,11 +205,29 @@ fn generate(
                     false
                 }
             }
-        })
-        .map_err(anyhow::Error::msg)?;
+        }
+    };
+    if loaded.is_some() {
+        for &t in &prompt_ids {
+            session.feed(t).map_err(anyhow::Error::msg)?;
+        }
+        session
+            .resume_with(n, &mut sampler, &mut on_step)
+            .map_err(anyhow::Error::msg)?;
+    } else {
+        session
+            .generate_with(&prompt_ids, n, &mut sampler, &mut on_step)
+            .map_err(anyhow::Error::msg)?;
+    }
     if let Some(e) = io_error {
         return Err(e.into());
     }
     writeln!(out)?;
+    if let Some(path) = states.save {
+        if let Some(token) = pending {
+            session.feed(token).map_err(anyhow::Error::msg)?;
+        }
+        write_state(&session, path)?;
+    }
     Ok(())
 }

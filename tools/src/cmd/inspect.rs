@@ -10,7 +10,9 @@ use ferrite_tools::writer;
 
 use super::args::ImageArg;
 
-/// Show an image's config, tensors, sizes and the RAM it needs.
+/// Show an image's config, tensors, sizes and the RAM it needs, or what a
+/// state snapshot (`generate --save-state`) belongs to, its position and
+/// bytes.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -22,6 +24,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let image = args.image.read()?;
     let mut out = std::io::stdout().lock();
+    if image.bytes().starts_with(&ferrite::snapshot::MAGIC) {
+        return snapshot(image.bytes(), &mut out);
+    }
     let model = image.model()?;
     let c = model.config();
     writeln!(
@@ -76,10 +81,42 @@ pub fn run(args: Args) -> Result<()> {
     }
     writeln!(
         out,
+        "snapshots: model_hash={:#018x} math {} snapshot_bytes={}",
+        ferrite::snapshot::model_hash(&model).map_err(anyhow::Error::msg)?,
+        ferrite::math::FAST_MATH,
+        model_snapshot_len(image.bytes())?
+    )?;
+    writeln!(
+        out,
         "flash_bytes={} ram_bytes={} state_bytes={}",
         image.bytes().len(),
         model.session_bytes(0).map_err(anyhow::Error::msg)?,
         model.state_bytes(0).map_err(anyhow::Error::msg)?
+    )?;
+    Ok(())
+}
+
+/// Bytes of a snapshot of a session over `image` (no pinned capacity).
+fn model_snapshot_len(image: &[u8]) -> Result<usize> {
+    ferrite::snapshot_len(image, 0).map_err(anyhow::Error::msg)
+}
+
+/// What a snapshot holds: the header and CRC checked (not what model it
+/// belongs to: only a session of that model can tell), one line.
+fn snapshot(bytes: &[u8], out: &mut impl Write) -> Result<()> {
+    let h = ferrite::snapshot::parse_header(bytes).map_err(anyhow::Error::msg)?;
+    writeln!(
+        out,
+        "ferrite snapshot v{}: model_hash={:#018x} math {} position {} stream_len {} pinned {} of {} logits {} bytes={}",
+        h.version,
+        h.model_hash,
+        ferrite::snapshot::math_name(h.math),
+        h.position,
+        h.stream_len,
+        h.pinned,
+        h.pinned_max,
+        if h.flags & ferrite::snapshot::FLAG_LOGITS != 0 { "yes" } else { "no" },
+        h.total_len
     )?;
     Ok(())
 }

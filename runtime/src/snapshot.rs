@@ -1,0 +1,450 @@
+//! State snapshots: a session's whole stream state as bytes, to restore
+//! into another session of the same model (after a sleep, a reset, on
+//! another device). The format (prose: `docs/snapshot-format.md`):
+//!
+//! ```text
+//! offset 0   header   64 bytes: magic, version, length, CRC, model hash,
+//!                     math module, flags, pinned capacity and count,
+//!                     position, stream length
+//! 64         state    the session's state bytes (Session::state), as stored
+//! 64 + S     logits   vocab f32 words: what the last feed returned (zero
+//!                     when nothing was fed since the stream started)
+//! ```
+//!
+//! [`crate::Session::snapshot`] writes it, [`crate::Session::restore`]
+//! checks everything before it writes anything, so a refused snapshot
+//! leaves the session as it was ([`SnapshotError`] says why). Snapshots are
+//! not authenticated: the CRC finds accidents, not forgeries.
+
+use core::fmt;
+
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::image::{self, Header};
+use crate::model::Model;
+
+/// The first 8 bytes of every snapshot.
+pub const MAGIC: [u8; 8] = *b"FERSNAP\0";
+/// The snapshot format version this runtime writes and reads.
+pub const VERSION: u32 = 1;
+/// Bytes of the snapshot header.
+pub const HEADER_LEN: usize = 64;
+/// Offset of the CRC-32 field; the CRC covers `CRC_START..total_len`.
+pub const CRC_FIELD: usize = 20;
+/// First byte the CRC covers.
+pub const CRC_START: usize = 24;
+/// Flag bit 0: the logits section holds the last feed's logits.
+pub const FLAG_LOGITS: u32 = 1;
+
+/// The 64-bit hash of a model's content ([`model_hash`]): CRC-64/XZ.
+pub const HASH: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_XZ);
+
+/// Byte offset of the provenance word (model record word 7) in the config
+/// section: informational, so left out of the model hash.
+const PROVENANCE_OFF: usize = 28;
+
+/// Why a snapshot was refused ([`crate::Session::restore`]) or could not be
+/// written ([`crate::Session::snapshot`]); inside [`Error::BadSnapshot`].
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SnapshotError {
+    /// The bytes do not start with the snapshot magic.
+    BadMagic,
+    /// A snapshot format version this runtime does not read.
+    UnsupportedVersion {
+        /// Version in the snapshot.
+        found: u32,
+        /// The version this runtime reads.
+        supported: u32,
+    },
+    /// Fewer bytes than the header or its length field claims.
+    Truncated {
+        /// Bytes the snapshot needs.
+        needed: usize,
+        /// Bytes that are there.
+        len: usize,
+    },
+    /// The CRC over the snapshot does not match (corrupted).
+    CrcMismatch {
+        /// CRC stored in the snapshot.
+        stored: u32,
+        /// CRC computed over the bytes.
+        computed: u32,
+    },
+    /// The snapshot was made with another model (its content hash differs).
+    OtherModel {
+        /// Model hash in the snapshot.
+        snapshot: u64,
+        /// Hash of this session's model.
+        model: u64,
+    },
+    /// The snapshot was computed with another numeric path (math module)
+    /// than this build's, so its bits would not continue this build's.
+    OtherNumericPath {
+        /// Math module code in the snapshot ([`math_code`]).
+        snapshot: u32,
+        /// This build's code.
+        build: u32,
+    },
+    /// The snapshot's session was sized for another pinned capacity.
+    OtherPinnedCapacity {
+        /// Pinned capacity in the snapshot.
+        snapshot: u64,
+        /// This session's pinned capacity.
+        session: u64,
+    },
+    /// The stream in the snapshot is at position `u64::MAX`, where no
+    /// token can be fed.
+    PositionExhausted,
+    /// A field contradicts the model or another field (see the reason).
+    BadField(&'static str),
+    /// The output buffer of [`crate::Session::snapshot`] is too small.
+    OutTooSmall {
+        /// Bytes the snapshot needs ([`crate::Session::snapshot_len`]).
+        needed: usize,
+        /// Bytes given.
+        got: usize,
+    },
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            SnapshotError::BadMagic => write!(f, "not a ferrite snapshot (bad magic bytes)"),
+            SnapshotError::UnsupportedVersion { found, supported } => write!(
+                f,
+                "snapshot format version {found} is not supported (this runtime reads version {supported})"
+            ),
+            SnapshotError::Truncated { needed, len } => {
+                write!(f, "snapshot truncated: needs {needed} bytes, has {len}")
+            }
+            SnapshotError::CrcMismatch { stored, computed } => write!(
+                f,
+                "snapshot corrupted: CRC mismatch (stored {stored:#010x}, computed {computed:#010x})"
+            ),
+            SnapshotError::OtherModel { snapshot, model } => write!(
+                f,
+                "snapshot belongs to another model (model hash {snapshot:#018x}, this model {model:#018x})"
+            ),
+            SnapshotError::OtherNumericPath { snapshot, build } => write!(
+                f,
+                "snapshot was computed with math module {} but this build uses {}",
+                math_name(snapshot),
+                math_name(build)
+            ),
+            SnapshotError::OtherPinnedCapacity { snapshot, session } => write!(
+                f,
+                "snapshot is of a session with pinned capacity {snapshot}, this session has {session}"
+            ),
+            SnapshotError::PositionExhausted => write!(
+                f,
+                "snapshot stream is at position 2^64 - 1: no token can follow"
+            ),
+            SnapshotError::BadField(reason) => write!(f, "bad snapshot: {reason}"),
+            SnapshotError::OutTooSmall { needed, got } => write!(
+                f,
+                "snapshot buffer too small: needs {needed} bytes, got {got}"
+            ),
+        }
+    }
+}
+
+impl From<SnapshotError> for Error {
+    fn from(e: SnapshotError) -> Error {
+        Error::BadSnapshot(e)
+    }
+}
+
+/// The code of this build's math module ([`crate::math::FAST_MATH`]) in a
+/// snapshot: 0 `libm`, 1 `int`, 2 `float`.
+pub const fn math_code() -> u32 {
+    match crate::math::FAST_MATH.as_bytes() {
+        b"int" => 1,
+        b"float" => 2,
+        _ => 0,
+    }
+}
+
+/// The name of math module code `code` ([`math_code`]), `"unknown"` for
+/// another number.
+pub const fn math_name(code: u32) -> &'static str {
+    match code {
+        0 => "libm",
+        1 => "int",
+        2 => "float",
+        _ => "unknown",
+    }
+}
+
+/// Bytes of a snapshot of a session over `image` with pinned capacity
+/// `pinned_max`: `const`, like [`crate::session_len`], so a board sizes a
+/// snapshot slot at compile time. Validates what `session_len` validates.
+pub const fn snapshot_len(image: &[u8], pinned_max: usize) -> Result<usize> {
+    let len = match crate::sizes::buffer_len(image, pinned_max) {
+        Ok(l) => l,
+        Err(e) => return Err(e),
+    };
+    let header = match Header::parse(image) {
+        Ok(h) => h,
+        Err(e) => return Err(e),
+    };
+    let section = match image.split_at_checked(header.config_off as usize) {
+        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
+            Some((s, _)) => s,
+            None => return Err(Error::BadHeader("config section out of bounds")),
+        },
+        None => return Err(Error::BadHeader("config section out of bounds")),
+    };
+    let cfg = match ModelConfig::parse(section) {
+        Ok(c) => c,
+        Err(e) => return Err(e),
+    };
+    bytes_for(len.state, cfg.vocab_size as usize)
+}
+
+/// `HEADER_LEN + 4 * (state_words + vocab)`, checked against the address space.
+pub(crate) const fn bytes_for(state_words: usize, vocab: usize) -> Result<usize> {
+    const TOO_LARGE: Error = Error::SizeOverflow {
+        layer: None,
+        what: "the snapshot exceeds what this target can address",
+    };
+    let words = state_words as u64 + vocab as u64;
+    let bytes = HEADER_LEN as u64 + 4 * words;
+    if bytes > isize::MAX as u64 {
+        return Err(TOO_LARGE);
+    }
+    Ok(bytes as usize)
+}
+
+/// The hash of `model`'s content that a snapshot names: CRC-64/XZ over the
+/// image's header words from byte 24 (section offsets and lengths) and
+/// every byte from 64 to the image's length (config, tensor table,
+/// tokenizer, tensor data), with the config's provenance word (informational
+/// only) read as 0. The format version, the length and the CRC field are
+/// left out. Reads the whole image once.
+pub fn model_hash(model: &Model<'_>) -> Result<u64> {
+    let img = model.image();
+    let h = model.header();
+    let end = h.file_len as usize;
+    let prov = (h.config_off as usize)
+        .checked_add(PROVENANCE_OFF)
+        .ok_or(Error::Internal("model hash"))?;
+    let body = img
+        .get(image::CRC_START..end)
+        .ok_or(Error::Internal("model hash"))?;
+    let (before, rest) = body
+        .split_at_checked(prov - image::CRC_START)
+        .ok_or(Error::Internal("model hash"))?;
+    let after = rest.get(4..).ok_or(Error::Internal("model hash"))?;
+    let mut d = HASH.digest();
+    d.update(before);
+    d.update(&[0; 4]);
+    d.update(after);
+    Ok(d.finalize())
+}
+
+/// The fixed header of a snapshot, as [`parse_header`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    /// Format version.
+    pub version: u32,
+    /// Bytes of the whole snapshot.
+    pub total_len: u32,
+    /// CRC-32/ISO-HDLC over `CRC_START..total_len`.
+    pub crc32: u32,
+    /// Hash of the model's content ([`model_hash`]).
+    pub model_hash: u64,
+    /// Math module ([`math_code`]).
+    pub math: u32,
+    /// Flags ([`FLAG_LOGITS`]).
+    pub flags: u32,
+    /// Pinned capacity of the session.
+    pub pinned_max: u32,
+    /// Pinned tokens in use.
+    pub pinned: u32,
+    /// Absolute position of the next token.
+    pub position: u64,
+    /// Tokens fed since the stream started.
+    pub stream_len: u64,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        w.copy_from_slice(s);
+    }
+    u32::from_le_bytes(w)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_le_bytes(w)
+}
+
+/// Reads and checks a snapshot's header and CRC (not what it belongs to):
+/// length, magic, version, header length, the length field, then the CRC.
+/// Bytes after the length field's end are ignored (a flash slot may be
+/// larger). What [`crate::Session::restore`] checks first, and what
+/// `ferrite inspect` shows.
+pub fn parse_header(bytes: &[u8]) -> core::result::Result<SnapshotHeader, SnapshotError> {
+    if bytes.len() < HEADER_LEN {
+        if bytes.len() >= MAGIC.len() && bytes[..MAGIC.len()] != MAGIC {
+            return Err(SnapshotError::BadMagic);
+        }
+        return Err(SnapshotError::Truncated {
+            needed: HEADER_LEN,
+            len: bytes.len(),
+        });
+    }
+    if bytes[..MAGIC.len()] != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let version = u32_at(bytes, 8);
+    if version != VERSION {
+        return Err(SnapshotError::UnsupportedVersion {
+            found: version,
+            supported: VERSION,
+        });
+    }
+    if u32_at(bytes, 12) as usize != HEADER_LEN {
+        return Err(SnapshotError::BadField("header length is not 64"));
+    }
+    let total_len = u32_at(bytes, 16);
+    if (total_len as usize) < HEADER_LEN {
+        return Err(SnapshotError::BadField("length is below the header's"));
+    }
+    let body = bytes
+        .get(CRC_START..total_len as usize)
+        .ok_or(SnapshotError::Truncated {
+            needed: total_len as usize,
+            len: bytes.len(),
+        })?;
+    let stored = u32_at(bytes, CRC_FIELD);
+    let computed = image::CRC.checksum(body);
+    if stored != computed {
+        return Err(SnapshotError::CrcMismatch { stored, computed });
+    }
+    Ok(SnapshotHeader {
+        version,
+        total_len,
+        crc32: stored,
+        model_hash: u64_at(bytes, 24),
+        math: u32_at(bytes, 32),
+        flags: u32_at(bytes, 36),
+        pinned_max: u32_at(bytes, 40),
+        pinned: u32_at(bytes, 44),
+        position: u64_at(bytes, 48),
+        stream_len: u64_at(bytes, 56),
+    })
+}
+
+impl SnapshotHeader {
+    /// Writes the header (with a zero CRC field) into `out[..HEADER_LEN]`.
+    pub(crate) fn encode(&self, out: &mut [u8]) {
+        let mut put = |at: usize, v: &[u8]| {
+            if let Some(s) = out.get_mut(at..at + v.len()) {
+                s.copy_from_slice(v);
+            }
+        };
+        put(0, &MAGIC);
+        put(8, &self.version.to_le_bytes());
+        put(12, &(HEADER_LEN as u32).to_le_bytes());
+        put(16, &self.total_len.to_le_bytes());
+        put(20, &0u32.to_le_bytes());
+        put(24, &self.model_hash.to_le_bytes());
+        put(32, &self.math.to_le_bytes());
+        put(36, &self.flags.to_le_bytes());
+        put(40, &self.pinned_max.to_le_bytes());
+        put(44, &self.pinned.to_le_bytes());
+        put(48, &self.position.to_le_bytes());
+        put(56, &self.stream_len.to_le_bytes());
+    }
+}
+
+/// Seals a snapshot written into `out[..total]`: its CRC field.
+pub(crate) fn seal(out: &mut [u8], total: usize) {
+    let crc = out
+        .get(CRC_START..total)
+        .map(|b| image::CRC.checksum(b))
+        .unwrap_or(0);
+    if let Some(s) = out.get_mut(CRC_FIELD..CRC_FIELD + 4) {
+        s.copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// What a checked snapshot gives [`crate::Session::restore`] to write.
+pub(crate) struct Checked<'s> {
+    pub header: SnapshotHeader,
+    pub state: &'s [u8],
+    pub logits: Option<&'s [u8]>,
+}
+
+/// Checks `bytes` against a session of `model` with pinned capacity
+/// `pinned_max`, `state_words` of state: every check restore makes, in the
+/// order docs/snapshot-format.md gives, before anything is written.
+pub(crate) fn check<'s>(
+    bytes: &'s [u8],
+    model: &Model<'_>,
+    pinned_max: usize,
+    state_words: usize,
+) -> Result<Checked<'s>> {
+    let h = parse_header(bytes)?;
+    let ours = model_hash(model)?;
+    if h.model_hash != ours {
+        return Err(SnapshotError::OtherModel {
+            snapshot: h.model_hash,
+            model: ours,
+        }
+        .into());
+    }
+    if h.math != math_code() {
+        return Err(SnapshotError::OtherNumericPath {
+            snapshot: h.math,
+            build: math_code(),
+        }
+        .into());
+    }
+    if u64::from(h.pinned_max) != pinned_max as u64 {
+        return Err(SnapshotError::OtherPinnedCapacity {
+            snapshot: u64::from(h.pinned_max),
+            session: pinned_max as u64,
+        }
+        .into());
+    }
+    let vocab = model.config().vocab_size as usize;
+    let total = bytes_for(state_words, vocab)?;
+    if h.total_len as usize != total {
+        return Err(SnapshotError::BadField("length does not match the model's state").into());
+    }
+    if h.flags & !FLAG_LOGITS != 0 {
+        return Err(SnapshotError::BadField("unknown flag bits").into());
+    }
+    if h.pinned > h.pinned_max {
+        return Err(SnapshotError::BadField("more pinned tokens than the capacity").into());
+    }
+    if h.stream_len > h.position {
+        return Err(SnapshotError::BadField("stream longer than its position").into());
+    }
+    if h.position == u64::MAX {
+        return Err(SnapshotError::PositionExhausted.into());
+    }
+    if (h.flags & FLAG_LOGITS != 0) != (h.stream_len > 0) {
+        return Err(SnapshotError::BadField("logits flag contradicts the stream length").into());
+    }
+    let state_end = HEADER_LEN + 4 * state_words;
+    let state = bytes
+        .get(HEADER_LEN..state_end)
+        .ok_or(Error::Internal("snapshot state"))?;
+    let logits = bytes
+        .get(state_end..total)
+        .ok_or(Error::Internal("snapshot logits"))?;
+    Ok(Checked {
+        header: h,
+        state,
+        logits: (h.flags & FLAG_LOGITS != 0).then_some(logits),
+    })
+}

@@ -1,0 +1,568 @@
+//! State snapshots (`Session::snapshot` / `Session::restore`,
+//! docs/snapshot-format.md): a snapshot at token k restored into a fresh
+//! session continues with exactly the tokens and logit bits of the
+//! uninterrupted run (f32 images of every mixer family, an int8 image, an
+//! int8 image on the integer token path with int16 and int8-KV states, a
+//! pinned prefix, large positions); every refusal leaves the session
+//! untouched (its whole snapshot, so state, logits, position, stream length
+//! and pinned count, compared byte for byte); and the committed corpus of
+//! broken snapshots, `tests/corrupt-snapshot/`, is refused with exactly the
+//! errors its MANIFEST gives. Regenerate the corpus after a format change:
+//!
+//! ```text
+//! FERRITE_OVERWRITE=1 cargo test -p ferrite-tests --test snapshot
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use ferrite::image::DType;
+use ferrite::snapshot::{self, SnapshotError};
+use ferrite::{Aligned, Error, Model, Sampler, Session, StateFormat, StepError, TokenPath};
+use ferrite_tests::{fixtures_dir, image_of};
+use ferrite_tools::run::AlignedImage;
+use ferrite_tools::writer::WriteOptions;
+
+const PROMPT: &[u32] = &[72, 105, 44, 32, 116, 104, 101];
+
+fn int8() -> WriteOptions {
+    WriteOptions {
+        dtype: DType::I8,
+        ..Default::default()
+    }
+}
+
+fn int_path() -> WriteOptions {
+    WriteOptions {
+        token_path: TokenPath::Int,
+        state: StateFormat::Int16,
+        ..int8()
+    }
+}
+
+/// The images the continuation tests run: every mixer family at f32, an
+/// int8 image on the f32 path, and int8 on the integer token path (GDN
+/// int16 and SWA int8-KV states).
+fn images() -> Vec<(String, AlignedImage)> {
+    let f = fixtures_dir();
+    let mut out = Vec::new();
+    for (name, opts) in [
+        ("hybrid_all4_untied", WriteOptions::default()),
+        ("mla_latent_window", WriteOptions::default()),
+        ("swa_sinks_cache", WriteOptions::default()),
+        ("hybrid_gdn_swa", int8()),
+        ("hybrid_gdn_swa", int_path()),
+        ("gdn_gate", int_path()),
+    ] {
+        let label = format!("{name} {:?} {:?}", opts.dtype, opts.token_path);
+        out.push((label, image_of(&f.join(name), &opts)));
+    }
+    out
+}
+
+/// One generated step: the token and the bits of the logits it came from.
+type Recorded = (u32, Vec<u32>);
+
+fn record(logits: &[f32], token: u32) -> Recorded {
+    (token, logits.iter().map(|l| l.to_bits()).collect())
+}
+
+/// A buffer whose scratch is not zero, so that a restore that relied on
+/// scratch left by earlier tokens would show.
+fn dirty_buffer(model: &Model<'_>, pinned_max: usize) -> Vec<f32> {
+    vec![7.25; model.session_len(pinned_max).unwrap()]
+}
+
+/// `generate_with(prompt, n)` from position `at`, greedy.
+fn uninterrupted(image: &[u8], at: u64, n: usize) -> Vec<Recorded> {
+    let model = Model::load(image).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.seek(at);
+    let mut out = Vec::new();
+    s.generate_with(PROMPT, n, &mut Sampler::greedy(), |step| {
+        out.push(record(step.logits, step.token));
+        true
+    })
+    .unwrap();
+    out
+}
+
+/// The same stream cut after `k` generated tokens: `k` tokens, a feed of
+/// the last one, a snapshot; restored into a fresh session, `n - k` more
+/// from the snapshot's logits. Returns all `n` steps and the snapshot.
+fn interrupted(image: &[u8], at: u64, k: usize, n: usize) -> (Vec<Recorded>, Vec<u8>) {
+    let mut out = Vec::new();
+    let snap = {
+        let model = Model::load(image).unwrap();
+        let mut buf = dirty_buffer(&model, 0);
+        let mut s = Session::new(model, &mut buf).unwrap();
+        s.seek(at);
+        let mut last = 0;
+        s.generate_with(PROMPT, k, &mut Sampler::greedy(), |step| {
+            out.push(record(step.logits, step.token));
+            last = step.token;
+            true
+        })
+        .unwrap();
+        s.feed(last).unwrap();
+        let mut snap = vec![0u8; s.snapshot_len()];
+        assert_eq!(s.snapshot(&mut snap).unwrap(), snap.len());
+        snap
+    };
+    let model = Model::load(image).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.restore(&snap).unwrap();
+    // A restored session snapshots to the same bytes.
+    let mut again = vec![0u8; s.snapshot_len()];
+    s.snapshot(&mut again).unwrap();
+    assert_eq!(again, snap, "snapshot of the restored session differs");
+    s.resume_with(n - k, &mut Sampler::greedy(), |step| {
+        out.push(record(step.logits, step.token));
+        true
+    })
+    .unwrap();
+    (out, snap)
+}
+
+#[test]
+fn a_restored_snapshot_continues_with_the_same_tokens_and_logit_bits() {
+    let n = 24;
+    for (name, image) in images() {
+        let whole = uninterrupted(image.bytes(), 0, n);
+        for k in [1, 2, 9, 23] {
+            let (cut, snap) = interrupted(image.bytes(), 0, k, n);
+            assert_eq!(cut.len(), n, "{name} k={k}");
+            for (i, (a, b)) in whole.iter().zip(&cut).enumerate() {
+                assert!(a == b, "{name}: cut at {k}, step {i} differs");
+            }
+            let model = Model::load(image.bytes()).unwrap();
+            assert_eq!(
+                snap.len(),
+                ferrite::snapshot_len(image.bytes(), 0).unwrap(),
+                "{name}"
+            );
+            assert_eq!(
+                snap.len(),
+                64 + model.state_bytes(0).unwrap() + 4 * model.config().vocab_size as usize
+            );
+        }
+        println!(
+            "{name}: {} snapshot bytes",
+            ferrite::snapshot_len(image.bytes(), 0).unwrap()
+        );
+    }
+}
+
+#[test]
+fn restore_after_seek_to_large_positions_continues_exactly() {
+    let n = 12;
+    let image = image_of(
+        &fixtures_dir().join("hybrid_all4_untied"),
+        &Default::default(),
+    );
+    let int = image_of(&fixtures_dir().join("hybrid_gdn_swa"), &int_path());
+    for image in [&image, &int] {
+        for at in [1u64 << 24, 1 << 32, 1 << 53, u64::MAX - 64] {
+            let whole = uninterrupted(image.bytes(), at, n);
+            let (cut, snap) = interrupted(image.bytes(), at, 5, n);
+            assert!(whole == cut, "position {at}: the continuation differs");
+            let h = snapshot::parse_header(&snap).unwrap();
+            // PROMPT and the 5 generated tokens were fed.
+            assert_eq!(h.stream_len, (PROMPT.len() + 5) as u64);
+            assert_eq!(h.position, at + h.stream_len);
+        }
+    }
+}
+
+#[test]
+fn a_stream_at_the_last_position_is_snapshotted_but_not_restored() {
+    let image = image_of(&fixtures_dir().join("gdn_gate"), &Default::default());
+    let model = Model::load(image.bytes()).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.seek(u64::MAX - 1);
+    s.feed(3).unwrap();
+    assert_eq!(s.feed(4).unwrap_err(), StepError::PositionOverflow);
+    let mut snap = vec![0u8; s.snapshot_len()];
+    s.snapshot(&mut snap).unwrap();
+    let mut other_buf = dirty_buffer(&model, 0);
+    let mut fresh = Session::new(model, &mut other_buf).unwrap();
+    let before = snapshot_of(&fresh);
+    assert_eq!(
+        fresh.restore(&snap).unwrap_err(),
+        Error::BadSnapshot(SnapshotError::PositionExhausted)
+    );
+    assert_eq!(snapshot_of(&fresh), before);
+}
+
+#[test]
+fn a_snapshot_with_nothing_fed_keeps_the_position_and_has_no_logits() {
+    let image = image_of(&fixtures_dir().join("gdn_gate"), &Default::default());
+    let model = Model::load(image.bytes()).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.feed(1).unwrap();
+    s.seek(1 << 40);
+    let mut snap = vec![0u8; s.snapshot_len()];
+    s.snapshot(&mut snap).unwrap();
+    let mut other = dirty_buffer(&model, 0);
+    let mut r = Session::new(model, &mut other).unwrap();
+    r.feed(9).unwrap();
+    r.restore(&snap).unwrap();
+    assert_eq!((r.position(), r.stream_len()), (1 << 40, 0));
+    assert!(r.last_logits().is_none());
+    assert_eq!(
+        r.resume_with(3, &mut Sampler::greedy(), |_| true)
+            .unwrap_err(),
+        StepError::NoLogits
+    );
+    assert!(r.state().iter().all(|&b| b == 0));
+    // And it goes on as a fresh stream at that position would.
+    let a = r.feed(5).unwrap().to_vec();
+    let mut third = dirty_buffer(&model, 0);
+    let mut t = Session::new(model, &mut third).unwrap();
+    t.seek(1 << 40);
+    assert_eq!(bits(&a), bits(t.feed(5).unwrap()));
+}
+
+fn bits(l: &[f32]) -> Vec<u32> {
+    l.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Everything a session carries between tokens, as bytes: its snapshot.
+fn snapshot_of(s: &Session<'_, '_>) -> Vec<u8> {
+    let mut out = vec![0u8; s.snapshot_len()];
+    s.snapshot(&mut out).unwrap();
+    out
+}
+
+/// Recomputes a snapshot's CRC after an edit behind it.
+fn reseal(b: &mut [u8]) {
+    let total = u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize;
+    let end = total.min(b.len());
+    let crc = ferrite::image::CRC.checksum(&b[snapshot::CRC_START..end]);
+    b[snapshot::CRC_FIELD..snapshot::CRC_FIELD + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// One broken snapshot: its name and how it is made from a valid one.
+struct Case {
+    name: &'static str,
+    damage: fn(&mut Vec<u8>),
+    /// Re-seal the CRC after the damage, so the deeper check fires.
+    reseal: bool,
+}
+
+fn cases() -> Vec<Case> {
+    let c = |name, damage, reseal| Case {
+        name,
+        damage,
+        reseal,
+    };
+    vec![
+        c("empty", |b| b.clear(), false),
+        c("truncated_header", |b| b.truncate(40), false),
+        c("truncated_body", |b| b.truncate(b.len() - 3), false),
+        c("bad_magic", |b| b[3] ^= 0x20, false),
+        c("an_image", |b| b[..8].copy_from_slice(b"FERRITE\0"), false),
+        c("version_0", |b| put_u32(b, 8, 0), true),
+        c("version_newer", |b| put_u32(b, 8, 2), true),
+        c("header_len", |b| put_u32(b, 12, 48), true),
+        c("length_below_header", |b| put_u32(b, 16, 20), false),
+        c("crc_flipped_state", |b| b[70] ^= 1, false),
+        c(
+            "crc_flipped_logits",
+            |b| *b.last_mut().unwrap() ^= 0x80,
+            false,
+        ),
+        c("crc_flipped_crc", |b| b[20] ^= 1, false),
+        c("other_model", |b| b[24] ^= 1, true),
+        c("other_math", |b| put_u32(b, 32, 3), true),
+        c("unknown_flag", |b| put_u32(b, 36, 3), true),
+        c("other_pinned_capacity", |b| put_u32(b, 40, 4), true),
+        c("pinned_over_capacity", |b| put_u32(b, 44, 1), true),
+        c("position_exhausted", |b| put_u64(b, 48, u64::MAX), true),
+        c(
+            "stream_longer_than_position",
+            |b| put_u64(b, 56, 1 << 20),
+            true,
+        ),
+        c(
+            "logits_flag_without_stream",
+            |b| {
+                put_u64(b, 56, 0);
+            },
+            true,
+        ),
+        c(
+            "longer_than_the_model",
+            |b| {
+                let n = b.len() as u32 + 4;
+                b.extend_from_slice(&[0; 4]);
+                put_u32(b, 16, n);
+            },
+            true,
+        ),
+        c(
+            "shorter_than_the_model",
+            |b| {
+                let n = b.len() as u32 - 4;
+                b.truncate(n as usize);
+                put_u32(b, 16, n);
+            },
+            true,
+        ),
+    ]
+}
+
+/// The committed image the corpus belongs to.
+const IMAGE_LEN: usize = include_bytes!("../images/tiny_int8.fer").len();
+static IMAGE: Aligned<[u8; IMAGE_LEN]> = Aligned(*include_bytes!("../images/tiny_int8.fer"));
+
+/// A valid snapshot of the committed `tests/images/tiny_int8.fer`: the
+/// prompt fed from position 1000.
+fn base_snapshot() -> Vec<u8> {
+    let model = Model::load(&IMAGE.0).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.seek(1000);
+    for &t in PROMPT {
+        s.feed(t).unwrap();
+    }
+    snapshot_of(&s)
+}
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("corrupt-snapshot")
+}
+
+fn describe(e: &Error) -> (String, String) {
+    let debug = match e {
+        Error::BadSnapshot(inner) => format!("{inner:?}"),
+        other => format!("{other:?}"),
+    };
+    let variant = debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    (variant, e.to_string())
+}
+
+/// Restores `bytes` into a session that holds a stream of its own, checks
+/// that a refusal left it untouched, and describes the outcome.
+fn restore_untouched(bytes: &[u8]) -> (String, String) {
+    let model = Model::load(&IMAGE.0).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    for t in [5, 6, 7] {
+        s.feed(t).unwrap();
+    }
+    let before = snapshot_of(&s);
+    match s.restore(bytes) {
+        Ok(()) => ("restores".into(), String::new()),
+        Err(e) => {
+            assert_eq!(
+                snapshot_of(&s),
+                before,
+                "a refusal ({e}) changed the session"
+            );
+            describe(&e)
+        }
+    }
+}
+
+fn generate() -> Vec<(&'static str, Vec<u8>)> {
+    let base = base_snapshot();
+    assert_eq!(restore_untouched(&base).0, "restores");
+    cases()
+        .into_iter()
+        .map(|c| {
+            let mut b = base.clone();
+            (c.damage)(&mut b);
+            if c.reseal {
+                reseal(&mut b);
+            }
+            (c.name, b)
+        })
+        .collect()
+}
+
+#[test]
+fn corrupt_snapshot_corpus_is_refused_with_the_manifest_errors_and_the_session_untouched() {
+    let cases = generate();
+    let dir = corpus_dir();
+    if std::env::var_os("FERRITE_OVERWRITE").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut manifest = String::from(
+            "# file\tSnapshotError variant\tmessage (Display) — generated by tests/tests/snapshot.rs, FERRITE_OVERWRITE=1 to regenerate; every file is a broken snapshot of tests/images/tiny_int8.fer\n",
+        );
+        for (name, bytes) in &cases {
+            let file = format!("{name}.snap");
+            std::fs::write(dir.join(&file), bytes).unwrap();
+            let (variant, message) = restore_untouched(bytes);
+            manifest += &format!("{file}\t{variant}\t{message}\n");
+        }
+        std::fs::write(dir.join("MANIFEST"), manifest).unwrap();
+    }
+    let text =
+        std::fs::read_to_string(dir.join("MANIFEST")).expect("tests/corrupt-snapshot/MANIFEST");
+    let manifest: Vec<Vec<String>> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.splitn(3, '\t').map(str::to_string).collect())
+        .collect();
+    let names: Vec<String> = cases.iter().map(|(n, _)| format!("{n}.snap")).collect();
+    let listed: Vec<String> = manifest.iter().map(|m| m[0].clone()).collect();
+    assert_eq!(
+        listed, names,
+        "MANIFEST is out of date: FERRITE_OVERWRITE=1 cargo test -p ferrite-tests --test snapshot"
+    );
+    let mut failures = Vec::new();
+    for (m, (_, generated)) in manifest.iter().zip(&cases) {
+        let bytes = std::fs::read(dir.join(&m[0])).expect(&m[0]);
+        if &bytes != generated {
+            failures.push(format!(
+                "{}: the committed file is not what the case makes",
+                m[0]
+            ));
+        }
+        let got = restore_untouched(&bytes);
+        if got.0 == "restores" || (&got.0, &got.1) != (&m[1], &m[2]) {
+            failures.push(format!("{}: want {} {:?}, got {got:?}", m[0], m[1], m[2]));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    // Every kind of refusal the format has is in the corpus.
+    for want in [
+        "BadMagic",
+        "UnsupportedVersion",
+        "Truncated",
+        "CrcMismatch",
+        "OtherModel",
+        "OtherNumericPath",
+        "OtherPinnedCapacity",
+        "PositionExhausted",
+        "BadField",
+    ] {
+        assert!(
+            manifest.iter().any(|m| m[1] == want),
+            "no corrupt snapshot gives {want}"
+        );
+    }
+}
+
+#[test]
+fn refused_snapshots_of_real_mismatches_leave_the_session_untouched() {
+    let f = fixtures_dir();
+    let pinned = image_of(&f.join("swa_pinned"), &Default::default());
+    let model = Model::load(pinned.bytes()).unwrap();
+    // A session with pinned capacity 4, 2 in use, mid-stream.
+    let mut buf = dirty_buffer(&model, 4);
+    let mut s = Session::with_pinned_capacity(model, &mut buf, 4).unwrap();
+    s.reset_pinned(2).unwrap();
+    for &t in PROMPT {
+        s.feed(t).unwrap();
+    }
+    let before = snapshot_of(&s);
+
+    // Another pinned capacity (same model).
+    let mut b0 = dirty_buffer(&model, 0);
+    let mut other_cap = Session::new(model, &mut b0).unwrap();
+    other_cap.feed(1).unwrap();
+    let snap0 = snapshot_of(&other_cap);
+    assert_eq!(
+        s.restore(&snap0).unwrap_err(),
+        Error::BadSnapshot(SnapshotError::OtherPinnedCapacity {
+            snapshot: 0,
+            session: 4
+        })
+    );
+    assert_eq!(snapshot_of(&s), before);
+
+    // Another model: the same fixture at int8.
+    let int8_image = image_of(&f.join("swa_pinned"), &int8());
+    let m8 = Model::load(int8_image.bytes()).unwrap();
+    let mut b8 = dirty_buffer(&m8, 4);
+    let mut s8 = Session::with_pinned_capacity(m8, &mut b8, 4).unwrap();
+    s8.feed(1).unwrap();
+    let snap8 = snapshot_of(&s8);
+    let err = s.restore(&snap8).unwrap_err();
+    assert!(
+        matches!(err, Error::BadSnapshot(SnapshotError::OtherModel { .. })),
+        "{err}"
+    );
+    assert_eq!(snapshot_of(&s), before);
+
+    // The pinned count is restored with the rest: a pinned stream cut and
+    // restored goes on bit for bit.
+    let mut b2 = dirty_buffer(&model, 4);
+    let mut r = Session::with_pinned_capacity(model, &mut b2, 4).unwrap();
+    r.restore(&before).unwrap();
+    for t in [40, 41, 42, 43, 44, 45, 46, 47, 48, 49] {
+        assert_eq!(bits(r.feed(t).unwrap()), bits(s.feed(t).unwrap()));
+    }
+
+    // Too small an output buffer: refused, the buffer untouched.
+    let mut short = vec![0xA5u8; s.snapshot_len() - 1];
+    assert_eq!(
+        s.snapshot(&mut short).unwrap_err(),
+        Error::BadSnapshot(SnapshotError::OutTooSmall {
+            needed: s.snapshot_len(),
+            got: s.snapshot_len() - 1
+        })
+    );
+    assert!(short.iter().all(|&b| b == 0xA5));
+}
+
+#[test]
+fn the_model_hash_covers_the_maths_and_not_the_provenance() {
+    let image = image_of(&fixtures_dir().join("gdn_gate"), &int8());
+    let model = Model::load(image.bytes()).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.feed(2).unwrap();
+    let snap = snapshot_of(&s);
+    let hash = snapshot::model_hash(&model).unwrap();
+    let config_off = u32::from_le_bytes(image.bytes()[24..28].try_into().unwrap()) as usize;
+
+    // The provenance word (model record word 7) changed: the same maths.
+    let mut prov = image.bytes().to_vec();
+    prov[config_off + 28] ^= 0x01;
+    ferrite_tools::writer::seal(&mut prov);
+    let prov = AlignedImage::new(&prov);
+    let pm = Model::load(prov.bytes()).unwrap();
+    assert_eq!(snapshot::model_hash(&pm).unwrap(), hash);
+    let mut pb = dirty_buffer(&pm, 0);
+    Session::new(pm, &mut pb).unwrap().restore(&snap).unwrap();
+
+    // One bit near the end of the tensor data changed: another model.
+    let mut weight = image.bytes().to_vec();
+    let at = weight.len() - 40;
+    weight[at] ^= 0x01;
+    ferrite_tools::writer::seal(&mut weight);
+    let weight = AlignedImage::new(&weight);
+    let wm = Model::load(weight.bytes()).unwrap();
+    assert_ne!(snapshot::model_hash(&wm).unwrap(), hash);
+    let mut wb = dirty_buffer(&wm, 0);
+    let mut ws = Session::new(wm, &mut wb).unwrap();
+    let before = snapshot_of(&ws);
+    assert!(matches!(
+        ws.restore(&snap).unwrap_err(),
+        Error::BadSnapshot(SnapshotError::OtherModel { .. })
+    ));
+    assert_eq!(snapshot_of(&ws), before);
+
+    // The f32 and integer token paths of one model are other models.
+    let int = image_of(&fixtures_dir().join("gdn_gate"), &int_path());
+    let im = Model::load(int.bytes()).unwrap();
+    assert_ne!(snapshot::model_hash(&im).unwrap(), hash);
+}
