@@ -186,7 +186,8 @@ def snapshot_seeds():
     """restore_snapshot: `[image][mode][pinned_max][rest]`. Mode 0: four
     broken snapshots of tests/corrupt-snapshot/ as they are; mode 1, per
     image: pinned 0, position 7, stream length 3 and four state bytes laid
-    over a valid snapshot from byte 44."""
+    over a valid snapshot from byte 44. (The `regression-*` files beside them
+    are inputs the fuzzer found, kept as they are.)"""
     corrupt = os.path.join(ROOT, "tests", "corrupt-snapshot")
     for name in ["truncated_body", "crc_flipped_state", "other_model", "position_exhausted"]:
         with open(os.path.join(corrupt, name + ".snap"), "rb") as f:

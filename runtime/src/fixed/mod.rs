@@ -24,3 +24,17 @@ pub mod wide;
 
 pub use block::Block;
 pub use scalar::Fx;
+
+/// The largest exponent magnitude an integer state's stored exponent word
+/// is read with ([`stored_exponent`]).
+pub const STORED_EXP_LIMIT: i32 = 1 << 24;
+
+/// An exponent word of an integer state, as a step reads it: clamped to
+/// `±STORED_EXP_LIMIT`. A word the step wrote is far inside (a block's or an
+/// [`Fx`]'s exponent, at most `2^20`); a state restored from a hostile
+/// snapshot may hold any `i32`, and clamped it cannot overflow the exponent
+/// sums that follow (the output is then garbage, never a panic).
+#[inline]
+pub fn stored_exponent(word: i32) -> i32 {
+    word.clamp(-STORED_EXP_LIMIT, STORED_EXP_LIMIT)
+}

@@ -33,6 +33,11 @@ pub const fn state_words(channels: u64, width: u32) -> u64 {
     sum(&[hist, product(&[hist, channels]).div_ceil(2)])
 }
 
+/// Slot `s`'s exponent ([`crate::fixed::stored_exponent`]).
+fn slot_exp(exps: &[i32], s: usize) -> i32 {
+    crate::fixed::stored_exponent(exps.get(s).copied().unwrap_or(0))
+}
+
 /// Convolves the normal block `(x, e)` in place with `weight` (`[C, 1, W]`,
 /// f32 or f16) and pushes its 15-bit view into `ring` (exactly
 /// [`state_words`]`(C, W)` words) as the slot of token `pos` (tokens since
@@ -67,7 +72,7 @@ pub fn step(
     let mut emax = x_exp;
     for age in 1..=hist {
         if valid(age) {
-            emax = emax.max(exps[slot_of(age)]);
+            emax = emax.max(slot_exp(exps, slot_of(age)));
         }
     }
     // log2 of the taps' count, rounded up: the sum of W terms below 2^30.
@@ -93,7 +98,7 @@ pub fn step(
         let row = &mut slots[write * channels..(write + 1) * channels];
         // An oldest tap older than the stream weighs nothing.
         let (old_shift, old_on) = if valid(hist) {
-            (shift_for(exps[write]), -1i32)
+            (shift_for(slot_exp(exps, write)), -1i32)
         } else {
             (0, 0)
         };
@@ -113,7 +118,7 @@ pub fn step(
             continue;
         }
         let slot = slot_of(age);
-        let sh = shift_for(exps[slot]);
+        let sh = shift_for(slot_exp(exps, slot));
         let row = &slots[slot * channels..(slot + 1) * channels];
         for ((xc, &v), &wb) in x.iter_mut().zip(row).zip(tap(j)) {
             *xc += shr_round_small(F32Bits::decode(wb, base) * i32::from(v), sh);

@@ -120,12 +120,16 @@ fn unit_q14(m: &mut [i32], e: i32, norm: QkNorm, extra: Fx) {
             *v << -sh
         };
     }
-    let e = e + sh;
+    let e = e.saturating_add(sh);
+    // The norm in units of the head's own mantissas: `1 / ||m 2^e||` times
+    // `2^e`, i.e. the epsilon moved by `2^-e` instead of the sum by `2^e`
+    // (exact, so the same bits), so that the result is a unit vector
+    // whatever `e` — even an exponent read from a hostile state.
     let inv = match norm {
         QkNorm::Sum => {
             let s1: u64 = m.iter().map(|v| v.unsigned_abs() as u64).sum();
-            let n1 = Fx::from_u64(s1, e, false);
-            let floor = Fx::from_f32_bits(1e-6f32.to_bits());
+            let n1 = Fx::from_u64(s1, 0, false);
+            let floor = Fx::from_f32_bits(1e-6f32.to_bits()).shl(e.saturating_neg());
             if n1.gt(floor) { n1 } else { floor }.recip()
         }
         _ => {
@@ -133,10 +137,10 @@ fn unit_q14(m: &mut [i32], e: i32, norm: QkNorm, extra: Fx) {
                 .iter()
                 .map(|v| (v.unsigned_abs() * v.unsigned_abs()) as u64)
                 .sum();
-            (Fx::from_u64(ss, 2 * e, false) + L2_EPS).rsqrt()
+            (Fx::from_u64(ss, 0, false) + L2_EPS.shl(e.saturating_mul(-2))).rsqrt()
         }
     };
-    let f = Factor::new((inv * extra).shl(e + 14));
+    let f = Factor::new((inv * extra).shl(14));
     for v in m.iter_mut() {
         *v = f.apply(*v).clamp(-UNIT, UNIT);
     }
@@ -171,7 +175,8 @@ fn head_scale(rec: &[i32]) -> (Option<Fx>, u32) {
     if m == 0 || f < 1 << 31 {
         return (None, 0);
     }
-    (Some(Fx::from_u64(f as u64, e - 32, false)), m)
+    let e = crate::fixed::stored_exponent(e) - 32;
+    (Some(Fx::from_u64(f as u64, e, false)), m)
 }
 
 /// The integer step of a GDN layer (see the module docs).

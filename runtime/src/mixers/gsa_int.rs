@@ -110,7 +110,8 @@ fn shift_i64(v: i64, s: i32) -> (i64, bool) {
 /// A scale record `E, f`: `σ = f 2^(E - 32)`, `None` for an empty vector.
 fn read_scale(rec: &[i32]) -> Option<Fx> {
     let (e, f) = (rec[0], rec[1] as u32);
-    (f >= 1 << 31).then(|| Fx::from_u64(f as u64, e - 32, false))
+    let e = crate::fixed::stored_exponent(e) - 32;
+    (f >= 1 << 31).then(|| Fx::from_u64(f as u64, e, false))
 }
 
 /// The slot update of one key or value vector (see the module docs):
