@@ -20,6 +20,8 @@
 pub mod activation;
 pub mod block;
 pub mod scalar;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod wide;
 
 pub use block::Block;

@@ -429,7 +429,7 @@ pub(crate) fn step(
 mod tests {
     extern crate std;
     use super::*;
-    use crate::fixed::block::normalize;
+    use crate::fixed::testing::{block_of, fx64, Rng};
     use std::vec;
     use std::vec::Vec;
 
@@ -437,38 +437,6 @@ mod tests {
     /// packed scale word (as the step does).
     fn store_slot(v: Block<'_>, q: &mut [i8], clamps: &mut u32) -> u32 {
         pack_scale(quantize(v, q), clamps)
-    }
-
-    /// The f64 value of an Fx.
-    fn fx64(x: Fx) -> f64 {
-        let v = x.mantissa() as f64 * 2f64.powi(x.exponent());
-        if x.is_negative() {
-            -v
-        } else {
-            v
-        }
-    }
-
-    /// xorshift64*, uniform in [-1, 1).
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> f64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            let r = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
-            (r >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        }
-    }
-
-    /// A normal block of the values `x` (mantissas at exponent -40, normalized).
-    fn block_of(x: &[f64]) -> (Vec<i32>, i32) {
-        let mut m: Vec<i32> = x
-            .iter()
-            .map(|v| (v * 2f64.powi(24)).round() as i32)
-            .collect();
-        let e = normalize(&mut m, -24);
-        (m, e)
     }
 
     #[test]
