@@ -136,8 +136,8 @@ pub enum Error {
     /// converted).
     PositionOverflow,
     /// A state snapshot was refused or could not be written (see
-    /// [`crate::snapshot::SnapshotError`]); the session is unchanged.
-    BadSnapshot(crate::snapshot::SnapshotError),
+    /// [`crate::snapshot_error::SnapshotError`]); the session is unchanged.
+    BadSnapshot(crate::snapshot_error::SnapshotError),
 }
 
 impl fmt::Display for Error {
@@ -320,6 +320,12 @@ macro_rules! ensure_size {
     };
 }
 pub(crate) use ensure_size;
+
+impl From<crate::snapshot_error::SnapshotError> for Error {
+    fn from(e: crate::snapshot_error::SnapshotError) -> Error {
+        Error::BadSnapshot(e)
+    }
+}
 
 #[cfg(test)]
 mod tests {

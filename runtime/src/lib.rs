@@ -115,6 +115,7 @@ pub mod sampler;
 pub mod session;
 mod sizes;
 pub mod snapshot;
+mod snapshot_error;
 pub mod tensor;
 pub mod tensor_int;
 pub mod tokenizer;

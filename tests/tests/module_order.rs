@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 const ORDER: &[&str] = &[
     // Format pieces: byte readers, `Role`, the config records' layout.
     "format",
+    // Why a snapshot was refused (wrapped by `Error`).
+    "snapshot_error",
     "error",
     "image",
     "math",
@@ -39,6 +41,8 @@ const ORDER: &[&str] = &[
     "model",
     // One token on the integer token path.
     "int_token",
+    // Snapshot bytes: header, hash, checks (the session calls them).
+    "snapshot",
     "session",
     "update",
 ];
