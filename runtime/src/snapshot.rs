@@ -16,7 +16,6 @@
 //! leaves the session as it was ([`SnapshotError`] says why). Snapshots are
 //! not authenticated: the CRC finds accidents, not forgeries.
 
-
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::image::{self, Header};
