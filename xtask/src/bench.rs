@@ -18,6 +18,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest, BOARDS};
+use crate::section;
 
 /// `bench-kernels`.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -48,9 +49,6 @@ pub const CASES: &[Case] = &[
 
 /// Boards also measured with the portable kernels.
 pub const PORTABLE_TOO: &[&str] = &["m4f", "m55", "m3", "rv32imac"];
-
-const START: &str = "<!-- kernels:start -->";
-const END: &str = "<!-- kernels:end -->";
 
 /// What a `kernel:` line measured: board, module, dtype, rows (none for
 /// `quantize`), cols.
@@ -274,21 +272,13 @@ fn qemu_version() -> String {
 /// The document with its kernels section rewritten: the lines already there
 /// for boards not in `ran`, and `results` for those that are.
 pub fn record_into(doc: &str, results: &[Measurement], ran: &[&str], qemu: &str) -> Result<String> {
-    let (Some(a), Some(b)) = (doc.find(START), doc.find(END)) else {
-        bail!("docs/benchmarks.md has no {START} ... {END} section to write the table into");
-    };
-    ensure!(a < b, "docs/benchmarks.md: {END} comes before {START}");
-    let mut kept: Vec<Measurement> = parse(&doc[a..b])?
+    let old = section::get(doc, "kernels").context("docs/benchmarks.md")?;
+    let mut kept: Vec<Measurement> = parse(old)?
         .into_iter()
         .filter(|r| !ran.contains(&r.key.0.as_str()))
         .collect();
     kept.extend(results.iter().cloned());
-    Ok(format!(
-        "{}{START}\n{}{END}{}",
-        &doc[..a],
-        render(&kept, qemu),
-        &doc[b + END.len()..]
-    ))
+    section::replace(doc, "kernels", &render(&kept, qemu))
 }
 
 /// Board order, then the board's own module before `portable`.
@@ -415,7 +405,7 @@ kernel-mismatch: board=m4f module=dsp dtype=int4 rows=256 cols=256 row=0 got=0x4
     fn records_into_the_section_and_keeps_other_boards() {
         let m3 = "kernel: board=m3 module=portable dtype=int8 rows=256 cols=256 instructions=200000 macs_per_instruction=0.328\n\
                   kernel: board=m3 module=portable dtype=f32 rows=256 cols=256 does not fit\n";
-        let doc = format!("# Title\n\nbefore\n{START}\nold\n```text\n{m3}kernel: board=m4f module=dsp dtype=int8 rows=256 cols=256 instructions=1 macs_per_instruction=65536.000\n```\n{END}\nafter\n");
+        let doc = format!("# Title\n\nbefore\n<!-- kernels:start -->\nold\n```text\n{m3}kernel: board=m4f module=dsp dtype=int8 rows=256 cols=256 instructions=1 macs_per_instruction=65536.000\n```\n<!-- kernels:end -->\nafter\n");
         let new = record_into(&doc, &parse(RUN).unwrap(), &["m4f"], "7.2.22").unwrap();
         assert!(new.starts_with("# Title\n\nbefore\n<!-- kernels:start -->\nWritten by"));
         assert!(new.ends_with("<!-- kernels:end -->\nafter\n"));

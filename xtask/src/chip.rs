@@ -141,7 +141,9 @@ pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
             "| chip | image | image bytes | flash bytes (of budget) | RAM bytes (of budget) |\n|---|---|---|---|---|\n{}\n",
             rows.join("\n")
         );
-        crate::table::write_between(&root_dir().join("docs/chips.md"), "chips-measured", &table)?;
+        let doc = root_dir().join("docs/chips.md");
+        crate::section::write(&doc, "chips-measured", &table)?;
+        println!("wrote {} (chips-measured)", doc.display());
     }
     Ok(ok)
 }

@@ -21,6 +21,7 @@ mod options;
 mod ota;
 mod paths;
 mod profile;
+mod section;
 mod setup;
 mod soak;
 mod suite;

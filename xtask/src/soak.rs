@@ -15,7 +15,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::boards::{self, root_dir};
-use crate::{evalboard, host};
+use crate::{evalboard, host, section};
 
 /// One host stream, a row of the table.
 #[derive(Clone, Copy)]
@@ -136,10 +136,8 @@ pub struct Args {
 
 /// The text every text stream repeats.
 const TEXT: &str = "models/lm/heldout.txt";
-/// Where `--record` writes, between these markers.
+/// Where `--record` writes (its `soak` section).
 const DOC: &str = "docs/soak.md";
-const BEGIN: &str = "<!-- soak:begin -->";
-const END: &str = "<!-- soak:end -->";
 
 /// The `key=value` fields of a `soak:` line.
 fn fields(line: &str) -> BTreeMap<&str, &str> {
@@ -265,19 +263,13 @@ fn board_case(bytes: usize) -> Result<String> {
     ))
 }
 
-/// Replaces the text between the markers of docs/soak.md.
+/// Replaces the `soak` section of docs/soak.md with the table.
 fn record(rows: &[String]) -> Result<()> {
-    let path = root_dir().join(DOC);
-    let doc = std::fs::read_to_string(&path).with_context(|| format!("reading {DOC}"))?;
-    let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
-        bail!("{DOC} lacks the {BEGIN} / {END} markers");
-    };
     let table = format!(
-        "{BEGIN}\n\n| model (int8) | where | tokens | state bytes | session bytes | non-finite logits / clamps | max abs state: first 10k / last 10k / all | first 10k → last 10k |\n|---|---|---:|---:|---:|---:|---|---|\n{}\n\n",
+        "\n| model (int8) | where | tokens | state bytes | session bytes | non-finite logits / clamps | max abs state: first 10k / last 10k / all | first 10k → last 10k |\n|---|---|---:|---:|---:|---:|---|---|\n{}\n\n",
         rows.join("\n")
     );
-    let new = format!("{}{table}{}", &doc[..b], &doc[e..]);
-    std::fs::write(&path, new)?;
+    section::write(&root_dir().join(DOC), "soak", &table)?;
     eprintln!("soak: wrote the table into {DOC}");
     Ok(())
 }

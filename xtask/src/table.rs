@@ -5,12 +5,10 @@
 //! `<!-- board-table:end -->`, a compact table goes between them: one row per
 //! board with its default image, and one per trained LM.
 
-use std::path::Path;
-
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use crate::boards::{self, Firmware, RunRequest, BOARDS, DEFAULT_MODEL, DEFAULT_N, DEFAULT_PROMPT};
-use crate::host;
+use crate::{host, section};
 
 /// (model directory under tests/fixtures, dtype).
 const MODELS: &[(&str, &str)] = &[
@@ -180,28 +178,8 @@ pub fn run() -> Result<()> {
     std::fs::write(&path, doc)?;
     println!("wrote {}", path.display());
 
-    write_between(
-        &boards::root_dir().join("README.md"),
-        "board-table",
-        &compact,
-    )
-}
-
-/// Replaces what lies between the markers `<!-- {name}:start -->` and
-/// `<!-- {name}:end -->` of the file at `path` with `table`.
-pub fn write_between(path: &Path, name: &str, table: &str) -> Result<()> {
-    let (start, end) = (
-        format!("<!-- {name}:start -->"),
-        format!("<!-- {name}:end -->"),
-    );
-    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
-    let (Some(a), Some(z)) = (text.find(&start), text.find(&end)) else {
-        bail!("{} has no {start} ... {end} markers", path.display());
-    };
-    std::fs::write(
-        path,
-        format!("{}{start}\n{table}{}", &text[..a], &text[z..]),
-    )?;
-    println!("wrote {} ({name})", path.display());
+    let readme = boards::root_dir().join("README.md");
+    section::write(&readme, "board-table", &compact)?;
+    println!("wrote {} (board-table)", readme.display());
     Ok(())
 }
