@@ -11,7 +11,7 @@ use clap::builder::{NonEmptyStringValueParser, PossibleValuesParser, TypedValueP
 use clap::Args;
 use ferrite::image::DType;
 
-use crate::boards::{self, Board, BuildOpts, BOARDS};
+use crate::boards::{self, Board, BuildOpts, BOARDS, CHIPS};
 use crate::host;
 
 /// The demo: the trained English byte-level LM (1.8M params; its int8 image,
@@ -32,7 +32,18 @@ pub const DEMO_SEED: u64 = 1;
 
 /// A board of the table, by name.
 pub fn board() -> impl TypedValueParser<Value = &'static Board> {
-    PossibleValuesParser::new(BOARDS.iter().map(|b| b.name)).try_map(|s| boards::named(&s))
+    row_of(BOARDS)
+}
+
+/// A chip of the table, by name.
+pub fn chip() -> impl TypedValueParser<Value = &'static Board> {
+    row_of(CHIPS)
+}
+
+/// A row of `rows`, by name (clap lists the names).
+fn row_of(rows: &'static [Board]) -> impl TypedValueParser<Value = &'static Board> {
+    let names = PossibleValuesParser::new(rows.iter().map(|b| b.name));
+    names.map(move |s| rows.iter().find(|t| t.name == s).expect("a possible value"))
 }
 
 /// A count of at least `MIN` (`-n`: a firmware needs at least one token or MQAR sequence).

@@ -12,10 +12,11 @@
 //! a case that does not fit alone is reported as
 //! `kernel: board=.. dtype=.. rows=.. cols=.. does not fit`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, ensure, Context, Result};
+use ferrite_common::report::Fields;
 
 use crate::boards::{self, Board, BuildOpts, Firmware, RunRequest, BOARDS};
 use crate::section;
@@ -90,15 +91,8 @@ pub fn parse(text: &str) -> Result<Vec<Measurement>> {
             (_, Some(r)) => (r, true),
             _ => continue,
         };
-        let kv: BTreeMap<&str, &str> = rest
-            .split_whitespace()
-            .filter_map(|p| p.split_once('='))
-            .collect();
-        let get = |k: &str| {
-            kv.get(k)
-                .copied()
-                .with_context(|| format!("no {k}= in {line:?}"))
-        };
+        let kv = Fields(rest);
+        let get = |k: &str| kv.get(k).with_context(|| format!("no {k}= in {line:?}"));
         let num = |k: &str| {
             get(k)?
                 .parse()

@@ -13,11 +13,6 @@ use crate::args::GenerateArgs;
 use crate::boards::{self, root_dir, Board, Firmware, RunRequest, Sizes, CHIPS};
 use crate::host;
 
-/// The chip called `name`, or an error listing the chips.
-pub fn named(name: &str) -> Result<&'static Board> {
-    boards::chip(name)
-}
-
 /// One built firmware.
 struct Built {
     /// The ELF (a copy under `boards/target/xtask/<chip>/`).

@@ -5,7 +5,6 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::args::GenerateArgs;
@@ -115,11 +114,6 @@ fn targets_help() -> String {
     format!("boards: {}\nchips: {}", boards.join(" "), chips.join(" "))
 }
 
-/// A chip of the table, by name.
-fn chip() -> impl TypedValueParser<Value = &'static Board> {
-    PossibleValuesParser::new(CHIPS.iter().map(|c| c.name)).try_map(|s| chip::named(&s))
-}
-
 /// `test-boards`.
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct SuiteArgs {
@@ -135,7 +129,7 @@ pub struct SuiteArgs {
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct ChipArgs {
     /// The chip
-    #[arg(value_name = "NAME", value_parser = chip())]
+    #[arg(value_name = "NAME", value_parser = crate::args::chip())]
     pub chip: &'static Board,
     #[command(flatten)]
     pub generate: GenerateArgs,

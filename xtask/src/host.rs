@@ -1,7 +1,7 @@
 //! The host side: the `ferrite` CLI (built from tools/) makes images and the
 //! reference outputs the boards are checked against.
 
-use std::ffi::OsString;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -10,6 +10,7 @@ use anyhow::{ensure, Context, Result};
 
 use crate::options::{BuildOpts, Math};
 use crate::paths::{root_dir, work_dir};
+use ferrite_common::report::Fields;
 use ferrite_common::target::Target as Board;
 
 /// `target/release/ferrite`, built once per xtask run.
@@ -103,50 +104,30 @@ pub fn default_image(board: &Board) -> Result<PathBuf> {
     }
 }
 
-/// `ferrite quantize <dir> --dtype <dtype>` into the xtask work dir as `<name>.<dtype>.fer`.
+/// `ferrite quantize <dir> --dtype <dtype>` into the xtask work dir as
+/// `<name>.<dtype>.fer`; `int8-int`: int8 on the integer token path
+/// (`--path int`, format 6).
 pub fn model_image(dir: &Path, name: &str, dtype: &str) -> Result<PathBuf> {
     ensure!(dir.is_dir(), "model directory {} not found", dir.display());
     let images = work_dir().join("images");
     std::fs::create_dir_all(&images)?;
     let out = images.join(format!("{name}.{dtype}.fer"));
-    eprintln!(
-        "quantizing {} to {dtype} ...",
-        dir.strip_prefix(root_dir()).unwrap_or(dir).display()
-    );
+    let rel = dir.strip_prefix(root_dir()).unwrap_or(dir).display();
     let mut cmd = Command::new(ferrite()?);
-    cmd.arg("quantize")
-        .arg(dir)
-        .arg("-o")
-        .arg(&out)
-        .args(["--dtype", dtype]);
-    stdout(
-        &mut cmd,
-        &format!("ferrite quantize {} --dtype {dtype}", dir.display()),
-    )?;
-    Ok(out)
-}
-
-/// A shipped model directory at int8 on the integer token path
-/// (`ferrite quantize --dtype int8 --path int`, format 6), named
-/// `<name>.int8-int.fer`.
-pub fn int_path_image(rel: &str) -> Result<PathBuf> {
-    let dir = root_dir().join(rel);
-    ensure!(dir.is_dir(), "model directory {} not found", dir.display());
-    let name = rel.trim_start_matches("models/").replace('/', "-");
-    let images = work_dir().join("images");
-    std::fs::create_dir_all(&images)?;
-    let out = images.join(format!("{name}.int8-int.fer"));
-    eprintln!("quantizing {rel} to int8 on the integer token path ...");
-    let mut cmd = Command::new(ferrite()?);
-    cmd.arg("quantize")
-        .arg(&dir)
-        .arg("-o")
-        .arg(&out)
-        .args(["--dtype", "int8", "--path", "int"]);
-    stdout(
-        &mut cmd,
-        &format!("ferrite quantize {rel} --dtype int8 --path int"),
-    )?;
+    cmd.arg("quantize").arg(dir).arg("-o").arg(&out);
+    let what = match dtype.strip_suffix("-int") {
+        Some(d) => {
+            eprintln!("quantizing {rel} to {d} on the integer token path ...");
+            cmd.args(["--dtype", d, "--path", "int"]);
+            format!("ferrite quantize {rel} --dtype {d} --path int")
+        }
+        None => {
+            eprintln!("quantizing {rel} to {dtype} ...");
+            cmd.args(["--dtype", dtype]);
+            format!("ferrite quantize {} --dtype {dtype}", dir.display())
+        }
+    };
+    stdout(&mut cmd, &what)?;
     Ok(out)
 }
 
@@ -218,32 +199,24 @@ pub fn last_logits(image: &Path, tokens: &[u32], math: Math) -> Result<Vec<f32>>
         .collect()
 }
 
-/// The key=value pairs of the line before last and the value of the last
-/// line of `ferrite eval <image> <args>` (the CLI that runs `math`).
-fn eval(image: &Path, args: Vec<OsString>, math: Math) -> Result<(Vec<(String, String)>, String)> {
+/// The line before last (`key=value` pairs) and the value of the last line
+/// of `ferrite eval <image> <args>` (the CLI that runs `math`).
+fn eval(image: &Path, args: &[&OsStr], math: Math) -> Result<(String, String)> {
     let mut cmd = Command::new(ferrite_with(math)?);
     let text = stdout(cmd.arg("eval").arg(image).args(args), "ferrite eval")?;
     let lines: Vec<&str> = text.lines().collect();
     let [.., info, last] = lines.as_slice() else {
         anyhow::bail!("ferrite eval: unexpected output {text:?}");
     };
-    let kv = info.split_whitespace().filter_map(|p| p.split_once('='));
     let value = last
         .split_once('=')
-        .context("ferrite eval: no value on the last line")?
-        .1;
-    Ok((
-        kv.map(|(k, v)| (k.into(), v.into())).collect(),
-        value.into(),
-    ))
+        .context("ferrite eval: no value on the last line")?;
+    Ok((info.to_string(), value.1.into()))
 }
 
-/// The value of `key=` in `kv`, parsed.
-fn field<T: std::str::FromStr>(kv: &[(String, String)], key: &str) -> Result<T> {
-    let value = kv
-        .iter()
-        .find(|(k, _)| k == key)
-        .and_then(|(_, v)| v.parse().ok());
+/// The value of `key=` in the line `info`, parsed.
+fn field<T: std::str::FromStr>(info: &str, key: &str) -> Result<T> {
+    let value = Fields(info).get(key).and_then(|v| v.parse().ok());
     value.with_context(|| format!("ferrite eval: no valid {key}="))
 }
 
@@ -265,7 +238,8 @@ pub fn eval_mqar(
     math: Math,
 ) -> Result<HostMqar> {
     let args = format!("--mqar --seed {seed} --n {n} --pairs {pairs} --seq-len {seq_len}");
-    let (kv, accuracy) = eval(image, args.split(' ').map(OsString::from).collect(), math)?;
+    let args: Vec<&OsStr> = args.split(' ').map(OsStr::new).collect();
+    let (kv, accuracy) = eval(image, &args, math)?;
     Ok(HostMqar {
         correct: field(&kv, "correct")?,
         total: field(&kv, "total")?,
@@ -284,13 +258,14 @@ pub struct HostText {
 
 /// `ferrite eval <image> --text F --chunk C` (the CLI that runs `math`).
 pub fn eval_text(image: &Path, text: &Path, chunk: usize, math: Math) -> Result<HostText> {
-    let args = vec![
-        "--text".into(),
-        text.into(),
-        "--chunk".into(),
-        chunk.to_string().into(),
+    let chunk = chunk.to_string();
+    let args = [
+        "--text".as_ref(),
+        text.as_os_str(),
+        "--chunk".as_ref(),
+        chunk.as_ref(),
     ];
-    let (kv, bits_per_byte) = eval(image, args, math)?;
+    let (kv, bits_per_byte) = eval(image, &args, math)?;
     Ok(HostText {
         nats: field(&kv, "nats")?,
         predicted_bytes: field(&kv, "predicted_bytes")?,

@@ -12,7 +12,6 @@ mod boards;
 mod chip;
 mod cli;
 mod eval_board;
-mod evalboard;
 mod expected;
 mod fuzz;
 mod host;

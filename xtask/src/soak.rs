@@ -8,14 +8,14 @@
 //! and its f64 sum must equal the host's bit for bit. `--record` writes the
 //! table into docs/soak.md. Not part of `cargo xtask test` (minutes).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, ensure, Context, Result};
+use ferrite_common::report::Fields;
 
 use crate::boards::{self, root_dir};
-use crate::{evalboard, host, section};
+use crate::{eval_board, host, section};
 
 /// One host stream, a row of the table.
 #[derive(Clone, Copy)]
@@ -83,7 +83,7 @@ pub const STATE_GROWTH: f64 = 2.0;
 /// What every stream must show (docs/soak.md): finite logits, no clamped
 /// state, a state that stays bounded and, on text, the same quality at the
 /// end as at the start.
-fn check_claims(c: &Case, f: &BTreeMap<&str, &str>) -> Result<()> {
+fn check_claims(c: &Case, f: &Fields) -> Result<()> {
     let num = |key: &str| -> Result<f64> {
         let v = f
             .get(key)
@@ -140,11 +140,8 @@ const TEXT: &str = "models/lm/heldout.txt";
 const DOC: &str = "docs/soak.md";
 
 /// The `key=value` fields of a `soak:` line.
-fn fields(line: &str) -> BTreeMap<&str, &str> {
-    line.trim_start_matches("soak:")
-        .split_whitespace()
-        .filter_map(|kv| kv.split_once('='))
-        .collect()
+fn fields(line: &str) -> Fields<'_> {
+    Fields(line.trim_start_matches("soak:"))
 }
 
 /// A copy of `dir` whose config.json has `sinks: 0` on every SWA layer.
@@ -174,11 +171,11 @@ fn host_case(c: &Case, tokens: usize) -> Result<String> {
         "soak-{}",
         label.replace(['/', ' ', '(', ')', ',', '+'], "_")
     );
-    let image = match (c.drop_sinks, c.int_path) {
-        (true, _) => host::model_image(&without_sinks(&root_dir().join(c.dir))?, &name, "int8")?,
-        (false, true) => host::int_path_image(c.dir)?,
-        (false, false) => host::model_image(&root_dir().join(c.dir), &name, "int8")?,
+    let dir = match c.drop_sinks {
+        true => without_sinks(&root_dir().join(c.dir))?,
+        false => root_dir().join(c.dir),
     };
+    let image = host::model_image(&dir, &name, if c.int_path { "int8-int" } else { "int8" })?;
     let mut cmd = Command::new(host::ferrite()?);
     cmd.arg("soak")
         .arg(&image)
@@ -204,7 +201,6 @@ fn host_case(c: &Case, tokens: usize) -> Result<String> {
     let f = fields(line);
     let get = |key: &str| {
         f.get(key)
-            .copied()
             .with_context(|| format!("soak line without {key}"))
     };
     let metric = if c.text { "bpb" } else { "accuracy" };
@@ -244,12 +240,12 @@ fn board_case(bytes: usize) -> Result<String> {
     let image = host::model_image(&root_dir().join("models/lm/small"), "lm_small", "int8")?;
     let file = board_text(bytes)?;
     eprintln!("soak: m4f, models/lm/small int8, {bytes} tokens in one stream (QEMU, minutes) ...");
-    let task = evalboard::Task::Text {
+    let task = eval_board::Task::Text {
         file,
         bytes: None,
         chunk: bytes,
     };
-    let out = evalboard::run(board, &image, &task, false, None)?;
+    let out = eval_board::evaluate(board, &image, &task, false, None)?;
     eprintln!("{}", out.note);
     let r = &out.report;
     Ok(format!(
@@ -352,8 +348,8 @@ mod tests {
     fn reads_the_soak_line() {
         let f = fields("soak: tokens=140980 state_bytes=27392 nonfinite_logits=0 first_bpb=2.3355");
         assert_eq!(
-            (f["tokens"], f["first_bpb"], f.get("last_bpb")),
-            ("140980", "2.3355", None)
+            (f.get("tokens"), f.get("first_bpb"), f.get("last_bpb")),
+            (Some("140980"), Some("2.3355"), None)
         );
     }
 }

@@ -37,7 +37,7 @@ use anyhow::{bail, ensure, Context, Result};
 use ferrite_common::report::{last_value, Fields, KERNELS};
 
 use crate::boards::{self, Board, BuildOpts, Delivery, Firmware, Report, Run, RunRequest, BOARDS};
-use crate::evalboard::{self, Task};
+use crate::eval_board::{self, Task};
 use crate::host;
 use crate::paths::expected_dir;
 use crate::{bit_identity, expected};
@@ -551,7 +551,7 @@ fn board_matches_host(
 /// math module, against the host CLI without `fast-math`: the same tokens
 /// and the same final logits bit for bit.
 fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
-    let image = host::int_path_image(model)?;
+    let image = host::shipped_image(model, "int8-int")?;
     let req = RunRequest {
         n: 16,
         ..generate_req(board, &image)
@@ -814,7 +814,7 @@ fn mqar_on_board(s: &Suite, board: &str, name: &str) -> Result<String> {
         pairs: 8,
         seq_len: 64,
     };
-    let out = evalboard::run(board, &image, &task, false, None)?;
+    let out = eval_board::evaluate(board, &image, &task, false, None)?;
     let (correct, total): (u64, u64) = (out.report.number("correct")?, out.report.number("total")?);
     let p = recorded(&dir, &["runtime", "int8", "accuracy"])?;
     let acc = correct as f64 / total as f64;
@@ -836,7 +836,7 @@ fn mqar_on_board(s: &Suite, board: &str, name: &str) -> Result<String> {
 }
 
 /// Bits per byte of a held-out excerpt on a board: bit-identical to the host
-/// (see [`evalboard::run`]), and near the recorded whole-file figure.
+/// (see [`eval_board::evaluate`]), and near the recorded whole-file figure.
 fn text_on_board(
     s: &Suite,
     board: &str,
@@ -853,7 +853,7 @@ fn text_on_board(
         bytes: Some(bytes),
         chunk,
     };
-    let out = evalboard::run(board, &image, &task, false, None)?;
+    let out = eval_board::evaluate(board, &image, &task, false, None)?;
     let bpb: f64 = out.report.result.parse().context("bits_per_byte")?;
     let rec = recorded(model, &["runtime", dtype, "bits_per_byte"])?;
     ensure!(

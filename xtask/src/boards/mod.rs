@@ -29,18 +29,9 @@ pub const DEFAULT_TIMEOUT_S: u64 = 120;
 
 /// The QEMU board called `name`, or an error that lists the boards.
 pub fn named(name: &str) -> Result<&'static Board> {
-    find(BOARDS, "board", name)
-}
-
-/// The chip called `name`, or an error that lists the chips.
-pub fn chip(name: &str) -> Result<&'static Board> {
-    find(CHIPS, "chip", name)
-}
-
-fn find(rows: &'static [Board], what: &str, name: &str) -> Result<&'static Board> {
-    rows.iter().find(|t| t.name == name).with_context(|| {
-        let names: Vec<_> = rows.iter().map(|t| t.name).collect();
-        format!("unknown {what} {name:?}; {what}s: {}", names.join(", "))
+    BOARDS.iter().find(|t| t.name == name).with_context(|| {
+        let names: Vec<_> = BOARDS.iter().map(|t| t.name).collect();
+        format!("unknown board {name:?}; boards: {}", names.join(", "))
     })
 }
 
