@@ -7,7 +7,9 @@
 
 use anyhow::{Context, Result};
 
-use crate::boards::{self, Firmware, RunRequest, BOARDS, DEFAULT_MODEL, DEFAULT_N, DEFAULT_PROMPT};
+use crate::boards::{
+    self, Firmware, Report, RunRequest, BOARDS, DEFAULT_MODEL, DEFAULT_N, DEFAULT_PROMPT,
+};
 use crate::{host, section};
 
 /// (model directory under tests/fixtures, dtype).
@@ -60,60 +62,56 @@ const TRAINED: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// The measured cells of a row: flash, RAM, stack, state, instructions per token.
+fn cells(r: &Report) -> String {
+    let (flash, ram) = (r.sizes.flash, r.sizes.ram);
+    let run = |k| r.get(k).to_string();
+    let [stack, state, speed] = ["stack_bytes", "state_bytes", "instructions_per_token"].map(run);
+    format!("{flash} | {ram} | {stack} | {state} | {speed} |")
+}
+
+/// A table of `rows` whose first three columns are `first`, then [`cells`]'.
+fn table(first: &str, rows: &[String]) -> String {
+    let cells = "flash bytes | RAM bytes | stack bytes | state bytes | instructions/token";
+    format!(
+        "| {first} | {cells} |\n{}\n{}\n",
+        "|---".repeat(8) + "|",
+        rows.join("\n")
+    )
+}
+
 /// Runs every board with every table model and the trained models, and writes the tables.
 pub fn run() -> Result<()> {
-    let mut rows = Vec::new();
-    let mut compact = Vec::new();
+    let (mut rows, mut compact, mut trained) = (Vec::new(), Vec::new(), Vec::new());
     for board in BOARDS {
         for &(model, dtype) in MODELS {
             let image = host::fixture_image(model, dtype)?;
             let image_bytes = std::fs::metadata(&image)?.len();
             let req = RunRequest::new(board, Firmware::Generate, &image);
-            let row = match boards::build_and_run(&req).and_then(|r| r.report()) {
+            let cells = match boards::build_and_run(&req).and_then(|r| r.report()) {
                 Ok(r) => {
                     println!("{}", r.stats_line());
                     if (model, dtype) == board.model {
-                        compact.push(format!(
-                            "| {} | {} | {dtype} | {} | {} | {} | {} | {} |",
-                            board.name,
-                            board.core,
-                            r.sizes.flash,
-                            r.sizes.ram,
-                            r.get("stack_bytes"),
-                            r.get("state_bytes"),
-                            r.get("instructions_per_token"),
-                        ));
+                        let (name, core) = (board.name, board.core);
+                        compact.push(format!("| {name} | {core} | {dtype} | {}", cells(&r)));
                     }
-                    format!(
-                        "| {} | {model} {dtype} | {image_bytes} | {} | {} | {} | {} | {} |",
-                        board.name,
-                        r.sizes.flash,
-                        r.sizes.ram,
-                        r.get("stack_bytes"),
-                        r.get("state_bytes"),
-                        r.get("instructions_per_token"),
-                    )
+                    cells(&r)
                 }
                 Err(e) if format!("{e:#}").contains("does not fit") => {
                     println!("{} {model} {dtype}: does not fit", board.name);
-                    format!(
-                        "| {} | {model} {dtype} | {image_bytes} | does not fit | | | | |",
-                        board.name
-                    )
+                    "does not fit | | | | |".into()
                 }
                 Err(e) => {
                     return Err(e).with_context(|| format!("{} with {model} {dtype}", board.name))
                 }
             };
-            rows.push(row);
+            rows.push(format!(
+                "| {} | {model} {dtype} | {image_bytes} | {cells}",
+                board.name
+            ));
         }
     }
-    let table = format!(
-        "| board | model | image bytes | flash bytes | RAM bytes | stack bytes | state bytes | instructions/token |\n\
-         |---|---|---|---|---|---|---|---|\n{}\n",
-        rows.join("\n")
-    );
-    let mut trained = Vec::new();
+    let fixtures = table("board | model | image bytes", &rows);
     for &(name, dir, dtype, what) in TRAINED {
         let board = boards::named(name)?;
         let image = host::shipped_image(dir, dtype)?;
@@ -123,29 +121,14 @@ pub fn run() -> Result<()> {
             .and_then(|r| r.report())
             .with_context(|| format!("{name} with {dir} {dtype}"))?;
         println!("{}", r.stats_line());
-        let cells = format!(
-            "{} | {} | {} | {} | {} |",
-            r.sizes.flash,
-            r.sizes.ram,
-            r.get("stack_bytes"),
-            r.get("state_bytes"),
-            r.get("instructions_per_token"),
-        );
+        let cells = cells(&r);
         trained.push(format!(
             "| {name} | `{dir}` {dtype} | {image_bytes} | {cells}"
         ));
         compact.push(format!("| {name} | {} | {what} | {cells}", board.core));
     }
-    let trained = format!(
-        "| board | model | image bytes | flash bytes | RAM bytes | stack bytes | state bytes | instructions/token |\n\
-         |---|---|---|---|---|---|---|---|\n{}\n",
-        trained.join("\n")
-    );
-    let compact = format!(
-        "| board | core | image | flash bytes | RAM bytes | stack bytes | state bytes | instructions/token |\n\
-         |---|---|---|---|---|---|---|---|\n{}\n",
-        compact.join("\n")
-    );
+    let trained = table("board | model | image bytes", &trained);
+    let compact = table("board | core | image", &compact);
     let boards: Vec<String> = BOARDS
         .iter()
         .filter_map(|b| Some(format!("`{}` {}", b.name, b.qemu()?.about)))
@@ -164,7 +147,7 @@ pub fn run() -> Result<()> {
            tokens fed. These are instruction counts, not cycles: M3, M0 and rv32imac have no FPU (soft float).\n\n\
          Boards: {boards}.\n\n\
          Models are the random-weight fixtures of tests/fixtures (vocab 256, byte tokenizer); see\n\
-         boards/README.md for the memory maps.\n\n{table}\n\
+         boards/README.md for the memory maps.\n\n{fixtures}\n\
          ## Trained models\n\n\
          The byte-level LMs of models/lm (docs/models.md), same run (prompt {DEFAULT_PROMPT:?},\n\
          {DEFAULT_N} greedy tokens), on the boards they are made for: `small` fits the M3's real\n\
@@ -182,4 +165,23 @@ pub fn run() -> Result<()> {
     section::write(&readme, "board-table", &compact)?;
     println!("wrote {} (board-table)", readme.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tables' headers are those of the committed docs/boards.md and README.md.
+    #[test]
+    fn headers_are_the_committed_ones() {
+        let read = |f: &str| std::fs::read_to_string(boards::root_dir().join(f)).unwrap();
+        let (doc, readme) = (read("docs/boards.md"), read("README.md"));
+        let row = "| m0 | x | y | ".to_string();
+        let full = table("board | model | image bytes", std::slice::from_ref(&row));
+        let compact = table("board | core | image", &[row]);
+        let header = |t: &str| t.lines().take(2).collect::<Vec<_>>().join("\n");
+        assert_eq!(doc.matches(&header(&full)).count(), 2, "{full}");
+        assert!(readme.contains(&header(&compact)), "{compact}");
+        assert!(full.ends_with("\n| m0 | x | y | \n"));
+    }
 }
