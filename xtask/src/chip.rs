@@ -5,7 +5,7 @@
 //! size-checked, and flashed by the user (`probe-rs run`, `espflash flash --monitor`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
@@ -164,30 +164,21 @@ pub fn clippy() -> Result<bool> {
             .with_context(|| format!("running cargo clippy for chip {}", chip.name))?;
         ok &= status.success();
     }
-    Ok(ok & host_cargo(&["clippy", "--tests", "--", "-D", "warnings"])?)
+    Ok(ok & host_cargo("clippy", "--tests -- -D warnings")?)
 }
 
 /// The firmware library's tests on the host (`boards/src/lib.rs`: the
 /// generation path against the runtime's `Session::generate`, and its
 /// report lines), with the chips' default model embedded.
 pub fn host_test() -> Result<bool> {
-    host_cargo(&["test"])
+    host_cargo("test", "")
 }
 
-/// `cargo <args..> --release --lib --features host,fast-math` in boards/.
-fn host_cargo(args: &[&str]) -> Result<bool> {
-    let (command, rest) = args.split_first().context("no cargo command")?;
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+/// `cargo <command> --quiet --release --lib --features host,fast-math <rest>` in boards/.
+fn host_cargo(command: &str, rest: &str) -> Result<bool> {
+    let features = "--quiet --release --lib --features host,fast-math";
+    let status = crate::setup::cargo(&format!("{command} {features} {rest}"))
         .current_dir(boards::boards_dir())
-        .args([
-            command,
-            "--quiet",
-            "--release",
-            "--lib",
-            "--features",
-            "host,fast-math",
-        ])
-        .args(rest)
         .env("FERRITE_IMAGE", host::default_image(&CHIPS[0])?)
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .status()

@@ -285,8 +285,7 @@ pub fn ensure_defmt_print() -> Result<()> {
         DEFMT_PRINT_INSTALL,
         || runs("defmt-print"),
         || {
-            let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-                .args(["install", "--quiet", "--locked", "defmt-print"])
+            let status = cargo("install --quiet --locked defmt-print")
                 .status()
                 .context("cannot run cargo")?;
             ensure!(status.success(), "it exited with {status}");

@@ -394,8 +394,8 @@ pub fn rustflags(t: &Board) -> String {
 /// `t`'s firmware, with its `-C target-cpu` (the only rustflags a firmware
 /// gets: the runtime's build script reads it to pick the kernels).
 pub fn cargo_firmware(t: &Board, command: &str, features: &[&str]) -> Command {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args([command, "--release", "--quiet", "--target", t.triple])
+    let mut cmd = crate::setup::cargo(&format!("{command} --release --quiet --target"));
+    cmd.arg(t.triple)
         .args(["--features", &features.join(",")])
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags(t))
         .env("DEFMT_LOG", "info");
