@@ -23,10 +23,10 @@
 //! call that writes past its output changes a canary.
 
 use ferrite::kernels::arch;
-use ferrite::kernels::tiled::{i4_offset, i8_offset, TILE_COLS, TILE_ROWS};
+use ferrite::kernels::tiled::{TILE_COLS, TILE_ROWS};
 use ferrite_asm::{dsp, helium, rv32, v7m, Kernels, KERNELS};
 
-use crate::tally::Tally;
+use crate::tally::{block_sums, Tally};
 
 /// Row sums: weights (bytes), int8 activations, widened activations, out.
 type RowsFn = fn(&[u8], &[i8], &[i16], &mut [i32]) -> bool;
@@ -278,26 +278,6 @@ impl Slots {
         }
         self.out.fill(CANARY_WORD);
     }
-
-    /// The exact sums of row block `b` (the definition, element by element).
-    fn block_sums(&self, int4: bool, s: &Shape, b: usize) -> [i32; TILE_ROWS] {
-        let (w, q) = (&self.w.0[s.w_off..], &self.q.0[s.x_off..]);
-        let mut sums = [0i32; TILE_ROWS];
-        for (r, sum) in sums.iter_mut().enumerate() {
-            let row = b * TILE_ROWS + r;
-            for c in 0..s.cols {
-                let v = if int4 {
-                    let (byte, high) = i4_offset(row, c, s.cols);
-                    let v = if high { w[byte] } else { w[byte] << 4 };
-                    i32::from((v as i8) >> 4)
-                } else {
-                    i32::from(w[i8_offset(row, c, s.cols)] as i8)
-                };
-                *sum += v * i32::from(q[c]);
-            }
-        }
-        sums
-    }
 }
 
 static mut SLOTS: Slots = Slots {
@@ -334,7 +314,9 @@ pub fn check(rng: &mut ferrite_boards::mqar::SplitMix64, t: &mut Tally) {
             let canaries = b.out[written..].iter().all(|&v| v == CANARY_WORD);
             let exact = !accepted
                 || (0..s.out_len / TILE_ROWS).all(|blk| {
-                    b.out[blk * TILE_ROWS..(blk + 1) * TILE_ROWS] == b.block_sums(wr.int4, &s, blk)
+                    let (w, q) = (&b.w.0[s.w_off..], &b.q.0[s.x_off..]);
+                    b.out[blk * TILE_ROWS..(blk + 1) * TILE_ROWS]
+                        == block_sums(w, q, wr.int4, s.cols, blk)
                 });
             t.check(
                 accepted == must_accept && canaries && exact,

@@ -45,7 +45,7 @@ use ferrite::kernels::tiled::{
 use ferrite::Aligned;
 use ferrite_boards::mqar::SplitMix64;
 use ferrite_boards::{config, platform, status};
-use tally::Tally;
+use tally::{block_sums, Tally};
 
 /// Bytes of weights the largest case may take: the M3 has 64 KB of RAM, the
 /// M0 16 KB.
@@ -272,30 +272,6 @@ impl Bufs {
             ),
         );
     }
-
-    /// Exact row sums of row block `b` of the weights at `w[off..]` with the
-    /// activations at `q[oq..]` (the definition, element by element).
-    fn block_sums(&self, dtype: Dtype, off: usize, oq: usize, cols: usize, b: usize) -> [i32; 4] {
-        let w = &self.w.0[off..];
-        let mut sums = [0i32; TILE_ROWS];
-        for (r, s) in sums.iter_mut().enumerate() {
-            let row = b * TILE_ROWS + r;
-            let mut acc = 0i64;
-            for c in 0..cols {
-                let v = match dtype {
-                    Dtype::I8 => i64::from(w[i8_offset(row, c, cols)] as i8),
-                    Dtype::I4 => {
-                        let (byte, high) = i4_offset(row, c, cols);
-                        let v = if high { w[byte] } else { w[byte] << 4 };
-                        i64::from((v as i8) >> 4)
-                    }
-                };
-                acc += v * i64::from(self.q.0[oq + c]);
-            }
-            *s = acc as i32;
-        }
-        sums
-    }
 }
 
 /// Shapes of the extreme cases: (rows, cols, group).
@@ -445,7 +421,8 @@ fn main() -> ! {
                                 arch::dot4_i4(&w[..block_bytes], &x)
                             }
                         };
-                        let want = b.block_sums(dtype, ow, oq, cols, 0);
+                        let want =
+                            block_sums(&b.w.0[ow..], &b.q.0[oq..], dtype == Dtype::I4, cols, 0);
                         t.check(
                             got == want,
                             format_args!(
@@ -454,7 +431,13 @@ fn main() -> ! {
                             ),
                         );
                         for (blk, o) in out.chunks_exact(TILE_ROWS).enumerate() {
-                            let want = b.block_sums(dtype, ow, oq, cols, blk);
+                            let want = block_sums(
+                                &b.w.0[ow..],
+                                &b.q.0[oq..],
+                                dtype == Dtype::I4,
+                                cols,
+                                blk,
+                            );
                             t.check(
                                 o == want,
                                 format_args!(
