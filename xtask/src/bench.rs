@@ -144,18 +144,12 @@ fn run_cases(
         .map(|(d, r, c)| format!("{d}:{r}x{c}"))
         .collect();
     let req = RunRequest {
-        board,
-        firmware: Firmware::Bench,
-        image: std::path::Path::new(""),
-        prompt: boards::DEFAULT_PROMPT,
-        n: boards::DEFAULT_N,
-        defmt: false,
-        echo: false,
         opts: BuildOpts {
             bench: Some(spec.join(",")),
             kernels,
             ..BuildOpts::default()
         },
+        ..RunRequest::new(board, Firmware::Bench, std::path::Path::new(""))
     };
     let elf = match boards::build(&req) {
         Ok(elf) => elf,

@@ -53,14 +53,12 @@ pub fn run(board: &'static Board, opts: &Opts) -> Result<ExitCode> {
     }
     let image = g.image.resolve(|| host::default_image(board))?;
     let req = RunRequest {
-        board,
-        firmware: Firmware::Generate,
-        image: &image,
         prompt: g.prompt(),
         n: g.n(),
         defmt: opts.defmt,
         echo: true,
         opts: g.build_opts(),
+        ..RunRequest::new(board, Firmware::Generate, &image)
     };
     let run = boards::build_and_run(&req)?;
     if opts.defmt {

@@ -204,14 +204,10 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         ..BuildOpts::default()
     };
     let req = RunRequest {
-        board,
-        firmware: Firmware::Generate,
-        image: &image,
         prompt: &args.prompt,
         n: args.n,
-        defmt: false,
-        echo: false,
         opts: opts.clone(),
+        ..RunRequest::new(board, Firmware::Generate, &image)
     };
     let elf = boards::build(&req)?;
     let dir = boards::work_dir().join(board.name).join("profile");

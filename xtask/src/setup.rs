@@ -79,14 +79,11 @@ fn sysroot_and_host() -> Result<&'static (PathBuf, String)> {
         Ok(String::from_utf8(out.stdout)?.trim().to_string())
     };
     let sysroot = PathBuf::from(rustc(&["--print", "sysroot"])?);
-    let host = rustc(&["-vV"])?
-        .lines()
-        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        .context("rustc -vV printed no host")?;
+    let host = rustc(&["--print", "host-tuple"])?;
     Ok(FOUND.get_or_init(|| (sysroot, host)))
 }
 
-/// The host's target triple (`rustc -vV`).
+/// The host's target triple (`rustc --print host-tuple`).
 pub fn host_triple() -> Result<&'static str> {
     Ok(&sysroot_and_host()?.1)
 }
