@@ -83,6 +83,25 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
 /// Boards that run the OTA example, and the fixture offered as the good update.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
 const OTA_UPDATE: &str = "swa_gqa";
+/// The updates the OTA firmware must refuse with A serving: what each is,
+/// and the check.
+type Refusal = (&'static str, fn(&'static Board) -> Result<String>);
+const OTA_REFUSALS: [Refusal; 4] = [
+    ("a corrupted update", |board| {
+        let b = host::fixture_image(OTA_UPDATE, "int8")?;
+        let want = "invalid image: image corrupted: CRC mismatch";
+        ota_refuses(board, &b, Delivery::FlipByte, want)
+    }),
+    ("an interrupted update at any stage", ota_cuts),
+    ("a hostile update with a valid CRC", |board| {
+        let b = boards::root_dir().join("tests/corrupt/overflow_gdn_heads.fer");
+        ota_refuses(board, &b, Delivery::Intact, "invalid image: size overflow")
+    }),
+    ("an update whose session does not fit", |board| {
+        let b = host::shipped_image("models/lm/large", "int8")?;
+        ota_refuses(board, &b, Delivery::Intact, "its session needs")
+    }),
+];
 /// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
 /// strong and one mid; on the M0 the one its 16 KB of RAM is made for.
 const MQAR_MODELS: &[(&str, &str)] = &[
@@ -289,36 +308,11 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
                 Ok(format!("{verdict}; B serves: {note}"))
             },
         );
-        s.check(
-            &format!("{name}: ota refuses a corrupted update, A serves"),
-            |_| {
-                let b = host::fixture_image(OTA_UPDATE, "int8")?;
-                ota_refuses(
-                    board,
-                    &b,
-                    Delivery::FlipByte,
-                    "invalid image: image corrupted: CRC mismatch",
-                )
-            },
-        );
-        s.check(
-            &format!("{name}: ota refuses an interrupted update at any stage, A serves"),
-            |_| ota_cuts(board),
-        );
-        s.check(
-            &format!("{name}: ota refuses a hostile update with a valid CRC, A serves"),
-            |_| {
-                let b = boards::root_dir().join("tests/corrupt/overflow_gdn_heads.fer");
-                ota_refuses(board, &b, Delivery::Intact, "invalid image: size overflow")
-            },
-        );
-        s.check(
-            &format!("{name}: ota refuses an update whose session does not fit, A serves"),
-            |_| {
-                let b = host::shipped_image("models/lm/large", "int8")?;
-                ota_refuses(board, &b, Delivery::Intact, "its session needs")
-            },
-        );
+        for (what, refused) in OTA_REFUSALS {
+            s.check(&format!("{name}: ota refuses {what}, A serves"), |_| {
+                refused(board)
+            });
+        }
     }
     s.check(
         "m3: an image over the flash budget is refused clearly",
@@ -398,12 +392,7 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
 fn calibrated(board: &'static Board) -> Result<String> {
     let image = host::default_image(board)?;
     let run = boards::build_and_run(&RunRequest::new(board, Firmware::Calibrate, &image))?;
-    ensure!(
-        run.status == 0,
-        "exit status {}:\n{}",
-        run.status,
-        run.tail()
-    );
+    run.succeeded()?;
     let text = String::from_utf8_lossy(&run.output);
     let counted: i64 = last_value(&text, "counted=")
         .and_then(|s| s.parse().ok())
@@ -767,12 +756,7 @@ fn defmt_build() -> Result<String> {
     crate::setup::ensure_defmt_print()?;
     let cwd = boards::work_dir().join(board.name);
     let run = boards::run_qemu(board, &elf, &cwd, false, true, boards::timeout_for(8))?;
-    ensure!(
-        run.status == 0,
-        "exit status {}:\n{}",
-        run.status,
-        run.tail()
-    );
+    run.succeeded()?;
     let host_ids = host::generate_ids(
         &image,
         boards::DEFAULT_PROMPT,

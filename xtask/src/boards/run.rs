@@ -141,6 +141,14 @@ impl Run {
         lines[lines.len().saturating_sub(5)..].join("\n")
     }
 
+    /// `Ok` if the firmware exited with 0, else the status and its last lines.
+    pub fn succeeded(&self) -> Result<()> {
+        match self.status {
+            0 => Ok(()),
+            s => bail!("exit status {s}:\n{}", self.tail()),
+        }
+    }
+
     /// Parses a successful `generate`, `ota` or `eval` run; a non-zero exit
     /// is an error with the reason.
     pub fn report(&self) -> Result<Report> {
