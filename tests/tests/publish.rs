@@ -248,6 +248,11 @@ fn publishable_manifests_carry_what_crates_io_and_docs_rs_show() {
         ws.get("version"),
         "[workspace.dependencies] ferrite: version"
     );
+    assert_eq!(
+        runtime["dependencies"]["ferrite-asm"].get("version"),
+        ws.get("version"),
+        "runtime/Cargo.toml: ferrite's ferrite-asm, released with it"
+    );
 }
 
 #[test]

@@ -349,45 +349,6 @@ mod tests {
         );
     }
 
-    /// runtime/Cargo.toml and runtime/asm/Cargo.toml do not inherit from the
-    /// workspace (see their headers): their package fields must still equal
-    /// the workspace's (a field the workspace lacks, such as `repository`
-    /// today, they must lack too), and `ferrite` must require the
-    /// `ferrite-asm` version it is released with.
-    #[test]
-    fn runtime_package_fields_equal_the_workspace() {
-        let read = |p: &str| -> toml::Table {
-            std::fs::read_to_string(root_dir().join(p))
-                .unwrap()
-                .parse()
-                .unwrap()
-        };
-        let root = read("Cargo.toml");
-        let ws = root["workspace"]["package"].as_table().unwrap();
-        for manifest in [
-            "runtime/Cargo.toml",
-            "runtime/asm/Cargo.toml",
-            "common/Cargo.toml",
-        ] {
-            let table = read(manifest);
-            for key in [
-                "version",
-                "edition",
-                "license",
-                "rust-version",
-                "repository",
-            ] {
-                assert_eq!(table["package"].get(key), ws.get(key), "{manifest} {key}");
-            }
-        }
-        let asm = &read("runtime/Cargo.toml")["dependencies"]["ferrite-asm"];
-        assert_eq!(
-            asm.get("version"),
-            ws.get("version"),
-            "ferrite's ferrite-asm"
-        );
-    }
-
     /// The installers' decision: a present tool is not installed again; a
     /// missing one is installed once; a failed install, or one after which the
     /// tool still does not run, is an error naming the tool (never `Ok`).
