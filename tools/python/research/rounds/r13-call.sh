@@ -8,12 +8,14 @@
 # TIME_BUDGET + 95 s); the CPUs run fuzz/campaign.sh over every target, FUZZ_WORKERS workers each
 # (default 1) at nice 19, for FUZZ_SECONDS (its merges take about a minute more), from the tree's
 # fuzz/ (corpus/, seeds*/, campaign.sh, targets.txt) and the binaries staged in .device-fuzz/bins/
-# (ignored by git: carry it; `cargo xtask fuzz --seconds 1` builds them in
-# fuzz/target/x86_64-unknown-linux-gnu/release/, copy the target binaries there). Brings back $OUT/r13.tar, $OUT/fuzz.tgz (summary.md/.tsv, per target the merged
+# or, smaller to carry (the tree and the carried paths travel within 64 MiB), packed in
+# .device-fuzz/bins.tgz (ignored by git: carry .device-fuzz; `cargo xtask fuzz --seconds 1`
+# builds them in fuzz/target/x86_64-unknown-linux-gnu/release/). Brings back $OUT/r13.tar, $OUT/fuzz.tgz (summary.md/.tsv, per target the merged
 # corpus/, crashes/ and the logs), machine.txt, mon.txt (GPU memory and load every 20 s) and
 # campaign.log.
 set -u
 B=$PWD/.device-fuzz/bins
+if [ -f $PWD/.device-fuzz/bins.tgz ]; then mkdir -p $B && tar xzf $PWD/.device-fuzz/bins.tgz -C $B; fi
 W=/tmp/fz
 mkdir -p $W
 chmod +x $B/* fuzz/campaign.sh
