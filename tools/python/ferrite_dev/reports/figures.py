@@ -1,0 +1,395 @@
+"""Figures in README.md and docs/*.md checked against the files that record them (issue 29, item 8).
+
+    ferrite-figures            # check every generated block and every quoted figure; exit 1 on a difference
+    ferrite-figures --write    # rewrite README.md's board table from boards/expected/*.stats
+
+Three kinds of guard, all data:
+
+- ``BLOCKS``: a marked block ``<!-- NAME:start -->`` ... ``<!-- NAME:end -->`` must equal what its
+  generator prints from the recorded files (``models/*/metrics.json``, ``runs.csv``,
+  ``boards/expected/``);
+- ``TABLES``: a table a generator prints (pasted without markers) must appear verbatim in its doc;
+- ``CLAIMS``: a figure quoted in prose, found by a regular expression whose groups are the figures,
+  must equal what is computed from its source (a metrics file, a recorded table, the tree).
+
+docs/testing.md ("Figures and their sources") lists every figure and which of the two guards it,
+or why none does. (``python -m ferrite_dev.reports.figures``.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .. import REPO_ROOT as ROOT
+from . import models, study, study2
+
+EXPECTED = ROOT / "boards" / "expected"
+TARGETS = ROOT / "common" / "src" / "target.rs"
+README = "README.md"
+
+# --- sources -----------------------------------------------------------------------------------
+
+
+def metrics(group: str) -> dict:
+    """``{name: metrics.json}`` of every model directory under ``models/<group>``."""
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted((ROOT / "models" / group).glob("*/metrics.json"))}
+
+
+def count_dirs(path: str, holding: str) -> int:
+    """How many directories under ``path`` hold a file named ``holding``."""
+    return sum(1 for p in (ROOT / path).iterdir() if (p / holding).is_file())
+
+
+def stats(stem: str) -> dict:
+    """The ``key=value`` fields of ``boards/expected/<stem>.stats``."""
+    line = (EXPECTED / f"{stem}.stats").read_text().strip()
+    assert line.startswith("stats: "), f"{stem}.stats: {line!r}"
+    return dict(f.split("=", 1) for f in line.split()[1:])
+
+
+def targets() -> list:
+    """``(name, core, model, dtype, qemu)`` of every row of common/src/target.rs's table, in order."""
+    text = TARGETS.read_text().split("pub const TARGETS", 1)[1].split("\n];", 1)[0]
+    rows = []
+    for block in text.split("    Target {")[1:]:
+        name = re.search(r'name: "([^"]+)"', block).group(1)
+        core = re.search(r'core: "([^"]+)"', block).group(1)
+        model = re.search(r'model: \(([^,]+), "([^"]+)"\)', block)  # the chips name CHIP_MODEL
+        model = (model.group(1).strip('"'), model.group(2)) if model else ("CHIP_MODEL", "")
+        rows.append((name, core, *model, "Kind::Qemu" in block))
+    return rows
+
+
+def qemu_boards() -> list:
+    """The QEMU boards' names (``Kind::Qemu`` rows), in the table's order."""
+    return [t[0] for t in targets() if t[4]]
+
+
+def table_rows(path: str, first_cell: str) -> list:
+    """The cells of every markdown table row of ``path`` whose first cell is ``first_cell``."""
+    rows = []
+    for line in (ROOT / path).read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            rows.append(cells)
+    return rows
+
+
+def fuzz_targets() -> list:
+    """The fuzz targets of fuzz/targets.txt (read by xtask and fuzz/campaign.sh)."""
+    lines = (ROOT / "fuzz" / "targets.txt").read_text().splitlines()
+    return [line.split()[0] for line in lines if line.strip() and not line.startswith("#")]
+
+
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def size_text(n: int) -> str:
+    """Bytes as the docs write a corpus size: three significant digits, decimal KB / MB."""
+    return f"{n / 1e6:.3g} MB" if n >= 1e6 else f"{n / 1e3:.3g} KB"
+
+
+def corpus(name: str) -> str:
+    """``N files, S`` of the committed corpus ``fuzz/corpus/<name>/`` (the sum of its files' bytes)."""
+    files = [p for p in (ROOT / "fuzz" / "corpus" / name).iterdir() if p.is_file()]
+    return f"{len(files)} files, {size_text(sum(p.stat().st_size for p in files))}"
+
+
+def max_change(group: str, variant: str, key: str, absolute: bool) -> float:
+    """The largest change of ``variant`` against f32 in ``runtime[*][key]`` over a model group."""
+    changes = []
+    for m in metrics(group).values():
+        rt = m["runtime"]
+        if variant in rt and key in rt[variant]:
+            d = rt[variant][key] - rt["f32"][key]
+            changes.append(abs(d) if absolute else d)
+    return max(changes)
+
+
+def lm_bpb_change(variant: str) -> float:
+    """The largest bits-per-byte cost of ``variant`` over every LM and both held-out texts."""
+    return max(max_change("lm", variant, key, False) for key in ("bits_per_byte", "bits_per_byte_fortunes"))
+
+
+def qat4_loss(name: str, base: str) -> str:
+    """``models/qat4/<name>``'s int4 (tiled) bits per byte over ``models/lm/<base>``'s f32, in percent."""
+    q = metrics("qat4")[name]["runtime"]["int4_tiled"]["bits_per_byte"]
+    f = metrics("lm")[base]["runtime"]["f32"]["bits_per_byte"]
+    return f"{100 * (q / f - 1):.1f}"
+
+
+def ptq_int4_losses() -> tuple:
+    """Post-training int4 (calibrated) against f32 on lm/small and lm/large, in percent."""
+    lms = metrics("lm")
+    losses = [100 * (lms[n]["runtime"]["int4_calibrated"]["bits_per_byte"] / lms[n]["runtime"]["f32"]["bits_per_byte"] - 1)
+              for n in ("small", "large")]
+    return f"{min(losses):.0f}", f"{max(losses):.0f}"
+
+
+def chip_row(chip: str) -> tuple:
+    """docs/chips.md's measured row of ``chip``: flash, flash budget, percent, RAM, RAM budget, percent."""
+    block = (ROOT / "docs" / "chips.md").read_text().split("<!-- chips-measured:start -->", 1)[1]
+    row = next(line for line in block.splitlines() if line.startswith(f"| {chip} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    pattern = r"(\d+) of (\d+) \(([\d.]+)%\)"
+    return re.fullmatch(pattern, cells[3]).groups() + re.fullmatch(pattern, cells[4]).groups()
+
+
+def doc_match(path: str, pattern: str) -> tuple:
+    """The groups of ``pattern``'s first match in ``path`` (whitespace in the text normalised)."""
+    text = " ".join((ROOT / path).read_text().split())
+    m = re.search(pattern, text)
+    assert m, f"{path}: {pattern!r} not found"
+    return m.groups()
+
+
+def kb(n: int) -> str:
+    return f"{n / 1e3:.0f}"
+
+
+# --- generated blocks --------------------------------------------------------------------------
+
+
+def note(command: str) -> str:
+    return f"\n<!-- generated by {command}; do not edit -->\n\n"
+
+
+# (stem in boards/expected, image as the table names it): the trained models the suite records
+# with `generate` on the board they are made for. The boards' default images come first.
+TRAINED_ROWS = [
+    ("lm-en-m3-m3", "lm-en-m3 int8 (trained on English text, 151k params)"),
+    ("demo-m4f", "lm-en-m4f int8 (trained on English text, 1.8M params; `cargo xtask demo`: prompt \"A man \", "
+                 "200 sampled tokens)"),
+]
+
+
+def board_table() -> str:
+    """README.md's board table: the `stats:` lines the QEMU suite records in boards/expected/."""
+    rows = []
+    cores = {t[0]: t for t in targets()}
+
+    def row(stem: str, image: str) -> str:
+        s = stats(stem)
+        return (f"| {s['board']} | {cores[s['board']][1]} | {image} | {s['flash_bytes']} | {s['ram_bytes']} "
+                f"| {s['stack_bytes']} | {s['state_bytes']} | {s['instructions_per_token']} |")
+
+    for name in qemu_boards():
+        _, _, model, dtype, _ = cores[name]
+        if model == "DEFAULT_MODEL":
+            image = dtype
+        else:  # a trained MQAR model (the M0's)
+            params = json.loads((ROOT / model / "metrics.json").read_text())["params"]
+            image = f"mqar {Path(model).name} {dtype} (trained MQAR recall, {kb(params)}k params; the board's default)"
+        rows.append(row(name, image))
+    rows += [row(stem, image) for stem, image in TRAINED_ROWS]
+    head = ("| board | core | image | flash bytes | RAM bytes | stack bytes | state bytes | instructions/token |\n"
+            "|---|---|---|---|---|---|---|---|\n")
+    return note("ferrite-figures --write from boards/expected/*.stats") + head + "\n".join(rows) + "\n"
+
+
+def models_readme() -> str:
+    return (note("ferrite-models-report --readme") + models.state_efficiency_table()
+            + "\n\nLanguage models, bits per byte on `models/lm/heldout.txt`"
+            " (PyTorch, and the runtime at each weight dtype):\n\n" + models.lm_table()
+            + "\n\nThe English LMs (models/lm/README.md), bits per byte on both held-out texts "
+            "(int8 / int4: the default tiled images):\n\n" + models.english_lm_table() + "\n")
+
+
+@dataclass
+class Block:
+    """A marked block of ``path`` that must equal ``body()``."""
+
+    path: str
+    name: str
+    body: Callable[[], str]
+    command: str
+
+    def text(self) -> str:
+        start, end = f"<!-- {self.name}:start -->", f"<!-- {self.name}:end -->"
+        text = (ROOT / self.path).read_text()
+        assert start in text and end in text, f"{self.path} has no {start} ... {end}"
+        return text.split(start, 1)[1].split(end, 1)[0]
+
+
+BLOCKS = [
+    Block(README, "board-table", board_table, "ferrite-figures --write"),
+    Block(README, "models", models_readme, "ferrite-models-report --readme"),
+    Block("docs/models.md", "english-lm", lambda: note("ferrite-models-report --readme") + models.english_lm_table()
+          + "\n", "ferrite-models-report --readme"),
+    Block(README, "study", lambda: note("ferrite-study-report --readme") + study.thresholds_table() + "\n",
+          "ferrite-study-report --readme"),
+    Block("docs/state-study.md", "study", lambda: note("ferrite-study-report --readme") + study.tables() + "\n",
+          "ferrite-study-report --readme"),
+    Block("docs/state-study.md", "study-gdn", lambda: note("ferrite-study-report --readme") + study.gdn_table() + "\n",
+          "ferrite-study-report --readme"),
+    Block(README, "study2", lambda: note("ferrite-study2-report --readme") + study2.readme_tables() + "\n",
+          "ferrite-study2-report --readme"),
+    Block("docs/state-study.md", "study2", lambda: note("ferrite-study2-report --readme") + study2.tables() + "\n",
+          "ferrite-study2-report --readme"),
+]
+
+
+@dataclass
+class Table:
+    """Tables that must appear verbatim in ``path`` (generated, printed on stdout, pasted unmarked)."""
+
+    path: str
+    body: Callable[[], str]
+    command: str
+
+
+TABLES = [
+    Table("docs/models.md", models.mqar_table, "ferrite-models-report (## MQAR (shipped))"),
+    Table("docs/models.md", models.runs_table, "ferrite-models-report (## MQAR (all runs))"),
+    Table("docs/models.md", models.lm_table, "ferrite-models-report (## LM)"),
+    Table("docs/quantization.md", models.integer_tables, "ferrite-models-report --integer"),
+    Table("docs/quantization.md", models.int4_tables, "ferrite-models-report --int4"),
+    Table("docs/integer-path.md", models.token_path_table, "ferrite-models-report --token-path"),
+]
+
+
+def check_table(table: Table, text: str | None = None) -> list:
+    """The difference of one pasted table: ``[]`` when the doc holds its generator's text."""
+    text = (ROOT / table.path).read_text() if text is None else text
+    return [] if table.body() in text else [f"{table.path}: does not hold what `{table.command}` prints"]
+
+
+# --- figures quoted in prose -------------------------------------------------------------------
+
+
+@dataclass
+class Claim:
+    """Every match of ``pattern`` in ``path`` (whitespace normalised) must have the groups ``value()``."""
+
+    path: str
+    pattern: str
+    value: Callable[[], tuple]
+    source: str
+
+
+def _claims() -> list:
+    mq, lm = "models/mqar/*/metrics.json", "models/lm/*/metrics.json"
+    fixtures = lambda: (str(count_dirs("tests/fixtures", "expected.safetensors")),)  # noqa: E731
+    claims = [
+        Claim(README, r"on the (\d+) fixtures", fixtures, "tests/fixtures/ (parity.rs runs each)"),
+        Claim(README, r"`tests/fixtures/\*` — (\d+) random-weight", fixtures, "tests/fixtures/"),
+        Claim(README, r"`models/mqar/\*` — (\d+) recall models", lambda: (str(len(metrics("mqar"))),), mq),
+        Claim(README, r"`models/mqar-256/\*` — the state study: (\d+) models",
+              lambda: (str(len(metrics("mqar-256"))),), "models/mqar-256/*/metrics.json"),
+        Claim(README, r"(\d+) shipped models in `models/mqar-256`",
+              lambda: (str(len(metrics("mqar-256"))),), "models/mqar-256/*/metrics.json"),
+        Claim(README, r"on all (\w+) boards", lambda: (NUMBER_WORDS[len(qemu_boards())],),
+              "common/src/target.rs (Kind::Qemu rows)"),
+        Claim(README, r"MQAR accuracy within ([\d.]+) of f32 on all (\d+) models",
+              lambda: (f"{max_change('mqar', 'int8_tiled', 'accuracy', True):.4f}", str(len(metrics("mqar")))), mq),
+        Claim(README, r"\+([\d.]+) / \+([\d.]+) bits per byte on the LMs",
+              lambda: tuple(f"{m['runtime']['int8_tiled']['bits_per_byte'] - m['runtime']['f32']['bits_per_byte']:.4f}"
+                            for m in (metrics("lm")["small"], metrics("lm")["large"])),
+              "models/lm/{small,large}/metrics.json"),
+        Claim("docs/models.md", r"\(these columns\), \+([\d.]+) / \+([\d.]+) on the integer path",
+              lambda: tuple(f"{m['runtime']['int8_tiled']['bits_per_byte'] - m['runtime']['f32']['bits_per_byte']:.4f}"
+                            for m in (metrics("lm")["small"], metrics("lm")["large"])),
+              "models/lm/{small,large}/metrics.json"),
+        Claim(README, r"row-major \(`--layout rows`\) costs at most ([\d.]+) accuracy and ([\d.]+) bits per byte",
+              lambda: (f"{max_change('mqar', 'int8', 'accuracy', True):.4f}", f"{lm_bpb_change('int8'):.4f}"),
+              f"{mq}, {lm} (int8: row-major)"),
+        Claim(README, r"int8 on the integer path \(the default tiled layout\) at most ([\d.]+) and ([\d.]+)",
+              lambda: (f"{max_change('mqar', 'int8_tiled', 'accuracy', True):.4f}", f"{lm_bpb_change('int8_tiled'):.4f}"),
+              f"{mq}, {lm} (int8_tiled)"),
+        Claim(README, r"lose ([\d.]+)% \(large\) and ([\d.]+)% \(small\) bits per byte",
+              lambda: (qat4_loss("lm-large-qat4", "large"), qat4_loss("lm-small-qat4", "small")),
+              "models/qat4/*/metrics.json, models/lm/*/metrics.json"),
+        Claim(README, r"post-training int4 loses (\d+)-(\d+)%", ptq_int4_losses, "models/lm/{small,large}/metrics.json"),
+        Claim(README, r"`models/lm/en-m4f` — a ([\d.]+)M-param",
+              lambda: (f"{metrics('lm')['en-m4f']['params'] / 1e6:.1f}",), "models/lm/en-m4f/metrics.json"),
+        Claim(README, r"its int8 image \(([\d.]+) MB\) is the demo",
+              lambda: (f"{metrics('lm')['en-m4f']['runtime']['int8_tiled']['image_bytes'] / 1e6:.1f}",),
+              "models/lm/en-m4f/metrics.json"),
+        Claim(README, r"`models/lm/en-m3` — (\d+)k params, the same data; its int8 image \((\d+) KB\) and (\d+) KB session",
+              lambda: (kb(metrics("lm")["en-m3"]["params"]), kb(metrics("lm")["en-m3"]["runtime"]["int8_tiled"]["image_bytes"]),
+                       kb(metrics("lm")["en-m3"]["runtime"]["int8_tiled"]["ram_bytes"])), "models/lm/en-m3/metrics.json"),
+        Claim(README, r"`en-m4f` \(([\d.]+) bits per byte\)",
+              lambda: (f"{metrics('lm')['en-m4f']['runtime']['f32']['bits_per_byte']:.1f}",),
+              "models/lm/en-m4f/metrics.json"),
+        Claim(README, r"# flash: (\d+) of (\d+) bytes \(([\d.]+)%\) # RAM: (\d+) of (\d+) bytes \(([\d.]+)%",
+              lambda: chip_row("rp2350"), "docs/chips.md's measured table (cargo xtask chips --record)"),
+        Claim(README, r"\*\*Fuzzing\*\*: (\w+) targets", lambda: (NUMBER_WORDS[len(fuzz_targets())],), "fuzz/targets.txt"),
+        Claim(README, r"(\d+ h \d+) worker-minutes without a crash",
+              lambda: doc_match("docs/fuzzing.md", r"\*\*(\d+ h \d+) worker-minutes\*\* in all"),
+              "docs/fuzzing.md (the campaigns' record)"),
+        Claim(README, r"measured ([\d.e-]+ - [\d.e-]+)\)",
+              lambda: doc_match("docs/testing.md", r"1e-4 relative to the largest logit \| ([\d.e-]+ - [\d.e-]+) \|"),
+              "docs/testing.md's tolerance table (tests/tests/fla.rs's printed figures)"),
+        Claim("docs/chips.md", r"`models/lm/small` quantized to int8: (\d+)k parameters, a (\d+) KB image, a (\d+) KB session",
+              lambda: (kb(metrics("lm")["small"]["params"]), kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["image_bytes"]),
+                       kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["ram_bytes"])), "models/lm/small/metrics.json"),
+    ]
+    claims.append(Claim("docs/fuzzing.md", r"merged again with `-merge=1` — (\d+ files, [\d.]+ [KM]B)",
+                        lambda: (corpus("load_and_feed"),), "fuzz/corpus/load_and_feed/"))
+    for name in fuzz_targets():
+        if (ROOT / "fuzz" / "corpus" / name).is_dir():
+            claims.append(Claim("docs/fuzzing.md", rf"`fuzz/corpus/{name}/` \((\d+ files, [\d.]+ [KM]B)\)",
+                                lambda name=name: (corpus(name),), f"fuzz/corpus/{name}/"))
+    return claims
+
+
+CLAIMS = _claims()
+
+
+def check_claim(claim: Claim, text: str | None = None) -> list:
+    """The differences of one claim: ``[]`` when every match quotes the source's figures."""
+    text = " ".join(((ROOT / claim.path).read_text() if text is None else text).split())
+    matches = list(re.finditer(claim.pattern, text))
+    if not matches:
+        return [f"{claim.path}: {claim.pattern!r} not found"]
+    want = tuple(claim.value())
+    return [f"{claim.path}: {m.group(0)!r} quotes {m.groups()}, {claim.source} gives {want}"
+            for m in matches if m.groups() != want]
+
+
+def check_block(block: Block, text: str | None = None) -> list:
+    """The difference of one block: ``[]`` when its text is its generator's."""
+    have = block.text() if text is None else text
+    if have == block.body():
+        return []
+    return [f"{block.path}: the {block.name} block is not what `{block.command}` writes"]
+
+
+def check() -> list:
+    """Every difference between the docs and their sources."""
+    return ([d for b in BLOCKS for d in check_block(b)] + [d for t in TABLES for d in check_table(t)]
+            + [d for c in CLAIMS for d in check_claim(c)])
+
+
+def write() -> None:
+    """Rewrites README.md's board table from boards/expected/."""
+    path = ROOT / README
+    text = path.read_text()
+    start, end = "<!-- board-table:start -->", "<!-- board-table:end -->"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(head + start + board_table() + end + tail)
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--write"]:
+        write()
+        return 0
+    if args:
+        print(__doc__)
+        return 2
+    diffs = check()
+    for d in diffs:
+        print(d)
+    print(f"{len(BLOCKS)} blocks, {len(TABLES)} tables, {len(CLAIMS)} claims: {len(diffs)} differences")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
