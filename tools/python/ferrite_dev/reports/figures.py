@@ -65,6 +65,11 @@ def targets() -> list:
     return rows
 
 
+def default_model() -> str:
+    """The fixture every QEMU board runs by default (common/src/target.rs's ``DEFAULT_MODEL``)."""
+    return re.search(r'pub const DEFAULT_MODEL: &str = "([^"]+)"', TARGETS.read_text()).group(1)
+
+
 def qemu_boards() -> list:
     """The QEMU boards' names (``Kind::Qemu`` rows), in the table's order."""
     return [t[0] for t in targets() if t[4]]
@@ -100,15 +105,43 @@ def corpus(name: str) -> str:
     return f"{len(files)} files, {size_text(sum(p.stat().st_size for p in files))}"
 
 
+def change(rt: dict, variant: str, key: str) -> float:
+    """``variant``'s change against f32 in ``key``; MQAR accuracy exactly, from the counts of 8,000
+    queries (as ferrite-models-report computes it)."""
+    if key == "accuracy" and "correct" in rt[variant]:
+        return (rt[variant]["correct"] - rt["f32"]["correct"]) / 8000
+    return rt[variant][key] - rt["f32"][key]
+
+
 def max_change(group: str, variant: str, key: str, absolute: bool) -> float:
     """The largest change of ``variant`` against f32 in ``runtime[*][key]`` over a model group."""
     changes = []
     for m in metrics(group).values():
         rt = m["runtime"]
         if variant in rt and key in rt[variant]:
-            d = rt[variant][key] - rt["f32"][key]
+            d = change(rt, variant, key)
             changes.append(abs(d) if absolute else d)
     return max(changes)
+
+
+def lm_changes(variant: str, fmt: str = "{:.4f}", names=("small", "large")) -> tuple:
+    """``variant``'s bits-per-byte change against f32 of each LM in ``names``."""
+    return tuple(fmt.format(change(metrics("lm")[n]["runtime"], variant, "bits_per_byte")) for n in names)
+
+
+def largest_mqar_changes(variant: str, n: int) -> str:
+    """The ``n`` largest MQAR accuracy changes of ``variant``, as quantization.md lists them: the first
+    with its count of queries, then each with its sign."""
+    rows = sorted(((change(m["runtime"], variant, "accuracy"), name) for name, m in metrics("mqar").items()),
+                  key=lambda r: (-abs(round(r[0], 4)), r[1]))[:n]
+    (d0, name0), rest = rows[0], rows[1:]
+    head = f"{abs(d0):.4f} (`{name0}`, {round(abs(d0) * 8000)} of 8,000 queries), then "
+    return head + ", ".join(f"`{name}` ({d:+.4f})" for d, name in rest)
+
+
+def pytorch_bpb(name: str, key: str = "bits_per_byte") -> str:
+    """``models/lm/<name>``'s PyTorch bits per byte, three decimals."""
+    return f"{metrics('lm')[name]['pytorch'][key]:.3f}"
 
 
 def lm_bpb_change(variant: str) -> float:
@@ -146,6 +179,20 @@ def doc_match(path: str, pattern: str) -> tuple:
     m = re.search(pattern, text)
     assert m, f"{path}: {pattern!r} not found"
     return m.groups()
+
+
+def safetensors_params(path: str) -> int:
+    """The number of values in a safetensors file (its header's shapes)."""
+    data = (ROOT / path).read_bytes()
+    header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
+    header.pop("__metadata__", None)
+    total = 0
+    for tensor in header.values():
+        n = 1
+        for dim in tensor["shape"]:
+            n *= dim
+        total += n
+    return total
 
 
 def kb(n: int) -> str:
@@ -272,17 +319,38 @@ class Claim:
     source: str
 
 
+PARITY = "docs/testing.md's tolerance table (cargo test -p ferrite-tests --test parity -- --nocapture prints it)"
+
+
+def parity_max() -> tuple:
+    """The runtime's largest difference from the f64 reference on the fixtures, as docs/testing.md records it."""
+    return doc_match("docs/testing.md", r"committed fixtures \| max \\\|logit diff\\\| <= 1e-4 \| ([\d.e-]+) \(")
+
+
 def _claims() -> list:
     mq, lm = "models/mqar/*/metrics.json", "models/lm/*/metrics.json"
     fixtures = lambda: (str(count_dirs("tests/fixtures", "expected.safetensors")),)  # noqa: E731
     claims = [
         Claim(README, r"on the (\d+) fixtures", fixtures, "tests/fixtures/ (parity.rs runs each)"),
         Claim(README, r"`tests/fixtures/\*` — (\d+) random-weight", fixtures, "tests/fixtures/"),
+        Claim("docs/design.md", r"tokens on the (\d+) committed fixtures", fixtures, "tests/fixtures/"),
+        Claim("docs/spec.md", r"runtime vs the f64 numpy reference, (\d+) committed fixtures", fixtures, "tests/fixtures/"),
+        Claim(README, r"over 80 tokens is at most ([\d.e-]+) on the", parity_max, PARITY),
+        Claim("docs/benchmarks.md", r"f64 reference on the (\d+) committed fixtures", fixtures, "tests/fixtures/"),
+        Claim("docs/benchmarks.md", r"against ([\d.e-]+) with `libm`; the bound", parity_max, PARITY),
+        Claim("docs/spec.md", r"either module: ([\d.e-]+) integer, ([\d.e-]+) float\)",
+              lambda: doc_match("docs/benchmarks.md", r"at most ([\d.e-]+) and ([\d.e-]+), against [\d.e-]+ with `libm`"),
+              "docs/benchmarks.md's fast-math parity figures (parity.rs with each module)"),
+        Claim("docs/design.md", r"fixtures is at most ([\d.e-]+) \(`tests/tests/parity.rs`\)", parity_max, PARITY),
+        Claim("docs/spec.md", r"\(measured <= ([\d.e-]+); the 7 of the GDN family", parity_max, PARITY),
         Claim(README, r"`models/mqar/\*` — (\d+) recall models", lambda: (str(len(metrics("mqar"))),), mq),
         Claim(README, r"`models/mqar-256/\*` — the state study: (\d+) models",
               lambda: (str(len(metrics("mqar-256"))),), "models/mqar-256/*/metrics.json"),
         Claim(README, r"(\d+) shipped models in `models/mqar-256`",
               lambda: (str(len(metrics("mqar-256"))),), "models/mqar-256/*/metrics.json"),
+        Claim(README, r"one layer of each family \(random weights, ([\d.]+)k params\)",
+              lambda: (f"{safetensors_params(f'tests/fixtures/{default_model()}/model.safetensors') / 1e3:.1f}",),
+              "tests/fixtures/<common/src/target.rs's DEFAULT_MODEL>/model.safetensors"),
         Claim(README, r"on all (\w+) boards", lambda: (NUMBER_WORDS[len(qemu_boards())],),
               "common/src/target.rs (Kind::Qemu rows)"),
         Claim(README, r"MQAR accuracy within ([\d.]+) of f32 on all (\d+) models",
@@ -325,6 +393,47 @@ def _claims() -> list:
         Claim(README, r"measured ([\d.e-]+ - [\d.e-]+)\)",
               lambda: doc_match("docs/testing.md", r"1e-4 relative to the largest logit \| ([\d.e-]+ - [\d.e-]+) \|"),
               "docs/testing.md's tolerance table (tests/tests/fla.rs's printed figures)"),
+        Claim("docs/models.md", r"int8 is within ([\d.]+) of it \(the target",
+              lambda: (f"{max_change('mqar', 'int8', 'accuracy', True):.3f}",), mq),
+        Claim("docs/models.md", r"\(`--layout tiled`, the default now\) is within ([\d.]+) of f32 on every model",
+              lambda: (f"{max_change('mqar', 'int8_tiled', 'accuracy', True):.4f}",), mq),
+        Claim("docs/models.md", r"loses up to (\d+) points \(`swa-w64` ([\d.]+) -> ([\d.]+)\)",
+              lambda: (f"{100 * max_change('mqar', 'int4', 'accuracy', True):.0f}",
+                       f"{metrics('mqar')['swa-w64']['runtime']['f32']['accuracy']:.2f}",
+                       f"{metrics('mqar')['swa-w64']['runtime']['int4']['accuracy']:.2f}"), mq),
+        Claim("docs/models.md", r"int8 image (\d+) KB of its 256 KB flash, and a (\d+) KB session",
+              lambda: (kb(metrics("lm")["small"]["runtime"]["int8"]["image_bytes"]),
+                       kb(metrics("lm")["small"]["runtime"]["int8"]["ram_bytes"])), "models/lm/small/metrics.json"),
+        Claim("docs/models.md", r"int8 costs \+([\d.]+) / \+([\d.]+) bits per byte row-major",
+              lambda: lm_changes("int8"), lm),
+        Claim("docs/models.md", r"costs ([\d.]+)-([\d.]+) bits per byte on these small models",
+              lambda: (f"{min(float(x) for x in lm_changes('int4')):.1f}",
+                       f"{max(float(x) for x in lm_changes('int4')):.2f}"), lm),
+        Claim("docs/models.md", r"([\d.]+) bits per byte on the fortunes' held-out text against `small`'s ([\d.]+)\.",
+              lambda: (pytorch_bpb("en-m3", "bits_per_byte_fortunes"), pytorch_bpb("small")), lm + " (pytorch)"),
+        Claim("docs/models.md", r"from scratch: ([\d.]+) on the English text, ([\d.]+) on the fortunes' \(`large`: ([\d.]+)\)",
+              lambda: (pytorch_bpb("en-m4f"), pytorch_bpb("en-m4f", "bits_per_byte_fortunes"), pytorch_bpb("large")),
+              lm + " (pytorch)"),
+        Claim("docs/quantization.md", r"The LMs lose \+([\d.]+) \(small\) and \+([\d.]+) \(large\) bits per byte",
+              lambda: lm_changes("int8_tiled"), lm),
+        Claim("docs/quantization.md", r"MQAR accuracy moves by at most (.+?)\. A spot check",
+              lambda: (largest_mqar_changes("int8_tiled", 6),), mq),
+        Claim("docs/quantization.md", r"Row-major int8 \(the same weights' error, f32 activations\) costs \+([\d.]+) / "
+              r"\+([\d.]+) bits per byte; the rest, \+([\d.]+) / \+([\d.]+), is the int8 activations",
+              lambda: lm_changes("int8") + tuple(
+                  f"{metrics('lm')[n]['runtime']['int8_tiled']['bits_per_byte'] - metrics('lm')[n]['runtime']['int8']['bits_per_byte']:.4f}"
+                  for n in ("small", "large")), lm),
+        Claim("docs/soak.md", r"worse than `ferrite eval`'s ([\d.]+) / ([\d.]+) because",
+              lambda: tuple(f"{metrics('lm')[n]['runtime']['int8_tiled']['bits_per_byte']:.4f}" for n in ("small", "large")),
+              lm + " (int8_tiled: the soak's images)"),
+        Claim("docs/integer-path.md", r"per byte on both texts \(largest \+([\d.]+)\)",
+              lambda: (f"{lm_bpb_change('int8_int'):.4f}",), lm + " (int8_int)"),
+        Claim("docs/integer-path.md", r"`swa-s4-w28` \(4 sinks, window 28: ([\d.+-]+), against the f32 path's ([\d.+-]+);",
+              lambda: tuple(f"{change(metrics('mqar')['swa-s4-w28']['runtime'], v, 'accuracy'):+.4f}"
+                            for v in ("int8_int", "int8_tiled")), "models/mqar/swa-s4-w28/metrics.json"),
+        Claim("docs/integer-path.md", r"`mqar/swa-s4-w28` misses the MQAR bar \(([\d.+-]+)\)",
+              lambda: (f"{change(metrics('mqar')['swa-s4-w28']['runtime'], 'int8_int', 'accuracy'):+.4f}",),
+              "models/mqar/swa-s4-w28/metrics.json"),
         Claim("docs/chips.md", r"`models/lm/small` quantized to int8: (\d+)k parameters, a (\d+) KB image, a (\d+) KB session",
               lambda: (kb(metrics("lm")["small"]["params"]), kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["image_bytes"]),
                        kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["ram_bytes"])), "models/lm/small/metrics.json"),
