@@ -393,6 +393,8 @@ def _claims() -> list:
         Claim(README, r"measured ([\d.e-]+ - [\d.e-]+)\)",
               lambda: doc_match("docs/testing.md", r"1e-4 relative to the largest logit \| ([\d.e-]+ - [\d.e-]+) \|"),
               "docs/testing.md's tolerance table (tests/tests/fla.rs's printed figures)"),
+        Claim("docs/models.md", r"int8 next to the firmware: ([\d,]+) of 262,144 bytes",
+              lambda: (f"{int(stats('lm-en-m3-m3')['flash_bytes']):,}",), "boards/expected/lm-en-m3-m3.stats"),
         Claim("docs/models.md", r"int8 is within ([\d.]+) of it \(the target",
               lambda: (f"{max_change('mqar', 'int8', 'accuracy', True):.3f}",), mq),
         Claim("docs/models.md", r"\(`--layout tiled`, the default now\) is within ([\d.]+) of f32 on every model",
