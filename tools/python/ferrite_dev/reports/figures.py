@@ -465,10 +465,13 @@ def check_claim(claim: Claim, text: str | None = None) -> list:
 
 def check_block(block: Block, text: str | None = None) -> list:
     """The difference of one block: ``[]`` when its text is its generator's."""
-    have = block.text() if text is None else text
-    if have == block.body():
+    have, want = block.text() if text is None else text, block.body()
+    if have == want:
         return []
-    return [f"{block.path}: the {block.name} block is not what `{block.command}` writes"]
+    pairs = zip(have.splitlines() + [""] * len(want), want.splitlines() + [""] * len(have))
+    first = next(((h, w) for h, w in pairs if h != w), (repr(have[-20:]), repr(want[-20:])))  # whitespace only
+    return [f"{block.path}: the {block.name} block is not what `{block.command}` writes; first difference:\n"
+            f"  doc:       {first[0]}\n  generated: {first[1]}"]
 
 
 def check() -> list:
