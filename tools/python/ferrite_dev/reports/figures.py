@@ -443,6 +443,22 @@ def _claims() -> list:
               lambda: (kb(metrics("lm")["small"]["params"]), kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["image_bytes"]),
                        kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["ram_bytes"])), "models/lm/small/metrics.json"),
     ]
+    configs = lambda: (re.search(r'parametrize\("seed", range\((\d+)\)\)',  # noqa: E731
+                                 (ROOT / "tools/python/tests/test_runtime_parity.py").read_text()).group(1),)
+    for path, pattern in ((README, r"about 2e-5 on (\d+) random configurations"),
+                          ("docs/design.md", r"on (\d+) random configurations generated at test time"),
+                          ("docs/spec.md", r"runtime \(CLI\) vs the reference, (\d+) random configurations"),
+                          ("docs/testing.md", r"runtime vs reference on (\d+) random configurations")):
+        claims.append(Claim(path, pattern, configs, "tools/python/tests/test_runtime_parity.py (its seeds)"))
+    accuracy = "docs/quantization.md's accuracy table (historical, 518ba12)"
+    claims.append(Claim(README, r"logit error f16 ([\d.e-]+), int8 ([\d.e-]+) \(row-major\) / ([\d.e-]+) \(tiled\), "
+                        r"int4 ([\d.e-]+);",
+                        lambda: tuple(doc_match("docs/quantization.md", rf"\| {d} \| ([\d.e-]+) \|")[0]
+                                      for d in ("f16", "int8 rows", "int8 tiled", "int4 rows")), accuracy))
+    claims.append(Claim(README, r"on a 3.6M-param model \(measured ([\d.]+)% / ([\d.]+)%\)",
+                        lambda: tuple(doc_match("docs/quantization.md", rf"group 64 \| {d} rows \| [^|]+\| [^|]+\| "
+                                                rf"\*\*([\d.]+)%\*\*")[0] for d in ("int8", "int4")),
+                        "docs/quantization.md's size table (historical, 518ba12)"))
     claims.append(Claim("docs/fuzzing.md", r"merged again with `-merge=1` — (\d+ files, [\d.]+ [KM]B)",
                         lambda: (corpus("load_and_feed"),), "fuzz/corpus/load_and_feed/"))
     for name in fuzz_targets():
