@@ -1,6 +1,6 @@
 """Figures in README.md and docs/*.md checked against the files that record them (issue 29, item 8).
 
-    ferrite-figures            # check every generated block and every quoted figure; exit 1 on a difference
+    ferrite-figures            # check every generated block, pasted table and quoted figure; exit 1 on a difference
     ferrite-figures --write    # rewrite README.md's board table from boards/expected/*.stats
 
 Three kinds of guard, all data:
@@ -12,7 +12,7 @@ Three kinds of guard, all data:
 - ``CLAIMS``: a figure quoted in prose, found by a regular expression whose groups are the figures,
   must equal what is computed from its source (a metrics file, a recorded table, the tree).
 
-docs/testing.md ("Figures and their sources") lists every figure and which of the two guards it,
+docs/testing.md ("Figures and their sources") lists every figure and which of the three guards it,
 or why none does. (``python -m ferrite_dev.reports.figures``.)
 """
 
@@ -319,6 +319,17 @@ class Claim:
     source: str
 
 
+def fixtures() -> tuple:
+    """How many fixtures tests/fixtures holds (directories with the reference's expected logits)."""
+    return (str(count_dirs("tests/fixtures", "expected.safetensors")),)
+
+
+def configs() -> tuple:
+    """How many random configurations test_runtime_parity.py makes (its seeds)."""
+    text = (ROOT / "tools/python/tests/test_runtime_parity.py").read_text()
+    return (re.search(r'parametrize\("seed", range\((\d+)\)\)', text).group(1),)
+
+
 PARITY = "docs/testing.md's tolerance table (cargo test -p ferrite-tests --test parity -- --nocapture prints it)"
 
 
@@ -329,7 +340,6 @@ def parity_max() -> tuple:
 
 def _claims() -> list:
     mq, lm = "models/mqar/*/metrics.json", "models/lm/*/metrics.json"
-    fixtures = lambda: (str(count_dirs("tests/fixtures", "expected.safetensors")),)  # noqa: E731
     claims = [
         Claim(README, r"on the (\d+) fixtures", fixtures, "tests/fixtures/ (parity.rs runs each)"),
         Claim(README, r"`tests/fixtures/\*` — (\d+) random-weight", fixtures, "tests/fixtures/"),
@@ -443,8 +453,6 @@ def _claims() -> list:
               lambda: (kb(metrics("lm")["small"]["params"]), kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["image_bytes"]),
                        kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["ram_bytes"])), "models/lm/small/metrics.json"),
     ]
-    configs = lambda: (re.search(r'parametrize\("seed", range\((\d+)\)\)',  # noqa: E731
-                                 (ROOT / "tools/python/tests/test_runtime_parity.py").read_text()).group(1),)
     for path, pattern in ((README, r"about 2e-5 on (\d+) random configurations"),
                           ("docs/design.md", r"on (\d+) random configurations generated at test time"),
                           ("docs/spec.md", r"runtime \(CLI\) vs the reference, (\d+) random configurations"),
