@@ -116,6 +116,7 @@ pub mod session;
 mod sizes;
 pub mod snapshot;
 mod snapshot_error;
+pub mod snapshot_slots;
 pub mod tensor;
 pub mod tensor_int;
 pub mod tokenizer;

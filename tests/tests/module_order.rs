@@ -45,6 +45,8 @@ const ORDER: &[&str] = &[
     "snapshot",
     "session",
     "update",
+    // Two flash slots of snapshot bytes (image's CRC only).
+    "snapshot_slots",
 ];
 
 fn runtime_src() -> PathBuf {

@@ -93,14 +93,57 @@ pub fn run(chip: &'static Board, g: &GenerateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// docs/chips.md's measured table, the one source of the chips' sizes
+/// in the docs (README's rp2350 example quotes it).
+const CHIPS_DOC: &str = "docs/chips.md";
+
+/// A chip's row of the measured table of `doc`: (image bytes, flash bytes,
+/// RAM bytes), or `None` when the table has no row for it.
+fn recorded(doc: &str, chip: &str) -> Option<(u64, u64, u64)> {
+    let row = crate::section::get(doc, "chips-measured")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(&format!("| {chip} |")))?;
+    let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+    let first = |c: &str| c.split_whitespace().next()?.parse().ok();
+    Some((
+        cells.get(2)?.parse().ok()?,
+        first(cells.get(3)?)?,
+        first(cells.get(4)?)?,
+    ))
+}
+
+/// Where a build differs from its recorded row: the image's bytes exactly,
+/// flash and RAM beyond [`crate::expected::COST_REL_TOL`] (the board
+/// suite's rule for costs). `None` when it agrees.
+fn differs_from_record(doc: &str, chip: &str, b: &Built) -> Option<String> {
+    let Some((image, flash, ram)) = recorded(doc, chip) else {
+        return Some(format!("{CHIPS_DOC} has no measured row for {chip}"));
+    };
+    let off = |want: u64, got: u64| {
+        (got as f64 - want as f64).abs() > crate::expected::COST_REL_TOL * want as f64
+    };
+    let (fl, rm) = (b.sizes.flash, b.sizes.ram);
+    (b.image_bytes != image || off(flash, fl) || off(ram, rm)).then(|| {
+        format!(
+            "{chip}: built image {} / flash {fl} / RAM {rm} bytes, {CHIPS_DOC} records \
+             {image} / {flash} / {ram} (flash and RAM within {}%): `cargo xtask chips --record`",
+            b.image_bytes,
+            crate::expected::COST_REL_TOL * 100.0
+        )
+    })
+}
+
 /// Every chip (or those whose name contains `only`) built with its default
 /// model; one `stats:` line each. The check of `cargo xtask test`: each
-/// builds and fits its budget; without `only`, the library's tests run on
+/// builds and fits its budget, and has the sizes docs/chips.md records
+/// ([`differs_from_record`]); without `only`, the library's tests run on
 /// the host first ([`host_test`]). `record` rewrites docs/chips.md's
-/// measured table.
+/// measured table instead of comparing with it.
 pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
     let mut rows = Vec::new();
     let mut ok = true;
+    let doc = std::fs::read_to_string(root_dir().join(CHIPS_DOC)).context(CHIPS_DOC)?;
     if only.is_none() && !host_test()? {
         println!("FAIL the firmware library's host tests (cargo test --features host in boards/)");
         ok = false;
@@ -114,6 +157,13 @@ pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
         match built {
             Ok(b) => {
                 println!("{}", stats_line(chip, &b));
+                if let Some(why) = (!record)
+                    .then(|| differs_from_record(&doc, chip.name, &b))
+                    .flatten()
+                {
+                    println!("FAIL {why}");
+                    ok = false;
+                }
                 let ((flash, ram), (dir, dtype)) = (b.budget, chip.model);
                 rows.push(format!(
                     "| {} | `{dir}` {dtype} | {} | {} of {flash} ({}) | {} of {ram} ({}) |",
@@ -136,7 +186,7 @@ pub fn all(only: Option<&str>, record: bool) -> Result<bool> {
             "| chip | image | image bytes | flash bytes (of budget) | RAM bytes (of budget) |\n|---|---|---|---|---|\n{}\n",
             rows.join("\n")
         );
-        let doc = root_dir().join("docs/chips.md");
+        let doc = root_dir().join(CHIPS_DOC);
         crate::section::write(&doc, "chips-measured", &table)?;
         println!("wrote {} (chips-measured)", doc.display());
     }
@@ -184,4 +234,47 @@ fn host_cargo(command: &str, rest: &str) -> Result<bool> {
         .status()
         .with_context(|| format!("running cargo {command} in boards/"))?;
     Ok(status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = "text\n<!-- chips-measured:start -->\n\
+        | chip | image | image bytes | flash bytes (of budget) | RAM bytes (of budget) |\n\
+        |---|---|---|---|---|\n\
+        | rp2350 | `models/lm/small` int8 | 172960 | 275384 of 4194304 (6.6%) | 33504 of 524288 (6.4%) |\n\
+        <!-- chips-measured:end -->\n| rp2350 | outside | 1 | 2 of 3 (1%) | 4 of 5 (1%) |\n";
+
+    fn built(image_bytes: u64, flash: u64, ram: u64) -> Built {
+        Built {
+            elf: PathBuf::new(),
+            sizes: Sizes { flash, ram },
+            image_bytes,
+            budget: (4194304, 524288),
+        }
+    }
+
+    #[test]
+    fn the_recorded_row_is_read_from_the_measured_block() {
+        assert_eq!(recorded(DOC, "rp2350"), Some((172960, 275384, 33504)));
+        assert_eq!(recorded(DOC, "esp32c3"), None);
+    }
+
+    /// The image exactly, flash and RAM within 2%; a chip without a row fails.
+    #[test]
+    fn a_build_that_moved_from_the_record_fails() {
+        assert_eq!(
+            differs_from_record(DOC, "rp2350", &built(172960, 275384, 33504)),
+            None
+        );
+        assert_eq!(
+            differs_from_record(DOC, "rp2350", &built(172960, 280000, 33000)),
+            None
+        );
+        assert!(differs_from_record(DOC, "rp2350", &built(172961, 275384, 33504)).is_some());
+        assert!(differs_from_record(DOC, "rp2350", &built(172960, 264016, 33504)).is_some());
+        assert!(differs_from_record(DOC, "rp2350", &built(172960, 275384, 34300)).is_some());
+        assert!(differs_from_record(DOC, "esp32c3", &built(172960, 275384, 33504)).is_some());
+    }
 }
