@@ -399,12 +399,36 @@ pub fn cargo_firmware(t: &Board, command: &str, features: &[&str]) -> Command {
         .args(["--features", &features.join(",")])
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags(t))
         .env("DEFMT_LOG", "info");
+    if size_optimised(t) {
+        cmd.args(["--config", SIZE_PROFILE]);
+    }
     cmd
+}
+
+/// Targets with at most this much flash build the firmware package for size.
+pub const SIZE_OPTIMISED_FLASH: u64 = 256 << 10;
+/// The profile setting they get (boards/Cargo.toml says why not everyone).
+const SIZE_PROFILE: &str = r#"profile.release.package.ferrite-boards.opt-level="s""#;
+
+/// `true` when `t`'s firmware is built at opt-level "s" (its flash is at
+/// most [`SIZE_OPTIMISED_FLASH`]).
+pub fn size_optimised(t: &Board) -> bool {
+    budget(t).is_ok_and(|(flash, _)| flash <= SIZE_OPTIMISED_FLASH)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_256_kib_boards_are_built_for_size() {
+        let sized: Vec<_> = ferrite_common::target::TARGETS
+            .iter()
+            .filter(|t| size_optimised(t))
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(sized, ["m3", "m0"]);
+    }
 
     #[test]
     fn counts_flash_and_ram_sections() {
