@@ -576,3 +576,47 @@ fn bla_layers_take_the_int16_state() {
         assert_eq!(mi.state_bytes(0).unwrap(), int_bytes, "{name}");
     }
 }
+
+/// A restored snapshot may hold any int16 BLA state (docs/snapshot-format.md:
+/// the CRC is no signature): extreme exponent words, full-scale mantissas,
+/// random words. The step reads the scale records' exponents through
+/// `fixed::stored_exponent` and keeps every intermediate in range, so four
+/// tokens after such a restore are accepted without a panic or an overflow
+/// (this file runs with overflow checks in `cargo xtask test`'s `checked`
+/// profile, and so do debug builds).
+#[test]
+fn hostile_restored_bla_states_step_without_overflow() {
+    let image = image_of(&fixtures_dir().join("bla_fejer_gated_conv"), &int_path());
+    let model = image.model().unwrap();
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut session = Session::new(model, &mut buf).unwrap();
+    for t in 0..3u32 {
+        session.feed(t).unwrap();
+    }
+    let mut snap = vec![0u8; session.snapshot_len()];
+    session.snapshot(&mut snap).unwrap();
+    let state_bytes = 4 * model.state_len(0).unwrap();
+    let mut rng = ferrite_tests::TestRng::new(0xba5e);
+    let patterns: [fn(usize, u64) -> u32; 5] = [
+        |_, _| i32::MAX as u32,
+        |_, _| i32::MIN as u32,
+        |i, _| [0x7fff_7fff, 0x0100_0000, 0xffff_ffff][i % 3],
+        |i, _| [0x8000_8000, 0xff00_0000, 0x7fff_ffff][i % 3],
+        |_, r| r as u32,
+    ];
+    for (p, pattern) in patterns.iter().enumerate() {
+        let mut bytes = snap.clone();
+        for (i, w) in bytes[64..64 + state_bytes].chunks_exact_mut(4).enumerate() {
+            w.copy_from_slice(&pattern(i, rng.next_u64()).to_le_bytes());
+        }
+        let crc = ferrite::image::CRC.checksum(&bytes[ferrite::snapshot::CRC_START..]);
+        bytes[ferrite::snapshot::CRC_FIELD..ferrite::snapshot::CRC_FIELD + 4]
+            .copy_from_slice(&crc.to_le_bytes());
+        session.restore(&bytes).unwrap();
+        for t in 0..4u32 {
+            session.feed(t * 7).unwrap();
+        }
+        let _ = session.state_max_abs().unwrap();
+        println!("pattern {p}: clamps {:?}", session.clamps());
+    }
+}
