@@ -557,15 +557,23 @@ fn int_cases() -> Vec<Case> {
 /// path, int8 tiled, hidden 16; layer 0 GSA with an int16 state and a short
 /// convolution.
 fn int_gsa_base_image() -> Vec<u8> {
+    int_image(
+        serde_json::json!([
+            {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 4, "use_short_conv": true}
+        ]),
+        12,
+    )
+}
+
+/// An int8 tiled image on the integer token path (int16 states where the
+/// mixers have them), hidden 16, of random weights (`seed`) for `layers`.
+fn int_image(layers: serde_json::Value, seed: u64) -> Vec<u8> {
     let json = serde_json::json!({
         "vocab_size": 256, "hidden_size": 16, "intermediate_size": 32,
-        "tie_word_embeddings": true, "tokenizer": "bytes",
-        "layers": [
-            {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 4, "use_short_conv": true}
-        ]
+        "tie_word_embeddings": true, "tokenizer": "bytes", "layers": layers,
     });
     let config = ferrite_tools::config_json::parse(&json).expect("valid config");
-    let dir = random_model(config, 12);
+    let dir = random_model(config, seed);
     let opts = WriteOptions {
         dtype: DType::I8,
         token_path: ferrite::TokenPath::Int,
@@ -602,25 +610,13 @@ fn int_gsa_cases() -> Vec<Case> {
 /// path, int8 tiled, hidden 16; layer 0 BLA with an int16 state, a short
 /// convolution and the computed phi.
 fn int_bla_base_image() -> Vec<u8> {
-    let json = serde_json::json!({
-        "vocab_size": 256, "hidden_size": 16, "intermediate_size": 32,
-        "tie_word_embeddings": true, "tokenizer": "bytes",
-        "layers": [
+    int_image(
+        serde_json::json!([
             {"mixer": "bla", "num_heads": 1, "head_dim": 16, "period": 8, "modes": 2,
              "use_short_conv": true}
-        ]
-    });
-    let config = ferrite_tools::config_json::parse(&json).expect("valid config");
-    let dir = random_model(config, 13);
-    let opts = WriteOptions {
-        dtype: DType::I8,
-        token_path: ferrite::TokenPath::Int,
-        state: ferrite::StateFormat::Int16,
-        ..Default::default()
-    };
-    build_image(&dir, &opts, |_, _| {})
-        .expect("image builds")
-        .bytes
+        ]),
+        13,
+    )
 }
 
 /// Damage to the BLA integer base image's state word.

@@ -353,33 +353,10 @@ mod tests {
     #[test]
     fn computed_phi_matches_the_f64_series() {
         let mut worst = 0f64;
-        let mut configs = std::vec::Vec::new();
-        for p in 1..=24u32 {
-            for m in 0..=p / 2 {
-                for n in 1..=p + 3 {
-                    configs.push((p, m, n));
-                }
-            }
-        }
-        configs.extend([
-            (64, 4, 9),
-            (64, 7, 15),
-            (64, 15, 31),
-            (64, 32, 64),
-            (64, 32, 16),
-            (100, 50, 7),
-            (1000, 17, 50),
-            (4096, 100, 201),
-        ]);
-        for (p, m, n) in configs {
+        for (p, m, n, phases) in crate::mixers::bla_config::phi_test_configs() {
             for kernel in [BlaKernel::Dirichlet, BlaKernel::Fejer] {
                 let c = config(p, m, n, kernel, BlaDecay::Gated, 1.0);
-                let phases: std::vec::Vec<u32> = if p <= 128 {
-                    (0..p).collect()
-                } else {
-                    (0..p).step_by(p as usize / 61).chain([p - 1]).collect()
-                };
-                let e = computed_phi_error(&c, phases.into_iter());
+                let e = computed_phi_error(&c, phases.iter().copied());
                 assert!(e < 6.0, "P={p} M={m} N={n} {kernel:?}: {e}");
                 worst = worst.max(e);
             }

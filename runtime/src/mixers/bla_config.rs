@@ -354,6 +354,46 @@ pub(crate) fn test_config(
 }
 
 #[cfg(test)]
+extern crate std;
+
+/// The `(P, M, N)` configurations the write-weight tests cover: every
+/// `P <= 24` (all `M`, `N <= P + 3`) and larger ones, the shipped models'
+/// (`P = 64`, `M = 4, 7, 15`) among them; and the phases tested of each
+/// (all of them up to `P = 128`, else 62 spread over the period).
+#[cfg(test)]
+pub(crate) fn phi_test_configs() -> std::vec::Vec<(u32, u32, u32, std::vec::Vec<u32>)> {
+    let mut configs = std::vec::Vec::new();
+    for p in 1..=24u32 {
+        for m in 0..=p / 2 {
+            for n in 1..=p + 3 {
+                configs.push((p, m, n));
+            }
+        }
+    }
+    configs.extend([
+        (64, 4, 9),
+        (64, 7, 15),
+        (64, 15, 31),
+        (64, 32, 64),
+        (64, 32, 16),
+        (100, 50, 7),
+        (1000, 17, 50),
+        (4096, 100, 201),
+    ]);
+    configs
+        .into_iter()
+        .map(|(p, m, n)| {
+            let phases = if p <= 128 {
+                (0..p).collect()
+            } else {
+                (0..p).step_by(p as usize / 61).chain([p - 1]).collect()
+            };
+            (p, m, n, phases)
+        })
+        .collect()
+}
+
+#[cfg(test)]
 mod tests {
     extern crate std;
 

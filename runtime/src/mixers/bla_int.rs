@@ -176,17 +176,11 @@ pub(crate) fn state_max_abs(c: &BlaConfig, state: &[i32]) -> f32 {
         k,
         v,
     );
-    let mut at = n_scales + kw + vw;
     if c.conv_size > 0 {
-        for ch in [h * k, h * k, h * v] {
-            let words = conv_int::state_words(ch as u64, c.conv_size) as usize;
-            if let Some(ring) = state.get(at..at + words) {
-                let x = conv_int::max_abs(ring, ch, c.conv_size as usize);
-                if x.gt(top) {
-                    top = x;
-                }
-            }
-            at += words;
+        let rings = state.get(n_scales + kw + vw..).unwrap_or(&[]);
+        let x = conv_int::rings_max_abs(rings, [h * k, h * k, h * v], c.conv_size);
+        if x.gt(top) {
+            top = x;
         }
     }
     f32::from_bits(top.to_f32_bits())
@@ -231,15 +225,8 @@ pub(crate) fn step(
     let vs_all: &mut [i16] = bytemuck::cast_slice_mut(vw);
     if c.conv_size > 0 {
         // As the f32 step (`conv::step_qkv`): q, k, v convolved with SiLU.
-        let width = c.conv_size as usize;
-        let words = |ch: usize| conv_int::state_words(ch as u64, c.conv_size) as usize;
-        let (cq, rest) = convs.split_at_mut_checked(words(h * k)).ok_or(bad_state)?;
-        let (ck, rest) = rest.split_at_mut_checked(words(h * k)).ok_or(bad_state)?;
-        let cv = rest.get_mut(..words(h * v)).ok_or(bad_state)?;
-        let conv = |role| w.get(role);
-        eq = conv_int::step(&conv(Role::QConv)?, width, cq, ctx.pos, q, eq, true)?;
-        ek = conv_int::step(&conv(Role::KConv)?, width, ck, ctx.pos, kk, ek, true)?;
-        ev = conv_int::step(&conv(Role::VConv)?, width, cv, ctx.pos, vv, ev, true)?;
+        let parts = [(&mut *q, &mut eq), (&mut *kk, &mut ek), (&mut *vv, &mut ev)];
+        conv_int::step_qkv(w, c.conv_size, convs, ctx.pos, parts)?;
     }
 
     // The token's row of phi, once for every head.
@@ -328,34 +315,11 @@ mod tests {
     /// (the f32 row: 6 x 2^-23).
     #[test]
     fn the_integer_phi_row_matches_the_f64_series() {
-        let mut configs = std::vec::Vec::new();
-        for p in 1..=24u32 {
-            for m in 0..=p / 2 {
-                for n in 1..=p + 3 {
-                    configs.push((p, m, n));
-                }
-            }
-        }
-        configs.extend([
-            (64, 4, 9),
-            (64, 7, 15),
-            (64, 15, 31),
-            (64, 32, 64),
-            (64, 32, 16),
-            (100, 50, 7),
-            (1000, 17, 50),
-            (4096, 100, 201),
-        ]);
         let mut worst = 0f64;
-        for (p, m, n) in configs {
+        for (p, m, n, phases) in crate::mixers::bla_config::phi_test_configs() {
             for kernel in [BlaKernel::Dirichlet, BlaKernel::Fejer] {
                 let c = config(p, m, n, kernel, BlaDecay::Gated, 1.0);
-                let phases: std::vec::Vec<u32> = if p <= 128 {
-                    (0..p).collect()
-                } else {
-                    (0..p).step_by(p as usize / 61).chain([p - 1]).collect()
-                };
-                let e = phi_error(&c, phases.into_iter());
+                let e = phi_error(&c, phases.iter().copied());
                 assert!(e <= 0.125, "P={p} M={m} N={n} {kernel:?}: {e}");
                 worst = worst.max(e);
             }

@@ -108,19 +108,11 @@ pub(crate) fn state_max_abs(c: &GsaConfig, state: &[i32]) -> f32 {
     };
     let (hk, hv): (&[i16], &[i16]) = (bytemuck::cast_slice(hk), bytemuck::cast_slice(hv));
     let mut top = slots_max_abs(scales, hk, hv, k, v);
-    let mut see = |x: Fx| {
+    if c.conv_size > 0 {
+        let rings = state.get(n_scales + kw + vw..).unwrap_or(&[]);
+        let x = conv_int::rings_max_abs(rings, [h * k, hkv * k, hkv * v], c.conv_size);
         if x.gt(top) {
             top = x;
-        }
-    };
-    let mut at = n_scales + kw + vw;
-    if c.conv_size > 0 {
-        for ch in [h * k, hkv * k, hkv * v] {
-            let words = conv_int::state_words(ch as u64, c.conv_size) as usize;
-            if let Some(ring) = state.get(at..at + words) {
-                see(conv_int::max_abs(ring, ch, c.conv_size as usize));
-            }
-            at += words;
         }
     }
     f32::from_bits(top.to_f32_bits())
@@ -182,15 +174,8 @@ pub(crate) fn step(
 
     if c.conv_size > 0 {
         // As the f32 step: q, k, v convolved with SiLU, then the feature map.
-        let width = c.conv_size as usize;
-        let words = |ch: usize| conv_int::state_words(ch as u64, c.conv_size) as usize;
-        let (cq, rest) = convs.split_at_mut_checked(words(h * k)).ok_or(bad_state)?;
-        let (ck, rest) = rest.split_at_mut_checked(words(hkv * k)).ok_or(bad_state)?;
-        let cv = rest.get_mut(..words(hkv * v)).ok_or(bad_state)?;
-        let conv = |role| w.get(role);
-        eq = conv_int::step(&conv(Role::QConv)?, width, cq, ctx.pos, q, eq, true)?;
-        ek = conv_int::step(&conv(Role::KConv)?, width, ck, ctx.pos, kk, ek, true)?;
-        ev = conv_int::step(&conv(Role::VConv)?, width, cv, ctx.pos, vv, ev, true)?;
+        let parts = [(&mut *q, &mut eq), (&mut *kk, &mut ek), (&mut *vv, &mut ev)];
+        conv_int::step_qkv(w, c.conv_size, convs, ctx.pos, parts)?;
     }
     eq = feature(q, eq, c.feature_map);
     ek = feature(kk, ek, c.feature_map);

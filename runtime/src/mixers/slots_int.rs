@@ -129,11 +129,16 @@ pub(super) fn update(
     // A write that dwarfs the old vector (c >= 2^32: the write may pass
     // 2^47 units, the old mantissas, below 2^23, under 2^-24 of it; a slot
     // written first with a weight near 0, as Fejér's zeros give) moves the scale up
-    // first: σ × 2^d, the old mantissas shifted right by d (rounded), c ×
-    // 2^-d. So a write never saturates. (d = 0 otherwise: the same bits.)
+    // first: σ × 2^d, the old mantissas shifted right by d (rounded: they
+    // are below 2^-24 of the write), c × 2^-d. So a write never saturates.
+    // (d = 0 otherwise: the same bits, and no pass.)
     let drop = c.exponent().max(0);
-    sigma = sigma.shl(drop);
-    c = c.shl(-drop);
+    if drop > 0 {
+        sigma = sigma.shl(drop);
+        c = c.shl(-drop);
+        mant.iter_mut()
+            .for_each(|m| *m = shift_i64(*m as i64, drop).0 as i16);
+    }
     let cm = if c.is_negative() {
         -(c.mantissa() as i64)
     } else {
@@ -144,7 +149,7 @@ pub(super) fn update(
         // |x15| <= 2^15, |cm| < 2^32, ce <= 0: the write below 2^47.
         let (w, sat) = shift_i64(at15(xi, sx) as i64 * cm, -ce);
         // |m << 8| < 2^23: the sum stays below 2^48.
-        (shift_i64((m as i64) << GUARD, drop).0 + w, sat)
+        (((m as i64) << GUARD) + w, sat)
     };
     let (mut max, mut sat) = (0u64, false);
     for (&m, &xi) in mant.iter().zip(x) {
