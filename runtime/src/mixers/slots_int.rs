@@ -144,18 +144,19 @@ pub(super) fn update(
     } else {
         c.mantissa() as i64
     };
-    let ce = c.exponent();
-    let n = |m: i16, xi: i32| -> (i64, bool) {
-        // |x15| <= 2^15, |cm| < 2^32, ce <= 0: the write below 2^47.
-        let (w, sat) = shift_i64(at15(xi, sx) as i64 * cm, -ce);
-        // |m << 8| < 2^23: the sum stays below 2^48.
-        (((m as i64) << GUARD) + w, sat)
+    // The write's right shift, rounded half up: c's exponent is at most 0
+    // after the move above, so no write is shifted left (none saturates);
+    // a shift of 63 or more leaves nothing.
+    let rs = (-c.exponent()).max(0);
+    let (cm, rs) = if rs >= 63 { (0, 0) } else { (cm, rs) };
+    let half = if rs > 0 { 1i64 << (rs - 1) } else { 0 };
+    let n = |m: i16, xi: i32| -> i64 {
+        // |x15| <= 2^15, |cm| < 2^32: the write below 2^47; |m << 8| < 2^23.
+        ((m as i64) << GUARD) + ((at15(xi, sx) as i64 * cm + half) >> rs)
     };
-    let (mut max, mut sat) = (0u64, false);
+    let mut max = 0u64;
     for (&m, &xi) in mant.iter().zip(x) {
-        let (v, s) = n(m, xi);
-        max = max.max(v.unsigned_abs());
-        sat |= s;
+        max = max.max(n(m, xi).unsigned_abs());
     }
     if max == 0 {
         mant.fill(0);
@@ -175,14 +176,11 @@ pub(super) fn update(
         s += 1;
     }
     for (mi, &xi) in mant.iter_mut().zip(x) {
-        let (m, _) = shift_i64(n(*mi, xi).0, s);
+        let (m, _) = shift_i64(n(*mi, xi), s);
         if m.abs() > S_MAX {
             *clamps = clamps.saturating_add(1);
         }
         *mi = m.clamp(-S_MAX, S_MAX) as i16;
-    }
-    if sat {
-        *clamps = clamps.saturating_add(1);
     }
     let sigma = sigma.shl(s - GUARD);
     rec[0] = sigma.exponent() + 32;
