@@ -34,7 +34,7 @@
 //! the heads aligned into one block; `o_proj`.
 
 use super::bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, SLOT_WORDS};
-use super::slots_int::{read_heads, slots_max_abs, update};
+use super::slots_int::{self, read_heads, update};
 use super::{conv_int, StepCtx};
 use crate::error::{Error, Result};
 use crate::fixed::trig::SinPiFx;
@@ -160,30 +160,8 @@ fn parts<'s>(c: &BlaConfig, state: &'s mut [i32]) -> Option<Parts<'s>> {
 /// convolution rings.
 pub(crate) fn state_max_abs(c: &BlaConfig, state: &[i32]) -> f32 {
     let (h, k, v, n) = c.dims();
-    let n_scales = h * n * SLOT_WORDS as usize;
-    let (kw, vw) = ((h * n * k).div_ceil(2), (h * n * v).div_ceil(2));
-    let (Some(scales), Some(ks), Some(vs)) = (
-        state.get(..n_scales),
-        state.get(n_scales..n_scales + kw),
-        state.get(n_scales + kw..n_scales + kw + vw),
-    ) else {
-        return 0.0;
-    };
-    let mut top = slots_max_abs(
-        scales,
-        bytemuck::cast_slice(ks),
-        bytemuck::cast_slice(vs),
-        k,
-        v,
-    );
-    if c.conv_size > 0 {
-        let rings = state.get(n_scales + kw + vw..).unwrap_or(&[]);
-        let x = conv_int::rings_max_abs(rings, [h * k, h * k, h * v], c.conv_size);
-        if x.gt(top) {
-            top = x;
-        }
-    }
-    f32::from_bits(top.to_f32_bits())
+    let channels = [h * k, h * k, h * v];
+    slots_int::state_max_abs(state, h * n, (k, v), channels, c.conv_size)
 }
 
 /// One token of `bla` with the int16 state ([`crate::mixers::Mixer::step_int`]).

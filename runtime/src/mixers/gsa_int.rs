@@ -44,7 +44,7 @@
 //! the RMSNorm over all `H V` (eps 1e-5, `g_norm` by its bits), `o_proj`.
 
 use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS, SLOT_WORDS};
-use super::slots_int::{read_heads, slots_max_abs, update};
+use super::slots_int::{self, read_heads, update};
 use super::{conv_int, StepCtx};
 use crate::error::{Error, Result};
 use crate::fixed::activation::silu_block;
@@ -90,32 +90,9 @@ fn norm_in_place(x: &mut [i32], e: i32, weight: &Tensor<'_>, eps: Fx) -> Result<
 /// every slot vector's largest mantissa times its scale, and the
 /// convolution rings.
 pub(crate) fn state_max_abs(c: &GsaConfig, state: &[i32]) -> f32 {
-    let (h, hkv, k, v, m) = (
-        c.num_heads as usize,
-        c.num_kv_heads as usize,
-        c.head_k_dim as usize,
-        c.head_v_dim as usize,
-        c.num_slots as usize,
-    );
-    let n_scales = hkv * m * SLOT_WORDS as usize;
-    let (kw, vw) = ((hkv * m * k).div_ceil(2), (hkv * m * v).div_ceil(2));
-    let (Some(scales), Some(hk), Some(hv)) = (
-        state.get(..n_scales),
-        state.get(n_scales..n_scales + kw),
-        state.get(n_scales + kw..n_scales + kw + vw),
-    ) else {
-        return 0.0;
-    };
-    let (hk, hv): (&[i16], &[i16]) = (bytemuck::cast_slice(hk), bytemuck::cast_slice(hv));
-    let mut top = slots_max_abs(scales, hk, hv, k, v);
-    if c.conv_size > 0 {
-        let rings = state.get(n_scales + kw + vw..).unwrap_or(&[]);
-        let x = conv_int::rings_max_abs(rings, [h * k, hkv * k, hkv * v], c.conv_size);
-        if x.gt(top) {
-            top = x;
-        }
-    }
-    f32::from_bits(top.to_f32_bits())
+    let (h, hkv, k, v, m) = c.dims();
+    let channels = [h * k, hkv * k, hkv * v];
+    slots_int::state_max_abs(state, hkv * m, (k, v), channels, c.conv_size)
 }
 
 /// One token of `gsa` with the int16 state ([`crate::mixers::Mixer::step_int`]).

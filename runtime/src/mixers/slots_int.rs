@@ -342,10 +342,43 @@ pub(super) fn read_heads(
     }
 }
 
+/// The largest magnitude an int16 slot state holds (`Session::state_max_abs`
+/// of GSA and BLA): `slots` slot vectors of `k` keys and `v` values (the
+/// scale records, the keys, the values, as the module docs lay them out),
+/// then the q, k, v convolution rings of `channels` (width `conv_size`, 0
+/// for none); 0 for a state too short.
+pub(super) fn state_max_abs(
+    state: &[i32],
+    slots: usize,
+    (k, v): (usize, usize),
+    channels: [usize; 3],
+    conv_size: u32,
+) -> f32 {
+    let n_scales = 4 * slots;
+    let (kw, vw) = ((slots * k).div_ceil(2), (slots * v).div_ceil(2));
+    let (Some(scales), Some(hk), Some(hv)) = (
+        state.get(..n_scales),
+        state.get(n_scales..n_scales + kw),
+        state.get(n_scales + kw..n_scales + kw + vw),
+    ) else {
+        return 0.0;
+    };
+    let (hk, hv): (&[i16], &[i16]) = (bytemuck::cast_slice(hk), bytemuck::cast_slice(hv));
+    let mut top = slots_max_abs(scales, hk, hv, k, v);
+    if conv_size > 0 {
+        let rings = state.get(n_scales + kw + vw..).unwrap_or(&[]);
+        let x = super::conv_int::rings_max_abs(rings, channels, conv_size);
+        if x.gt(top) {
+            top = x;
+        }
+    }
+    f32::from_bits(top.to_f32_bits())
+}
+
 /// The largest magnitude of `slots` slot vectors of `k` keys and `v`
 /// values (`scales` their records, four words a slot): each vector's
-/// largest mantissa times its scale (`Session::state_max_abs`).
-pub(super) fn slots_max_abs(scales: &[i32], hk: &[i16], hv: &[i16], k: usize, v: usize) -> Fx {
+/// largest mantissa times its scale.
+fn slots_max_abs(scales: &[i32], hk: &[i16], hv: &[i16], k: usize, v: usize) -> Fx {
     let mut top = Fx::ZERO;
     let max16 = |x: &[i16]| x.iter().fold(0u16, |a, e| a.max(e.unsigned_abs()));
     for (slot, rec) in scales.chunks_exact(4).enumerate() {
