@@ -308,7 +308,7 @@ impl ModelConfig {
 impl LayerConfig {
     /// The integer state format this layer's mixer has an integer step for
     /// (docs/integer-path.md): int16 for a GDN layer with normalised keys
-    /// and for a GSA layer; int8 KV for an SWA layer; `None` for the
+    /// and for GSA and BLA layers; int8 KV for an SWA layer; `None` for the
     /// mixers that run only their f32 step so far.
     pub const fn integer_state(&self) -> Option<StateFormat> {
         match self {
@@ -317,6 +317,7 @@ impl LayerConfig {
             }
             LayerConfig::Swa(_) => Some(StateFormat::Int8Kv),
             LayerConfig::Gsa(_) => Some(StateFormat::Int16),
+            LayerConfig::Bla(_) => Some(StateFormat::Int16),
             _ => None,
         }
     }
@@ -330,6 +331,7 @@ impl LayerConfig {
                 LayerConfig::Gdn(c) => LayerConfig::Gdn(GdnConfig { state, ..c }),
                 LayerConfig::Swa(c) => LayerConfig::Swa(SwaConfig { state, ..c }),
                 LayerConfig::Gsa(c) => LayerConfig::Gsa(GsaConfig { state, ..c }),
+                LayerConfig::Bla(c) => LayerConfig::Bla(BlaConfig { state, ..c }),
                 other => other,
             });
         }
@@ -342,6 +344,9 @@ impl LayerConfig {
             }
             LayerConfig::Gsa(c) if self.integer_state() == Some(state) => {
                 Some(LayerConfig::Gsa(GsaConfig { state, ..c }))
+            }
+            LayerConfig::Bla(c) if self.integer_state() == Some(state) => {
+                Some(LayerConfig::Bla(BlaConfig { state, ..c }))
             }
             _ => None,
         }

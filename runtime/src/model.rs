@@ -629,6 +629,7 @@ mod tests {
                 gamma: 1.0,
                 conv_size: m,
                 phi_source: BlaPhiSource::Computed,
+                state: StateFormat::F32,
             }),
             LayerConfig::Mla(MlaConfig {
                 num_heads: m,

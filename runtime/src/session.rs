@@ -191,6 +191,9 @@ impl<'a, 'b> Session<'a, 'b> {
                 (crate::format::StateFormat::Int16, LayerConfig::Gsa(c)) => {
                     crate::mixers::gsa_state_max_abs(&c, bytemuck::cast_slice(bytes))
                 }
+                (crate::format::StateFormat::Int16, LayerConfig::Bla(c)) => {
+                    crate::mixers::bla_state_max_abs(&c, bytemuck::cast_slice(bytes))
+                }
                 (crate::format::StateFormat::Int8Kv, LayerConfig::Swa(c)) => {
                     let slots = c.sinks as usize + self.pinned_max + c.span() as usize;
                     crate::mixers::swa_state_max_abs(&c, slots, bytemuck::cast_slice(bytes))

@@ -557,15 +557,23 @@ fn int_cases() -> Vec<Case> {
 /// path, int8 tiled, hidden 16; layer 0 GSA with an int16 state and a short
 /// convolution.
 fn int_gsa_base_image() -> Vec<u8> {
+    int_image(
+        serde_json::json!([
+            {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 4, "use_short_conv": true}
+        ]),
+        12,
+    )
+}
+
+/// An int8 tiled image on the integer token path (int16 states where the
+/// mixers have them), hidden 16, of random weights (`seed`) for `layers`.
+fn int_image(layers: serde_json::Value, seed: u64) -> Vec<u8> {
     let json = serde_json::json!({
         "vocab_size": 256, "hidden_size": 16, "intermediate_size": 32,
-        "tie_word_embeddings": true, "tokenizer": "bytes",
-        "layers": [
-            {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 4, "use_short_conv": true}
-        ]
+        "tie_word_embeddings": true, "tokenizer": "bytes", "layers": layers,
     });
     let config = ferrite_tools::config_json::parse(&json).expect("valid config");
-    let dir = random_model(config, 12);
+    let dir = random_model(config, seed);
     let opts = WriteOptions {
         dtype: DType::I8,
         token_path: ferrite::TokenPath::Int,
@@ -594,6 +602,44 @@ fn int_gsa_cases() -> Vec<Case> {
             let at = model_flags(b);
             let f = u32_at(b, at);
             set_u32(b, at, f & !2)
+        }),
+    ]
+}
+
+/// The valid image the `int_bla_*` cases start from: the integer token
+/// path, int8 tiled, hidden 16; layer 0 BLA with an int16 state, a short
+/// convolution and the computed phi.
+fn int_bla_base_image() -> Vec<u8> {
+    int_image(
+        serde_json::json!([
+            {"mixer": "bla", "num_heads": 1, "head_dim": 16, "period": 8, "modes": 2,
+             "use_short_conv": true}
+        ]),
+        13,
+    )
+}
+
+/// Damage to the BLA integer base image's state word.
+fn int_bla_cases() -> Vec<Case> {
+    vec![
+        // BLA takes int16, not int8 KV.
+        case("int_bla_int8_kv_state", true, |b| {
+            let at = layer_word(b, 0, 15);
+            set_u32(b, at, 2)
+        }),
+        case("int_bla_unknown_state_format", true, |b| {
+            let at = layer_word(b, 0, 15);
+            set_u32(b, at, 9)
+        }),
+        // int16 on the f32 path.
+        case("int_bla_state_on_the_f32_path", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f & !2)
+        }),
+        // int16 in a format 5 image (the computed phi's version).
+        case("int_bla_state_in_a_v5_image", true, |b| {
+            set_u32(b, VERSION, 5)
         }),
     ]
 }
@@ -660,6 +706,7 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (bla_base_image(BlaPhiSource::Table), bla_table_cases()),
         (int_base_image(), int_cases()),
         (int_gsa_base_image(), int_gsa_cases()),
+        (int_bla_base_image(), int_bla_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),

@@ -188,6 +188,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     } else {
                         BlaPhiSource::Table
                     },
+                    state: ferrite::StateFormat::F32,
                 })
             }
         ),

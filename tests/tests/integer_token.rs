@@ -12,8 +12,9 @@
 //! alone is bounded by the unit tests of `ferrite::fixed`; its effect on
 //! trained models is measured in docs/integer-path.md.
 //!
-//! Layers whose mixer has no integer step yet run their f32 step inside the
-//! integer image; their rows here measure the block around them.
+//! Layers whose mixer has no integer step yet (MLA, GDN without normalised
+//! keys) run their f32 step inside the integer image; their rows here
+//! measure the block around them.
 
 use std::path::Path;
 
@@ -56,7 +57,8 @@ fn rel_rms(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
 /// layers whose keys are not normalised (`qk_norm: none`:
 /// `gdn_linear_attention`, `gdn_retention`'s first layer; the output lists
 /// each layer's state format); the SWA rows the int8 KV step, the GSA row
-/// the int16 step; the BLA row runs its f32 step inside the integer block.
+/// the int16 step, the BLA rows the int16 step (every kernel, decay and
+/// phi shape of the fixtures).
 const BOUNDS: &[(&str, f32, f64)] = &[
     ("gdn_gate", 1.2, 0.03),
     ("gdn_gva_negeig", 1.2, 0.03),
@@ -74,6 +76,12 @@ const BOUNDS: &[(&str, f32, f64)] = &[
     ("swa_pinned", 0.8, 0.03),
     ("swa_short_conv", 0.8, 0.03),
     ("bla_fejer_gated_conv", 0.8, 0.03),
+    ("bla_dirichlet_gated_blur_conv", 0.8, 0.03),
+    ("bla_dirichlet_gated_full", 0.8, 0.03),
+    ("bla_dirichlet_none_slots8", 0.8, 0.03),
+    ("bla_dirichlet_scalar_nyquist", 0.8, 0.03),
+    ("bla_fejer_none_odd", 0.8, 0.03),
+    ("bla_fejer_scalar_nyquist", 0.8, 0.03),
     ("hybrid_gdn_swa", 3.5, 0.06),
 ];
 
@@ -362,32 +370,39 @@ fn random_gsa(rng: &mut ferrite_tests::TestRng) -> serde_json::Value {
     })
 }
 
-/// The stated tolerance (docs/integer-path.md, "GSA on the integer path"):
-/// on 24 random GSA models (random weights; shapes, feature maps, gates and
-/// short convolutions as [`random_gsa`] draws them), the int8 image on the
-/// integer token path (int16 slot memories, every layer's integer step)
-/// against the same int8 weights on the f32 path (the f32 step), over 64
-/// tokens: relative RMS logit difference within 0.02, max |logit
-/// difference| within 0.8 (measured 1.45e-2 / 0.58: mostly int8
-/// activation roundings that the two paths take at different points), no
-/// clamp.
-#[test]
-fn gsa_integer_step_matches_the_f32_step_on_random_models() {
+/// Runs `cases` random models that `draw` makes (model seeds from `seed`)
+/// on both paths: the int8 image on the integer token path with `int_opts`
+/// (every layer's integer step, int16 state) against the same int8 weights
+/// on the f32 path (`f32_opts`: the f32 step), over 64 tokens; asserts max
+/// |logit difference| within `max_bound`, relative RMS within `rms_bound`
+/// and no clamp per case; returns the worst of both.
+fn int_step_against_f32_step(
+    draw: impl Fn(&mut ferrite_tests::TestRng, u64) -> (serde_json::Value, WriteOptions),
+    rng_seed: u64,
+    seed: u64,
+    cases: u64,
+    (max_bound, rms_bound): (f32, f64),
+) -> (f32, f64) {
     use ferrite_tools::writer::build_image;
-    let mut rng = ferrite_tests::TestRng::new(0x6a5a);
+    let mut rng = ferrite_tests::TestRng::new(rng_seed);
     let tokens: Vec<u32> = (0..64u32).map(|t| (t * 89 + 7) % 256).collect();
     let (mut worst_max, mut worst_rms) = (0f32, 0f64);
-    for case in 0..24 {
-        let json = random_gsa(&mut rng);
+    for case in 0..cases {
+        let (json, base_opts) = draw(&mut rng, case);
         let config = ferrite_tools::config_json::parse(&json).expect("valid config");
-        let dir = ferrite_tests::random_model(config, 100 + case);
+        let dir = ferrite_tests::random_model(config, seed + case);
         let image = |opts: &WriteOptions| {
             let bytes = build_image(&dir, opts, |_, _| {})
                 .expect("image builds")
                 .bytes;
             ferrite_tools::run::AlignedImage::new(&bytes)
         };
-        let (int, base) = (image(&int_path()), image(&int8()));
+        let int_opts = WriteOptions {
+            token_path: TokenPath::Int,
+            state: StateFormat::Int16,
+            ..base_opts.clone()
+        };
+        let (int, base) = (image(&int_opts), image(&base_opts));
         let model = int.model().unwrap();
         for l in 0..model.config().num_layers as usize {
             assert_eq!(model.layer(l).unwrap().state_format(), StateFormat::Int16);
@@ -403,7 +418,7 @@ fn gsa_integer_step_matches_the_f32_step_on_random_models() {
         let clamps: u32 = session.clamps().iter().sum();
         println!("case {case}: {json}: max {d_max:.3}, rel rms {d_rms:.2e}, clamps {clamps}");
         assert!(
-            d_max <= 0.8 && d_rms <= 0.02,
+            d_max <= max_bound && d_rms <= rms_bound,
             "case {case}: {d_max} / {d_rms}"
         );
         assert_eq!(clamps, 0, "case {case}");
@@ -411,30 +426,197 @@ fn gsa_integer_step_matches_the_f32_step_on_random_models() {
         worst_rms = worst_rms.max(d_rms);
     }
     println!("worst: max {worst_max:.3}, rel rms {worst_rms:.2e}");
+    (worst_max, worst_rms)
+}
+
+/// The stated tolerance (docs/integer-path.md, "GSA on the integer path"):
+/// on 24 random GSA models (random weights; shapes, feature maps, gates and
+/// short convolutions as [`random_gsa`] draws them), the int8 image on the
+/// integer token path (int16 slot memories, every layer's integer step)
+/// against the same int8 weights on the f32 path (the f32 step), over 64
+/// tokens: relative RMS logit difference within 0.02, max |logit
+/// difference| within 0.8 (measured 1.45e-2 / 0.58: mostly int8
+/// activation roundings that the two paths take at different points), no
+/// clamp.
+#[test]
+fn gsa_integer_step_matches_the_f32_step_on_random_models() {
+    let draw = |rng: &mut ferrite_tests::TestRng, _| (random_gsa(rng), int8());
+    int_step_against_f32_step(draw, 0x6a5a, 100, 24, (0.8, 0.02));
+}
+
+/// A random BLA model: one or two BLA layers of random shapes (heads, head
+/// size, period, modes, slots, kernel, decay, gamma, short convolution),
+/// and, for every third case, the stored phi table instead of the computed
+/// row.
+fn random_bla(rng: &mut ferrite_tests::TestRng, case: u64) -> (serde_json::Value, WriteOptions) {
+    let layer = |rng: &mut ferrite_tests::TestRng| {
+        let h = [1, 2, 4][rng.below(3) as usize];
+        // (o_proj's input H × head_dim a multiple of 16: tiled.)
+        let head_dim = [8, 16, 32][rng.below(3) as usize].max(16 / h);
+        let period = [4, 7, 16, 24, 64][rng.below(5) as usize];
+        let modes = rng.below(period / 2 + 1);
+        let slots = [2 * modes + 1, period, 1 + rng.below(period + 2)][rng.below(3) as usize];
+        let kernel = ["dirichlet", "fejer"][rng.below(2) as usize];
+        let decay = ["gated", "scalar", "none"][rng.below(3) as usize];
+        let mut l = serde_json::json!({
+            "mixer": "bla", "num_heads": h, "head_dim": head_dim, "period": period,
+            "modes": modes, "slots": slots, "kernel": kernel, "decay": decay,
+        });
+        if decay == "scalar" {
+            l["gamma"] = [0.9, 0.97, 0.995][rng.below(3) as usize].into();
+        }
+        if rng.below(2) == 1 {
+            l["use_short_conv"] = true.into();
+            l["conv_size"] = (2 + rng.below(3)).into();
+        }
+        l
+    };
+    let layers: Vec<_> = (0..1 + rng.below(2)).map(|_| layer(rng)).collect();
+    let hidden = [32, 64][rng.below(2) as usize];
+    let json = serde_json::json!({
+        "vocab_size": 256, "hidden_size": hidden,
+        "intermediate_size": 48, "tie_word_embeddings": true, "tokenizer": "bytes",
+        "layers": layers,
+    });
+    let bla_phi = if case % 3 == 2 {
+        ferrite::mixers::BlaPhiSource::Table
+    } else {
+        ferrite::mixers::BlaPhiSource::Computed
+    };
+    (json, WriteOptions { bla_phi, ..int8() })
+}
+
+/// The stated tolerance (docs/integer-path.md, "BLA on the integer path"):
+/// on 24 random BLA models ([`random_bla`]: every kernel, decay and phi
+/// source, full resolution and blurred, with and without a short
+/// convolution), the int8 image on the integer token path (int16 slot
+/// memories, the integer phi row) against the same int8 weights on the f32
+/// path, over 64 tokens: max |logit difference| within 0.8 and relative
+/// RMS within 0.02 (measured 0.556 / 1.24e-2), no clamp.
+#[test]
+fn bla_integer_step_matches_the_f32_step_on_random_models() {
+    int_step_against_f32_step(random_bla, 0xb1a, 200, 24, (0.8, 0.02));
+}
+
+/// `Session::state_max_abs` of fixture `name`'s image (`opts`) after 40
+/// tokens (0 before the first).
+fn state_max_after(name: &str, opts: &WriteOptions) -> f32 {
+    let image = image_of(&fixtures_dir().join(name), opts);
+    let model = image.model().unwrap();
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut session = Session::new(model, &mut buf).unwrap();
+    assert_eq!(session.state_max_abs().unwrap(), 0.0);
+    for t in 0..40u32 {
+        session.feed((t * 37 + 11) % 256).unwrap();
+    }
+    session.state_max_abs().unwrap()
 }
 
 /// `Session::state_max_abs` reads the int16 slot memories through their
 /// scales: within 5% of what the f32 path's image holds after the same
-/// tokens (the largest slot value, or a convolution slot's).
+/// tokens (the largest slot value, or a convolution slot's), for GSA and
+/// BLA.
 #[test]
-fn the_int16_gsa_state_reports_its_largest_value() {
-    let dir = fixtures_dir().join("gsa_swish_gqa");
-    let max_after = |opts: &WriteOptions| {
-        let image = image_of(&dir, opts);
-        let model = image.model().unwrap();
-        let mut buf = session_buffer(&model, 0).unwrap();
-        let mut session = Session::new(model, &mut buf).unwrap();
-        assert_eq!(session.state_max_abs().unwrap(), 0.0);
-        for t in 0..40u32 {
-            session.feed((t * 37 + 11) % 256).unwrap();
+fn the_int16_slot_states_report_their_largest_value() {
+    for name in [
+        "gsa_swish_gqa",
+        "bla_fejer_gated_conv",
+        "bla_dirichlet_none_slots8",
+    ] {
+        let (f32_path, int_path) = (
+            state_max_after(name, &int8()),
+            state_max_after(name, &int_path()),
+        );
+        println!("{name}: state max: f32 path {f32_path}, integer path {int_path}");
+        assert!(f32_path > 0.0);
+        assert!(
+            (int_path / f32_path - 1.0).abs() <= 0.05,
+            "{name}: {int_path} against {f32_path}"
+        );
+    }
+}
+
+/// BLA layers take the int16 state on the integer path, and it is the
+/// stated size: per head and slot four scale words and `K + V` 16-bit
+/// mantissas, then the convolution rings (`conv_int`: per ring `W - 1`
+/// exponent words and `(W - 1) C` 16-bit mantissas), against `K + V` f32
+/// words per slot and `(W - 1) C` f32 words per convolution.
+#[test]
+fn bla_layers_take_the_int16_state() {
+    for name in ["bla_fejer_gated_conv", "bla_dirichlet_none_slots8"] {
+        let dir = fixtures_dir().join(name);
+        let int = image_of(&dir, &int_path());
+        let f32_path = image_of(&dir, &int8());
+        let (mi, mf) = (int.model().unwrap(), f32_path.model().unwrap());
+        let (mut f32_bytes, mut int_bytes) = (0, 0);
+        for layer in 0..mi.config().num_layers as usize {
+            let ferrite::LayerConfig::Bla(c) = mi.layer(layer).unwrap() else {
+                panic!("{name}: layer {layer} is bla");
+            };
+            assert_eq!(c.state, StateFormat::Int16);
+            let (h, n, k, v) = (c.num_heads, c.slots, c.head_k_dim, c.head_v_dim);
+            let hist = c.conv_size.saturating_sub(1);
+            let ring = |ch: u32| hist + (hist * ch).div_ceil(2);
+            let conv_int = if hist > 0 {
+                ring(h * k) * 2 + ring(h * v)
+            } else {
+                0
+            };
+            let words = h * n * 4 + (h * n * k).div_ceil(2) + (h * n * v).div_ceil(2) + conv_int;
+            let f32_words = h * n * (k + v) + hist * h * (2 * k + v);
+            println!(
+                "{name} layer {layer}: {} of {} bytes",
+                4 * words,
+                4 * f32_words
+            );
+            f32_bytes += 4 * f32_words as usize;
+            int_bytes += 4 * words as usize;
         }
-        session.state_max_abs().unwrap()
-    };
-    let (f32_path, int_path) = (max_after(&int8()), max_after(&int_path()));
-    println!("state max: f32 path {f32_path}, integer path {int_path}");
-    assert!(f32_path > 0.0);
-    assert!(
-        (int_path / f32_path - 1.0).abs() <= 0.05,
-        "{int_path} against {f32_path}"
-    );
+        assert_eq!(mf.state_bytes(0).unwrap(), f32_bytes, "{name}");
+        assert_eq!(mi.state_bytes(0).unwrap(), int_bytes, "{name}");
+    }
+}
+
+/// A restored snapshot may hold any int16 BLA state (docs/snapshot-format.md:
+/// the CRC is no signature): extreme exponent words, full-scale mantissas,
+/// random words. The step reads the scale records' exponents through
+/// `fixed::stored_exponent` and keeps every intermediate in range, so four
+/// tokens after such a restore are accepted without a panic or an overflow
+/// (this file runs with overflow checks in `cargo xtask test`'s `checked`
+/// profile, and so do debug builds).
+#[test]
+fn hostile_restored_bla_states_step_without_overflow() {
+    let image = image_of(&fixtures_dir().join("bla_fejer_gated_conv"), &int_path());
+    let model = image.model().unwrap();
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut session = Session::new(model, &mut buf).unwrap();
+    for t in 0..3u32 {
+        session.feed(t).unwrap();
+    }
+    let mut snap = vec![0u8; session.snapshot_len()];
+    session.snapshot(&mut snap).unwrap();
+    let state_bytes = 4 * model.state_len(0).unwrap();
+    let mut rng = ferrite_tests::TestRng::new(0xba5e);
+    let patterns: [fn(usize, u64) -> u32; 5] = [
+        |_, _| i32::MAX as u32,
+        |_, _| i32::MIN as u32,
+        |i, _| [0x7fff_7fff, 0x0100_0000, 0xffff_ffff][i % 3],
+        |i, _| [0x8000_8000, 0xff00_0000, 0x7fff_ffff][i % 3],
+        |_, r| r as u32,
+    ];
+    for (p, pattern) in patterns.iter().enumerate() {
+        let mut bytes = snap.clone();
+        for (i, w) in bytes[64..64 + state_bytes].chunks_exact_mut(4).enumerate() {
+            w.copy_from_slice(&pattern(i, rng.next_u64()).to_le_bytes());
+        }
+        let crc = ferrite::image::CRC.checksum(&bytes[ferrite::snapshot::CRC_START..]);
+        bytes[ferrite::snapshot::CRC_FIELD..ferrite::snapshot::CRC_FIELD + 4]
+            .copy_from_slice(&crc.to_le_bytes());
+        session.restore(&bytes).unwrap();
+        for t in 0..4u32 {
+            session.feed(t * 7).unwrap();
+        }
+        let _ = session.state_max_abs().unwrap();
+        println!("pattern {p}: clamps {:?}", session.clamps());
+    }
 }

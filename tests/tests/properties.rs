@@ -52,6 +52,7 @@ fn full_resolution_bla_is_sliding_window_attention() {
             gamma: 1.0,
             conv_size: 0,
             phi_source: BlaPhiSource::Computed,
+            state: ferrite::StateFormat::F32,
         });
         let swa = LayerConfig::Swa(SwaConfig {
             num_heads: 2,
@@ -106,6 +107,7 @@ fn blurred_bla_is_not_a_sliding_window() {
             gamma: 1.0,
             conv_size: 0,
             phi_source: BlaPhiSource::Computed,
+            state: ferrite::StateFormat::F32,
         })
     };
     let full = random_model(one_layer(bla(4)), 5);

@@ -365,6 +365,7 @@ fn parse_bla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         // `WriteOptions::bla_phi` (`ferrite quantize --bla-phi`) sets it;
         // this is that option's default.
         phi_source: BlaPhiSource::Computed,
+        state: ferrite::StateFormat::F32,
     }))
 }
 

@@ -212,7 +212,7 @@ pub fn stored_config(config: &Config, opts: &WriteOptions) -> Config {
             c.phi_source = opts.bla_phi;
         }
         // An integer state: each layer's own integer format (int16 for
-        // GDN and GSA, int8 KV for SWA), where its mixer has one.
+        // GDN, GSA and BLA, int8 KV for SWA), where its mixer has one.
         if opts.token_path == TokenPath::Int && opts.state != StateFormat::F32 {
             if let Some(l) = layer.integer_state().and_then(|s| layer.with_state(s)) {
                 *layer = l;

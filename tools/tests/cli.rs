@@ -1272,17 +1272,30 @@ fn quantize_path_int_writes_format_6_and_inspect_shows_the_state_formats() {
 }
 
 #[test]
-fn quantize_path_int_gives_gsa_layers_the_int16_state() {
-    let d = repo().join("tests/fixtures/gsa_swish_gqa");
-    let out = tmp("gsa_int.fer");
-    let (d, out) = (d.to_str().unwrap(), out.to_str().unwrap());
-    let o = ferrite(&["quantize", d, "-o", out, "--dtype", "int8", "--path", "int"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let err = stderr(&o);
-    assert!(!err.contains("have no integer step"), "{err}");
-    let text = String::from_utf8_lossy(&ferrite(&["inspect", out]).stdout).into_owned();
-    assert!(text.contains("layer 0: gsa state int16"), "{text}");
-    assert!(text.contains("layer 1: gsa state int16"), "{text}");
+fn quantize_path_int_gives_gsa_and_bla_layers_the_int16_state() {
+    for (fixture, layers) in [
+        (
+            "gsa_swish_gqa",
+            &["layer 0: gsa state int16", "layer 1: gsa state int16"][..],
+        ),
+        (
+            "bla_dirichlet_gated_blur_conv",
+            &["layer 0: bla state int16", "layer 1: bla state int16"],
+        ),
+        ("bla_fejer_scalar_nyquist", &["layer 0: bla state int16"]),
+    ] {
+        let d = repo().join("tests/fixtures").join(fixture);
+        let out = tmp(&format!("{fixture}_int.fer"));
+        let (d, out) = (d.to_str().unwrap(), out.to_str().unwrap());
+        let o = ferrite(&["quantize", d, "-o", out, "--dtype", "int8", "--path", "int"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(!err.contains("have no integer step"), "{fixture}: {err}");
+        let text = String::from_utf8_lossy(&ferrite(&["inspect", out]).stdout).into_owned();
+        for line in layers {
+            assert!(text.contains(line), "{fixture}: {text}");
+        }
+    }
 }
 
 #[test]

@@ -78,6 +78,7 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
         "models/mqar/gsa-m16-lr3e-3",
         &["m0", "m3", "m4f", "rv32imac"],
     ),
+    ("models/mqar/bla-m1", &["m0", "m3", "m4f", "rv32imac"]),
 ];
 
 /// Boards that run the OTA example, and the fixture offered as the good update.

@@ -10,6 +10,8 @@
 //! - [`block`]: block floating point vectors (i32 mantissas with one
 //!   power-of-two exponent) and their operations: normalization, residual
 //!   adds, RMS scales, int8 quantization, conversions from and to f32 bits;
+//! - [`trig`]: sines and cosines of exact angles `pi * num / den` (BLA's
+//!   write weights), the angles reduced in integers;
 //! - [`wide`]: multiplications whose products need more than 32 bits, in
 //!   the cheapest exact form for each core (Cortex-M0 has no 64-bit product).
 //!
@@ -22,6 +24,7 @@ pub mod block;
 pub mod scalar;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod trig;
 pub mod wide;
 
 pub use block::Block;

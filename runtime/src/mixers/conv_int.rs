@@ -132,6 +132,51 @@ pub fn step(
     Ok(if silu { silu_block(x, e_out) } else { e_out })
 }
 
+/// The q, k and v convolutions of one token with SiLU (`parts`: each a
+/// normal block and its exponent, updated in place; `channels` their
+/// widths), their rings one after the other at the start of `rings` (as
+/// the integer states keep them): GSA's and BLA's short convolutions.
+pub(crate) fn step_qkv(
+    w: &crate::weights::LayerWeights<'_>,
+    width: u32,
+    rings: &mut [i32],
+    pos: u64,
+    parts: [(&mut [i32], &mut i32); 3],
+) -> Result<()> {
+    use crate::format::Role;
+    let mut rest = rings;
+    for ((x, e), role) in parts
+        .into_iter()
+        .zip([Role::QConv, Role::KConv, Role::VConv])
+    {
+        let words = state_words(x.len() as u64, width) as usize;
+        let (ring, tail) = rest
+            .split_at_mut_checked(words)
+            .ok_or(Error::Internal("convolution rings of the wrong size"))?;
+        *e = step(&w.get(role)?, width as usize, ring, pos, x, *e, true)?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+/// The largest magnitude in the rings of `channels` (one after the other
+/// at the start of `rings`, width `width`), zero for what `rings` lacks.
+pub(crate) fn rings_max_abs(rings: &[i32], channels: [usize; 3], width: u32) -> crate::fixed::Fx {
+    let mut top = crate::fixed::Fx::ZERO;
+    let mut at = 0;
+    for ch in channels {
+        let words = state_words(ch as u64, width) as usize;
+        if let Some(ring) = rings.get(at..at + words) {
+            let x = max_abs(ring, ch, width as usize);
+            if x.gt(top) {
+                top = x;
+            }
+        }
+        at += words;
+    }
+    top
+}
+
 /// The largest magnitude in a window's slots (for inspection).
 pub fn max_abs(ring: &[i32], channels: usize, width: usize) -> crate::fixed::Fx {
     use crate::fixed::Fx;

@@ -7,6 +7,9 @@
 //! order is in `docs/adding-a-mixer.md`.
 
 mod bla;
+mod bla_config;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
+mod bla_int;
 mod conv;
 pub mod conv_int;
 mod gdn;
@@ -21,12 +24,15 @@ mod mla;
 mod rope;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod rope_int;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
+mod slots_int;
 mod swa;
 mod swa_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod swa_int;
 
-pub use bla::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
+pub use bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
+pub(crate) use bla_int::state_max_abs as bla_state_max_abs;
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gsa_config::{FeatureMap, GsaConfig};
