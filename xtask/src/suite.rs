@@ -315,6 +315,15 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             });
         }
     }
+    for board in named(OTA_BOARDS)? {
+        s.check(
+            &format!(
+                "{}: snapshot slots: a cut anywhere in a save keeps the previous snapshot",
+                board.name
+            ),
+            |_| slots_cuts(board),
+        );
+    }
     s.check(
         "m3: an image over the flash budget is refused clearly",
         |_| too_big_for_m3(),
@@ -718,6 +727,53 @@ fn ota_cuts(board: &'static Board) -> Result<String> {
     Ok(format!(
         "cut at {} of {len} bytes: each refused, A serves",
         cuts.join(", ")
+    ))
+}
+
+/// The `slots` firmware (snapshots in two flash slots, docs/snapshot-format.md):
+/// after a cut before each operation of a save the previous snapshot loads (or
+/// the new one, when the cut left it written whole: at most once), and the
+/// streams restored after a cut half-way and after the whole save go on as
+/// the uninterrupted one, tokens and logit bits.
+fn slots_cuts(board: &'static Board) -> Result<String> {
+    let run = boards::run_slots(board, &host::default_image(board)?)?;
+    let text = String::from_utf8_lossy(&run.output);
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("slots: ")).collect();
+    ensure!(
+        run.status == ferrite_common::status::OK,
+        "exit status {}:\n{}",
+        run.status,
+        lines.join("\n")
+    );
+    let cuts = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("slots: cut at each of "))
+        .context("no `slots: cut at each of` line")?;
+    let numbers: Vec<usize> = cuts
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [ops, kept, whole] = numbers[..] else {
+        bail!("`{cuts}`: want N operations, K boots loaded A, W B");
+    };
+    ensure!(
+        kept + whole == ops && whole <= 1 && ops > 0,
+        "cut at each of {ops}: {kept} loaded A, {whole} B"
+    );
+    let resumed = lines
+        .iter()
+        .filter(|l| l.ends_with("as the uninterrupted stream: yes"))
+        .count();
+    ensure!(
+        resumed == 2,
+        "{resumed} of 2 restored streams went on as the uninterrupted one"
+    );
+    let save = lines
+        .iter()
+        .find(|l| l.contains("flash operations"))
+        .map_or("", |l| l.trim_start_matches("slots: "));
+    Ok(format!(
+        "{save}; a cut before each of {ops}: {kept} boots loaded A, {whole} B; both restored streams bit for bit"
     ))
 }
 

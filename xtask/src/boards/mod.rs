@@ -19,7 +19,7 @@ pub mod report;
 pub mod run;
 
 pub use report::Report;
-pub use run::{build_and_run, run_ota, run_qemu, timeout_for, verdict, Delivery, Run};
+pub use run::{build_and_run, run_ota, run_qemu, run_slots, timeout_for, verdict, Delivery, Run};
 
 /// The prompt and the number of tokens a firmware runs unless told otherwise.
 pub const DEFAULT_PROMPT: &str = "Once upon a time";
@@ -75,6 +75,9 @@ pub enum Firmware {
     Kernels,
     /// `src/bin/bench.rs`: times the matrix-vector products (`FERRITE_BENCH`).
     Bench,
+    /// `src/bin/slots.rs`: snapshots saved to two flash slots, a save cut at
+    /// each of its operations, restored streams checked against the uninterrupted one.
+    Slots,
 }
 
 impl Firmware {
@@ -86,13 +89,17 @@ impl Firmware {
             Firmware::Eval => "eval",
             Firmware::Kernels => "kernels",
             Firmware::Bench => "bench",
+            Firmware::Slots => "slots",
         }
     }
 
     /// Whether it runs the embedded image (the others are built with the
     /// target's default image, which the library reads and the linker drops).
     fn embeds_image(self) -> bool {
-        matches!(self, Firmware::Generate | Firmware::Eval | Firmware::Ota)
+        matches!(
+            self,
+            Firmware::Generate | Firmware::Eval | Firmware::Ota | Firmware::Slots
+        )
     }
 }
 

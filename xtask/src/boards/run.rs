@@ -218,6 +218,23 @@ pub fn run_ota(
     run_qemu(board, &elf, &cwd, echo, false, timeout_for(n))
 }
 
+/// Builds and runs the `slots` firmware (its image: `image`, greedy from the
+/// default prompt); its `slots:` lines and exit status say what it found.
+pub fn run_slots(board: &'static Board, image: &Path) -> Result<Run> {
+    let elf = build(&RunRequest::new(board, Firmware::Slots, image))?;
+    let cwd = work_dir().join(board.name).join("slots");
+    std::fs::create_dir_all(&cwd)?;
+    // A cut and a boot for each of about 1,200 operations of a save.
+    run_qemu(
+        board,
+        &elf,
+        &cwd,
+        false,
+        false,
+        4 * super::DEFAULT_TIMEOUT_S,
+    )
+}
+
 /// The `ota` firmware's verdict line: `ota: accepted`, `ota: refused <reason>`
 /// or `ota: no update`.
 pub fn verdict(run: &Run) -> Option<String> {
