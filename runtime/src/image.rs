@@ -572,8 +572,16 @@ mod tests {
                 "tensor table out of bounds",
             ),
             (
+                // 3 * 2^32 bytes of table: 0 once truncated to u32.
                 Header {
-                    tensor_count: u32::MAX / 16,
+                    tensor_count: 1 << 28,
+                    ..fits
+                },
+                "tensor table out of bounds",
+            ),
+            (
+                Header {
+                    tensor_count: u32::MAX,
                     ..fits
                 },
                 "tensor table out of bounds",
