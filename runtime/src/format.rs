@@ -188,4 +188,18 @@ mod tests {
             assert_eq!(read_u16(&b, off), None, "{off}");
         }
     }
+
+    #[test]
+    fn state_formats_decode_their_codes_and_keep_their_cli_names() {
+        let expected = [
+            (0, StateFormat::F32, "f32"),
+            (1, StateFormat::Int16, "int16"),
+            (2, StateFormat::Int8Kv, "int8"),
+        ];
+        for (code, format, name) in expected {
+            assert_eq!(StateFormat::from_code(code), Some(format));
+            assert_eq!(format.name(), name);
+        }
+        assert_eq!(StateFormat::from_code(3), None);
+    }
 }

@@ -442,6 +442,258 @@ mod tests {
         assert_eq!(DType::I4.payload_bytes(usize::MAX), usize::MAX / 2 + 1);
     }
 
+    /// A header whose sections are all empty at the end of a `len`-byte image.
+    fn empty_header(len: u32) -> Header {
+        Header {
+            version: FORMAT_VERSION,
+            file_len: len,
+            crc32: 0x1234_5678,
+            config_off: len,
+            config_len: 0,
+            table_off: len,
+            tensor_count: 0,
+            tokenizer_off: len,
+            tokenizer_len: 0,
+            data_off: len,
+            data_len: 0,
+        }
+    }
+
+    fn encoded(h: &Header) -> [u8; HEADER_LEN] {
+        let mut out = [0xAA; HEADER_LEN];
+        h.encode(&mut out);
+        out
+    }
+
+    #[test]
+    fn a_header_alone_parses_and_round_trips() {
+        // Exactly HEADER_LEN bytes: the shortest image the header accepts.
+        let h = empty_header(HEADER_LEN as u32);
+        let bytes = encoded(&h);
+        assert_eq!(&bytes[..8], &MAGIC);
+        assert_eq!(read_u32(&bytes, 12), Some(HEADER_LEN as u32));
+        assert_eq!(read_u32(&bytes, 56), Some(0), "flags");
+        assert_eq!(read_u32(&bytes, 60), Some(0), "reserved");
+        assert_eq!(Header::parse(&bytes), Ok(h));
+        assert_eq!(
+            Header::parse(&bytes[..HEADER_LEN - 1]),
+            Err(Error::Truncated {
+                needed: HEADER_LEN,
+                len: HEADER_LEN - 1
+            })
+        );
+        // Every field lands in its own word.
+        let mut image = [0u8; 256];
+        let h = Header {
+            version: MIN_FORMAT_VERSION,
+            file_len: 256,
+            crc32: 7,
+            config_off: 64,
+            config_len: 8,
+            table_off: 72,
+            tensor_count: 2,
+            tokenizer_off: 168,
+            tokenizer_len: 4,
+            data_off: 192,
+            data_len: 64,
+        };
+        image[..HEADER_LEN].copy_from_slice(&encoded(&h));
+        assert_eq!(Header::parse(&image), Ok(h));
+    }
+
+    #[test]
+    fn every_header_check_refuses_one_past_its_bound() {
+        let mut image = [0u8; 128];
+        let parse = |h: &Header, image: &mut [u8; 128]| {
+            image[..HEADER_LEN].copy_from_slice(&encoded(h));
+            Header::parse(&image[..])
+        };
+        let ok = empty_header(128);
+        assert_eq!(parse(&ok, &mut image), Ok(ok));
+        for (version, accepted) in [(0, false), (1, true), (6, true), (7, false)] {
+            let h = Header { version, ..ok };
+            let got = parse(&h, &mut image);
+            assert_eq!(got.is_ok(), accepted, "version {version}: {got:?}");
+        }
+        image[..HEADER_LEN].copy_from_slice(&encoded(&ok));
+        image[7] = 1;
+        assert_eq!(Header::parse(&image), Err(Error::BadMagic));
+        image[..HEADER_LEN].copy_from_slice(&encoded(&ok));
+        image[12] = 65;
+        assert_eq!(
+            Header::parse(&image),
+            Err(Error::BadHeader("header length is not 64"))
+        );
+        let long = Header {
+            file_len: 129,
+            ..ok
+        };
+        assert_eq!(
+            parse(&long, &mut image),
+            Err(Error::Truncated {
+                needed: 129,
+                len: 128
+            })
+        );
+        // A section may end at file_len and start at HEADER_LEN, not beyond.
+        let fits = Header {
+            config_off: 64,
+            config_len: 64,
+            table_off: 80,
+            tensor_count: 1,
+            tokenizer_off: 64,
+            tokenizer_len: 64,
+            data_off: 96,
+            data_len: 32,
+            ..ok
+        };
+        assert_eq!(parse(&fits, &mut image), Ok(fits));
+        let cases = [
+            (
+                Header {
+                    config_len: 65,
+                    ..fits
+                },
+                "config section out of bounds",
+            ),
+            (
+                Header {
+                    config_off: 63,
+                    config_len: 1,
+                    ..fits
+                },
+                "config section out of bounds",
+            ),
+            (
+                Header {
+                    table_off: 81,
+                    ..fits
+                },
+                "tensor table out of bounds",
+            ),
+            (
+                // 3 * 2^32 bytes of table: 0 once truncated to u32.
+                Header {
+                    tensor_count: 1 << 28,
+                    ..fits
+                },
+                "tensor table out of bounds",
+            ),
+            (
+                Header {
+                    tensor_count: u32::MAX,
+                    ..fits
+                },
+                "tensor table out of bounds",
+            ),
+            (
+                Header {
+                    tokenizer_off: 65,
+                    ..fits
+                },
+                "tokenizer section out of bounds",
+            ),
+            (
+                Header {
+                    data_len: 33,
+                    ..fits
+                },
+                "data section out of bounds",
+            ),
+            (
+                Header {
+                    data_off: 112,
+                    data_len: 0,
+                    ..fits
+                },
+                "data section is not aligned",
+            ),
+        ];
+        for (h, reason) in cases {
+            assert_eq!(
+                parse(&h, &mut image),
+                Err(Error::BadHeader(reason)),
+                "{h:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tensor_entry_round_trips_through_its_encoding() {
+        let entry = TensorEntry {
+            layer: 3,
+            role: Role::MlpDown,
+            dtype: DType::I4,
+            layout: Layout::Tiled,
+            group_size: 32,
+            dims: [5, 6, 7],
+            data_off: 0x100,
+            data_len: 0x200,
+            scale_off: 0x300,
+            scale_len: 0x40,
+            quant_error: 0.25,
+        };
+        let mut table = [0u8; 2 * TENSOR_ENTRY_LEN];
+        table[TENSOR_ENTRY_LEN..].copy_from_slice(&entry.encode());
+        assert_eq!(TensorEntry::parse(&table, 1), Ok(entry));
+        assert_eq!(entry.layer_index(), Some(3));
+        let global = TensorEntry {
+            layer: GLOBAL_LAYER,
+            ..entry
+        };
+        assert_eq!(global.layer_index(), None);
+        let mut bad = entry.encode();
+        bad[5] = 2;
+        assert_eq!(
+            TensorEntry::parse(&bad, 0),
+            Err(Error::BadTensor {
+                index: 0,
+                reason: "unknown tensor layout"
+            })
+        );
+        bad[4] = 4;
+        assert_eq!(
+            TensorEntry::parse(&bad, 0),
+            Err(Error::UnknownDType { index: 0, code: 4 })
+        );
+    }
+
+    #[test]
+    fn dtypes_and_layouts_decode_their_codes_and_keep_their_names() {
+        let dtypes = [
+            (DType::F32, "f32", false, 12),
+            (DType::F16, "f16", false, 6),
+            (DType::I8, "int8", true, 3),
+            (DType::I4, "int4", true, 2),
+        ];
+        for (code, (dtype, name, quantized, bytes_of_3)) in dtypes.into_iter().enumerate() {
+            assert_eq!(DType::from_code(code as u8), Some(dtype));
+            assert_eq!(dtype.name(), name);
+            assert_eq!(dtype.is_quantized(), quantized);
+            assert_eq!(dtype.payload_bytes(3), bytes_of_3);
+        }
+        assert_eq!(DType::from_code(4), None);
+        assert_eq!(Layout::from_code(0), Some(Layout::RowMajor));
+        assert_eq!(Layout::from_code(1), Some(Layout::Tiled));
+        assert_eq!(Layout::from_code(2), None);
+        assert_eq!(Layout::RowMajor.name(), "rows");
+        assert_eq!(Layout::Tiled.name(), "tiled");
+    }
+
+    #[test]
+    fn a_spec_counts_the_dims_it_uses() {
+        let spec = |dims| TensorSpec {
+            layer: Some(0),
+            role: Role::QConv,
+            dims,
+            matrix: false,
+        };
+        assert_eq!((spec([4, 0, 0]).ndim(), spec([4, 0, 0]).numel()), (1, 4));
+        assert_eq!((spec([4, 3, 0]).ndim(), spec([4, 3, 0]).numel()), (2, 12));
+        assert_eq!((spec([4, 3, 2]).ndim(), spec([4, 3, 2]).numel()), (3, 24));
+        assert_eq!((spec([4, 0, 2]).ndim(), spec([4, 0, 2]).numel()), (3, 0));
+    }
+
     #[test]
     fn an_entry_index_past_the_table_is_an_error() {
         let table = [0u8; 2 * TENSOR_ENTRY_LEN];

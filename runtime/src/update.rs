@@ -260,12 +260,73 @@ mod tests {
     }
 
     #[test]
+    fn an_image_exactly_as_large_as_the_slot_is_received() {
+        // The smallest slot (the length prefix alone) and a full one.
+        for len in [LEN_PREFIX, 1000] {
+            let data = image(len, len as u32);
+            let mut slot = std::vec![0u8; len];
+            assert_eq!(receive(&mut slot, 64, source(&data, 64, None)), Ok(len));
+            assert_eq!(slot, data);
+        }
+    }
+
+    #[test]
+    fn a_source_that_claims_more_than_it_was_given_cannot_skip_bytes() {
+        let data = image(1000, 1000);
+        let mut slot = [0u8; 2048];
+        let mut inner = source(&data, 50, None);
+        // Reports 100 more bytes than it wrote: the receiver counts only
+        // what fits the buffer it handed out.
+        let lying = |b: &mut [u8]| inner(b).map(|n| if n == 0 { 0 } else { n + 100 });
+        let r = receive(&mut slot, 50, lying);
+        assert_eq!(r, Ok(1000));
+        assert_eq!(&slot[..1000], &data[..]);
+    }
+
+    #[test]
     fn a_failing_source_is_refused() {
         let data = image(1000, 1000);
         let mut slot = [0u8; 2048];
         // Reads: the 20-byte length prefix, then 100 bytes at a time.
         let r = receive(&mut slot, 100, source(&data, 100, Some(320)));
         assert_eq!(r, Err(Refusal::ReadError { got: 320 }));
+    }
+
+    #[test]
+    fn every_refusal_says_what_went_wrong_with_its_numbers() {
+        use std::string::ToString;
+        let cases = [
+            (
+                Refusal::NoHeader { got: 7 },
+                "the transfer ended after 7 bytes, before the header",
+            ),
+            (
+                Refusal::TooLarge {
+                    claimed: 9,
+                    capacity: 8,
+                },
+                "the image claims 9 bytes, the update slot holds 8",
+            ),
+            (
+                Refusal::Interrupted { got: 3, claimed: 5 },
+                "the transfer stopped at 3 of 5 bytes",
+            ),
+            (Refusal::ReadError { got: 4 }, "read error after 4 bytes"),
+            (
+                Refusal::Invalid(Error::BadMagic),
+                "invalid image: not a ferrite image (bad magic bytes)",
+            ),
+            (
+                Refusal::SessionTooLarge {
+                    needed: 12,
+                    available: 8,
+                },
+                "its session needs 12 bytes of RAM, the board has 8",
+            ),
+        ];
+        for (refusal, text) in cases {
+            assert_eq!(refusal.to_string(), text);
+        }
     }
 
     #[test]

@@ -263,6 +263,8 @@ impl<'a> BpeTokenizer<'a> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
 
     #[test]
@@ -313,6 +315,89 @@ mod tests {
             bad(&head(300, 0, 0)[..12], 300),
             Error::BadTokenizer("section shorter than its header")
         );
+    }
+
+    /// A section's words: the 256 bytes as tokens 0..256, then `extra`
+    /// tokens, and `merges` (left, right, merged, rank).
+    fn section(extra: &[&[u8]], merges: &[[u32; 4]]) -> std::vec::Vec<u32> {
+        let mut strings: std::vec::Vec<u8> = (0..=255u8).collect();
+        let mut offsets: std::vec::Vec<u32> = (0..=256).collect();
+        for t in extra {
+            strings.extend_from_slice(t);
+            offsets.push(strings.len() as u32);
+        }
+        let vocab = 256 + extra.len() as u32;
+        let mut w = std::vec![vocab, merges.len() as u32, BPE_FLAG_GPT2_SPLIT];
+        w.push(strings.len() as u32);
+        w.extend(0..256u32);
+        w.extend(offsets);
+        w.extend(merges.iter().flatten());
+        strings.resize(strings.len().next_multiple_of(4), 0);
+        w.extend(
+            strings
+                .chunks(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        w
+    }
+
+    #[test]
+    fn a_section_with_an_empty_token_parses_and_merges_by_rank() {
+        // Token 256 is empty (equal offsets); 257 = "ab", 258 = "bc".
+        let (a, b, c) = (b'a' as u32, b'b' as u32, b'c' as u32);
+        let words = section(&[b"", b"ab", b"bc"], &[[a, b, 257, 1], [b, c, 258, 0]]);
+        let t = BpeTokenizer::parse(bytemuck::cast_slice(&words), 300).unwrap();
+        assert_eq!((t.vocab_len(), t.merge_count()), (259, 2));
+        assert_eq!(t.decode(256), b"");
+        assert_eq!(t.decode(257), b"ab");
+        assert_eq!(t.decode(259), b"");
+        let mut out = [0u32; 8];
+        // "bc" has the lower rank: a + bc, not ab + c.
+        let n = t.encode(b"abc", &mut out).unwrap();
+        assert_eq!(&out[..n], &[a, 258]);
+        let n = t.encode(b"ab", &mut out).unwrap();
+        assert_eq!(&out[..n], &[257]);
+    }
+
+    #[test]
+    fn each_bad_merge_is_refused_with_its_reason() {
+        let (a, b, c) = (b'a' as u32, b'b' as u32, b'c' as u32);
+        let parse = |merge: [u32; 4]| {
+            let words = section(&[b"ab"], &[merge]);
+            BpeTokenizer::parse(bytemuck::cast_slice(&words), 300).map(|_| ())
+        };
+        assert_eq!(parse([a, b, 256, 0]), Ok(()));
+        let outside = Err(bad("merge names a token outside the vocabulary"));
+        assert_eq!(parse([257, b, 256, 0]), outside);
+        assert_eq!(parse([a, 257, 256, 0]), outside);
+        assert_eq!(parse([a, b, 257, 0]), outside);
+        assert_eq!(parse([a, b, 256, 1]), Err(bad("merge rank out of range")));
+        let not_its_pair = Err(bad("merged token is not its pair's bytes"));
+        // "ab" from ("c", "b"): the lengths and the right part agree.
+        assert_eq!(parse([c, b, 256, 0]), not_its_pair);
+        // "ab" from ("a", "c"): the left part agrees.
+        assert_eq!(parse([a, c, 256, 0]), not_its_pair);
+        // "a" from ("ab", "c"): shorter than its left part.
+        assert_eq!(parse([256, c, a, 0]), not_its_pair);
+    }
+
+    #[test]
+    fn the_token_count_starts_at_256() {
+        let err = |s: &[u8]| check_counts(s, 300).map(|_| ()).unwrap_err();
+        assert_eq!(
+            err(&head(255, 0, 0)),
+            Error::BadTokenizer("token count outside 256..=vocab_size")
+        );
+        assert_eq!(
+            err(&head(256, 0, 0)),
+            Error::BadTokenizer("section length does not match its counts")
+        );
+        assert_eq!(
+            err(&head(301, 0, 0)),
+            Error::BadTokenizer("token count outside 256..=vocab_size")
+        );
+        let words = section(&[], &[]);
+        assert!(check_counts(bytemuck::cast_slice(&words), 256).is_ok());
     }
 
     #[test]

@@ -194,4 +194,44 @@ mod tests {
         assert!(ByteTokenizer.encode(text, &mut ids[..3]).is_err());
         assert!(ByteTokenizer.decode(300).is_empty());
     }
+
+    #[test]
+    fn the_byte_tokenizer_takes_any_vocabulary_of_at_least_256() {
+        use crate::config::TokenPath;
+        let header = Header {
+            version: 1,
+            file_len: 64,
+            crc32: 0,
+            config_off: 64,
+            config_len: 0,
+            table_off: 64,
+            tensor_count: 0,
+            tokenizer_off: 64,
+            tokenizer_len: 0,
+            data_off: 64,
+            data_len: 0,
+        };
+        let config = |vocab_size| ModelConfig {
+            vocab_size,
+            hidden_size: 8,
+            intermediate_size: 8,
+            norm_eps: 1e-6,
+            tie_word_embeddings: true,
+            num_layers: 1,
+            tokenizer: TokenizerKind::Bytes,
+            provenance: 0,
+            token_path: TokenPath::F32,
+        };
+        let image = [0u8; 64];
+        for vocab in [256, 257, 1 << 20] {
+            assert_eq!(check_section(&image, &header, &config(vocab)), Ok(()));
+        }
+        assert_eq!(
+            check_section(&image, &header, &config(255)),
+            Err(Error::BadConfig {
+                layer: None,
+                reason: "the byte tokenizer needs vocab_size >= 256",
+            })
+        );
+    }
 }

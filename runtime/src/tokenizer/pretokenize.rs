@@ -205,6 +205,77 @@ mod tests {
     }
 
     #[test]
+    fn decodes_every_scalar_value_like_core_and_refuses_the_rest() {
+        for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+            let mut buf = [0u8; 5];
+            let len = c.encode_utf8(&mut buf).len();
+            // A trailing byte must not change the answer.
+            assert_eq!(decode(&buf[..len + 1]), (Some(c as u32), len), "{c:?}");
+        }
+        let invalid: [&[u8]; 12] = [
+            &[0x80],                   // a lone continuation byte
+            &[0xC0, 0x80],             // overlong (lead byte never valid)
+            &[0xC2],                   // truncated
+            &[0xC2, 0x41],             // not a continuation byte
+            &[0xE0, 0x80, 0x80],       // overlong 3-byte form
+            &[0xE0, 0xA0, 0xC0],       // bad second continuation
+            &[0xED, 0xA0, 0x80],       // a surrogate
+            &[0xF0, 0x80, 0x80, 0x80], // overlong 4-byte form
+            &[0xF0, 0x90, 0x80],       // truncated
+            &[0xF4, 0x90, 0x80, 0x80], // past U+10FFFF
+            &[0xF5, 0x80, 0x80, 0x80], // lead byte past U+10FFFF
+            &[0xFF],
+        ];
+        for s in invalid {
+            assert_eq!(decode(s), (None, 1), "{s:02x?}");
+            assert_eq!(core::str::from_utf8(s).ok(), None);
+        }
+    }
+
+    #[test]
+    fn classes_of_ascii_and_of_samples_from_each_category() {
+        for c in 0..0x80u8 {
+            let want = match c {
+                b'a'..=b'z' | b'A'..=b'Z' => Class::Letter,
+                b'0'..=b'9' => Class::Number,
+                0x09..=0x0D | b' ' => Class::Space,
+                _ => Class::Other,
+            };
+            assert_eq!(class_of(c as u32), want, "{c:#x}");
+        }
+        let samples = [
+            ('\u{80}', Class::Other),
+            ('é', Class::Letter),
+            ('ß', Class::Letter),
+            ('Ω', Class::Letter),
+            ('ж', Class::Letter),
+            ('中', Class::Letter),
+            ('٣', Class::Number),
+            ('²', Class::Number),
+            ('Ⅻ', Class::Number),
+            ('€', Class::Other),
+            ('—', Class::Other),
+            ('\u{301}', Class::Other),
+            ('😀', Class::Other),
+            ('\u{10FFFF}', Class::Other),
+        ];
+        for (c, want) in samples {
+            assert_eq!(class_of(c as u32), want, "{c:?}");
+        }
+        let spaces = [
+            0x85, 0xA0, 0x1680, 0x2000, 0x2005, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+        ];
+        for cp in spaces {
+            assert_eq!(class_of(cp), Class::Space, "{cp:#x}");
+        }
+        for cp in [
+            0x84, 0x86, 0x1FFF, 0x200B, 0x2027, 0x202A, 0x202E, 0x2060, 0x3001,
+        ] {
+            assert_ne!(class_of(cp), Class::Space, "{cp:#x}");
+        }
+    }
+
+    #[test]
     fn splits_like_the_gpt2_regex() {
         assert_eq!(
             pieces("Hello world, it's 2024!"),
@@ -213,6 +284,8 @@ mod tests {
         assert_eq!(pieces("a   b"), ["a", "  ", " b"]);
         assert_eq!(pieces("a \n\n b"), ["a", " \n\n", " b"]);
         assert_eq!(pieces("end  "), ["end", "  "]);
+        // One multi-byte space before a letter stays whole.
+        assert_eq!(pieces("\u{3000}a"), ["\u{3000}", "a"]);
         assert_eq!(pieces("x\ty"), ["x", "\t", "y"]);
         assert_eq!(pieces("I'M don't"), ["I", "'", "M", " don", "'t"]);
         assert_eq!(pieces("café 日本語 ١٢٣"), ["café", " 日本語", " ١٢٣"]);

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Writes tests/mutants/outcomes.tsv from cargo-mutants output directories.
+
+    python3 tests/mutants/record.py FIRST_RUN_DIR... [--verify VERIFY_DIR...]
+
+Each FIRST_RUN_DIR is a `-o` directory of a first run (it holds
+`mutants.out/outcomes.json`); each VERIFY_DIR one of the re-run of the
+missed mutants after tests were added. docs/testing.md ("Mutation testing")
+shows the table `tests/tests/mutants.rs` derives from the record.
+"""
+import json
+import pathlib
+import sys
+
+SHORT = {"CaughtMutant": "caught", "MissedMutant": "missed", "Unviable": "unviable", "Timeout": "timeout"}
+
+
+def outcomes(d):
+    data = json.loads((pathlib.Path(d) / "mutants.out" / "outcomes.json").read_text())
+    for o in data["outcomes"]:
+        if "Mutant" in o["scenario"]:
+            yield o["scenario"]["Mutant"]["name"], SHORT[o["summary"]]
+
+
+def main(argv):
+    split = argv.index("--verify") if "--verify" in argv else len(argv)
+    first, verify = argv[:split], argv[split + 1 :]
+    again = dict(kv for d in verify for kv in outcomes(d))
+    out = pathlib.Path(__file__).with_name("outcomes.tsv")
+    lines = [
+        '# cargo mutants 27.1.0 on the tree of fb1eea3 (docs/testing.md, "Mutation testing").',
+        "# location\tfirst run\twith the new tests\tmutant",
+    ]
+    for d in first:
+        for name, result in outcomes(d):
+            if result == "missed" and name not in again:
+                sys.exit(f"missed mutant not re-run: {name}")
+            location, mutant = name.split(": ", 1)
+            lines.append(f"{location}\t{result}\t{again.get(name, result)}\t{mutant}")
+    out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
