@@ -127,7 +127,11 @@ impl NorFlash for RamFlash<'_> {
 
 /// Two slots over `mem` (its two halves), the power cut before `budget`.
 fn slots(mem: &mut [u8], budget: Option<usize>) -> SnapshotSlots<RamFlash<'_>> {
-    let flash = RamFlash { mem, budget, ops: 0 };
+    let flash = RamFlash {
+        mem,
+        budget,
+        ops: 0,
+    };
     SnapshotSlots::new(flash, 0, SLOT as u32, SLOT as u32)
         .unwrap_or_else(|e| say_and_fail(format_args!("slots: {e}")))
 }
@@ -214,7 +218,9 @@ fn main() -> ! {
     let load_instructions = instructions() - t0;
     match got {
         Ok(Some(l)) if l.sequence == 2 && loaded[..l.len] == snap_b[..] => {}
-        other => say_and_fail(format_args!("slots: B does not load after its save: {other:?}")),
+        other => say_and_fail(format_args!(
+            "slots: B does not load after its save: {other:?}"
+        )),
     }
     say!(
         "slots: a save of {SNAP} bytes is {ops} flash operations ({SECTOR} B sectors, {WRITE} B writes): {save_instructions} instructions; a load {load_instructions}"
@@ -249,9 +255,15 @@ fn main() -> ! {
             other => say_and_fail(format_args!("slots: cut {cut:?}: loaded {other:?}")),
         };
         let mut session = Session::new(model, buf).unwrap_or_else(|e| fail(e));
-        session.restore(&loaded[..l.len]).unwrap_or_else(|e| fail(e));
+        session
+            .restore(&loaded[..l.len])
+            .unwrap_or_else(|e| fail(e));
         let same = resume(&mut session, N).0 == want;
-        let at = if cut.is_some() { "a cut half-way" } else { "the whole save" };
+        let at = if cut.is_some() {
+            "a cut half-way"
+        } else {
+            "the whole save"
+        };
         say!(
             "slots: after {at}, sequence {seq} restored: {N} tokens and logits as the uninterrupted stream: {}",
             if same { "yes" } else { "no" }
