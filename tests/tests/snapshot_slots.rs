@@ -454,3 +454,35 @@ fn the_flash_wear_table_in_the_docs_is_what_the_formula_gives() {
     }
     assert_eq!(rows, 4);
 }
+
+#[test]
+fn every_slot_error_says_what_went_wrong() {
+    let cases: [(SlotError<SimError>, &str); 5] = [
+        (
+            SlotError::Flash(SimError::PowerCut),
+            "flash driver error: PowerCut",
+        ),
+        (
+            SlotError::Layout("the two slots overlap"),
+            "snapshot slots: the two slots overlap",
+        ),
+        (
+            SlotError::TooLarge {
+                len: 9,
+                capacity: 8,
+            },
+            "the snapshot is 9 bytes, a slot holds 8",
+        ),
+        (
+            SlotError::BufferTooSmall { needed: 7, got: 6 },
+            "the stored snapshot is 7 bytes, the buffer holds 6",
+        ),
+        (
+            SlotError::VerifyFailed,
+            "the snapshot read back from flash differs from the one written",
+        ),
+    ];
+    for (e, want) in cases {
+        assert_eq!(e.to_string(), want);
+    }
+}
