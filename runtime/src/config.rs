@@ -308,8 +308,8 @@ impl ModelConfig {
 impl LayerConfig {
     /// The integer state format this layer's mixer has an integer step for
     /// (docs/integer-path.md): int16 for a GDN layer with normalised keys
-    /// and for GSA and BLA layers; int8 KV for an SWA layer; `None` for the
-    /// mixers that run only their f32 step so far.
+    /// and for GSA and BLA layers; int8 KV for SWA and MLA layers; `None`
+    /// for GDN without normalised keys (its f32 step only).
     pub const fn integer_state(&self) -> Option<StateFormat> {
         match self {
             LayerConfig::Gdn(c) if !matches!(c.qk_norm, crate::mixers::QkNorm::None) => {
@@ -318,6 +318,7 @@ impl LayerConfig {
             LayerConfig::Swa(_) => Some(StateFormat::Int8Kv),
             LayerConfig::Gsa(_) => Some(StateFormat::Int16),
             LayerConfig::Bla(_) => Some(StateFormat::Int16),
+            LayerConfig::Mla(_) => Some(StateFormat::Int8Kv),
             _ => None,
         }
     }
@@ -332,7 +333,7 @@ impl LayerConfig {
                 LayerConfig::Swa(c) => LayerConfig::Swa(SwaConfig { state, ..c }),
                 LayerConfig::Gsa(c) => LayerConfig::Gsa(GsaConfig { state, ..c }),
                 LayerConfig::Bla(c) => LayerConfig::Bla(BlaConfig { state, ..c }),
-                other => other,
+                LayerConfig::Mla(c) => LayerConfig::Mla(MlaConfig { state, ..c }),
             });
         }
         match *self {
@@ -347,6 +348,9 @@ impl LayerConfig {
             }
             LayerConfig::Bla(c) if self.integer_state() == Some(state) => {
                 Some(LayerConfig::Bla(BlaConfig { state, ..c }))
+            }
+            LayerConfig::Mla(c) if self.integer_state() == Some(state) => {
+                Some(LayerConfig::Mla(MlaConfig { state, ..c }))
             }
             _ => None,
         }

@@ -639,6 +639,7 @@ mod tests {
                 kv_lora_rank: m,
                 window: m,
                 rope_theta: 1.0,
+                state: StateFormat::F32,
             }),
         ];
         for c in layers {

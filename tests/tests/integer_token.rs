@@ -83,6 +83,7 @@ const BOUNDS: &[(&str, f32, f64)] = &[
     ("bla_fejer_none_odd", 0.8, 0.03),
     ("bla_fejer_scalar_nyquist", 0.8, 0.03),
     ("hybrid_gdn_swa", 3.5, 0.06),
+    ("mla_latent_window", 0.8, 0.03),
 ];
 
 #[test]
@@ -377,7 +378,8 @@ fn int_step_against_f32_step(
         let (int, base) = (image(&int_opts), image(&base_opts));
         let model = int.model().unwrap();
         for l in 0..model.config().num_layers as usize {
-            assert_eq!(model.layer(l).unwrap().state_format(), StateFormat::Int16);
+            let layer = model.layer(l).unwrap();
+            assert_eq!(Some(layer.state_format()), layer.integer_state());
         }
         let got = logits(model, &tokens, 0).unwrap();
         let want = logits(base.model().unwrap(), &tokens, 0).unwrap();
@@ -577,6 +579,115 @@ fn hostile_restored_bla_states_step_without_overflow() {
         |_, _| i32::MIN as u32,
         |i, _| [0x7fff_7fff, 0x0100_0000, 0xffff_ffff][i % 3],
         |i, _| [0x8000_8000, 0xff00_0000, 0x7fff_ffff][i % 3],
+        |_, r| r as u32,
+    ];
+    for (p, pattern) in patterns.iter().enumerate() {
+        let mut bytes = snap.clone();
+        for (i, w) in bytes[64..64 + state_bytes].chunks_exact_mut(4).enumerate() {
+            w.copy_from_slice(&pattern(i, rng.next_u64()).to_le_bytes());
+        }
+        let crc = ferrite::image::CRC.checksum(&bytes[ferrite::snapshot::CRC_START..]);
+        bytes[ferrite::snapshot::CRC_FIELD..ferrite::snapshot::CRC_FIELD + 4]
+            .copy_from_slice(&crc.to_le_bytes());
+        session.restore(&bytes).unwrap();
+        for t in 0..4u32 {
+            session.feed(t * 7).unwrap();
+        }
+        let _ = session.state_max_abs().unwrap();
+        println!("pattern {p}: clamps {:?}", session.clamps());
+    }
+}
+
+/// A random MLA model: one or two MLA layers of random shapes (heads,
+/// latent rank, RoPE size, window, RoPE base).
+fn random_mla(rng: &mut ferrite_tests::TestRng, _: u64) -> (serde_json::Value, WriteOptions) {
+    let layer = |rng: &mut ferrite_tests::TestRng| {
+        let h = [1, 2, 4][rng.below(3) as usize];
+        let rank = [4, 8, 16, 32][rng.below(4) as usize];
+        let rope = [0, 2, 4, 8][rng.below(4) as usize];
+        let window = 1 + rng.below(40);
+        let theta = [100.0, 10000.0][rng.below(2) as usize];
+        serde_json::json!({
+            "mixer": "mla", "num_heads": h, "kv_lora_rank": rank,
+            "rope_dim": rope, "window": window, "rope_theta": theta,
+        })
+    };
+    let layers: Vec<_> = (0..1 + rng.below(2)).map(|_| layer(rng)).collect();
+    let hidden = [32, 64][rng.below(2) as usize];
+    let json = serde_json::json!({
+        "vocab_size": 256, "hidden_size": hidden,
+        "intermediate_size": 48, "tie_word_embeddings": true, "tokenizer": "bytes",
+        "layers": layers,
+    });
+    (json, int8())
+}
+
+/// The stated tolerance (docs/integer-path.md, "MLA on the integer path"):
+/// on 24 random MLA models ([`random_mla`]) over 64 tokens (windows of 1 to
+/// 40: most wrap), the int8 image on the integer token path (int8 latent
+/// window, every layer's integer step) against the same int8 weights on
+/// the f32 path: max |logit difference| within 0.8, relative RMS within
+/// 0.03, no clamp.
+#[test]
+fn mla_integer_step_matches_the_f32_step_on_random_models() {
+    int_step_against_f32_step(random_mla, 0x31a, 300, 24, (0.8, 0.03));
+}
+
+/// MLA layers take the int8 latent window on the integer path, and it is
+/// the stated size: per slot two scale words, `R` and `dr` int8 values
+/// (each part padded to a word), against `R + dr` f32 words.
+#[test]
+fn mla_layers_take_the_int8_latent_window() {
+    let dir = fixtures_dir().join("mla_latent_window");
+    let int = image_of(&dir, &int_path());
+    let f32_path = image_of(&dir, &int8());
+    let (mi, mf) = (int.model().unwrap(), f32_path.model().unwrap());
+    // Layer 0: W 12, R 10, dr 4; layer 1: W 5, R 8, dr 0.
+    for (layer, (w, r, dr)) in [(12, 10, 4), (5, 8, 0)].into_iter().enumerate() {
+        let ferrite::LayerConfig::Mla(c) = mi.layer(layer).unwrap() else {
+            panic!("layer {layer} is mla");
+        };
+        assert_eq!(c.state, StateFormat::Int8Kv);
+        let (f32_bytes, int_bytes) = (
+            4 * mf.layer(layer).unwrap().state_len(0) as usize,
+            4 * c.state_len() as usize,
+        );
+        println!("layer {layer}: {int_bytes} of {f32_bytes} bytes");
+        assert_eq!(f32_bytes, 4 * w * (r + dr));
+        assert_eq!(
+            int_bytes,
+            4 * (2 * w + (w * r).div_ceil(4) + (w * dr).div_ceil(4))
+        );
+        assert!(int_bytes < f32_bytes);
+    }
+    // The whole state (`session_len`'s share, `inspect`'s state bytes):
+    // 832 bytes f32, 344 int8.
+    assert_eq!(mf.state_bytes(0).unwrap(), 832);
+    assert_eq!(mi.state_bytes(0).unwrap(), 344);
+}
+
+/// A restored snapshot may hold any int8 latent window: extreme scale
+/// words, full-scale values, random words. Four tokens after such a
+/// restore are accepted without a panic or an overflow (the scale
+/// exponents are i16 by construction; debug builds check overflow).
+#[test]
+fn hostile_restored_mla_states_step_without_overflow() {
+    let image = image_of(&fixtures_dir().join("mla_latent_window"), &int_path());
+    let model = image.model().unwrap();
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut session = Session::new(model, &mut buf).unwrap();
+    for t in 0..3u32 {
+        session.feed(t).unwrap();
+    }
+    let mut snap = vec![0u8; session.snapshot_len()];
+    session.snapshot(&mut snap).unwrap();
+    let state_bytes = 4 * model.state_len(0).unwrap(); // both layers
+    let mut rng = ferrite_tests::TestRng::new(0x31a5);
+    let patterns: [fn(usize, u64) -> u32; 5] = [
+        |_, _| i32::MAX as u32,
+        |_, _| i32::MIN as u32,
+        |i, _| [0x7fff_7fff, 0x8080_8080, 0xffff_ffff][i % 3],
+        |i, _| [0x8000_ffff, 0x7f7f_7f7f, 0x7fff_ffff][i % 3],
         |_, r| r as u32,
     ];
     for (p, pattern) in patterns.iter().enumerate() {

@@ -384,6 +384,7 @@ fn parse_mla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         kv_lora_rank: f.int("kv_lora_rank", None, 1)?,
         window: f.int("window", None, 1)?,
         rope_theta: f.positive("rope_theta", 10000.0)? as f32,
+        state: ferrite::StateFormat::F32,
     }))
 }
 

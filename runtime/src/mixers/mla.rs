@@ -16,167 +16,16 @@
 // remains; the step's helpers are then unused.
 #![cfg_attr(not(feature = "mla"), allow(dead_code, unused_imports))]
 
+use super::mla_config::MlaConfig;
+#[cfg(not(feature = "mla"))]
+use super::mla_config::NOT_BUILT;
 use super::swa::OnlineSoftmax;
-use super::{product, push, rope, sum, width, Mixer, Specs, StepCtx};
-use crate::error::{ensure, ensure_size, Error, Result, StepResult};
-use crate::format::{dim_ok, record_words, width_ok, LayerWords, Role};
-use crate::image::MIXER_OPTIONS_FORMAT_VERSION;
+use super::{push, width, Mixer, Specs, StepCtx};
+use crate::error::{Error, Result, StepResult};
+use crate::format::Role;
 use crate::math::dot;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
-
-/// Latent-compressed window layer configuration.
-///
-/// Record words: `H | d (q/k head size without RoPE) | dv | dr (RoPE size,
-/// even, may be 0) | R (kv_lora_rank) | W (window) | rope_theta (f32 bits)`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MlaConfig {
-    /// Heads H.
-    pub num_heads: u32,
-    /// Per-head q/k size of the part without RoPE, `d`.
-    pub head_dim: u32,
-    /// Per-head value size `dv`.
-    pub v_head_dim: u32,
-    /// Size of the RoPE part of q and of the shared RoPE key, `dr` (even).
-    pub rope_dim: u32,
-    /// Latent size `R` (`kv_lora_rank`).
-    pub kv_lora_rank: u32,
-    /// Window W: the query sees itself and the W - 1 previous tokens.
-    pub window: u32,
-    /// RoPE base.
-    pub rope_theta: f32,
-}
-
-/// The refusal of `mla` layers by a runtime built without the `mla` feature.
-pub(crate) const NOT_BUILT: &str =
-    "mla layers need the runtime's `mla` feature (on by default; firmware turns it on when its image has one)";
-
-impl MlaConfig {
-    /// Parses and validates a layer record.
-    pub const fn from_words(w: &LayerWords, layer: Option<u16>) -> Result<MlaConfig> {
-        let c = MlaConfig {
-            num_heads: w[0],
-            head_dim: w[1],
-            v_head_dim: w[2],
-            rope_dim: w[3],
-            kv_lora_rank: w[4],
-            window: w[5],
-            rope_theta: f32::from_bits(w[6]),
-        };
-        ensure!(dim_ok(c.num_heads), layer, "mla num_heads out of range");
-        ensure!(
-            dim_ok(c.head_dim) && dim_ok(c.v_head_dim),
-            layer,
-            "mla head dims out of range"
-        );
-        ensure!(
-            c.rope_dim <= 1 << 16 && c.rope_dim % 2 == 0,
-            layer,
-            "mla rope_dim must be even (0 for none) and at most 65536"
-        );
-        ensure!(
-            dim_ok(c.kv_lora_rank),
-            layer,
-            "mla kv_lora_rank out of range"
-        );
-        ensure!(dim_ok(c.window), layer, "mla window must be >= 1");
-        ensure!(
-            c.rope_dim == 0 || (c.rope_theta.is_finite() && c.rope_theta > 0.0),
-            layer,
-            "rope_theta must be finite and > 0"
-        );
-        ensure_size!(
-            width_ok(c.num_heads, c.head_dim + c.rope_dim)
-                && width_ok(c.num_heads, c.head_dim + c.v_head_dim),
-            layer,
-            "mla num_heads * head sizes exceeds 2^20"
-        );
-        ensure_size!(
-            width_ok(c.num_heads, c.kv_lora_rank) && c.kv_lora_rank + c.rope_dim <= 1 << 20,
-            layer,
-            "mla num_heads * kv_lora_rank exceeds 2^20"
-        );
-        Ok(c)
-    }
-
-    /// Encodes the layer record words.
-    pub fn to_words(&self) -> LayerWords {
-        record_words(&[
-            self.num_heads,
-            self.head_dim,
-            self.v_head_dim,
-            self.rope_dim,
-            self.kv_lora_rank,
-            self.window,
-            self.rope_theta.to_bits(),
-        ])
-    }
-
-    const fn dims(&self) -> (usize, usize, usize, usize, usize) {
-        (
-            self.num_heads as usize,
-            self.head_dim as usize,
-            self.v_head_dim as usize,
-            self.rope_dim as usize,
-            self.kv_lora_rank as usize,
-        )
-    }
-
-    /// Floats per window slot: `R + dr`.
-    pub const fn slot_len(&self) -> u64 {
-        self.kv_lora_rank as u64 + self.rope_dim as u64
-    }
-
-    /// State words: `W * (R + dr)`.
-    pub const fn state_len(&self) -> u64 {
-        product(&[self.window as u64, self.slot_len()])
-    }
-
-    /// Scratch words: q `[H*(d+dr)]`, the new slot `[R+dr]`, the absorbed
-    /// query and the latent accumulator (`R` each), o `[H*dv]`, RoPE table `[dr]`.
-    pub const fn scratch_len(&self) -> u64 {
-        let (h, d, dv, dr, r) = (
-            self.num_heads as u64,
-            self.head_dim as u64,
-            self.v_head_dim as u64,
-            self.rope_dim as u64,
-            self.kv_lora_rank as u64,
-        );
-        sum(&[product(&[h, d + dr]), r + dr, 2 * r, product(&[h, dv]), dr])
-    }
-
-    // The layer interface: `config::LayerConfig`'s methods dispatch to these
-    // (every mixer has them, with the same signatures).
-
-    /// State words with a pinned prefix of up to `pinned_max` tokens
-    /// ([`MlaConfig::state_len`]; `pinned_max` is for SWA only).
-    pub(crate) const fn layer_state_len(&self, _pinned_max: usize) -> u64 {
-        self.state_len()
-    }
-
-    /// Input width of the output projection (`o_proj` columns): `H * dv`.
-    pub(crate) const fn out_proj_cols(&self) -> u64 {
-        self.num_heads as u64 * self.v_head_dim as u64
-    }
-
-    /// How the layer keeps its state: f32 only (no integer step yet; in an
-    /// image on the integer token path the layer runs its f32 step).
-    pub(crate) const fn state_format(&self) -> crate::format::StateFormat {
-        crate::format::StateFormat::F32
-    }
-
-    /// The oldest image format version whose layer record holds this
-    /// configuration: every `mla` layer needs format 4.
-    pub(crate) const fn min_format_version(&self) -> u32 {
-        MIXER_OPTIONS_FORMAT_VERSION
-    }
-
-    /// Fills `cs` (`[dr]`: cosines then sines) for position `pos`
-    /// ([`rope::table`]).
-    fn rope_table(&self, pos: u64, cs: &mut [f32]) {
-        rope::table(self.rope_theta, self.rope_dim, pos, cs);
-    }
-}
 
 /// GPT-NeoX half-split rotation of `x` (`[dr]`) with the table `cs`.
 fn rotate(cs: &[f32], x: &mut [f32]) {
@@ -226,6 +75,22 @@ impl Mixer for MlaConfig {
         out: &mut [f32],
     ) -> StepResult<()> {
         self.run(ctx, w, state, scratch, act, x, out)
+            .map_err(Error::at_step)
+    }
+
+    #[cfg(all(feature = "int-path", feature = "mla"))]
+    fn step_int(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: crate::fixed::Block<'_>,
+        out: &mut [i32],
+        clamps: &mut u32,
+    ) -> StepResult<i32> {
+        super::mla_int::step(self, ctx, w, state, scratch, act, x, out, clamps)
             .map_err(Error::at_step)
     }
 }
@@ -332,6 +197,7 @@ impl MlaConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::StateFormat;
 
     fn mla() -> MlaConfig {
         MlaConfig {
@@ -342,6 +208,7 @@ mod tests {
             kv_lora_rank: 10,
             window: 16,
             rope_theta: 10000.0,
+            state: StateFormat::F32,
         }
     }
 
@@ -351,6 +218,16 @@ mod tests {
         assert_eq!(MlaConfig::from_words(&c.to_words(), None), Ok(c));
         // W * (R + dr), against 2 * H * d_k... of a full window: 16 * 14 floats.
         assert_eq!(c.state_len(), 16 * 14);
+        // int8: two scale words a slot, then 16 * 10 and 16 * 4 bytes.
+        let c8 = MlaConfig {
+            state: StateFormat::Int8Kv,
+            ..c
+        };
+        assert_eq!(MlaConfig::from_words(&c8.to_words(), None), Ok(c8));
+        assert_eq!(c8.state_len(), 32 + 40 + 16);
+        let mut w = c.to_words();
+        w[crate::format::STATE_WORD] = StateFormat::Int16 as u32;
+        assert!(MlaConfig::from_words(&w, None).is_err());
     }
 
     #[test]

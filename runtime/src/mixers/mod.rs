@@ -21,6 +21,10 @@ mod gsa_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod gsa_int;
 mod mla;
+mod mla_config;
+#[cfg_attr(not(all(feature = "int-path", feature = "mla")), allow(dead_code))]
+#[cfg(feature = "mla")]
+mod mla_int;
 mod rope;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod rope_int;
@@ -37,8 +41,10 @@ pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gsa_config::{FeatureMap, GsaConfig};
 pub(crate) use gsa_int::state_max_abs as gsa_state_max_abs;
-pub use mla::MlaConfig;
-pub(crate) use mla::NOT_BUILT as MLA_NOT_BUILT;
+pub use mla_config::MlaConfig;
+pub(crate) use mla_config::NOT_BUILT as MLA_NOT_BUILT;
+#[cfg(feature = "mla")]
+pub(crate) use mla_int::state_max_abs as mla_state_max_abs;
 pub use swa::SwaConfig;
 pub(crate) use swa_int::state_max_abs as swa_state_max_abs;
 

@@ -119,16 +119,31 @@ pub(crate) fn attend<'a, I: Iterator<Item = (usize, Slot<'a>)>>(
     let d = out.len();
     let c = Fx::from_i64(d as i64, 0).rsqrt();
     let qc = [queries[0].1 * c, queries[1].1 * c];
-    let lg = |i: usize, s: &Slot<'_>| logit(queries[i & 1].0, qc[i & 1], s);
+    let scored =
+        || slots().map(move |(i, s)| (logit(queries[i & 1].0, qc[i & 1], &s), s.v, s.v_scale));
+    attend_scored(scored, sink, acc, out)
+}
+
+/// The softmax and weighted sum of [`attend`] over already scored slots:
+/// `slots()` yields each slot's logit, its int8 value `[d]` and the
+/// value's packed scale (called twice, the same slots each time; `mla`
+/// scores its latents itself). Writes the weighted sum into `out` as a
+/// normal block and returns its exponent (all zero, exponent 0, without
+/// slots); `acc` (`[d]`) is scratch.
+pub(crate) fn attend_scored<'a, I: Iterator<Item = (Fx, &'a [i8], u32)>>(
+    slots: impl Fn() -> I,
+    sink: Option<Fx>,
+    acc: &mut [i64],
+    out: &mut [i32],
+) -> i32 {
     let mut max = sink;
     let mut vmax = Fx::ZERO;
     let mut n = 0usize;
-    for (i, s) in slots() {
-        let l = lg(i, &s);
+    for (l, _, v_scale) in slots() {
         if max.is_none_or(|m| l.gt(m)) {
             max = Some(l);
         }
-        let vs = unpack_scale(s.v_scale);
+        let vs = unpack_scale(v_scale);
         if vs.gt(vmax) {
             vmax = vs;
         }
@@ -141,12 +156,12 @@ pub(crate) fn attend<'a, I: Iterator<Item = (usize, Slot<'a>)>>(
     };
     let inv_vmax = vmax.recip();
     let mut sum = sink.map_or(Fx::ZERO, |l| (l - max).exp());
-    for (i, s) in slots() {
-        let p = (lg(i, &s) - max).exp(); // (0, 1]
+    for (l, v, v_scale) in slots() {
+        let p = (l - max).exp(); // (0, 1]
         sum = sum + p;
         // p × scale_t / vmax in Q24: at most 2^24.
-        let w = (p * unpack_scale(s.v_scale) * inv_vmax).to_fixed(24);
-        for (a, &v) in acc.iter_mut().zip(s.v) {
+        let w = (p * unpack_scale(v_scale) * inv_vmax).to_fixed(24);
+        for (a, &v) in acc.iter_mut().zip(v) {
             // |w v| <= 2^24 × 127 < 2^31; n < 2^32 terms stay below 2^63.
             *a += w * v as i64;
         }
@@ -178,9 +193,28 @@ pub(crate) fn attend<'a, I: Iterator<Item = (usize, Slot<'a>)>>(
     normalize_with_max(out, e, omax)
 }
 
+/// Aligns a head's output `oh` (exponent `e`) with the heads before it,
+/// `done`, at their common exponent `eo` (`None` before the first head
+/// with a nonzero output): the block with the smaller exponent is shifted
+/// right (rounded), and `eo` becomes the larger of the two.
+pub(crate) fn align_head(done: &mut [i32], oh: &mut [i32], e: i32, eo: &mut Option<i32>) {
+    match *eo {
+        Some(c) if c >= e => {
+            let s = (c - e).min(32) as u32;
+            oh.iter_mut().for_each(|m| *m = shr_round(*m, s));
+        }
+        Some(c) => {
+            let s = (e - c).min(32) as u32;
+            done.iter_mut().for_each(|m| *m = shr_round(*m, s));
+            *eo = Some(e);
+        }
+        None => *eo = Some(e),
+    }
+}
+
 /// Quantizes `m` (`[d]`, part of a block with exponent `e`) to int8 in
 /// `q`, through `tmp` (`[d]`) normalized first; returns the scale.
-fn quantize_part(m: &[i32], e: i32, tmp: &mut [i32], q: &mut [i8]) -> Fx {
+pub(crate) fn quantize_part(m: &[i32], e: i32, tmp: &mut [i32], q: &mut [i8]) -> Fx {
     tmp.copy_from_slice(m);
     let e = normalize(tmp, e);
     quantize(Block { m: tmp, e }, q)
@@ -401,18 +435,7 @@ pub(crate) fn step(
         if oh.iter().all(|&m| m == 0) {
             continue;
         }
-        match eo {
-            Some(c) if c >= e => {
-                let s = (c - e).min(32) as u32;
-                oh.iter_mut().for_each(|m| *m = shr_round(*m, s));
-            }
-            Some(c) => {
-                let s = (e - c).min(32) as u32;
-                done.iter_mut().for_each(|m| *m = shr_round(*m, s));
-                eo = Some(e);
-            }
-            None => eo = Some(e),
-        }
+        align_head(done, oh, e, &mut eo);
     }
     let eo = match eo {
         Some(e) => normalize(o, e),

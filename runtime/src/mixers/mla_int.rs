@@ -1,0 +1,272 @@
+//! `mla`'s integer step (docs/integer-path.md, "MLA on the integer path"):
+//! an int8 latent window with per-entry scales and integer softmax
+//! attention, the up-projections absorbed as in the f32 step.
+//!
+//! - A **slot** (one position) is the latent `c [R]` and the RoPE-rotated
+//!   shared key `kr [dr]`, each quantized on its own to int8 (`q =
+//!   round(127 v / max|v|)`, [`crate::fixed::block::quantize`]) with one
+//!   packed scale word ([`pack_scale`]: a 16-bit mantissa and an i16
+//!   exponent, saturated and counted beyond it). Bytes per slot: `R + dr +
+//!   8` against f32's `4 (R + dr)`.
+//! - **Absorbed query** `q_lat = Wuk_h^T q_nope` and **output** `o_h =
+//!   Wuv_h Σ p_s c_s`: `kv_b_proj` (f32, read through its bits as 15-bit
+//!   mantissas aligned to its largest exponent, [`F32Bits`]) times the
+//!   15-bit views, summed exactly in i64 (`|W q| < 2^30`, at most `2^20`
+//!   terms), then rounded to a normal block.
+//! - **Scores** `q_lat·c_s + q_rope·kr_s`: two exact i32 sums of int8
+//!   products, each times its two scales and `1/sqrt(d + dr)` as an
+//!   [`Fx`]; softmax and the weighted sum of the latents as SWA's
+//!   ([`attend_scored`]).
+//! - RoPE in integer code ([`super::rope_int`]), the f32 step's phases.
+//!
+//! State layout (i32 words): the scale words `[W][2]` (latent, RoPE key),
+//! then the latents `[W][R]` as int8 padded to a word, then the RoPE keys
+//! `[W][dr]` likewise. A zeroed state is a valid empty one (a slot is read
+//! only when `ctx.pos` says its token is in the stream). A restored state
+//! may hold any bits: the scale exponents are i16 by construction, the
+//! dot products wrap (never a panic), so a hostile state gives garbage
+//! logits but no overflow.
+
+use super::mla_config::MlaConfig;
+use super::rope_int::{cos_sin_q15, ln_theta, phase_step_from, rotate};
+use super::swa_int::{align_head, attend_scored, pack_scale, quantize_part, unpack_scale};
+use crate::error::{Error, Result};
+use crate::fixed::block::{normalize, normalize_with_max, F32Bits, TO_15};
+use crate::fixed::{Block, Fx};
+use crate::format::Role;
+use crate::mixers::StepCtx;
+use crate::tensor::ActBuf;
+use crate::weights::LayerWeights;
+
+/// The exact dot product of two int8 vectors (wrapping: exact for `len <
+/// 2^17`, garbage but no panic for a hostile state beyond).
+fn dot8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter()
+        .zip(b)
+        .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
+}
+
+/// Rounds the i64 sums `acc` (values `acc_i 2^e`) into `out` as a normal
+/// block; returns its exponent (all zero: exponent 0).
+fn round_sums(acc: &[i64], e: i32, out: &mut [i32]) -> i32 {
+    let amax = acc.iter().map(|a| a.unsigned_abs()).max().unwrap_or(0);
+    if amax == 0 {
+        out.fill(0);
+        return 0;
+    }
+    // To 30 bits: |acc| >> s < 2^30.
+    let s = (64 - amax.leading_zeros() as i32 - 30).max(0);
+    let mut omax = 0u32;
+    for (o, &a) in out.iter_mut().zip(acc) {
+        *o = match s {
+            0 => a as i32,
+            _ => ((a + (1i64 << (s - 1))) >> s) as i32,
+        };
+        omax = omax.max(o.unsigned_abs());
+    }
+    normalize_with_max(out, e + s, omax)
+}
+
+/// Fills `cos`, `sin` (`[dr/2]` each, Q15) for position `pos` (mod 2^64).
+fn rope_q15(c: &MlaConfig, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
+    let ln_theta = ln_theta(c.rope_theta.to_bits());
+    for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
+        let step = phase_step_from(ln_theta, c.rope_dim, i as u32);
+        (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
+    }
+}
+
+/// The state's parts: scale words `[W][2]`, latents `[W][R]`, RoPE keys
+/// `[W][dr]` (int8).
+fn parts<'s>(
+    c: &MlaConfig,
+    state: &'s mut [i32],
+) -> Result<(&'s mut [i32], &'s mut [i8], &'s mut [i8])> {
+    let (w, r, dr) = (
+        c.window as usize,
+        c.kv_lora_rank as usize,
+        c.rope_dim as usize,
+    );
+    let bad = Error::Internal("mla state of the wrong size");
+    let (scales, rest) = state.split_at_mut_checked(2 * w).ok_or(bad)?;
+    let (lw, rest) = rest.split_at_mut_checked((w * r).div_ceil(4)).ok_or(bad)?;
+    let kw = rest.get_mut(..(w * dr).div_ceil(4)).ok_or(bad)?;
+    Ok((
+        scales,
+        bytemuck::cast_slice_mut(lw),
+        bytemuck::cast_slice_mut(kw),
+    ))
+}
+
+/// The largest magnitude an int8 latent window holds
+/// (`Session::state_max_abs`): every latent and RoPE key, `max |q| ×
+/// scale`.
+pub(crate) fn state_max_abs(c: &MlaConfig, state: &[i32]) -> f32 {
+    let (w, r, dr) = (
+        c.window as usize,
+        c.kv_lora_rank as usize,
+        c.rope_dim as usize,
+    );
+    let lat_words = (w * r).div_ceil(4);
+    let (Some(scales), Some(lw), Some(kw)) = (
+        state.get(..2 * w),
+        state.get(2 * w..2 * w + lat_words),
+        state.get(2 * w + lat_words..2 * w + lat_words + (w * dr).div_ceil(4)),
+    ) else {
+        return 0.0;
+    };
+    let (lat, keys): (&[i8], &[i8]) = (bytemuck::cast_slice(lw), bytemuck::cast_slice(kw));
+    let max8 = |q: &[i8]| q.iter().fold(0u8, |a, v| a.max(v.unsigned_abs()));
+    let mut top = Fx::ZERO;
+    for (s, pair) in scales.chunks_exact(2).enumerate() {
+        let parts = [
+            lat.get(s * r..(s + 1) * r).map_or(0, max8),
+            keys.get(s * dr..(s + 1) * dr).map_or(0, max8),
+        ];
+        for (m, &word) in parts.into_iter().zip(pair) {
+            let x = unpack_scale(word as u32) * Fx::from_i64(m as i64, 0);
+            if x.gt(top) {
+                top = x;
+            }
+        }
+    }
+    f32::from_bits(top.to_f32_bits())
+}
+
+/// One token of `mla` with an int8 latent window
+/// ([`crate::mixers::Mixer::step_int`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn step(
+    c: &MlaConfig,
+    ctx: &StepCtx,
+    w: &LayerWeights<'_>,
+    state: &mut [f32],
+    scratch: &mut [f32],
+    act: &mut ActBuf<'_>,
+    x: Block<'_>,
+    out: &mut [i32],
+    clamps: &mut u32,
+) -> Result<i32> {
+    let (h, d, dv, dr, r) = c.dims();
+    let (window, t) = (c.window as u64, ctx.pos);
+    let half = dr / 2;
+    let scratch: &mut [i32] = bytemuck::cast_slice_mut(scratch);
+    let too_small = Error::Internal("mla scratch too small");
+    let (q, rest) = scratch
+        .split_at_mut_checked(h * (d + dr))
+        .ok_or(too_small)?;
+    let (new, rest) = rest.split_at_mut_checked(r + dr).ok_or(too_small)?;
+    let (lat, rest) = rest.split_at_mut_checked(r).ok_or(too_small)?;
+    let (accw, rest) = rest
+        .split_at_mut_checked(2 * r.max(dv) + 1)
+        .ok_or(too_small)?;
+    let (o, rest) = rest.split_at_mut_checked(h * dv).ok_or(too_small)?;
+    let (cs, rest) = rest.split_at_mut_checked(dr).ok_or(too_small)?;
+    let (tmp, rest) = rest.split_at_mut_checked(r + dr).ok_or(too_small)?;
+    let q8w = rest.get_mut(..(r + dr).div_ceil(4)).ok_or(too_small)?;
+    let q8: &mut [i8] = bytemuck::cast_slice_mut(q8w);
+    let (ql8, qr8) = q8[..r + dr].split_at_mut(r);
+    let acc: &mut [i64] = {
+        let (_, aligned, _) = bytemuck::pod_align_to_mut::<i32, i64>(accw);
+        aligned.get_mut(..r.max(dv)).ok_or(too_small)?
+    };
+    let state: &mut [i32] = bytemuck::cast_slice_mut(state);
+    let (scales, lats, keys) = parts(c, state)?;
+
+    let (eq, en) = {
+        let xin = act.input_int(x)?;
+        (
+            w.get(Role::QProj)?.matvec_int(&xin, q)?,
+            w.get(Role::KvAProj)?.matvec_int(&xin, new)?,
+        )
+    };
+    let (cos, sin) = cs.split_at_mut(half);
+    rope_q15(c, ctx.abs_pos, cos, sin);
+
+    // Store this token's latent and rotated key (each quantized on its own).
+    let at = (t % window) as usize;
+    let (c_new, kr_new) = new.split_at_mut(r);
+    let cs_new = quantize_part(c_new, en, &mut tmp[..r], &mut lats[at * r..][..r]);
+    tmp[..dr].copy_from_slice(kr_new);
+    let ek = normalize(&mut tmp[..dr], en);
+    let ek = rotate(&mut tmp[..dr], ek, cos, sin);
+    kr_new.copy_from_slice(&tmp[..dr]);
+    let ks_new = quantize_part(kr_new, ek, &mut tmp[..dr], &mut keys[at * dr..][..dr]);
+    scales[2 * at] = pack_scale(cs_new, clamps) as i32;
+    scales[2 * at + 1] = pack_scale(ks_new, clamps) as i32;
+
+    let kv_b = w.get(Role::KvBProj)?.stored_vector()?;
+    let (wbits, shift_base) = kv_b.raw();
+    let ew = kv_b.exp15();
+    let inv = Fx::from_i64((d + dr) as i64, 0).rsqrt();
+    let first = (t + 1).saturating_sub(window);
+    let (lats, keys, scales) = (&*lats, &*keys, &*scales);
+    let mut eo: Option<i32> = None;
+    for head in 0..h {
+        let qh = &mut q[head * (d + dr)..][..d + dr];
+        let (q_nope, q_rope) = qh.split_at_mut(d);
+        // This head's rotated RoPE query, quantized.
+        tmp[..dr].copy_from_slice(q_rope);
+        let er = normalize(&mut tmp[..dr], eq);
+        let er = rotate(&mut tmp[..dr], er, cos, sin);
+        q_rope.copy_from_slice(&tmp[..dr]);
+        let qr_s = quantize_part(q_rope, er, &mut tmp[..dr], qr8);
+        // Absorb Wuk_h: q_lat = Wuk_h^T q_nope (kv_b rows head*(d+dv) .. +d),
+        // on q_nope's 15-bit view (of the whole q block).
+        let base = head * (d + dv) * r;
+        let acc_r = &mut acc[..r];
+        acc_r.fill(0);
+        for (i, &qi) in q_nope.iter().enumerate() {
+            let q15 = (qi >> TO_15) as i64; // |q15| <= 2^15
+            let row = wbits.get(base + i * r..base + (i + 1) * r).unwrap_or(&[]);
+            for (a, &b) in acc_r.iter_mut().zip(row) {
+                // |W15 q15| <= 2^30; at most 2^20 terms: below 2^50.
+                *a += F32Bits::decode(b, shift_base) as i64 * q15;
+            }
+        }
+        let el = round_sums(acc_r, ew + eq + TO_15 as i32, lat);
+        let ql_s = quantize_part(lat, el, &mut tmp[..r], ql8);
+        let (cl, cr) = (ql_s * inv, qr_s * inv);
+        let (ql8, qr8) = (&*ql8, &*qr8);
+        let scored = || {
+            (first..=t).map(move |s| {
+                let at = (s % window) as usize;
+                let (c8, k8) = (&lats[at * r..][..r], &keys[at * dr..][..dr]);
+                let (sc, sk) = (scales[2 * at] as u32, scales[2 * at + 1] as u32);
+                let l = Fx::from_i64(dot8(ql8, c8) as i64, 0) * (cl * unpack_scale(sc))
+                    + Fx::from_i64(dot8(qr8, k8) as i64, 0) * (cr * unpack_scale(sk));
+                (l, c8, sc)
+            })
+        };
+        // The weighted sum of the latents, into `lat` (free again).
+        let ea = attend_scored(scored, None, &mut acc[..r], lat);
+        // Absorb Wuv_h: o_h = Wuv_h acc (kv_b rows head*(d+dv)+d .. +dv).
+        let vbase = base + d * r;
+        let acc_v = &mut acc[..dv];
+        for (jv, a) in acc_v.iter_mut().enumerate() {
+            let row = wbits
+                .get(vbase + jv * r..vbase + (jv + 1) * r)
+                .unwrap_or(&[]);
+            // |W15 a15| <= 2^30; at most 2^20 terms.
+            *a = row.iter().zip(lat.iter()).fold(0i64, |s, (&b, &m)| {
+                s + F32Bits::decode(b, shift_base) as i64 * (m >> TO_15) as i64
+            });
+        }
+        let (done, rest) = o.split_at_mut(head * dv);
+        let oh = &mut rest[..dv];
+        let e = round_sums(acc_v, ew + ea + TO_15 as i32, oh);
+        if oh.iter().all(|&m| m == 0) {
+            continue;
+        }
+        align_head(done, oh, e, &mut eo);
+    }
+    let eo = match eo {
+        Some(e) => normalize(o, e),
+        None => {
+            o.fill(0);
+            0
+        }
+    };
+    let oin = act.input_int(Block { m: o, e: eo })?;
+    w.get(Role::OProj)?.matvec_int(&oin, out)
+}
