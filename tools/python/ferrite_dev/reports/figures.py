@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import REPO_ROOT as ROOT
-from . import models, study, study2
+from . import lm_side, models, study, study2
 
 EXPECTED = ROOT / "boards" / "expected"
 TARGETS = ROOT / "common" / "src" / "target.rs"
@@ -278,6 +278,10 @@ BLOCKS = [
           "ferrite-study2-report --readme"),
     Block("docs/state-study.md", "study2", lambda: note("ferrite-study2-report --readme") + study2.tables() + "\n",
           "ferrite-study2-report --readme"),
+    Block(README, "lm-side", lambda: note("ferrite-lm-side-report --readme") + lm_side.choosing_table() + "\n\n",
+          "ferrite-lm-side-report --readme"),
+    Block("docs/state-study.md", "lm-side", lambda: note("ferrite-lm-side-report --readme") + lm_side.table() + "\n\n",
+          "ferrite-lm-side-report --readme"),
 ]
 
 
