@@ -53,7 +53,8 @@ def layer_summary(config: dict) -> str:
     if len(set(kinds)) > 1:
         return "/".join(kinds)
     layer = config["layers"][0]
-    knobs = {"gdn": lambda a: f"{a['num_heads']} x {a['head_dim']} keys, {a['num_heads'] * a['head_dim'] * a['expand_v']:.0f} values",
+    knobs = {"gdn": lambda a: (f"{a['num_heads']} x {a['head_dim']} keys, "
+                               f"{a['num_heads'] * a['head_dim'] * a['expand_v']:.0f} values"),
              "swa": lambda a: f"window {a['window']}" + (f" + {a['sinks']} sinks" if a.get("sinks") else ""),
              "gsa": lambda a: f"{a['num_slots']} slots",
              "bla": lambda a: f"period {a['period']}, {a['modes']} modes",
