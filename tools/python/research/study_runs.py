@@ -130,6 +130,46 @@ def z2_runs() -> dict:
     return out
 
 
+# The language-model side (issue 28, item 6; docs/state-study.md "Language-model side"):
+# byte-level LMs of one family each, 4 layers of the same layer at d=64 / SwiGLU 96 (models/lm/small's
+# width and depth, ~150k parameters), at two state sizes per family, and small's hybrid, trained
+# on the English text with en-m3-scratch's recipe (lr 3e-3, batch 32 x 513 bytes, seed 1).
+_SWA = {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "rope_theta": 10000.0,
+        "use_short_conv": True}
+_SINKS = {"sinks": 4, "rope_positions": "cache"}
+_MLA = {"mixer": "mla", "num_heads": 2, "head_dim": 32, "v_head_dim": 32, "rope_dim": 4, "kv_lora_rank": 28,
+        "rope_theta": 10000.0}
+LM_SIDE_LAYERS = {
+    # name: (family, the layer repeated 4 times)
+    # gdn: H x K key rows of 2K values; one head of 32 keeps the parameters of two of 16.
+    "gdn-h2-k16": ("gdn", {"mixer": "gdn", "num_heads": 2, "head_dim": 16, "expand_v": 2.0, "use_gate": True}),
+    "gdn-h1-k32": ("gdn", {"mixer": "gdn", "num_heads": 1, "head_dim": 32, "expand_v": 2.0, "use_gate": True}),
+    "swa-w32": ("swa", dict(_SWA, window=32)),
+    "swa-w128": ("swa", dict(_SWA, window=128)),
+    "swa-s4-w28": ("swa-sinks", dict(_SWA, window=28, **_SINKS)),
+    "swa-s4-w124": ("swa-sinks", dict(_SWA, window=124, **_SINKS)),
+    "gsa-m16": ("gsa", {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 16, "feature_map": "swish"}),
+    "gsa-m64": ("gsa", {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": 64, "feature_map": "swish"}),
+    "bla-p64-m4": ("bla", {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": 64, "modes": 4,
+                           "use_short_conv": True}),
+    "bla-p256-m16": ("bla", {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": 256, "modes": 16,
+                             "use_short_conv": True}),
+    "mla-w32": ("mla", dict(_MLA, window=32)),
+    "mla-w128": ("mla", dict(_MLA, window=128)),
+}
+
+
+def lm_side_runs() -> dict:
+    """``lms-<name>``: 4 layers of LM_SIDE_LAYERS[name]; ``lms-hybrid``: models/lm/small's shape
+    (en-m3-scratch's run under another name). All on the English text, lr 3e-3, seed 1."""
+    base = shipped.english_lm_runs()["en-m3-scratch"]
+    out = {}
+    for name, (family, layer) in LM_SIDE_LAYERS.items():
+        out[f"lms-{name}"] = dict(base, family=family, config=model_config([dict(layer) for _ in range(4)], 64, 96))
+    out["lms-hybrid"] = dict(base, family="hybrid")
+    return out
+
+
 def all_runs() -> dict:
     """The shipped models' runs and the study's (the rounds launch both from this registry)."""
-    return {**shipped.all_runs(), **study_runs(), **curriculum_runs(), **z2_runs()}
+    return {**shipped.all_runs(), **study_runs(), **curriculum_runs(), **z2_runs(), **lm_side_runs()}

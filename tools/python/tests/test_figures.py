@@ -78,3 +78,36 @@ def test_the_board_table_rows_are_the_recorded_stats():
 def test_the_cli_reports_no_difference(capsys):
     assert figures.main([]) == 0
     assert "0 differences" in capsys.readouterr().out
+
+
+def test_the_lm_side_figure_is_what_its_generator_writes(tmp_path):
+    """docs/lm-side.svg is ``ferrite-lm-side-report``'s plot of models/lm-side (byte for byte)."""
+    from ferrite_dev.reports import lm_side
+    lm_side.plot(tmp_path / "lm-side.svg")
+    assert (tmp_path / "lm-side.svg").read_bytes() == lm_side.SVG.read_bytes()
+
+
+def test_the_lm_side_choice_is_the_lowest_runtime_bits_per_byte_that_fits():
+    """Every row of README's "Choosing a family" names the model of models/lm-side with the lowest
+    runtime bits per byte among those whose state (all layers) fits the row's budget."""
+    from ferrite_dev.reports import lm_side
+    runs = {d["dir"]: d for d in lm_side.runs()}
+    assert len(runs) == 13 and all("runtime" in d for d in runs.values())
+    block = next(b for b in figures.BLOCKS if b.path == figures.README and b.name == "lm-side").text()
+    rows = re.findall(r"^\| (\d+) KiB \| (\S+)", block, re.M)
+    assert len(rows) == 5
+    for kib, name in rows:
+        fits = {n: d["runtime"]["f32"]["bits_per_byte"] for n, d in runs.items()
+                if sum(d["runtime"]["state_bytes_per_layer"]) <= int(kib) * 1024}
+        if name == "none":
+            assert not fits, kib
+        else:
+            assert name in fits and fits[name] == min(fits.values()), (kib, name)
+
+
+def test_the_lm_side_runtime_matches_pytorch():
+    """The runtime's f32 bits per byte of every models/lm-side model is PyTorch's within 1e-3
+    (the f32 paths agree; the shipped LMs agree to the 4th decimal)."""
+    from ferrite_dev.reports import lm_side
+    for d in lm_side.runs():
+        assert abs(d["runtime"]["f32"]["bits_per_byte"] - d["pytorch"]["bits_per_byte"]) < 1e-3, d["dir"]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import REPO_ROOT as ROOT
-from . import models, study, study2
+from . import lm_side, models, study, study2
 
 EXPECTED = ROOT / "boards" / "expected"
 TARGETS = ROOT / "common" / "src" / "target.rs"
@@ -278,6 +278,10 @@ BLOCKS = [
           "ferrite-study2-report --readme"),
     Block("docs/state-study.md", "study2", lambda: note("ferrite-study2-report --readme") + study2.tables() + "\n",
           "ferrite-study2-report --readme"),
+    Block(README, "lm-side", lambda: note("ferrite-lm-side-report --readme") + lm_side.choosing_table() + "\n\n",
+          "ferrite-lm-side-report --readme"),
+    Block("docs/state-study.md", "lm-side", lambda: note("ferrite-lm-side-report --readme") + lm_side.table() + "\n\n",
+          "ferrite-lm-side-report --readme"),
 ]
 
 
@@ -457,6 +461,14 @@ def _claims() -> list:
               lambda: (kb(metrics("lm")["small"]["params"]), kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["image_bytes"]),
                        kb(metrics("lm")["small"]["runtime"]["int8_tiled"]["ram_bytes"])), "models/lm/small/metrics.json"),
     ]
+    claims.append(Claim("docs/state-study.md", r"scored the same or worse \(swa ([\d.]+) -> ([\d.]+) at ([\d.]+)x the "
+                        r"state, mla ([\d.]+) -> ([\d.]+), gsa ([\d.]+) -> ([\d.]+), gdn ([\d.]+) -> ([\d.]+), bla ([\d.]+) -> "
+                        r"([\d.]+)\)", lm_side_sizes, "models/lm-side/*/metrics.json (runtime f32)"))
+    claims.append(Claim("docs/state-study.md", r"the best run is mla with a 32-token window \(([\d.]+)\); from (\d+) KiB "
+                        r"\(([\d,]+) bytes a layer\), swa with a 32-token window \(([\d.]+)\)",
+                        lambda: (bpb_of("lms-mla-w32"), f"{lm_side_state('lms-swa-w32') // 1024}",
+                                 f"{lm_side_state('lms-swa-w32') // 4:,}", bpb_of("lms-swa-w32")),
+                        "models/lm-side/*/metrics.json (runtime f32)"))
     for path, pattern in ((README, r"about 2e-5 on (\d+) random configurations"),
                           ("docs/design.md", r"on (\d+) random configurations generated at test time"),
                           ("docs/spec.md", r"runtime \(CLI\) vs the reference, (\d+) random configurations"),
@@ -480,6 +492,27 @@ def _claims() -> list:
             claims.append(Claim("docs/fuzzing.md", rf"`fuzz/corpus/{name}/` \((\d+ files, [\d.]+ [KM]B)\)",
                                 lambda name=name: (corpus(name),), f"fuzz/corpus/{name}/"))
     return claims
+
+
+def bpb_of(name: str) -> str:
+    """The runtime's f32 bits per byte of models/lm-side/``name``, as the docs print it."""
+    return f"{json.loads((ROOT / 'models/lm-side' / name / 'metrics.json').read_text())['runtime']['f32']['bits_per_byte']:.4f}"
+
+
+def lm_side_state(name: str) -> int:
+    """The state bytes of models/lm-side/``name``, all layers together (the runtime's)."""
+    return sum(json.loads((ROOT / "models/lm-side" / name / "metrics.json").read_text())["runtime"]["state_bytes_per_layer"])
+
+
+def lm_side_sizes() -> tuple:
+    """docs/state-study.md's "more state helped no family": each family's two sizes, and swa's ratio of states."""
+    pairs = (("swa-w32", "swa-w128"), ("mla-w32", "mla-w128"), ("gsa-m16", "gsa-m64"), ("gdn-h2-k16", "gdn-h1-k32"),
+             ("bla-p64-m4", "bla-p256-m16"))
+    out = [bpb_of("lms-swa-w32"), bpb_of("lms-swa-w128"),
+           f"{lm_side_state('lms-swa-w128') / lm_side_state('lms-swa-w32'):.1f}"]
+    for small, large in pairs[1:]:
+        out += [bpb_of(f"lms-{small}"), bpb_of(f"lms-{large}")]
+    return tuple(out)
 
 
 CLAIMS = _claims()
