@@ -644,6 +644,42 @@ fn int_bla_cases() -> Vec<Case> {
     ]
 }
 
+/// The valid image the `int_mla_*` cases start from: the integer token
+/// path, int8 tiled, hidden 16; layer 0 MLA with its int8 latent window.
+fn int_mla_base_image() -> Vec<u8> {
+    int_image(
+        serde_json::json!([
+            {"mixer": "mla", "num_heads": 2, "kv_lora_rank": 8, "rope_dim": 4, "window": 6}
+        ]),
+        14,
+    )
+}
+
+/// Damage to the MLA integer base image's state word.
+fn int_mla_cases() -> Vec<Case> {
+    vec![
+        // MLA takes int8 KV, not int16.
+        case("int_mla_int16_state", true, |b| {
+            let at = layer_word(b, 0, 15);
+            set_u32(b, at, 1)
+        }),
+        case("int_mla_unknown_state_format", true, |b| {
+            let at = layer_word(b, 0, 15);
+            set_u32(b, at, 9)
+        }),
+        // The int8 latent window on the f32 path.
+        case("int_mla_state_on_the_f32_path", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f & !2)
+        }),
+        // The int8 latent window in a format 5 image.
+        case("int_mla_state_in_a_v5_image", true, |b| {
+            set_u32(b, VERSION, 5)
+        }),
+    ]
+}
+
 /// Byte offset of the flags word (record word 10) of layer 0, a BLA layer.
 fn bla_flags(b: &[u8]) -> usize {
     u32_at(b, CONFIG_OFF) as usize + 4 * MODEL_RECORD_WORDS + 4 * 10
@@ -707,6 +743,7 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (int_base_image(), int_cases()),
         (int_gsa_base_image(), int_gsa_cases()),
         (int_bla_base_image(), int_bla_cases()),
+        (int_mla_base_image(), int_mla_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),

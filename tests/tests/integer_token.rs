@@ -634,8 +634,8 @@ fn mla_integer_step_matches_the_f32_step_on_random_models() {
 }
 
 /// MLA layers take the int8 latent window on the integer path, and it is
-/// the stated size: per slot two scale words, `R` and `dr` int8 values
-/// (each part padded to a word), against `R + dr` f32 words.
+/// the stated size: per slot two scale words, `R` int8 latents and `dr`
+/// i16 RoPE keys (each part padded to a word), against `R + dr` f32 words.
 #[test]
 fn mla_layers_take_the_int8_latent_window() {
     let dir = fixtures_dir().join("mla_latent_window");
@@ -656,14 +656,14 @@ fn mla_layers_take_the_int8_latent_window() {
         assert_eq!(f32_bytes, 4 * w * (r + dr));
         assert_eq!(
             int_bytes,
-            4 * (2 * w + (w * r).div_ceil(4) + (w * dr).div_ceil(4))
+            4 * (2 * w + (w * r).div_ceil(4) + (w * dr).div_ceil(2))
         );
         assert!(int_bytes < f32_bytes);
     }
     // The whole state (`session_len`'s share, `inspect`'s state bytes):
-    // 832 bytes f32, 344 int8.
+    // 832 bytes f32, 392 int8 (with i16 RoPE keys).
     assert_eq!(mf.state_bytes(0).unwrap(), 832);
-    assert_eq!(mi.state_bytes(0).unwrap(), 344);
+    assert_eq!(mi.state_bytes(0).unwrap(), 392);
 }
 
 /// A restored snapshot may hold any int8 latent window: extreme scale

@@ -218,13 +218,14 @@ mod tests {
         assert_eq!(MlaConfig::from_words(&c.to_words(), None), Ok(c));
         // W * (R + dr), against 2 * H * d_k... of a full window: 16 * 14 floats.
         assert_eq!(c.state_len(), 16 * 14);
-        // int8: two scale words a slot, then 16 * 10 and 16 * 4 bytes.
+        // int8: two scale words a slot, then 16 * 10 int8 latents and 16 * 4
+        // i16 RoPE keys.
         let c8 = MlaConfig {
             state: StateFormat::Int8Kv,
             ..c
         };
         assert_eq!(MlaConfig::from_words(&c8.to_words(), None), Ok(c8));
-        assert_eq!(c8.state_len(), 32 + 40 + 16);
+        assert_eq!(c8.state_len(), 32 + 40 + 32);
         let mut w = c.to_words();
         w[crate::format::STATE_WORD] = StateFormat::Int16 as u32;
         assert!(MlaConfig::from_words(&w, None).is_err());

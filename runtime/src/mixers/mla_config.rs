@@ -136,7 +136,7 @@ impl MlaConfig {
 
     /// State words: `W * (R + dr)` with an f32 window; with an int8 one
     /// (`mla_int.rs`) two scale words per slot, then the latents `[W][R]`
-    /// and the RoPE keys `[W][dr]` as int8, each padded to a word.
+    /// as int8 and the RoPE keys `[W][dr]` as i16, each padded to a word.
     pub const fn state_len(&self) -> u64 {
         let (w, r, dr) = (
             self.window as u64,
@@ -147,7 +147,7 @@ impl MlaConfig {
             return sum(&[
                 product(&[2, w]),
                 product(&[w, r]).div_ceil(4),
-                product(&[w, dr]).div_ceil(4),
+                product(&[w, dr]).div_ceil(2),
             ]);
         }
         product(&[w, self.slot_len()])
@@ -166,8 +166,8 @@ impl MlaConfig {
         if let StateFormat::Int8Kv = self.state {
             // The integer step (`mla_int.rs`): q, the new slot, the latent
             // query, an i64 accumulator `[max(R, dv)]` (+1 word to align
-            // it), o, the RoPE table, a copy `[R + dr]` to normalize and
-            // the int8 queries `[R + dr]` bytes.
+            // it), o, the RoPE table, and `[R + dr]` to normalize in and
+            // for the query's 15-bit views.
             let big = if r > dv { r } else { dv };
             return sum(&[
                 product(&[h, d + dr]),
@@ -178,7 +178,6 @@ impl MlaConfig {
                 product(&[h, dv]),
                 dr,
                 r + dr,
-                (r + dr).div_ceil(4),
             ]);
         }
         sum(&[product(&[h, d + dr]), r + dr, 2 * r, product(&[h, dv]), dr])

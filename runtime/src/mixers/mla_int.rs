@@ -2,30 +2,32 @@
 //! an int8 latent window with per-entry scales and integer softmax
 //! attention, the up-projections absorbed as in the f32 step.
 //!
-//! - A **slot** (one position) is the latent `c [R]` and the RoPE-rotated
-//!   shared key `kr [dr]`, each quantized on its own to int8 (`q =
-//!   round(127 v / max|v|)`, [`crate::fixed::block::quantize`]) with one
-//!   packed scale word ([`pack_scale`]: a 16-bit mantissa and an i16
-//!   exponent, saturated and counted beyond it). Bytes per slot: `R + dr +
-//!   8` against f32's `4 (R + dr)`.
+//! - A **slot** (one position) is the latent `c [R]` quantized to int8
+//!   (`q = round(127 v / max|v|)`, [`crate::fixed::block::quantize`]) and
+//!   the RoPE-rotated shared key `kr [dr]` kept at its 15-bit view (i16:
+//!   int8 RoPE keys cost an MLA LM 0.006 bits per byte in the f64
+//!   reference, the int8 latents 0.0003), each with one packed scale word
+//!   ([`pack_scale`]: a 16-bit mantissa and an i16 exponent, saturated and
+//!   counted beyond it). Bytes per slot: `R + 2 dr + 8` against f32's `4 (R
+//!   + dr)`.
 //! - **Absorbed query** `q_lat = Wuk_h^T q_nope` and **output** `o_h =
 //!   Wuv_h Σ p_s c_s`: `kv_b_proj` (f32, read through its bits as 15-bit
 //!   mantissas aligned to its largest exponent, [`F32Bits`]) times the
 //!   15-bit views, summed exactly in i64 (`|W q| < 2^30`, at most `2^20`
 //!   terms), then rounded to a normal block.
-//! - **Scores** `q_lat·c_s + q_rope·kr_s`: two exact i32 sums of int8
-//!   products, each times its two scales and `1/sqrt(d + dr)` as an
-//!   [`Fx`]; softmax and the weighted sum of the latents as SWA's
-//!   ([`attend_scored`]).
+//! - **Scores** `q_lat·c_s + q_rope·kr_s`: the query's two parts kept at
+//!   their 15-bit views (not quantized to int8), two exact i64 sums
+//!   against the slot, each times its scale and `1/sqrt(d + dr)` as an [`Fx`]; softmax
+//!   and the weighted sum of the latents as SWA's ([`attend_scored`]).
 //! - RoPE in integer code ([`super::rope_int`]), the f32 step's phases.
 //!
 //! State layout (i32 words): the scale words `[W][2]` (latent, RoPE key),
 //! then the latents `[W][R]` as int8 padded to a word, then the RoPE keys
-//! `[W][dr]` likewise. A zeroed state is a valid empty one (a slot is read
+//! `[W][dr]` as i16 padded to a word. A zeroed state is a valid empty one (a slot is read
 //! only when `ctx.pos` says its token is in the stream). A restored state
-//! may hold any bits: the scale exponents are i16 by construction, the
-//! dot products wrap (never a panic), so a hostile state gives garbage
-//! logits but no overflow.
+//! may hold any bits: the scale exponents are i16 by construction and the
+//! dot products exact, so a hostile state gives garbage logits but no
+//! overflow.
 
 use super::mla_config::MlaConfig;
 use super::rope_int::{cos_sin_q15, ln_theta, phase_step_from, rotate};
@@ -38,12 +40,20 @@ use crate::mixers::StepCtx;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
-/// The exact dot product of two int8 vectors (wrapping: exact for `len <
-/// 2^17`, garbage but no panic for a hostile state beyond).
-fn dot8(a: &[i8], b: &[i8]) -> i32 {
+/// The exact dot product of a query's 15-bit views (`|a| <= 2^15`) and an
+/// int8 vector: each term below 2^22, so i64 holds any length.
+fn dot15x8(a: &[i32], b: &[i8]) -> i64 {
     a.iter()
         .zip(b)
-        .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
+        .fold(0i64, |s, (&x, &y)| s + (x * y as i32) as i64)
+}
+
+/// The exact dot product of a query's 15-bit views and an i16 vector:
+/// each term at most 2^30 in magnitude, so i64 holds any length.
+fn dot15x16(a: &[i32], b: &[i16]) -> i64 {
+    a.iter()
+        .zip(b)
+        .fold(0i64, |s, (&x, &y)| s + x as i64 * y as i64)
 }
 
 /// Rounds the i64 sums `acc` (values `acc_i 2^e`) into `out` as a normal
@@ -76,12 +86,12 @@ fn rope_q15(c: &MlaConfig, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
     }
 }
 
-/// The state's parts: scale words `[W][2]`, latents `[W][R]`, RoPE keys
-/// `[W][dr]` (int8).
+/// The state's parts: scale words `[W][2]`, latents `[W][R]` (int8), RoPE
+/// keys `[W][dr]` (i16).
 fn parts<'s>(
     c: &MlaConfig,
     state: &'s mut [i32],
-) -> Result<(&'s mut [i32], &'s mut [i8], &'s mut [i8])> {
+) -> Result<(&'s mut [i32], &'s mut [i8], &'s mut [i16])> {
     let (w, r, dr) = (
         c.window as usize,
         c.kv_lora_rank as usize,
@@ -90,7 +100,7 @@ fn parts<'s>(
     let bad = Error::Internal("mla state of the wrong size");
     let (scales, rest) = state.split_at_mut_checked(2 * w).ok_or(bad)?;
     let (lw, rest) = rest.split_at_mut_checked((w * r).div_ceil(4)).ok_or(bad)?;
-    let kw = rest.get_mut(..(w * dr).div_ceil(4)).ok_or(bad)?;
+    let kw = rest.get_mut(..(w * dr).div_ceil(2)).ok_or(bad)?;
     Ok((
         scales,
         bytemuck::cast_slice_mut(lw),
@@ -111,17 +121,18 @@ pub(crate) fn state_max_abs(c: &MlaConfig, state: &[i32]) -> f32 {
     let (Some(scales), Some(lw), Some(kw)) = (
         state.get(..2 * w),
         state.get(2 * w..2 * w + lat_words),
-        state.get(2 * w + lat_words..2 * w + lat_words + (w * dr).div_ceil(4)),
+        state.get(2 * w + lat_words..2 * w + lat_words + (w * dr).div_ceil(2)),
     ) else {
         return 0.0;
     };
-    let (lat, keys): (&[i8], &[i8]) = (bytemuck::cast_slice(lw), bytemuck::cast_slice(kw));
-    let max8 = |q: &[i8]| q.iter().fold(0u8, |a, v| a.max(v.unsigned_abs()));
+    let (lat, keys): (&[i8], &[i16]) = (bytemuck::cast_slice(lw), bytemuck::cast_slice(kw));
+    let max8 = |q: &[i8]| q.iter().fold(0u16, |a, v| a.max(v.unsigned_abs() as u16));
+    let max16 = |q: &[i16]| q.iter().fold(0u16, |a, v| a.max(v.unsigned_abs()));
     let mut top = Fx::ZERO;
     for (s, pair) in scales.chunks_exact(2).enumerate() {
         let parts = [
             lat.get(s * r..(s + 1) * r).map_or(0, max8),
-            keys.get(s * dr..(s + 1) * dr).map_or(0, max8),
+            keys.get(s * dr..(s + 1) * dr).map_or(0, max16),
         ];
         for (m, &word) in parts.into_iter().zip(pair) {
             let x = unpack_scale(word as u32) * Fx::from_i64(m as i64, 0);
@@ -162,10 +173,7 @@ pub(crate) fn step(
         .ok_or(too_small)?;
     let (o, rest) = rest.split_at_mut_checked(h * dv).ok_or(too_small)?;
     let (cs, rest) = rest.split_at_mut_checked(dr).ok_or(too_small)?;
-    let (tmp, rest) = rest.split_at_mut_checked(r + dr).ok_or(too_small)?;
-    let q8w = rest.get_mut(..(r + dr).div_ceil(4)).ok_or(too_small)?;
-    let q8: &mut [i8] = bytemuck::cast_slice_mut(q8w);
-    let (ql8, qr8) = q8[..r + dr].split_at_mut(r);
+    let tmp = rest.get_mut(..r + dr).ok_or(too_small)?;
     let acc: &mut [i64] = {
         let (_, aligned, _) = bytemuck::pod_align_to_mut::<i32, i64>(accw);
         aligned.get_mut(..r.max(dv)).ok_or(too_small)?
@@ -183,15 +191,17 @@ pub(crate) fn step(
     let (cos, sin) = cs.split_at_mut(half);
     rope_q15(c, ctx.abs_pos, cos, sin);
 
-    // Store this token's latent and rotated key (each quantized on its own).
+    // Store this token's latent (int8) and rotated key (its 15-bit view).
     let at = (t % window) as usize;
     let (c_new, kr_new) = new.split_at_mut(r);
     let cs_new = quantize_part(c_new, en, &mut tmp[..r], &mut lats[at * r..][..r]);
-    tmp[..dr].copy_from_slice(kr_new);
-    let ek = normalize(&mut tmp[..dr], en);
-    let ek = rotate(&mut tmp[..dr], ek, cos, sin);
-    kr_new.copy_from_slice(&tmp[..dr]);
-    let ks_new = quantize_part(kr_new, ek, &mut tmp[..dr], &mut keys[at * dr..][..dr]);
+    let ek = normalize(kr_new, en);
+    let ek = rotate(kr_new, ek, cos, sin);
+    // A normal block's mantissas are below 2^30: their views fit an i16.
+    for (k, &m) in keys[at * dr..][..dr].iter_mut().zip(&*kr_new) {
+        *k = (m >> TO_15) as i16;
+    }
+    let ks_new = Fx::from_i64(1, ek + TO_15 as i32);
     scales[2 * at] = pack_scale(cs_new, clamps) as i32;
     scales[2 * at + 1] = pack_scale(ks_new, clamps) as i32;
 
@@ -205,12 +215,9 @@ pub(crate) fn step(
     for head in 0..h {
         let qh = &mut q[head * (d + dr)..][..d + dr];
         let (q_nope, q_rope) = qh.split_at_mut(d);
-        // This head's rotated RoPE query, quantized.
-        tmp[..dr].copy_from_slice(q_rope);
-        let er = normalize(&mut tmp[..dr], eq);
-        let er = rotate(&mut tmp[..dr], er, cos, sin);
-        q_rope.copy_from_slice(&tmp[..dr]);
-        let qr_s = quantize_part(q_rope, er, &mut tmp[..dr], qr8);
+        // This head's rotated RoPE query, normal on its own.
+        let er = normalize(q_rope, eq);
+        let er = rotate(q_rope, er, cos, sin);
         // Absorb Wuk_h: q_lat = Wuk_h^T q_nope (kv_b rows head*(d+dv) .. +d),
         // on q_nope's 15-bit view (of the whole q block).
         let base = head * (d + dv) * r;
@@ -225,16 +232,21 @@ pub(crate) fn step(
             }
         }
         let el = round_sums(acc_r, ew + eq + TO_15 as i32, lat);
-        let ql_s = quantize_part(lat, el, &mut tmp[..r], ql8);
-        let (cl, cr) = (ql_s * inv, qr_s * inv);
-        let (ql8, qr8) = (&*ql8, &*qr8);
+        // The query's 15-bit views: the latent part, then the RoPE part.
+        let (ql, qr) = tmp.split_at_mut(r);
+        ql.iter_mut().zip(&*lat).for_each(|(a, &m)| *a = m >> TO_15);
+        qr.iter_mut()
+            .zip(&*q_rope)
+            .for_each(|(a, &m)| *a = m >> TO_15);
+        let (ql, qr) = (&*ql, &*qr);
+        let (el, er) = (el + TO_15 as i32, er + TO_15 as i32);
         let scored = || {
             (first..=t).map(move |s| {
                 let at = (s % window) as usize;
-                let (c8, k8) = (&lats[at * r..][..r], &keys[at * dr..][..dr]);
+                let (c8, k16) = (&lats[at * r..][..r], &keys[at * dr..][..dr]);
                 let (sc, sk) = (scales[2 * at] as u32, scales[2 * at + 1] as u32);
-                let l = Fx::from_i64(dot8(ql8, c8) as i64, 0) * (cl * unpack_scale(sc))
-                    + Fx::from_i64(dot8(qr8, k8) as i64, 0) * (cr * unpack_scale(sk));
+                let l = Fx::from_i64(dot15x8(ql, c8), el) * (inv * unpack_scale(sc))
+                    + Fx::from_i64(dot15x16(qr, k16), er) * (inv * unpack_scale(sk));
                 (l, c8, sc)
             })
         };

@@ -87,6 +87,17 @@ def test_the_lm_side_figure_is_what_its_generator_writes(tmp_path):
     assert (tmp_path / "lm-side.svg").read_bytes() == lm_side.SVG.read_bytes()
 
 
+def test_the_lm_side_models_on_the_integer_path_stay_within_0_01_bits_per_byte():
+    """Issue 24's bar for a shipped LM: every models/lm-side model's int8 image on the integer
+    token path within +0.01 bits per byte of its f32 image (``ferrite-lm-side-report --eval``),
+    with less state."""
+    from ferrite_dev.reports import lm_side
+    for d in lm_side.runs():
+        rt = d["runtime"]
+        assert rt["int8_int"]["bits_per_byte"] - rt["f32"]["bits_per_byte"] <= 0.01, d["dir"]
+        assert sum(rt["int8_int"]["state_bytes_per_layer"]) < sum(rt["state_bytes_per_layer"]), d["dir"]
+
+
 def test_the_lm_side_choice_is_the_lowest_runtime_bits_per_byte_that_fits():
     """Every row of README's "Choosing a family" names the model of models/lm-side with the lowest
     runtime bits per byte among those whose state (all layers) fits the row's budget."""

@@ -7,10 +7,12 @@ models/lm/small's hybrid, in models/lm-side/.
     ferrite-lm-side-report                                       # the table (stdout) + docs/lm-side.svg
 
 (``python -m ferrite_dev.reports.lm_side``.) ``--eval`` converts each model dir to an
-f32 image (``ferrite quantize --dtype f32``), reads its state bytes per layer
-(``ferrite inspect``) and scores it with ``ferrite eval --text
-models/lm/heldout-english.txt``, recording the result under ``runtime`` in the
-model's metrics.json; the table and the figure show the runtime's figure.
+f32 image (``ferrite quantize --dtype f32``) and an int8 image on the integer token path
+(``--dtype int8 --layout tiled --path int``), reads their state bytes per layer
+(``ferrite inspect``) and scores each with ``ferrite eval --text
+models/lm/heldout-english.txt``, recording the results under ``runtime`` in the
+model's metrics.json; the table and the figure show the runtime's f32 figure, and
+tests/test_figures.py holds every integer-path figure to issue 24's +0.01.
 """
 
 from __future__ import annotations
@@ -124,21 +126,32 @@ def run(cmd: list) -> str:
     return subprocess.run([str(x) for x in cmd], check=True, capture_output=True, text=True).stdout
 
 
+# The integer token path's image (docs/integer-path.md): issue 24's bar is +0.01 bits per byte.
+INT_PATH = ["--dtype", "int8", "--layout", "tiled", "--path", "int"]
+
+
 def do_eval(bin_path: str) -> None:
-    """The runtime's f32 bits per byte on the English held-out text, into every metrics.json."""
+    """The runtime's bits per byte on the English held-out text, f32 and on the integer token
+    path (int8), into every metrics.json (its other runtime records, such as `quick`, kept)."""
     with tempfile.TemporaryDirectory() as tmp:
         for m in sorted(DIR.glob("*/metrics.json")):
-            image = Path(tmp) / f"{m.parent.name}.fer"
-            run([bin_path, "quantize", m.parent, "-o", image, "--dtype", "f32"])
-            state = [int(x) for x in re.findall(r"state \S+ (\d+) bytes", run([bin_path, "inspect", image]))]
-            out = run([bin_path, "eval", image, "--text", HELDOUT])
-            bpb = float(out.strip().splitlines()[-1].split("=")[1])
+            figures = {}
+            for variant, args in (("f32", ["--dtype", "f32"]), ("int8_int", INT_PATH)):
+                image = Path(tmp) / f"{m.parent.name}-{variant}.fer"
+                run([bin_path, "quantize", m.parent, "-o", image, *args])
+                state = [int(x) for x in re.findall(r"state \S+ (\d+) bytes", run([bin_path, "inspect", image]))]
+                out = run([bin_path, "eval", image, "--text", HELDOUT])
+                figures[variant] = (state, float(out.strip().splitlines()[-1].split("=")[1]))
             d = json.loads(m.read_text())
-            d["runtime"] = {"state_bytes_per_layer": state, "f32": {"bits_per_byte": bpb},
-                            "commands": "ferrite quantize <dir> -o <img> --dtype f32; ferrite inspect <img>; "
+            (state, bpb), (int_state, int_bpb) = figures["f32"], figures["int8_int"]
+            d["runtime"] = {**d.get("runtime", {}), "state_bytes_per_layer": state, "f32": {"bits_per_byte": bpb},
+                            "int8_int": {"bits_per_byte": int_bpb, "state_bytes_per_layer": int_state},
+                            "commands": "ferrite quantize <dir> -o <img> --dtype f32 (int8_int: "
+                                        + " ".join(INT_PATH) + "); ferrite inspect <img>; "
                                         "ferrite eval <img> --text models/lm/heldout-english.txt"}
             m.write_text(json.dumps(d, indent=2) + "\n")
-            print(f"{m.parent.name}: {bpb:.4f} (PyTorch {d['pytorch']['bits_per_byte']:.4f}), state {state}")
+            print(f"{m.parent.name}: {bpb:.4f}, integer path {int_bpb:.4f} (PyTorch "
+                  f"{d['pytorch']['bits_per_byte']:.4f}), state {state} / {int_state}", flush=True)
 
 
 def replace_between(path: Path, body: str, marker: str) -> None:

@@ -1,7 +1,8 @@
 """The state-efficiency study (issue 15): MQAR with 256 tokens, 16 pairs, spread queries.
 
     ferrite-study-report --import R2 R3 R4 R6 R7 R8 R9 R10 R11  # once: the device rounds -> models/mqar-256
-    ferrite-study-report --eval [--bin B] [--only S]  # runtime f32 / int8 accuracy into metrics.json
+    ferrite-study-report --eval [--bin B] [--only S] [--variants f32 int8 int8_int]
+                                                      # runtime accuracy into metrics.json
     ferrite-study-report                              # docs tables (stdout) + docs/state-study.svg
     ferrite-study-report --readme                     # the tables in README.md and docs/state-study.md
 
@@ -119,22 +120,34 @@ def shipped() -> list:
     return sorted(p.parent for p in OUT.glob("*/metrics.json"))
 
 
-def do_eval(binary: str, only: str = "") -> None:
+# The runtime variants --eval measures: `ferrite quantize` arguments. int8_int is the
+# integer token path (docs/integer-path.md; issue 24's bar for these models: within
+# 0.015 of f32).
+EVAL_VARIANTS = {
+    "f32": ["--dtype", "f32"],
+    "int8": ["--dtype", "int8"],
+    "int8_int": ["--dtype", "int8", "--layout", "tiled", "--path", "int"],
+}
+
+
+def do_eval(binary: str, only: str = "", variants=("f32", "int8")) -> None:
+    """Measures `variants` of every shipped model whose name contains `only` into its
+    metrics.json (the variants not measured keep their recorded figures)."""
     for d in [d for d in shipped() if only in d.name]:
         metrics = json.loads((d / "metrics.json").read_text())
-        rt = {}
+        rt = {k: v for k, v in metrics.get("runtime", {}).items() if k != "eval"}
         with tempfile.TemporaryDirectory() as tmp:
-            for variant in ("f32", "int8"):
+            for variant in variants:
                 img = Path(tmp) / f"{variant}.fer"
-                subprocess.run([binary, "quantize", str(d), "-o", str(img), "--dtype", variant], check=True,
-                               capture_output=True)
+                subprocess.run([binary, "quantize", str(d), "-o", str(img), *EVAL_VARIANTS[variant]],
+                               check=True, capture_output=True)
                 out = subprocess.run([binary, "eval", str(img), "--mqar", *TASK, "--seed", "0", "-n", "1000"],
                                      check=True, capture_output=True, text=True).stdout
                 correct = int(re.search(r"correct=(\d+)", out).group(1))
                 rt[variant] = {"accuracy": correct / 16000, "correct": correct, "image_bytes": img.stat().st_size}
         metrics["runtime"] = {**rt, "eval": "ferrite eval --mqar --pairs 16 --seq-len 256 --queries spread --seed 0 -n 1000"}
         (d / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-        print(d.name, rt["f32"]["accuracy"], rt["int8"]["accuracy"], metrics["pytorch"]["accuracy"], flush=True)
+        print(d.name, {k: v["accuracy"] for k, v in rt.items()}, metrics["pytorch"]["accuracy"], flush=True)
 
 
 def runs() -> list:
@@ -282,6 +295,8 @@ def main(argv=None) -> None:
                          "sweep/ redo/ stage2/ seeds1/ seeds2/ long/ stage3/ short/")
     ap.add_argument("--eval", action="store_true")
     ap.add_argument("--only", default="", help="--eval: only the models whose name contains this")
+    ap.add_argument("--variants", nargs="+", choices=list(EVAL_VARIANTS), default=["f32", "int8"],
+                    help="--eval: the runtime variants to measure (the others keep their figures)")
     ap.add_argument("--readme", action="store_true")
     ap.add_argument("--bin", default=str(ROOT / "target" / "release" / "ferrite"))
     args = ap.parse_args(argv)
@@ -289,7 +304,7 @@ def main(argv=None) -> None:
         do_import(*map(Path, args.imports))
         return
     if args.eval:
-        do_eval(args.bin, args.only)
+        do_eval(args.bin, args.only, args.variants)
         return
     if args.readme:
         write_readme()
