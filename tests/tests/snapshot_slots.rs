@@ -319,6 +319,18 @@ fn a_record_written_by_hand_from_the_documented_layout_loads_and_wraps() {
     h[27] ^= 1;
     g.mem[..HEADER_LEN].copy_from_slice(&h);
     assert_eq!(boot(&g), None);
+    h[27] ^= 1;
+    // Nor is one of another magic or version, however valid its CRC.
+    for (at, name) in [(0, "magic"), (4, "version")] {
+        let mut bad = h;
+        bad[at] ^= 0x40;
+        let header_crc = crc.checksum(&bad[..28]);
+        bad[28..].copy_from_slice(&header_crc.to_le_bytes());
+        let mut g = flash::<4>();
+        g.mem[..HEADER_LEN].copy_from_slice(&bad);
+        g.mem[HEADER_LEN..HEADER_LEN + a.len()].copy_from_slice(&a);
+        assert_eq!(boot(&g), None, "a header with another {name}");
+    }
 }
 
 #[test]
