@@ -585,24 +585,29 @@ fn int_image(layers: serde_json::Value, seed: u64) -> Vec<u8> {
         .bytes
 }
 
+/// Sets layer 0's state format word (record word 15) to `code`.
+fn set_layer0_state(b: &mut [u8], code: u32) {
+    let at = layer_word(b, 0, 15);
+    set_u32(b, at, code)
+}
+
+/// Clears the model's integer-token-path flag (bit 1), leaving its states.
+fn clear_int_path(b: &mut [u8]) {
+    let at = model_flags(b);
+    let f = u32_at(b, at);
+    set_u32(b, at, f & !2)
+}
+
 /// Damage to the GSA integer base image's state word.
 fn int_gsa_cases() -> Vec<Case> {
     vec![
         // GSA takes int16, not int8 KV.
-        case("int_gsa_int8_kv_state", true, |b| {
-            let at = layer_word(b, 0, 15);
-            set_u32(b, at, 2)
-        }),
+        case("int_gsa_int8_kv_state", true, |b| set_layer0_state(b, 2)),
         case("int_gsa_unknown_state_format", true, |b| {
-            let at = layer_word(b, 0, 15);
-            set_u32(b, at, 9)
+            set_layer0_state(b, 9)
         }),
         // int16 on the f32 path.
-        case("int_gsa_state_on_the_f32_path", true, |b| {
-            let at = model_flags(b);
-            let f = u32_at(b, at);
-            set_u32(b, at, f & !2)
-        }),
+        case("int_gsa_state_on_the_f32_path", true, |b| clear_int_path(b)),
     ]
 }
 
@@ -623,20 +628,12 @@ fn int_bla_base_image() -> Vec<u8> {
 fn int_bla_cases() -> Vec<Case> {
     vec![
         // BLA takes int16, not int8 KV.
-        case("int_bla_int8_kv_state", true, |b| {
-            let at = layer_word(b, 0, 15);
-            set_u32(b, at, 2)
-        }),
+        case("int_bla_int8_kv_state", true, |b| set_layer0_state(b, 2)),
         case("int_bla_unknown_state_format", true, |b| {
-            let at = layer_word(b, 0, 15);
-            set_u32(b, at, 9)
+            set_layer0_state(b, 9)
         }),
         // int16 on the f32 path.
-        case("int_bla_state_on_the_f32_path", true, |b| {
-            let at = model_flags(b);
-            let f = u32_at(b, at);
-            set_u32(b, at, f & !2)
-        }),
+        case("int_bla_state_on_the_f32_path", true, |b| clear_int_path(b)),
         // int16 in a format 5 image (the computed phi's version).
         case("int_bla_state_in_a_v5_image", true, |b| {
             set_u32(b, VERSION, 5)
@@ -659,20 +656,12 @@ fn int_mla_base_image() -> Vec<u8> {
 fn int_mla_cases() -> Vec<Case> {
     vec![
         // MLA takes int8 KV, not int16.
-        case("int_mla_int16_state", true, |b| {
-            let at = layer_word(b, 0, 15);
-            set_u32(b, at, 1)
-        }),
+        case("int_mla_int16_state", true, |b| set_layer0_state(b, 1)),
         case("int_mla_unknown_state_format", true, |b| {
-            let at = layer_word(b, 0, 15);
-            set_u32(b, at, 9)
+            set_layer0_state(b, 9)
         }),
         // The int8 latent window on the f32 path.
-        case("int_mla_state_on_the_f32_path", true, |b| {
-            let at = model_flags(b);
-            let f = u32_at(b, at);
-            set_u32(b, at, f & !2)
-        }),
+        case("int_mla_state_on_the_f32_path", true, |b| clear_int_path(b)),
         // The int8 latent window in a format 5 image.
         case("int_mla_state_in_a_v5_image", true, |b| {
             set_u32(b, VERSION, 5)

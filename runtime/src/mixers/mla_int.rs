@@ -30,7 +30,7 @@
 //! overflow.
 
 use super::mla_config::MlaConfig;
-use super::rope_int::{cos_sin_q15, ln_theta, phase_step_from, rotate};
+use super::rope_int::{rotate, table_q15};
 use super::swa_int::{align_head, attend_scored, pack_scale, quantize_part, unpack_scale};
 use crate::error::{Error, Result};
 use crate::fixed::block::{normalize, normalize_with_max, F32Bits, TO_15};
@@ -75,15 +75,6 @@ fn round_sums(acc: &[i64], e: i32, out: &mut [i32]) -> i32 {
         omax = omax.max(o.unsigned_abs());
     }
     normalize_with_max(out, e + s, omax)
-}
-
-/// Fills `cos`, `sin` (`[dr/2]` each, Q15) for position `pos` (mod 2^64).
-fn rope_q15(c: &MlaConfig, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
-    let ln_theta = ln_theta(c.rope_theta.to_bits());
-    for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
-        let step = phase_step_from(ln_theta, c.rope_dim, i as u32);
-        (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
-    }
 }
 
 /// The state's parts: scale words `[W][2]`, latents `[W][R]` (int8), RoPE
@@ -189,7 +180,7 @@ pub(crate) fn step(
         )
     };
     let (cos, sin) = cs.split_at_mut(half);
-    rope_q15(c, ctx.abs_pos, cos, sin);
+    table_q15(c.rope_theta.to_bits(), c.rope_dim, ctx.abs_pos, cos, sin);
 
     // Store this token's latent (int8) and rotated key (its 15-bit view).
     let at = (t % window) as usize;

@@ -51,6 +51,17 @@ pub(crate) fn phase_step(theta_bits: u32, dim: u32, i: u32) -> u64 {
     phase_step_from(ln_theta(theta_bits), dim, i)
 }
 
+/// Fills `cos`, `sin` (`[dim/2]` each, Q15) for position `pos` (mod 2^64)
+/// of a head of size `dim` with RoPE base `theta_bits` (f32 bits): the
+/// phases of [`super::rope::table`], `ln theta` taken once.
+pub(crate) fn table_q15(theta_bits: u32, dim: u32, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
+    let ln_theta = ln_theta(theta_bits);
+    for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
+        let step = phase_step_from(ln_theta, dim, i as u32);
+        (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
+    }
+}
+
 /// `(cos a, sin a)` in Q15 of the angle `a = phase × 2 pi / 2^32`: the
 /// exact quarter-turn reduction of [`super::rope::cos_sin`], then Taylor
 /// polynomials in Q30 on `[-pi/4, pi/4]` (sin to `x^7`, cos to `x^8`:

@@ -25,7 +25,7 @@
 //! RoPE.
 
 use super::conv_int;
-use super::rope_int::{cos_sin_q15, ln_theta, phase_step_from, rotate};
+use super::rope_int::{rotate, table_q15};
 use super::swa_config::SwaConfig;
 use crate::error::{Error, Result};
 use crate::fixed::block::{normalize, normalize_with_max, quantize, shr_round, Block};
@@ -220,15 +220,6 @@ pub(crate) fn quantize_part(m: &[i32], e: i32, tmp: &mut [i32], q: &mut [i8]) ->
     quantize(Block { m: tmp, e }, q)
 }
 
-/// Fills `cos`, `sin` (`[d/2]` each, Q15) for position `pos` (mod 2^64).
-fn rope_q15(c: &SwaConfig, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
-    let ln_theta = ln_theta(c.rope_theta.to_bits());
-    for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
-        let step = phase_step_from(ln_theta, c.head_dim, i as u32);
-        (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
-    }
-}
-
 /// The largest magnitude an int8 KV state holds (`Session::state_max_abs`):
 /// every slot's key and value (`max |q| × scale`) and the convolution
 /// rings, for a state of `slots` slots (`S + pinned_max + span`).
@@ -344,7 +335,7 @@ pub(crate) fn step(
     };
     let (cos, sin) = cs.split_at_mut(half);
     if c.use_rope {
-        rope_q15(c, ctx.abs_pos, cos, sin);
+        table_q15(c.rope_theta.to_bits(), c.head_dim, ctx.abs_pos, cos, sin);
         eq = rotate(q, eq, cos, sin);
         ek = rotate(&mut kv_acc[..hkv * d], ek, cos, sin);
     }
@@ -373,7 +364,13 @@ pub(crate) fn step(
     let rerotate = c.cache_positions && c.use_rope && sink_end > 0;
     if rerotate {
         let back = t - t.min(s_eff + span - 1);
-        rope_q15(c, back.wrapping_neg(), cos, sin);
+        table_q15(
+            c.rope_theta.to_bits(),
+            c.head_dim,
+            back.wrapping_neg(),
+            cos,
+            sin,
+        );
     }
     let sinks = match c.sink_logits {
         true => Some(w.get(Role::Sinks)?.stored_vector()?),
