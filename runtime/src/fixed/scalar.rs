@@ -12,7 +12,7 @@
 //! `(2^32 - 1) × 2^E_MAX` and flush to zero below `2^E_MIN`; an f32 NaN or
 //! infinity reads as that largest magnitude.
 
-use super::wide::mul_u32;
+use super::wide::{div_u64_u32, mul_u32};
 
 /// Smallest exponent of a nonzero [`Fx`] (values below `2^(E_MIN + 31)` are 0).
 pub const E_MIN: i32 = -(1 << 20);
@@ -232,9 +232,14 @@ impl Fx {
         if self.m == 0 {
             return Fx::MAX;
         }
-        // 2^63 / m in (2^31, 2^32], rounded.
-        let m = self.m as u64;
-        let q = ((1u64 << 63) + m / 2) / m;
+        // 2^63 / m in (2^31, 2^32], rounded: (2^63 + m / 2) / m, where the
+        // quotient has 33 bits only for m = 2^31.
+        let m = self.m;
+        let q = if m == TOP {
+            1u64 << 32
+        } else {
+            div_u64_u32(1 << 31, m >> 1, m) as u64
+        };
         Fx::from_u64(q, (-63i32).saturating_sub(self.e), self.neg)
     }
 

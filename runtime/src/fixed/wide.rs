@@ -1,7 +1,10 @@
-//! Products wider than 32 bits. Cortex-M0/M0+ (and M23) have only a 32x32
-//! -> 32-bit multiply, so a 64-bit product is a library call there; these
-//! helpers build it from 16-bit halves on those cores and use the native
-//! 64-bit product elsewhere. Both give the same (exact) result.
+//! Products and quotients wider than 32 bits. Cortex-M0/M0+ (and M23) have
+//! only a 32x32 -> 32-bit multiply, so a 64-bit product is a library call
+//! there; these helpers build it from 16-bit halves on those cores and use
+//! the native 64-bit product elsewhere. Both give the same (exact) result.
+//! A 64-bit division is a library call on every 32-bit core (some 150
+//! instructions); [`div_u64_u32`] divides by a normalized 32-bit divisor
+//! with two 32-bit divisions instead, exactly.
 
 /// Whether this target lacks a 32x32 -> 64-bit multiply (ARMv6-M, ARMv8-M
 /// Baseline: the portable kernels on an `arm` target).
@@ -39,6 +42,40 @@ pub fn mul_i32_u32(a: i32, b: u32) -> i64 {
     }
 }
 
+/// `(hi 2^32 + lo) / d`, truncated, for a normalized divisor (`d >= 2^31`)
+/// and `hi < d`, so that the quotient fits 32 bits; another input gives a
+/// wrong quotient (0 for a divisor below 2^31), never a panic. Long division in base 2^16 (Knuth's
+/// algorithm D with two digits), each digit estimated by the core's 32-bit
+/// division from the divisor's top half and corrected at most twice.
+pub fn div_u64_u32(hi: u32, lo: u32, d: u32) -> u32 {
+    const B: u32 = 1 << 16;
+    if d < 1 << 31 {
+        return 0; // not normalized: no quotient promised (and no long loop)
+    }
+    let (dh, dl) = (d >> 16, d & 0xffff); // dh in [2^15, 2^16)
+                                          // One digit of (top B + next) / d for a partial remainder top < d.
+    let digit = |top: u32, next: u32| -> u32 {
+        let mut q = top / dh;
+        let mut r = top - q * dh;
+        // q >= B is tested first, so q * dl is a product below 2^32; r < B,
+        // so (r << 16) + next stays below 2^32.
+        while q >= B || q * dl > (r << 16) + next {
+            q -= 1;
+            r += dh;
+            if r >= B {
+                break;
+            }
+        }
+        q
+    };
+    let (l1, l0) = (lo >> 16, lo & 0xffff);
+    let q1 = digit(hi, l1);
+    // The remainder after the first digit, below d: exact mod 2^32.
+    let rem = (hi << 16).wrapping_add(l1).wrapping_sub(q1.wrapping_mul(d));
+    let q0 = digit(rem, l0);
+    (q1 << 16) | q0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +98,54 @@ mod tests {
                 let s = a as i32;
                 assert_eq!(mul_i32_u32(s, b), s as i64 * b as i64);
             }
+        }
+    }
+
+    /// Against the u64 division: the edges of both ranges and a million
+    /// pseudo-random normalized divisors and numerators (`hi < d`).
+    #[test]
+    fn wide_quotients_are_exact() {
+        let check = |hi: u32, lo: u32, d: u32| {
+            let want = (((hi as u64) << 32) | lo as u64) / d as u64;
+            assert_eq!(
+                div_u64_u32(hi, lo, d) as u64,
+                want,
+                "{hi:#x} {lo:#x} / {d:#x}"
+            );
+        };
+        let divisors = [
+            0x8000_0000u32,
+            0x8000_0001,
+            0x8000_ffff,
+            0xffff_0000,
+            0xffff_ffff,
+            0xc000_0000,
+        ];
+        for &d in &divisors {
+            for hi in [0, 1, 0xffff, 0x1_0000, d >> 1, d - 1] {
+                for lo in [0, 1, 0xffff, 0x1_0000, 0x7fff_ffff, 0xffff_ffff] {
+                    check(hi, lo, d);
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..1_000_000 {
+            let r = next();
+            let d = (r as u32) | 0x8000_0000;
+            let hi = ((r >> 32) as u32) % d;
+            // Numerators near a multiple of d stress the digit corrections.
+            let lo = if r & 1 == 0 {
+                next() as u32
+            } else {
+                d.wrapping_sub((r >> 40) as u32 & 7)
+            };
+            check(hi, lo, d);
         }
     }
 }

@@ -38,6 +38,7 @@ use super::slots_int::{self, read_heads, update};
 use super::{conv_int, StepCtx};
 use crate::error::{Error, Result};
 use crate::fixed::trig::SinPiFx;
+use crate::fixed::wide::div_u64_u32;
 use crate::fixed::{Block, Fx};
 use crate::format::{dim_ok, Role};
 use crate::tensor::ActBuf;
@@ -63,8 +64,14 @@ fn div(a: Fx, b: Fx) -> Fx {
     if a.is_zero() || b.is_zero() {
         return Fx::ZERO;
     }
-    // [2^31, 2^32) << 32 over [2^31, 2^32): the quotient in (2^31, 2^33).
-    let q = ((a.mantissa() as u64) << 32) / b.mantissa() as u64;
+    // [2^31, 2^32) << 32 over [2^31, 2^32): the quotient in (2^31, 2^33),
+    // its top bit apart (a >= b) so the rest is a 32-bit quotient.
+    let (am, bm) = (a.mantissa(), b.mantissa());
+    let q = if am >= bm {
+        (1u64 << 32) + div_u64_u32(am - bm, 0, bm) as u64
+    } else {
+        div_u64_u32(am, 0, bm) as u64
+    };
     Fx::from_u64(
         q,
         a.exponent() - b.exponent() - 32,

@@ -68,7 +68,16 @@ pub fn step(
     // Taps older than the stream are skipped.
     let x_exp = e + TO_15 as i32;
     let valid = |age: usize| pos >= age as u64;
-    let slot_of = |age: usize| ((pos - age as u64) % hist.max(1) as u64) as usize;
+    // The slot of this token (one 64-bit remainder a call); the slot of age
+    // a (1..=W-1) is a steps before it, mod W-1, without another division.
+    let write = (pos % hist.max(1) as u64) as usize;
+    let slot_of = |age: usize| {
+        if write >= age {
+            write - age
+        } else {
+            write + hist - age
+        }
+    };
     let mut emax = x_exp;
     for age in 1..=hist {
         if valid(age) {
@@ -87,7 +96,6 @@ pub fn step(
     let tap = |j: usize| bits.iter().skip(j).step_by(width);
 
     // The current tap, and the oldest (its slot takes the current input).
-    let write = (pos % hist.max(1) as u64) as usize;
     let cur_shift = shift_for(x_exp);
     if hist == 0 {
         for (xc, &wb) in x.iter_mut().zip(tap(0)) {

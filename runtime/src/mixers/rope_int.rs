@@ -71,7 +71,10 @@ pub(crate) fn cos_sin_q15(phase: u32) -> (i32, i32) {
     let r = phase.wrapping_sub(q << 30) as i32; // [-2^29, 2^29]
     let x = (r as i64 * HALF_PI_Q30) >> 30; // radians in Q30, |x| < 2^30
     let x2 = (x * x) >> 30;
-    let step = |t: i64, k: i64| ONE_Q30 - ((x2 * t) >> 30) / k;
+    // x2 t >> 30 lies in [0, 2^30): the division by the small constant k
+    // runs in 32 bits (a multiply on every core; an i64 division is a
+    // library call on 32-bit ones), the same quotient.
+    let step = |t: i64, k: i32| ONE_Q30 - i64::from(((x2 * t) >> 30) as i32 / k);
     let sin = (x * step(step(step(ONE_Q30, 42), 20), 6)) >> 30;
     let cos = step(step(step(step(ONE_Q30, 56), 30), 12), 2);
     let q15 = |v: i64| ((v + (1 << 14)) >> 15) as i32;
