@@ -156,20 +156,6 @@ fn tiled_row(
     block::normalize_with_max(out, de + 9, max)
 }
 
-/// A row scale's f32 bits as `(mantissa, biased exponent)`, `d = m ×
-/// 2^(b - 150)`: 0 for a zero scale. Row scales are non-negative finite
-/// values (`d = max|w| / (qmax 255)`); a hostile image's other bit
-/// patterns give wrong but deterministic numbers (a sign bit reads as a
-/// huge exponent, a subnormal as a normal), never a panic.
-#[inline(always)]
-fn scale_parts(bits: u32) -> (u32, i32) {
-    if bits == 0 {
-        (0, 0)
-    } else {
-        ((bits & 0x7f_ffff) | 0x80_0000, (bits >> 23) as i32)
-    }
-}
-
 /// The rows' totals `t[r]` (already `>> shift`) times `d[r] · s`, as one
 /// normal block in place; returns its exponent.
 ///
@@ -177,29 +163,23 @@ fn scale_parts(bits: u32) -> (u32, i32) {
 /// scale's, and all rows by one more shift chosen from the largest such
 /// aligned total, so the largest output keeps 15-16 significant bits
 /// whatever the spread of the row scales. Rows whose scale is zero give 0.
+/// A row scale's f32 bits are read as the mantissa `(bits & 0x7f_ffff) |
+/// 2^23` and the biased exponent `bits >> 23` (`d = m × 2^(b - 150)`); row
+/// scales are non-negative finite values (`d = max|w| / (qmax 255)`), and a
+/// hostile image's other bit patterns give wrong but deterministic numbers
+/// (a sign bit reads as a huge exponent, a subnormal as a normal), never a
+/// panic.
 fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
     let d: &[u32] = bytemuck::cast_slice(d);
-    // One pass: the largest row-scale exponent and the largest total aligned
-    // to it (when the largest exponent grows, the maximum so far is shifted
-    // by the difference: the same floor as aligning afterwards).
-    let mut dmax = i32::MIN;
-    let mut top = 0u32;
-    for (&v, &bits) in t.iter().zip(d) {
-        let (m, e) = scale_parts(bits);
-        if m == 0 {
-            continue;
-        }
-        if e > dmax {
-            top = if dmax == i32::MIN {
-                0
-            } else {
-                top.checked_shr((e - dmax) as u32).unwrap_or(0)
-            };
-            dmax = e;
-        }
-        let a = v.unsigned_abs().checked_shr((dmax - e) as u32).unwrap_or(0);
-        top = top.max(a);
-    }
+    // The largest row-scale exponent (a zero scale's bits give 0, below or
+    // equal to every other), then the largest total aligned to it. Three
+    // branch-free passes; the same numbers as aligning row by row.
+    let dmax = d.iter().fold(0u32, |a, &bits| a.max(bits >> 23)) as i32;
+    let live = |bits: u32| 0u32.wrapping_sub(u32::from(bits != 0)); // all ones or 0
+    let gap = |bits: u32| (dmax - (bits >> 23) as i32).min(32) as u32;
+    let top = t.iter().zip(d).fold(0u32, |top, (&v, &bits)| {
+        top.max(v.unsigned_abs().checked_shr(gap(bits)).unwrap_or(0) & live(bits))
+    });
     if top == 0 || s.is_zero() {
         t.fill(0);
         return ZERO_EXP;
@@ -207,17 +187,119 @@ fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
     // |a| <= 2^15 after `ta` more bits.
     let ta = (32 - top.leading_zeros()).saturating_sub(15);
     let s16 = s.mantissa() >> 16; // [2^15, 2^16)
+                                  // ds in [2^14, 2^16): 16-bit mantissa of d times s (0 for d = 0);
+                                  // |a| <= 2^15, ds < 2^16: the product below 2^31.
+    let ds = |bits: u32| (((((bits & 0x7f_ffff) | 0x80_0000) & live(bits)) >> 8) * s16) >> 16;
     let mut max = 0u32;
-    for (v, &bits) in t.iter_mut().zip(d) {
-        let (m, e) = scale_parts(bits);
-        let a = shr_round(*v, ta + (dmax - e).clamp(0, 32) as u32);
-        // ds in [2^14, 2^16): 16-bit mantissa of d times s (0 for d = 0).
-        let ds = ((m >> 8) * s16) >> 16;
-        let p = a * ds as i32; // |a| <= 2^15, ds < 2^16: below 2^31
-        *v = p;
-        max = max.max(p.unsigned_abs());
+    if ta > 0 {
+        // Every shift in 1..=32: `((v >> (sh - 1)) + 1) >> 1` is `shr_round`
+        // (a live row's `v >> (sh - 1)` is below 2^16; a zero-scale row's
+        // may wrap, and is multiplied by 0).
+        for (v, &bits) in t.iter_mut().zip(d) {
+            let sh = (ta + gap(bits)).min(32);
+            let a = (*v >> (sh - 1)).wrapping_add(1) >> 1;
+            let p = a * ds(bits) as i32;
+            *v = p;
+            max = max.max(p.unsigned_abs());
+        }
+    } else {
+        for (v, &bits) in t.iter_mut().zip(d) {
+            let a = shr_round(*v, gap(bits));
+            let p = a * ds(bits) as i32;
+            *v = p;
+            max = max.max(p.unsigned_abs());
+        }
     }
     // value = a · ds · 2^(ta + gap + 8 + (e - 150) + 16 + 16 + e_s), e = dmax - gap.
     let e = (ta + shift) as i32 + dmax - 150 + 40 + s.exponent();
     block::normalize_with_max(t, e, max)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::fixed::testing::Rng;
+    use std::vec::Vec;
+
+    /// The row-by-row finish the branch-free [`finish`] replaced: each row
+    /// aligned as it comes, then shifted and scaled.
+    fn finish_by_rows(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
+        let parts = |bits: u32| {
+            if bits == 0 {
+                (0, 0)
+            } else {
+                ((bits & 0x7f_ffff) | 0x80_0000, (bits >> 23) as i32)
+            }
+        };
+        let d: &[u32] = bytemuck::cast_slice(d);
+        let (mut dmax, mut top) = (i32::MIN, 0u32);
+        for (&v, &bits) in t.iter().zip(d) {
+            let (m, e) = parts(bits);
+            if m == 0 {
+                continue;
+            }
+            if e > dmax {
+                top = if dmax == i32::MIN {
+                    0
+                } else {
+                    top.checked_shr((e - dmax) as u32).unwrap_or(0)
+                };
+                dmax = e;
+            }
+            top = top.max(v.unsigned_abs().checked_shr((dmax - e) as u32).unwrap_or(0));
+        }
+        if top == 0 || s.is_zero() {
+            t.fill(0);
+            return ZERO_EXP;
+        }
+        let ta = (32 - top.leading_zeros()).saturating_sub(15);
+        let s16 = s.mantissa() >> 16;
+        let mut max = 0u32;
+        for (v, &bits) in t.iter_mut().zip(d) {
+            let (m, e) = parts(bits);
+            let a = shr_round(*v, ta + (dmax - e).clamp(0, 32) as u32);
+            let p = a * (((m >> 8) * s16) >> 16) as i32;
+            *v = p;
+            max = max.max(p.unsigned_abs());
+        }
+        let e = (ta + shift) as i32 + dmax - 150 + 40 + s.exponent();
+        block::normalize_with_max(t, e, max)
+    }
+
+    /// The same bits as the row-by-row finish on totals of every size
+    /// (up to i32's edges) and row scales as images hold them and as hostile
+    /// ones could (zero, subnormal, negative, spread over 2^-60..2^60).
+    #[test]
+    fn the_finish_is_the_row_by_row_one() {
+        let mut rng = Rng(0x5eed_f1a1);
+        for case in 0..3000 {
+            let rows = 1 + case % 37;
+            let bits_of_t = 1 + (case % 31) as i32;
+            let t: Vec<i32> = (0..rows)
+                .map(|_| (rng.next() * 2f64.powi(bits_of_t)).clamp(-2.147e9, 2.147e9) as i32)
+                .collect();
+            let d: Vec<f32> = (0..rows)
+                .map(|r| match (case + r) % 11 {
+                    0 => 0.0,
+                    1 if case % 5 == 0 => f32::from_bits(1 + (case as u32 % 1000)),
+                    2 if case % 7 == 0 => -0.5,
+                    _ => (rng.next().abs() + 0.01) as f32 * 2f32.powi((case % 121) as i32 / 2 - 30),
+                })
+                .collect();
+            let s = Fx::from_i64(1 + (case as i64 * 7919) % 100_000, -(case as i32 % 40));
+            let shift = (case % 3) as u32;
+            let (mut got, mut want) = (t.clone(), t.clone());
+            let eg = finish(&mut got, &d, s, shift);
+            let ew = finish_by_rows(&mut want, &d, s, shift);
+            assert_eq!((eg, &got), (ew, &want), "case {case}");
+        }
+        let (mut ones, mut maxed) = ([i32::MAX, i32::MIN + 1, 7], [i32::MAX, i32::MIN + 1, 7]);
+        let d = [1e-3f32, 0.0, 3e2];
+        assert_eq!(
+            finish(&mut ones, &d, Fx::ONE, 0),
+            finish_by_rows(&mut maxed, &d, Fx::ONE, 0)
+        );
+        assert_eq!(ones, maxed);
+    }
 }
