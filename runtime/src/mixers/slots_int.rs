@@ -12,15 +12,18 @@
 //! rounded by a gate however close to 1 (a 16-bit memory multiplied
 //! element by element stops moving values below `0.5 / (1 - α)` units).
 //! `α >= 0` (it may exceed 1), `β` of either sign. The write enters at the
-//! new scale: `n_i = (m_i << 8) + round(β x_i / σ × 2^8)` (i64), and the
-//! vector is shifted back to 16 bits by `s` bits with `σ ← σ 2^(s - 8)`:
-//! `s = 8` (the old mantissas exact) while the largest `|n| >> 8` lies in
-//! `[2^13, 2^15)`, else the shift that brings it into `[2^14, 2^15)`. A
-//! write that dwarfs the old vector (beyond 2^47 units: a slot first
-//! written with a weight near zero) moves the scale up first, the old
-//! mantissas shifted right, so a write stays below 2^47. A mantissa
-//! rounded to 32768 is clamped to 32767 and counted (it needs absurd
-//! inputs).
+//! new scale through one factor `c = β 2^(e_x) / σ × 2^8` rounded to 15
+//! bits (a gain error of at most 2^-15 on the write, the same for every
+//! element): `n_i = (m_i << 8) + round(x15_i c)`, all in i32 (`|x15 c| <=
+//! 2^30`, `|m << 8| < 2^23`), and the vector is shifted back to 16 bits by
+//! `s` bits with `σ ← σ 2^(s - 8)`: `s = 8` (the old mantissas exact) while
+//! the largest `|n| >> 8` lies in `[2^13, 2^15)`, else the shift that
+//! brings it into `[2^14, 2^15)`. A write that dwarfs the old vector (`c`
+//! of 2^15 or more: the write at least ~32 times the old vector, a slot
+//! first written with a weight near zero or a gate near 0) moves the scale
+//! up first, the old mantissas shifted right (they would lose those bits in
+//! the final shift anyway), so no write is shifted left. A mantissa rounded
+//! to 32768 is clamped to 32767 and counted (it needs absurd inputs).
 //!
 //! **The read** ([`read`], [`read_heads`]): per query head the logits
 //! `c q·h_m` (exact i64 sums of 15 x 16-bit products, times the slot's key
@@ -37,8 +40,11 @@ use crate::fixed::Fx;
 const GUARD: i32 = 8;
 /// Largest slot mantissa.
 const S_MAX: i64 = i16::MAX as i64;
-/// Saturation of a write (and of the i64 shifts).
+/// Saturation of [`shift_i64`].
 const WIDE_MAX: i64 = 1 << 62;
+/// Bits of the write factor's mantissa: a 15-bit view times it stays
+/// within 2^30, so the update runs in i32.
+const C_BITS: i32 = 15;
 
 /// Bits of `v` (`v` in `[2^(b-1), 2^b)`; 0 for 0).
 #[inline]
@@ -124,37 +130,56 @@ pub(super) fn update(
             beta.abs() * unit
         }
     };
-    // c = β 2^(ex + sx) / σ × 2^GUARD, as a signed 33-bit mantissa and an exponent.
+    // c = β 2^(ex + sx) / σ × 2^GUARD, to be used as a 15-bit mantissa
+    // `c15 × 2^ce` (ce = c's exponent + 32 - C_BITS).
     let mut c = (beta * unit * sigma.recip()).shl(GUARD);
-    // A write that dwarfs the old vector (c >= 2^32: the write may pass
-    // 2^47 units, the old mantissas, below 2^23, under 2^-24 of it; a slot
-    // written first with a weight near 0, as Fejér's zeros give) moves the scale up
-    // first: σ × 2^d, the old mantissas shifted right by d (rounded: they
-    // are below 2^-24 of the write), c × 2^-d. So a write never saturates.
-    // (d = 0 otherwise: the same bits, and no pass.)
-    let drop = c.exponent().max(0);
+    // A write that dwarfs the old vector (ce > 0: c >= 2^15, the write at
+    // least ~32 times the old vector; a slot written first with a weight
+    // near 0, as Fejér's zeros give, or a gate near 0) moves the scale up
+    // first: σ × 2^d, the old mantissas shifted right by d (rounded; the
+    // final shift would drop those bits anyway), c × 2^-d. So no write is
+    // shifted left and none leaves the i32. (d = 0 otherwise: no pass.)
+    let drop = if c.is_zero() {
+        0
+    } else {
+        (c.exponent() + 32 - C_BITS).max(0)
+    };
     if drop > 0 {
         sigma = sigma.shl(drop);
         c = c.shl(-drop);
         mant.iter_mut()
-            .for_each(|m| *m = shift_i64(*m as i64, drop).0 as i16);
+            .for_each(|m| *m = shr_round(i32::from(*m), drop as u32) as i16);
     }
-    let cm = if c.is_negative() {
-        -(c.mantissa() as i64)
+    // c's mantissa rounded to 15 bits (up to 2^15 itself) and the write's
+    // right shift `rs`, rounded half up; a write shifted by 31 or more (at
+    // most half a unit of the guard bits) is dropped.
+    let c15 = ((c.mantissa() >> (31 - C_BITS)) + 1) >> 1;
+    let rs = (-(c.exponent() + 32 - C_BITS)).max(0);
+    let c15 = match (rs < 31, c.is_negative()) {
+        (false, _) => 0,
+        (true, true) => -(c15 as i32),
+        (true, false) => c15 as i32,
+    };
+    // The shifts chosen once, so the loops have no branch: `x15 = at15(x,
+    // sx)` is `(x + x_half) >> x_right`, and an exact left shift of x (a
+    // part below 2^14) moves into c15 (`|x| 2^-sx <= 2^15` keeps the
+    // product within 2^30); the write is `(x15 c15 + w_half) >> rs`.
+    let (x_right, c15) = if sx >= 0 {
+        (sx as u32, c15)
     } else {
-        c.mantissa() as i64
+        (0, c15 << -sx)
     };
-    // The write's right shift, rounded half up: c's exponent is at most 0
-    // after the move above, so no write is shifted left (none saturates);
-    // a shift of 63 or more leaves nothing.
-    let rs = (-c.exponent()).max(0);
-    let (cm, rs) = if rs >= 63 { (0, 0) } else { (cm, rs) };
-    let half = if rs > 0 { 1i64 << (rs - 1) } else { 0 };
-    let n = |m: i16, xi: i32| -> i64 {
-        // |x15| <= 2^15, |cm| < 2^32: the write below 2^47; |m << 8| < 2^23.
-        ((m as i64) << GUARD) + ((at15(xi, sx) as i64 * cm + half) >> rs)
+    let x_half = (1i32 << x_right) >> 1;
+    let rs = rs.clamp(0, 30) as u32;
+    let w_half = (1i32 << rs) >> 1;
+    let n = |m: i16, xi: i32| -> i32 {
+        // x is a part of a normal block (|x| < 2^30, sx <= 15), so
+        // |x15 c15| <= 2^30 (`wrapping_add`: another x gives wrong numbers,
+        // no panic); |m << 8| < 2^23.
+        let x15 = xi.wrapping_add(x_half) >> x_right;
+        (i32::from(m) << GUARD) + ((x15 * c15 + w_half) >> rs)
     };
-    let mut max = 0u64;
+    let mut max = 0u32;
     for (&m, &xi) in mant.iter().zip(x) {
         max = max.max(n(m, xi).unsigned_abs());
     }
@@ -165,26 +190,39 @@ pub(super) fn update(
     }
     // The shift: the old mantissas kept exact while the largest lies in
     // [2^13, 2^15), else to [2^14, 2^15); one more where rounding would
-    // reach 2^15.
-    let b = bits(max);
+    // reach 2^15. (`at15`: a right shift rounded, or an exact left shift.)
+    let b = 32 - max.leading_zeros() as i32;
     let mut s = if (GUARD + 14..=GUARD + 15).contains(&b) {
         GUARD
     } else {
         b - 15
     };
-    if shift_i64(max as i64, s).0 > S_MAX {
+    if at15(max as i32, s) > S_MAX as i32 {
         s += 1;
     }
-    for (mi, &xi) in mant.iter_mut().zip(x) {
-        let (m, _) = shift_i64(n(*mi, xi), s);
-        if m.abs() > S_MAX {
-            *clamps = clamps.saturating_add(1);
-        }
-        *mi = m.clamp(-S_MAX, S_MAX) as i16;
+    // s in [-14, 17]: |n| + 2^16 stays below 2^31; a left shift (s < 0)
+    // is of an |n| below 2^14.
+    if s >= 0 {
+        let half = (1i32 << s) >> 1;
+        write_back(mant, x, |m, xi| (n(m, xi) + half) >> s, clamps);
+    } else {
+        write_back(mant, x, |m, xi| n(m, xi) << -s, clamps);
     }
     let sigma = sigma.shl(s - GUARD);
     rec[0] = sigma.exponent() + 32;
     rec[1] = sigma.mantissa() as i32;
+}
+
+/// `mant_i ← shifted(mant_i, x_i)`, clamped to ±`S_MAX` (each clamp counted).
+#[inline(always)]
+fn write_back(mant: &mut [i16], x: &[i32], shifted: impl Fn(i16, i32) -> i32, clamps: &mut u32) {
+    for (mi, &xi) in mant.iter_mut().zip(x) {
+        let m = shifted(*mi, xi);
+        if m.unsigned_abs() > S_MAX as u32 {
+            *clamps = clamps.saturating_add(1);
+        }
+        *mi = m.clamp(-(S_MAX as i32), S_MAX as i32) as i16;
+    }
 }
 
 /// The softmax read of one query head (the module docs): `q` its part of
