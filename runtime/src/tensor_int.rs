@@ -273,9 +273,9 @@ mod tests {
     #[test]
     fn the_finish_is_the_row_by_row_one() {
         let mut rng = Rng(0x5eed_f1a1);
-        for case in 0..3000 {
+        for case in 0..3000i32 {
             let rows = 1 + case % 37;
-            let bits_of_t = 1 + (case % 31) as i32;
+            let bits_of_t = 1 + case % 31;
             let t: Vec<i32> = (0..rows)
                 .map(|_| (rng.next() * 2f64.powi(bits_of_t)).clamp(-2.147e9, 2.147e9) as i32)
                 .collect();
@@ -284,10 +284,10 @@ mod tests {
                     0 => 0.0,
                     1 if case % 5 == 0 => f32::from_bits(1 + (case as u32 % 1000)),
                     2 if case % 7 == 0 => -0.5,
-                    _ => (rng.next().abs() + 0.01) as f32 * 2f32.powi((case % 121) as i32 / 2 - 30),
+                    _ => (rng.next().abs() + 0.01) as f32 * 2f32.powi(case % 121 / 2 - 30),
                 })
                 .collect();
-            let s = Fx::from_i64(1 + (case as i64 * 7919) % 100_000, -(case as i32 % 40));
+            let s = Fx::from_i64(1 + (case as i64 * 7919) % 100_000, -(case % 40));
             let shift = (case % 3) as u32;
             let (mut got, mut want) = (t.clone(), t.clone());
             let eg = finish(&mut got, &d, s, shift);

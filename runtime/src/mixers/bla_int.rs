@@ -34,7 +34,7 @@
 //! the heads aligned into one block; `o_proj`.
 
 use super::bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, SLOT_WORDS};
-use super::slots_int::{self, read_heads, update};
+use super::slots_int::{self, read_heads, update, Part};
 use super::{conv_int, StepCtx};
 use crate::error::{Error, Result};
 use crate::fixed::trig::SinPiFx;
@@ -231,15 +231,15 @@ pub(crate) fn step(
     }
     let gamma = Fx::from_f32_bits(c.gamma.to_bits());
     for head in 0..h {
-        let xk = &kk[head * k..(head + 1) * k];
-        let xv = &vv[head * v..(head + 1) * v];
+        let xk = Part::new(&kk[head * k..(head + 1) * k], ek);
+        let xv = Part::new(&vv[head * v..(head + 1) * v], ev);
         for (s, p) in phi.chunks_exact(FX_WORDS).enumerate() {
             let (alpha, beta) = gate(c, get(p), gamma);
             let at = head * n + s;
             let rec = &mut scales[at * 4..at * 4 + 4];
             let (rk, rv) = rec.split_at_mut(2);
-            update(&mut ks_all[at * k..][..k], rk, xk, ek, alpha, beta, clamps);
-            update(&mut vs_all[at * v..][..v], rv, xv, ev, alpha, beta, clamps);
+            update(&mut ks_all[at * k..][..k], rk, &xk, alpha, beta, clamps);
+            update(&mut vs_all[at * v..][..v], rv, &xv, alpha, beta, clamps);
         }
     }
 
@@ -411,8 +411,7 @@ mod tests {
                         update(
                             &mut mant[s * d..(s + 1) * d],
                             &mut recs[2 * s..2 * s + 2],
-                            &xm,
-                            xe,
+                            &Part::new(&xm, xe),
                             alpha,
                             beta,
                             &mut clamps,

@@ -44,7 +44,7 @@
 //! the RMSNorm over all `H V` (eps 1e-5, `g_norm` by its bits), `o_proj`.
 
 use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS, SLOT_WORDS};
-use super::slots_int::{self, read_heads, update};
+use super::slots_int::{self, read_heads, update, Part};
 use super::{conv_int, StepCtx};
 use crate::error::{Error, Result};
 use crate::fixed::activation::silu_block;
@@ -161,6 +161,8 @@ pub(crate) fn step(
     // The slot updates, alpha = exp(-softplus(-f) / normalizer) per slot.
     let inv_norm = Fx::from_f32_bits(c.gate_logit_normalizer.to_bits()).recip();
     for g in 0..hkv {
+        let xk = Part::new(&kk[g * k..(g + 1) * k], ek);
+        let xv = Part::new(&vv[g * v..(g + 1) * v], ev);
         for s in 0..m {
             let at = g * m + s;
             let fl = Fx::from_i64(f[at] as i64, ef);
@@ -172,10 +174,8 @@ pub(crate) fn step(
             };
             let rec = &mut scales[at * 4..at * 4 + 4];
             let (rk, rv) = rec.split_at_mut(2);
-            let xk = &kk[g * k..(g + 1) * k];
-            let xv = &vv[g * v..(g + 1) * v];
-            update(&mut hk_all[at * k..][..k], rk, xk, ek, alpha, beta, clamps);
-            update(&mut hv_all[at * v..][..v], rv, xv, ev, alpha, beta, clamps);
+            update(&mut hk_all[at * k..][..k], rk, &xk, alpha, beta, clamps);
+            update(&mut hv_all[at * v..][..v], rv, &xv, alpha, beta, clamps);
         }
     }
 

@@ -102,22 +102,42 @@ pub(super) fn read_scale(rec: &[i32]) -> Option<Fx> {
     (f >= 1 << 31).then(|| Fx::from_u64(f as u64, e, false))
 }
 
+/// A token's key or value part as the slot updates read it: its
+/// mantissas (a part of a normal block), the shift of their 15-bit view
+/// ([`view_shift`]) and that view's unit, taken once for all the slots the
+/// part is written into.
+pub(super) struct Part<'a> {
+    m: &'a [i32],
+    shift: i32,
+    unit: Fx,
+}
+
+impl<'a> Part<'a> {
+    /// The part with mantissas `m` of a block with exponent `e`.
+    pub(super) fn new(m: &'a [i32], e: i32) -> Self {
+        let shift = view_shift(m);
+        Part {
+            m,
+            shift,
+            unit: Fx::pow2(e + shift),
+        }
+    }
+}
+
 /// The slot update of one key or value vector (see the module docs):
-/// `mant` its mantissas, `rec` its scale record, `x` this token's part
-/// (mantissas of a block with exponent `ex`), the decay `alpha` (`>= 0`)
-/// and the write weight `beta` (either sign): `h ← α h + β x`.
-#[allow(clippy::too_many_arguments)]
+/// `mant` its mantissas, `rec` its scale record, `x` this token's part,
+/// the decay `alpha` (`>= 0`) and the write weight `beta` (either sign):
+/// `h ← α h + β x`.
 pub(super) fn update(
     mant: &mut [i16],
     rec: &mut [i32],
-    x: &[i32],
-    ex: i32,
+    x: &Part<'_>,
     alpha: Fx,
     beta: Fx,
     clamps: &mut u32,
 ) {
-    let sx = view_shift(x);
-    let unit = Fx::pow2(ex + sx); // the unit of x's 15-bit view
+    let (sx, unit) = (x.shift, x.unit); // the unit of x's 15-bit view
+    let x = x.m;
     let mut sigma = match read_scale(rec).map(|s| s * alpha) {
         Some(s) if !s.is_zero() => s,
         _ => {
@@ -481,8 +501,7 @@ mod tests {
                 update(
                     &mut mant,
                     &mut rec,
-                    &xm,
-                    xe,
+                    &Part::new(&xm, xe),
                     alpha,
                     Fx::ONE - alpha,
                     &mut clamps,
@@ -558,7 +577,7 @@ mod tests {
                     (&vs, &mut hv[s * v..(s + 1) * v], rv),
                 ] {
                     let (m, e) = block_of(x);
-                    update(mant, rec, &m, e, Fx::ZERO, Fx::ONE, &mut clamps);
+                    update(mant, rec, &Part::new(&m, e), Fx::ZERO, Fx::ONE, &mut clamps);
                 }
             }
             let qf: Vec<f64> = (0..k).map(|_| amp * rng.next()).collect();
@@ -615,7 +634,14 @@ mod tests {
                 let x: Vec<f64> = (0..d).map(|_| rng.next()).collect();
                 let (xm, xe) = block_of(&x);
                 let beta = Fx::from_i64((w * 2f64.powi(60)).round() as i64, -60);
-                update(&mut mant, &mut rec, &xm, xe, Fx::ONE, beta, &mut clamps);
+                update(
+                    &mut mant,
+                    &mut rec,
+                    &Part::new(&xm, xe),
+                    Fx::ONE,
+                    beta,
+                    &mut clamps,
+                );
                 for (e, &m) in exact.iter_mut().zip(&xm) {
                     *e += fx64(beta) * m as f64 * 2f64.powi(xe);
                 }
