@@ -258,6 +258,56 @@ mod tests {
         assert!((2800..3200).contains(&ones), "{ones}");
     }
 
+    /// The frequencies of 40,000 draws against the exact probabilities of
+    /// each configuration, within 0.01 (four standard deviations at p = 0.5):
+    /// logits `ln 1..4` (ids in ascending order), at T = 1; at T = 0.5 (the
+    /// ratios squared); top-k 3; top-k 3 with top-p 0.5 (the nucleus within
+    /// the candidates); top-p 0.65 alone (the nucleus ids after the others);
+    /// the logits near 50 and at T = 0.01 (where a softmax not shifted by
+    /// the largest logit overflows f32); 100 tokens without top-k (more than
+    /// `MAX_TOP_K` candidates).
+    #[test]
+    fn sampling_follows_the_exact_distribution() {
+        let ln: Vec<f32, 4> = (1..=4).map(|i| (i as f32).ln()).collect();
+        let shifted =
+            |base: f32, scale: f32| -> [f32; 4] { core::array::from_fn(|i| base + scale * ln[i]) };
+        let mut wide = [0f32; 100];
+        wide[99] = 100f32.ln();
+        let (ln4, high, cold) = (shifted(0.0, 1.0), shifted(50.0, 1.0), shifted(0.0, 0.01));
+        let all = [0.1, 0.2, 0.3, 0.4];
+        let squared = [1.0 / 30.0, 4.0 / 30.0, 0.3, 16.0 / 30.0];
+        let top3 = [0.0, 2.0 / 9.0, 3.0 / 9.0, 4.0 / 9.0];
+        let top2 = [0.0, 0.0, 3.0 / 7.0, 4.0 / 7.0];
+        let one = 1.0 / 199.0;
+        let spike = [one, one, one, 100.0 / 199.0];
+        let cases: [(&[f32], f32, usize, f32, [f32; 4]); 8] = [
+            (&ln4, 1.0, 0, 1.0, all),
+            (&ln4, 0.5, 0, 1.0, squared),
+            (&ln4, 1.0, 3, 1.0, top3),
+            (&ln4, 1.0, 3, 0.5, top2),
+            (&ln4, 1.0, 0, 0.65, top2),
+            (&high, 1.0, 0, 1.0, all),
+            (&cold, 0.01, 3, 1.0, top3),
+            (&wide, 1.0, 0, 1.0, spike),
+        ];
+        for (case, (logits, t, k, p, want)) in cases.into_iter().enumerate() {
+            let mut s = sampler(t, k, p, 100 + case as u64);
+            let mut seen = [0u32; 100];
+            for _ in 0..40_000 {
+                seen[s.sample(logits) as usize] += 1;
+            }
+            // The first three ids and the last one (id 3 or id 99).
+            let ids = [0, 1, 2, logits.len() - 1];
+            for (&id, &w) in ids.iter().zip(&want) {
+                let got = seen[id] as f32 / 40_000.0;
+                assert!(
+                    (got - w).abs() <= 0.01,
+                    "case {case}: id {id} {got} for {w}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn same_seed_same_tokens() {
         let logits = [0.3f32, 0.1, 0.2, 0.4];

@@ -323,3 +323,61 @@ pub(crate) fn check<'s>(
         logits: (h.flags & FLAG_LOGITS != 0).then_some(logits),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The code a snapshot records is this build's math module: `libm` in
+    /// the default build, `int` and `float` in the fast-math builds (the
+    /// CI's fast-math step runs this test in both).
+    #[test]
+    fn the_math_code_names_this_builds_module() {
+        assert_eq!(math_name(math_code()), crate::math::FAST_MATH);
+        assert_eq!(
+            [math_name(0), math_name(1), math_name(2)],
+            ["libm", "int", "float"]
+        );
+    }
+
+    /// A snapshot longer than the address space is refused, one just
+    /// inside it is not (its length is a multiple of 4, `isize::MAX` odd).
+    #[test]
+    fn snapshot_lengths_stop_at_the_address_space() {
+        let words = isize::MAX as usize / 4;
+        assert!(bytes_for(words, 0).is_err());
+        assert!(bytes_for(words - 16, 0).is_ok());
+        assert!(bytes_for(words - 16, 16).is_err());
+        assert_eq!(bytes_for(3, 5), Ok(HEADER_LEN + 32));
+    }
+
+    /// The shortest snapshot, a header alone (`total_len` 64: no state, no
+    /// logits), parses; one byte less is truncated.
+    #[test]
+    fn a_header_alone_parses() {
+        let h = SnapshotHeader {
+            version: VERSION,
+            total_len: HEADER_LEN as u32,
+            crc32: 0,
+            model_hash: 0x0123_4567_89ab_cdef,
+            math: 0,
+            flags: 0,
+            pinned_max: 0,
+            pinned: 0,
+            position: 7,
+            stream_len: 3,
+        };
+        let mut b = [0u8; HEADER_LEN];
+        h.encode(&mut b);
+        seal(&mut b, HEADER_LEN);
+        let crc32 = image::CRC.checksum(&b[CRC_START..]);
+        assert_eq!(parse_header(&b), Ok(SnapshotHeader { crc32, ..h }));
+        assert_eq!(
+            parse_header(&b[..HEADER_LEN - 1]),
+            Err(SnapshotError::Truncated {
+                needed: HEADER_LEN,
+                len: HEADER_LEN - 1
+            })
+        );
+    }
+}

@@ -2,11 +2,16 @@
 """Writes tests/mutants/outcomes.tsv from cargo-mutants output directories.
 
     python3 tests/mutants/record.py FIRST_RUN_DIR... [--verify VERIFY_DIR...]
+    python3 tests/mutants/record.py --add COMMIT FIRST_RUN_DIR... [--verify VERIFY_DIR...]
 
 Each FIRST_RUN_DIR is a `-o` directory of a first run (it holds
 `mutants.out/outcomes.json`); each VERIFY_DIR one of the re-run of the
-missed mutants after tests were added. docs/testing.md ("Mutation testing")
-shows the table `tests/tests/mutants.rs` derives from the record.
+missed mutants after tests were added. Without `--add` the record is
+rewritten from these runs alone; with `--add COMMIT` the rows of the files
+these runs mutated replace that file's old rows (if any) and the others are
+kept, under a comment naming the tree they were run on. docs/testing.md
+("Mutation testing") shows the table `tests/tests/mutants.rs` derives from
+the record.
 """
 import json
 import pathlib
@@ -23,6 +28,9 @@ def outcomes(d):
 
 
 def main(argv):
+    add = None
+    if argv[:1] == ["--add"]:
+        add, argv = argv[1], argv[2:]
     split = argv.index("--verify") if "--verify" in argv else len(argv)
     first, verify = argv[:split], argv[split + 1 :]
     again = dict(kv for d in verify for kv in outcomes(d))
@@ -31,6 +39,11 @@ def main(argv):
         '# cargo mutants 27.1.0 on the tree of fb1eea3 (docs/testing.md, "Mutation testing").',
         "# location\tfirst run\twith the new tests\tmutant",
     ]
+    if add:
+        files = {name.split(":", 1)[0] for d in first for name, _ in outcomes(d)}
+        kept = out.read_text().splitlines()
+        lines = [l for l in kept if l.startswith("#") or l.split(":", 1)[0] not in files]
+        lines.append(f"# {', '.join(sorted(files))}: cargo mutants 27.1.0 on the tree of {add}.")
     for d in first:
         for name, result in outcomes(d):
             if result == "missed" and name not in again:
