@@ -280,7 +280,9 @@ mod tests {
         let top2 = [0.0, 0.0, 3.0 / 7.0, 4.0 / 7.0];
         let one = 1.0 / 199.0;
         let spike = [one, one, one, 100.0 / 199.0];
-        let cases: [(&[f32], f32, usize, f32, [f32; 4]); 8] = [
+        // Logits, temperature, top-k, top-p and the probabilities of ids 0, 1, 2, last.
+        type Case<'a> = (&'a [f32], f32, usize, f32, [f32; 4]);
+        let cases: [Case<'_>; 8] = [
             (&ln4, 1.0, 0, 1.0, all),
             (&ln4, 0.5, 0, 1.0, squared),
             (&ln4, 1.0, 3, 1.0, top3),
