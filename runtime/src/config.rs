@@ -12,7 +12,7 @@
 use crate::error::{ensure, Error, Result};
 use crate::format::{dim_ok, read_u32, StateFormat, STATE_WORD};
 pub use crate::format::{LayerWords, LAYER_RECORD_WORDS, MAX_DIM, MODEL_RECORD_WORDS};
-use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, Mixer, MlaConfig, SwaConfig, MLA_NOT_BUILT};
+use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, Mixer, MlaConfig, SwaConfig};
 
 /// Most layers a model may have.
 pub const MAX_LAYERS: usize = 64;
@@ -96,6 +96,12 @@ pub struct ModelConfig {
 /// `out_proj_cols`, `min_format_version`, `state_format` (inherent
 /// `const fn`s of the config type, so that sizing stays `const`) and its
 /// [`Mixer`] impl.
+///
+/// Each family is a cargo feature of the same name (all on by default). A
+/// family built without its feature keeps its variant, record and sizes;
+/// [`LayerConfig::parse`] refuses its layers and [`LayerConfig::mixer`]
+/// never returns its steps, so the linker leaves them out of the firmware
+/// (TFLite Micro's op resolver, decided at build time).
 macro_rules! mixer_table {
     ($(
         $(#[doc = $doc:literal])*
@@ -116,6 +122,20 @@ macro_rules! mixer_table {
             /// Short names of the mixer kinds, in the table's order (the
             /// `mixer` field of `config.json`, [`LayerConfig::kind_name`]).
             pub const KIND_NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// `Some(reason)` when the family of kind `code` is known but
+            /// was built without its feature (its layers are refused).
+            pub const fn not_built(code: u32) -> Option<&'static str> {
+                match code {
+                    $(kind::$kind if !cfg!(feature = $name) => Some(concat!(
+                        $name,
+                        " layers need the runtime's `",
+                        $name,
+                        "` feature (on by default; firmware turns it on when its image has one)"
+                    )),)*
+                    _ => None,
+                }
+            }
 
             /// Decodes and validates the kind-specific words `w` of a record
             /// of kind `code` (layer `layer`, for errors).
@@ -146,10 +166,21 @@ macro_rules! mixer_table {
                 }
             }
 
-            /// The layer's mixer as a trait object.
+            /// The layer's mixer as a trait object: a family built without
+            /// its feature (never parsed, see [`LayerConfig::not_built`])
+            /// gets a mixer whose steps fail, so its own are not linked.
             pub fn mixer(&self) -> &dyn Mixer {
                 match self {
-                    $(LayerConfig::$variant(c) => c,)*
+                    $(LayerConfig::$variant(c) => {
+                        #[cfg(feature = $name)]
+                        let m: &dyn Mixer = c;
+                        #[cfg(not(feature = $name))]
+                        let m: &dyn Mixer = {
+                            let _ = c;
+                            &crate::mixers::NotBuilt
+                        };
+                        m
+                    })*
                 }
             }
 
@@ -201,8 +232,8 @@ macro_rules! mixer_table {
     };
 }
 
-// The mixer families. A new one is a line here and its module in `mixers`
-// (docs/adding-a-mixer.md).
+// The mixer families. A new one is a line here, its module in `mixers` and
+// a cargo feature of its name (docs/adding-a-mixer.md).
 mixer_table! {
     /// Gated DeltaNet.
     Gdn(GdnConfig) = GDN 1, "gdn";
@@ -373,11 +404,8 @@ impl LayerConfig {
             i += 1;
         }
         let l = Some(layer);
-        if kind == kind::MLA && cfg!(not(feature = "mla")) {
-            return Err(Error::BadConfig {
-                layer: l,
-                reason: MLA_NOT_BUILT,
-            });
+        if let Some(reason) = LayerConfig::not_built(kind) {
+            return Err(Error::BadConfig { layer: l, reason });
         }
         let lc = match LayerConfig::from_kind(kind, &w, l) {
             Ok(c) => c,

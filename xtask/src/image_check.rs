@@ -24,9 +24,9 @@ pub struct ImageFacts {
     /// Whether the image carries a BPE tokenizer (the firmware then needs
     /// the runtime's `bpe` feature).
     pub bpe: bool,
-    /// Whether the image has an `mla` layer (the firmware then needs the
-    /// runtime's `mla` feature).
-    pub mla: bool,
+    /// The mixer families the image's layers use, in the runtime's table
+    /// order (the firmware then needs each one's feature of that name).
+    pub mixers: Vec<&'static str>,
     /// Whether the image is on the integer token path (format 6; the
     /// firmware then needs the runtime's `int-path` feature).
     pub int_path: bool,
@@ -56,8 +56,14 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
         other_params: 0,
         group: 32,
         bpe: model.tokenizer().kind_name() == "bpe",
-        mla: (0..model.config().num_layers as usize)
-            .any(|i| matches!(model.layer(i), Ok(ferrite::LayerConfig::Mla(_)))),
+        mixers: ferrite::LayerConfig::KIND_NAMES
+            .iter()
+            .copied()
+            .filter(|&name| {
+                (0..model.config().num_layers as usize)
+                    .any(|i| model.layer(i).is_ok_and(|l| l.kind_name() == name))
+            })
+            .collect(),
         int_path: model.config().token_path == ferrite::TokenPath::Int,
         tiled: false,
         dtype: DType::F32,
@@ -197,7 +203,7 @@ mod tests {
             other_params: 1_000,
             group: 32,
             bpe: false,
-            mla: false,
+            mixers: vec!["gdn"],
             int_path: false,
             tiled: false,
             dtype: DType::F32,

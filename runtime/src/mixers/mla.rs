@@ -12,13 +12,7 @@
 //! State layout: `[W][R + dr]` (slot `t mod W`: the latent, then the
 //! RoPE-rotated shared key).
 
-// Without the `mla` feature only the record (parse, sizes, tensor list)
-// remains; the step's helpers are then unused.
-#![cfg_attr(not(feature = "mla"), allow(dead_code, unused_imports))]
-
 use super::mla_config::MlaConfig;
-#[cfg(not(feature = "mla"))]
-use super::mla_config::NOT_BUILT;
 use super::swa::OnlineSoftmax;
 use super::{push, width, Mixer, Specs, StepCtx};
 use crate::error::{Error, Result, StepResult};
@@ -78,7 +72,7 @@ impl Mixer for MlaConfig {
             .map_err(Error::at_step)
     }
 
-    #[cfg(all(feature = "int-path", feature = "mla"))]
+    #[cfg(feature = "int-path")]
     fn step_int(
         &self,
         ctx: &StepCtx,
@@ -96,28 +90,7 @@ impl Mixer for MlaConfig {
 }
 
 impl MlaConfig {
-    /// [`Mixer::step`] without the `mla` feature: never reached, because
-    /// [`crate::LayerConfig::parse`] refuses `mla` layers then.
-    #[cfg(not(feature = "mla"))]
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &self,
-        _: &StepCtx,
-        _: &LayerWeights<'_>,
-        _: &mut [f32],
-        _: &mut [f32],
-        _: &mut ActBuf<'_>,
-        _: &[f32],
-        _: &mut [f32],
-    ) -> Result<()> {
-        Err(Error::BadConfig {
-            layer: None,
-            reason: NOT_BUILT,
-        })
-    }
-
     /// One token (docs/spec.md §3.6).
-    #[cfg(feature = "mla")]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,

@@ -2,10 +2,6 @@
 //! (both state formats), shared by the f32 step (`mixers/mla.rs`) and the
 //! integer step (`mixers/mla_int.rs`).
 
-// Without the `mla` feature only the record (parse, sizes, tensor list)
-// remains.
-#![cfg_attr(not(feature = "mla"), allow(dead_code, unused_imports))]
-
 use super::{product, rope, sum};
 use crate::error::{ensure, ensure_size, Error, Result};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, StateFormat, STATE_WORD};
@@ -36,10 +32,6 @@ pub struct MlaConfig {
     /// (`mixers/mla_int.rs`).
     pub state: StateFormat,
 }
-
-/// The refusal of `mla` layers by a runtime built without the `mla` feature.
-pub(crate) const NOT_BUILT: &str =
-    "mla layers need the runtime's `mla` feature (on by default; firmware turns it on when its image has one)";
 
 impl MlaConfig {
     /// Parses and validates a layer record.

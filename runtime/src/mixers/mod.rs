@@ -22,8 +22,7 @@ mod gsa_config;
 mod gsa_int;
 mod mla;
 mod mla_config;
-#[cfg_attr(not(all(feature = "int-path", feature = "mla")), allow(dead_code))]
-#[cfg(feature = "mla")]
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod mla_int;
 mod rope;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
@@ -42,8 +41,6 @@ pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gsa_config::{FeatureMap, GsaConfig};
 pub(crate) use gsa_int::state_max_abs as gsa_state_max_abs;
 pub use mla_config::MlaConfig;
-pub(crate) use mla_config::NOT_BUILT as MLA_NOT_BUILT;
-#[cfg(feature = "mla")]
 pub(crate) use mla_int::state_max_abs as mla_state_max_abs;
 pub use swa::SwaConfig;
 pub(crate) use swa_int::state_max_abs as swa_state_max_abs;
@@ -128,6 +125,44 @@ pub trait Mixer {
             "this mixer has no integer step",
         ))
     }
+}
+
+/// The mixer of a family built without its cargo feature: its layers are
+/// refused at load ([`crate::LayerConfig::not_built`]), so these steps are
+/// never run; they stand in so that the family's own are not linked.
+#[cfg(not(all(
+    feature = "gdn",
+    feature = "gsa",
+    feature = "swa",
+    feature = "bla",
+    feature = "mla"
+)))]
+pub(crate) struct NotBuilt;
+
+#[cfg(not(all(
+    feature = "gdn",
+    feature = "gsa",
+    feature = "swa",
+    feature = "bla",
+    feature = "mla"
+)))]
+impl Mixer for NotBuilt {
+    fn step(
+        &self,
+        _: &StepCtx,
+        _: &LayerWeights<'_>,
+        _: &mut [f32],
+        _: &mut [f32],
+        _: &mut ActBuf<'_>,
+        _: &[f32],
+        _: &mut [f32],
+    ) -> StepResult<()> {
+        Err(crate::error::StepError::Internal(
+            "a mixer built without its feature",
+        ))
+    }
+
+    fn push_specs(&self, _: u16, _: u32, _: &mut Specs) {}
 }
 
 /// Pushes a spec; the capacity is sized for the largest layer, so a full

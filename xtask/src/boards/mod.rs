@@ -254,14 +254,16 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     if !own_package {
         features.push(board.name);
     }
-    // The BPE tokenizer's code, the `mla` mixer and the integer token path only where the image needs
-    // them (and for the OTA example, which may receive any image at run time).
+    // The BPE tokenizer's code, the mixer families and the integer token path only where the image
+    // needs them (and all of them for the OTA example, which may receive any image at run time, and
+    // for firmware that embeds no image).
     let ota = req.firmware == Firmware::Ota;
     if ota || facts.as_ref().is_some_and(|f| f.bpe) {
         features.push("bpe");
     }
-    if ota || facts.as_ref().is_some_and(|f| f.mla) {
-        features.push("mla");
+    match &facts {
+        Some(f) if !ota => features.extend(f.mixers.iter().copied()),
+        _ => features.extend(ferrite::LayerConfig::KIND_NAMES.iter().copied()),
     }
     if ota || facts.as_ref().is_some_and(|f| f.int_path) {
         features.push("int-path");
