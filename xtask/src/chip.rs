@@ -201,11 +201,13 @@ pub fn clippy() -> Result<bool> {
     for chip in CHIPS {
         let package = chip.chip().map_or("boards", |c| c.package);
         let own = package != "boards";
-        let features = if own {
+        let mixers = boards::all_mixers();
+        let mut features = if own {
             vec!["fast-math"]
         } else {
             vec![chip.name, "fast-math"]
         };
+        features.extend(mixers.split(','));
         let status = boards::cargo_firmware(chip, "clippy", &features)
             .current_dir(root_dir().join(package))
             .args(["--bins", "--", "-D", "warnings"])
@@ -224,9 +226,12 @@ pub fn host_test() -> Result<bool> {
     host_cargo("test", "")
 }
 
-/// `cargo <command> --quiet --release --lib --features host,fast-math <rest>` in boards/.
+/// `cargo <command> --quiet --release --lib --features host,fast-math,<every mixer> <rest>` in boards/.
 fn host_cargo(command: &str, rest: &str) -> Result<bool> {
-    let features = "--quiet --release --lib --features host,fast-math";
+    let features = format!(
+        "--quiet --release --lib --features host,fast-math,{}",
+        boards::all_mixers()
+    );
     let status = crate::setup::cargo(&format!("{command} {features} {rest}"))
         .current_dir(boards::boards_dir())
         .env("FERRITE_IMAGE", host::default_image(&CHIPS[0])?)

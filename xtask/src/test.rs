@@ -178,7 +178,8 @@ fn boards_clippy() -> Result<bool> {
         let board = board?;
         let (target, name) = (board.triple, board.name);
         let mut c = clippy(&format!(
-            "--quiet --release --bins --target {target} --features {name},fast-math"
+            "--quiet --release --bins --target {target} --features {name},fast-math,{}",
+            boards::all_mixers()
         ));
         c.current_dir(root_dir().join("boards"))
             .env("CARGO_ENCODED_RUSTFLAGS", boards::rustflags(board))

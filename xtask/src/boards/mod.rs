@@ -414,6 +414,13 @@ pub fn cargo_firmware(t: &Board, command: &str, features: &[&str]) -> Command {
     cmd
 }
 
+/// Every mixer family's feature, comma-separated: for builds that lint or
+/// test the firmware's code rather than run one image (the runtime's
+/// table, [`ferrite::LayerConfig::KIND_NAMES`], names them).
+pub fn all_mixers() -> String {
+    ferrite::LayerConfig::KIND_NAMES.join(",")
+}
+
 /// Targets with at most this much flash build the firmware package for size.
 pub const SIZE_OPTIMISED_FLASH: u64 = 256 << 10;
 /// The profile setting they get (boards/Cargo.toml says why not everyone).
