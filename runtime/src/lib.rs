@@ -60,6 +60,12 @@
 //!   with `ferrite quantize --path int`; `docs/integer-path.md`). Off, such
 //!   an image is refused at load with [`Error::BadConfig`] naming the
 //!   feature; the firmware turns it on when its image needs it.
+//! - `verify`: signed images (format 7, `docs/signing.md`): `Model::load_signed`,
+//!   `update::validate_signed` and `signature::verify` check an
+//!   Ed25519 signature over the image's SHA-256 digest against the keys
+//!   the firmware trusts, and its security counter (anti-rollback,
+//!   [`rollback`]). Off, none of the cryptography is linked, and a signed
+//!   image loads with [`Model::load`] like any other.
 //! - `defmt`: `defmt::Format` for the error and config types.
 //! - `fast-math`: faster `exp`, `sigmoid` and `silu` than `libm`'s
 //!   ([`math`]): integer arithmetic on the f32 bits where f32 is not in
@@ -115,7 +121,9 @@ pub mod model;
 #[cfg(all(feature = "probe", not(target_os = "none")))]
 pub mod probe;
 pub mod sampler;
+pub mod rollback;
 pub mod session;
+pub mod signature;
 mod sizes;
 pub mod snapshot;
 mod snapshot_error;
