@@ -36,6 +36,10 @@ pub const CRATES: &[(&str, &str)] = &[
     ("sig-dalek", "Ed25519, ed25519-dalek 3 (no default features)"),
     ("sig-salty", "Ed25519, salty 0.3 (no default features)"),
     ("sig-compact", "Ed25519, ed25519-compact 2 (no default features)"),
+    (
+        "sig-compact-small",
+        "Ed25519, ed25519-compact 2 (no default features, opt_size)",
+    ),
     ("sig-p256", "ECDSA P-256, p256 0.14 (ecdsa only)"),
     ("sig-sha256", "SHA-256 of 1 KiB, sha2 0.11 (the image digest)"),
 ];

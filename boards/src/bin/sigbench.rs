@@ -67,8 +67,10 @@ const P256_SIG: [u8; 64] = unhex(
 const CRATE: &str = "ed25519-dalek";
 #[cfg(feature = "sig-salty")]
 const CRATE: &str = "salty";
-#[cfg(feature = "sig-compact")]
+#[cfg(all(feature = "sig-compact", not(feature = "sig-compact-small")))]
 const CRATE: &str = "ed25519-compact";
+#[cfg(feature = "sig-compact-small")]
+const CRATE: &str = "ed25519-compact-opt-size";
 #[cfg(feature = "sig-p256")]
 const CRATE: &str = "p256";
 #[cfg(feature = "sig-sha256")]
@@ -109,7 +111,7 @@ fn verify(msg: &[u8; 32], sig: &[u8; 64]) -> bool {
     #[cfg(feature = "sig-p256")]
     {
         use p256::ecdsa::signature::hazmat::PrehashVerifier;
-        let _ = ED_SIG;
+        let _ = (ED_KEY, ED_SIG);
         let Ok(key) = p256::ecdsa::VerifyingKey::from_sec1_bytes(&P256_KEY) else {
             return false;
         };
