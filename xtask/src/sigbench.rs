@@ -30,25 +30,25 @@ pub struct Args {
 /// The boards measured by default.
 pub const BOARDS: &[&str] = &["m4f", "m3", "rv32imac"];
 
-/// (firmware feature, what it measures): the harness alone first.
+/// (firmware feature, the `crate=` the firmware prints): the harness alone
+/// first (docs/signing.md says what each measures).
 pub const CRATES: &[(&str, &str)] = &[
-    ("", "the harness alone"),
-    ("sig-dalek", "Ed25519, ed25519-dalek 3 (no default features)"),
-    ("sig-salty", "Ed25519, salty 0.3 (no default features)"),
-    ("sig-compact", "Ed25519, ed25519-compact 2 (no default features)"),
-    (
-        "sig-compact-small",
-        "Ed25519, ed25519-compact 2 (no default features, opt_size)",
-    ),
-    ("sig-p256", "ECDSA P-256, p256 0.14 (ecdsa only)"),
-    ("sig-sha256", "SHA-256 of 1 KiB, sha2 0.11 (the image digest)"),
+    ("", "none"),
+    ("sig-dalek", "ed25519-dalek"),
+    ("sig-salty", "salty"),
+    ("sig-compact", "ed25519-compact"),
+    ("sig-compact-small", "ed25519-compact-opt-size"),
+    ("sig-p256", "p256"),
+    ("sig-sha256", "sha2-sha256-1kib"),
 ];
 
-/// One `sigverify:` line with the build's sizes appended.
+/// One `sigverify:` line with the build's sizes appended (or a build that
+/// does not fit the board: `sigverify: board=.. crate=.. does not fit`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {
     pub board: String,
     pub krate: String,
+    pub fits: bool,
     pub instructions: u64,
     pub stack: u64,
     pub flash: u64,
@@ -65,6 +65,19 @@ pub fn parse(text: &str) -> Result<Vec<Line>> {
         };
         let kv = Fields(rest);
         let get = |k: &str| kv.get(k).with_context(|| format!("no {k}= in {line:?}"));
+        if line.ends_with(" does not fit") {
+            out.push(Line {
+                board: get("board")?.to_string(),
+                krate: get("crate")?.to_string(),
+                fits: false,
+                instructions: 0,
+                stack: 0,
+                flash: 0,
+                ram: 0,
+                ok: false,
+            });
+            continue;
+        }
         let num = |k: &str| -> Result<u64> {
             get(k)?
                 .parse()
@@ -73,6 +86,7 @@ pub fn parse(text: &str) -> Result<Vec<Line>> {
         out.push(Line {
             board: get("board")?.to_string(),
             krate: get("crate")?.to_string(),
+            fits: true,
             instructions: num("instructions")?,
             stack: num("stack_bytes")?,
             flash: num("flash_bytes")?,
@@ -86,6 +100,12 @@ pub fn parse(text: &str) -> Result<Vec<Line>> {
 impl Line {
     /// The line as the firmware printed it, with the build's sizes.
     fn text(&self) -> String {
+        if !self.fits {
+            return format!(
+                "sigverify: board={} crate={} does not fit",
+                self.board, self.krate
+            );
+        }
         let ok = u8::from(self.ok);
         format!(
             "sigverify: board={} crate={} instructions={} stack_bytes={} verifies={ok} rejects_tampered={ok} flash_bytes={} ram_bytes={}",
@@ -94,8 +114,8 @@ impl Line {
     }
 }
 
-/// Builds and runs `sigbench` on `board` with `feature`.
-fn measure(board: &'static Board, feature: &'static str) -> Result<Line> {
+/// Builds and runs `sigbench` on `board` with `feature` (printing `krate`).
+fn measure(board: &'static Board, feature: &'static str, krate: &str) -> Result<Line> {
     let req = RunRequest {
         opts: BuildOpts {
             features: [feature].into_iter().filter(|f| !f.is_empty()).collect(),
@@ -103,7 +123,15 @@ fn measure(board: &'static Board, feature: &'static str) -> Result<Line> {
         },
         ..RunRequest::new(board, Firmware::SigBench, std::path::Path::new(""))
     };
-    let elf = boards::build(&req)?;
+    let elf = match boards::build(&req) {
+        Ok(elf) => elf,
+        Err(e) if format!("{e:#}").contains("does not fit") => {
+            let line = format!("sigverify: board={} crate={krate} does not fit", board.name);
+            println!("{line}");
+            return Ok(parse(&line)?.remove(0));
+        }
+        Err(e) => return Err(e),
+    };
     let cwd = boards::work_dir().join(board.name);
     let run = boards::run_qemu(board, &elf, &cwd, false, false, boards::DEFAULT_TIMEOUT_S)?;
     let text = String::from_utf8_lossy(&run.output);
@@ -132,8 +160,8 @@ pub fn run(board: Option<&'static Board>, record: bool) -> Result<ExitCode> {
     let mut lines = Vec::new();
     for name in names {
         let b = boards::named(name)?;
-        for (feature, _) in CRATES {
-            lines.push(measure(b, feature)?);
+        for (feature, krate) in CRATES {
+            lines.push(measure(b, feature, krate)?);
         }
     }
     println!("{}", render(&lines)?);
@@ -159,6 +187,13 @@ pub fn render(lines: &[Line]) -> Result<String> {
         else {
             bail!("no harness-alone line for {}", l.board);
         };
+        if !l.fits {
+            t.push_str(&format!(
+                "| {} | {} | does not fit | | | |\n",
+                l.board, l.krate
+            ));
+            continue;
+        }
         t.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
             l.board,
@@ -194,12 +229,15 @@ mod tests {
     #[test]
     fn sizes_are_the_crate_build_less_the_harness() {
         let text = "sigverify: board=m3 crate=none instructions=9 stack_bytes=8 verifies=1 rejects_tampered=1 flash_bytes=1000 ram_bytes=100\n\
-                    sigverify: board=m3 crate=salty instructions=900 stack_bytes=80 verifies=1 rejects_tampered=1 flash_bytes=1500 ram_bytes=104\n";
+                    sigverify: board=m3 crate=salty instructions=900 stack_bytes=80 verifies=1 rejects_tampered=1 flash_bytes=1500 ram_bytes=104\n\
+                    sigverify: board=m3 crate=big does not fit\n";
         let lines = parse(text).unwrap();
-        assert_eq!(lines.len(), 2);
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[2].text(), "sigverify: board=m3 crate=big does not fit");
         let table = render(&lines).unwrap();
         assert!(table.contains("| m3 | salty | 900 | 80 | 500 | 4 |"), "{table}");
         assert!(!table.contains("| m3 | none |"), "{table}");
+        assert!(table.contains("| m3 | big | does not fit |"), "{table}");
         assert!(render(&lines[1..]).is_err());
     }
 }
