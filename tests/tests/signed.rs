@@ -171,6 +171,20 @@ fn unsigned_other_key_and_older_images_are_refused_by_name() {
     );
     assert!(load(&signed_image(5), &trusted, 5).is_ok());
     assert!(load(&signed_image(u32::MAX), &trusted, u32::MAX).is_ok());
+    // A hostile image under a valid signature by the trusted key (the
+    // committed corpus's): the signature verifies, the loader refuses it.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corrupt");
+    let signed_hostile = std::fs::read(corpus.join("signed_overflow_gdn_heads.fer")).unwrap();
+    let policy = TrustPolicy {
+        keys: &trusted,
+        min_counter: 1,
+    };
+    let image = AlignedImage::new(&signed_hostile);
+    assert!(ferrite::signature::verify(image.bytes(), &policy).is_ok());
+    assert!(matches!(
+        Model::load_signed(image.bytes(), &policy),
+        Err(LoadError::Invalid(Error::SizeOverflow { .. }))
+    ));
     // A structurally broken image is not signed by the tools.
     let corrupt = Path::new(env!("CARGO_MANIFEST_DIR")).join("corrupt/overflow_gdn_heads.fer");
     let hostile = std::fs::read(corrupt).unwrap();
