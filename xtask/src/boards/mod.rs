@@ -19,7 +19,10 @@ pub mod report;
 pub mod run;
 
 pub use report::Report;
-pub use run::{build_and_run, run_ota, run_qemu, run_slots, timeout_for, verdict, Delivery, Run};
+pub use run::{
+    build_and_run, run_ota, run_qemu, run_slots, timeout_for, verdict, verdicts, Delivery, OtaPlan,
+    Run,
+};
 
 /// The prompt and the number of tokens a firmware runs unless told otherwise.
 pub const DEFAULT_PROMPT: &str = "Once upon a time";
