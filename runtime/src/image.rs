@@ -706,10 +706,7 @@ mod tests {
         let cases = [
             (Header { flags: 2, ..signed }, "unknown header flag"),
             (
-                Header {
-                    flags: 0,
-                    ..signed
-                },
+                Header { flags: 0, ..signed },
                 "a security counter on an unsigned image",
             ),
             (
@@ -721,7 +718,11 @@ mod tests {
             ),
         ];
         for (h, reason) in cases {
-            assert_eq!(parse(&h, &mut image), Err(Error::BadHeader(reason)), "{h:?}");
+            assert_eq!(
+                parse(&h, &mut image),
+                Err(Error::BadHeader(reason)),
+                "{h:?}"
+            );
         }
         // Before version 7 the two words are reserved: ignored, read as 0.
         let old = Header {

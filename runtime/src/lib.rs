@@ -79,7 +79,8 @@
 //!   (`probe::set`), what `ferrite quantize --calibrate` measures with.
 //!
 //! Every combination of `bpe` and `defmt`, one mixer family at a time, each
-//! fast-math module and all of them together are linted in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
+//! fast-math module, `verify` (alone and with `defmt`) and all of them
+//! together are linted in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
 //! and `thumbv7em-none-eabihf`; docs.rs documents all features.
 //!
 //! The tile kernels are not a feature but a build-time choice from the
@@ -120,8 +121,8 @@ pub mod mixers;
 pub mod model;
 #[cfg(all(feature = "probe", not(target_os = "none")))]
 pub mod probe;
-pub mod sampler;
 pub mod rollback;
+pub mod sampler;
 pub mod session;
 pub mod signature;
 mod sizes;

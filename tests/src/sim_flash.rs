@@ -143,4 +143,3 @@ impl<const W: usize> NorFlash for SimFlash<W> {
         Ok(())
     }
 }
-

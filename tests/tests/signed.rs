@@ -22,7 +22,9 @@ use ferrite_tools::sign;
 use ferrite_tools::writer::{seal, WriteOptions};
 
 fn key_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("keys").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("keys")
+        .join(name)
 }
 
 fn test_key() -> ed25519_dalek::SigningKey {
@@ -62,10 +64,16 @@ fn a_signed_image_is_its_unsigned_self_plus_the_section() {
     let signed = signed_image(7);
     assert_eq!(signed.len(), plain.len() + SIGNATURE_SECTION_LEN);
     let h = Header::parse(&signed).unwrap();
-    assert_eq!((h.version, h.flags, h.security_counter), (7, FLAG_SIGNED, 7));
+    assert_eq!(
+        (h.version, h.flags, h.security_counter),
+        (7, FLAG_SIGNED, 7)
+    );
     // Everything after the header is the unsigned image's, byte for byte.
     assert_eq!(&signed[64..plain.len()], &plain[64..]);
-    assert_eq!(&signed[plain.len()..plain.len() + 32], &public("test-signer"));
+    assert_eq!(
+        &signed[plain.len()..plain.len() + 32],
+        &public("test-signer")
+    );
     // Loads without a key (a firmware that does not verify), with one, and
     // computes the same: same model hash (snapshots move between them), same logits.
     let (a, b) = (AlignedImage::new(&plain), AlignedImage::new(&signed));
@@ -75,7 +83,10 @@ fn a_signed_image_is_its_unsigned_self_plus_the_section() {
         ferrite::snapshot::model_hash(&mb).unwrap()
     );
     let tokens = [72, 101, 108, 108, 111];
-    assert_eq!(logits(ma, &tokens, 0).unwrap(), logits(mb, &tokens, 0).unwrap());
+    assert_eq!(
+        logits(ma, &tokens, 0).unwrap(),
+        logits(mb, &tokens, 0).unwrap()
+    );
     let id = KeyId::of(&public("test-signer"));
     assert_eq!(load(&signed, &[public("test-signer")], 7), Ok((id, 7)));
     // Signing again replaces the section (a new counter), never stacks one.
@@ -97,14 +108,18 @@ fn the_crc_skips_the_section_and_the_signature_covers_the_crc() {
     assert!(AlignedImage::new(&sig).model().is_ok());
     assert_eq!(
         load(&sig, &trusted, 0),
-        Err(LoadError::Signature(SignatureError::BadSignature { key_id: id }))
+        Err(LoadError::Signature(SignatureError::BadSignature {
+            key_id: id
+        }))
     );
     // The CRC field itself is signed.
     let mut crc = signed.clone();
     crc[CRC_FIELD] ^= 1;
     assert_eq!(
         load(&crc, &trusted, 0),
-        Err(LoadError::Signature(SignatureError::BadSignature { key_id: id }))
+        Err(LoadError::Signature(SignatureError::BadSignature {
+            key_id: id
+        }))
     );
 }
 
@@ -167,7 +182,10 @@ fn unsigned_other_key_and_older_images_are_refused_by_name() {
     // Anti-rollback: the counter against the minimum.
     assert_eq!(
         load(&signed_image(4), &trusted, 5),
-        Err(LoadError::Signature(SignatureError::Rollback { counter: 4, min: 5 }))
+        Err(LoadError::Signature(SignatureError::Rollback {
+            counter: 4,
+            min: 5
+        }))
     );
     assert!(load(&signed_image(5), &trusted, 5).is_ok());
     assert!(load(&signed_image(u32::MAX), &trusted, u32::MAX).is_ok());
@@ -226,9 +244,15 @@ fn a_refused_update_leaves_the_serving_model_serving() {
     let other = sign::read_secret_key(&key_path("other-signer.pem")).unwrap();
     let refusals = [
         (unsigned_image(), "the image is not signed"),
-        (sign::sign(&unsigned_image(), &other, 3).unwrap(), "which this firmware does not trust"),
+        (
+            sign::sign(&unsigned_image(), &other, 3).unwrap(),
+            "which this firmware does not trust",
+        ),
         (tampered, "does not verify"),
-        (signed_image(1), "rollback: the image's security counter is 1"),
+        (
+            signed_image(1),
+            "rollback: the image's security counter is 1",
+        ),
     ];
     for (image, why) in refusals {
         let r = update(&image, &policy).unwrap_err();
@@ -237,7 +261,10 @@ fn a_refused_update_leaves_the_serving_model_serving() {
     }
     // A cut transfer and a corrupted header are refused as before.
     let good = signed_image(3);
-    assert!(matches!(update(&good[..good.len() / 2], &policy), Err(Refusal::Interrupted { .. })));
+    assert!(matches!(
+        update(&good[..good.len() / 2], &policy),
+        Err(Refusal::Interrupted { .. })
+    ));
     assert_eq!(
         update(&good[..30], &policy),
         Err(Refusal::Interrupted {
@@ -247,7 +274,10 @@ fn a_refused_update_leaves_the_serving_model_serving() {
     );
     let mut magic = good.clone();
     magic[0] ^= 1;
-    assert_eq!(update(&magic, &policy), Err(Refusal::Invalid(Error::BadMagic)));
+    assert_eq!(
+        update(&magic, &policy),
+        Err(Refusal::Invalid(Error::BadMagic))
+    );
     // A is untouched and computes what it did.
     assert_eq!(logits(serving, &tokens, 0).unwrap(), before);
 }
@@ -298,7 +328,10 @@ fn a_power_cut_during_an_advance_keeps_the_old_or_the_new_value() {
     let mut base = counter(SimFlash::new(2 * SECTOR));
     base.advance(4).unwrap();
     let base = base.release();
-    let mut whole = counter(SimFlash { ops: 0, ..base.clone() });
+    let mut whole = counter(SimFlash {
+        ops: 0,
+        ..base.clone()
+    });
     whole.advance(5).unwrap();
     let ops = whole.release().ops;
     assert!(ops > 2, "{ops}");
@@ -310,7 +343,12 @@ fn a_power_cut_during_an_advance_keeps_the_old_or_the_new_value() {
             ..base.clone()
         });
         let r = c.advance(5);
-        assert_eq!(r, Err(ferrite::snapshot_slots::SlotError::Flash(SimError::PowerCut)));
+        assert_eq!(
+            r,
+            Err(ferrite::snapshot_slots::SlotError::Flash(
+                SimError::PowerCut
+            ))
+        );
         let after = SimFlash {
             budget: None,
             ..c.release()

@@ -72,7 +72,10 @@ pub fn digest_to_sign(prepared: &[u8]) -> Result<[u8; 32]> {
 /// the key the section names.
 pub fn attach(prepared: &[u8], sig: &[u8; 64]) -> Result<Vec<u8>> {
     let mut bytes = prepared.to_vec();
-    let at = bytes.len().checked_sub(64).context("not a prepared image")?;
+    let at = bytes
+        .len()
+        .checked_sub(64)
+        .context("not a prepared image")?;
     bytes[at..].copy_from_slice(sig);
     check(&bytes)?;
     Ok(bytes)

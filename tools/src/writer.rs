@@ -767,10 +767,14 @@ pub fn seal(bytes: &mut [u8]) {
 /// signed (version 7) image, else at the end. Read from the raw header
 /// words, so that a test can seal an image the runtime would refuse.
 pub fn crc_end(bytes: &[u8]) -> usize {
-    let word = |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let word =
+        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
     let signed = word(8) >= SIGNED_FORMAT_VERSION && word(56) & FLAG_SIGNED != 0;
     if signed {
-        bytes.len().saturating_sub(SIGNATURE_SECTION_LEN).max(CRC_START)
+        bytes
+            .len()
+            .saturating_sub(SIGNATURE_SECTION_LEN)
+            .max(CRC_START)
     } else {
         bytes.len()
     }

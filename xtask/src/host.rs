@@ -148,7 +148,9 @@ pub fn test_public_key(name: &str) -> Result<String> {
 pub fn signed_image(image: &Path, key: &str, counter: u32) -> Result<PathBuf> {
     let images = work_dir().join("images");
     std::fs::create_dir_all(&images)?;
-    let stem = image.file_stem().map_or_else(Default::default, |s| s.to_string_lossy());
+    let stem = image
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
     let out = images.join(format!("{stem}.signed-{key}-{counter}.fer"));
     let mut cmd = Command::new(ferrite()?);
     cmd.arg("sign")

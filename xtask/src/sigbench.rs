@@ -138,7 +138,13 @@ fn measure(board: &'static Board, feature: &'static str, krate: &str) -> Result<
     let line = text
         .lines()
         .find(|l| l.starts_with("sigverify: "))
-        .with_context(|| format!("no sigverify: line (exit status {}):\n{}", run.status, run.tail()))?;
+        .with_context(|| {
+            format!(
+                "no sigverify: line (exit status {}):\n{}",
+                run.status,
+                run.tail()
+            )
+        })?;
     let with_sizes = format!(
         "{line} flash_bytes={} ram_bytes={}",
         run.sizes.flash, run.sizes.ram
@@ -168,7 +174,10 @@ pub fn run(board: Option<&'static Board>, record: bool) -> Result<ExitCode> {
     if record {
         let path = boards::root_dir().join("docs").join("signing.md");
         let doc = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
-        std::fs::write(&path, section::replace(&doc, "signatures", &render(&lines)?)?)?;
+        std::fs::write(
+            &path,
+            section::replace(&doc, "signatures", &render(&lines)?)?,
+        )?;
         println!("wrote the signature table in {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
@@ -223,7 +232,10 @@ mod tests {
         let lines = parse(old).unwrap();
         assert!(lines.len() >= CRATES.len(), "{old}");
         let new = section::replace(&doc, "signatures", &render(&lines).unwrap()).unwrap();
-        assert!(new == doc, "docs/signing.md: the table is not the rendered one");
+        assert!(
+            new == doc,
+            "docs/signing.md: the table is not the rendered one"
+        );
     }
 
     #[test]
@@ -233,9 +245,15 @@ mod tests {
                     sigverify: board=m3 crate=big does not fit\n";
         let lines = parse(text).unwrap();
         assert_eq!(lines.len(), 3);
-        assert_eq!(lines[2].text(), "sigverify: board=m3 crate=big does not fit");
+        assert_eq!(
+            lines[2].text(),
+            "sigverify: board=m3 crate=big does not fit"
+        );
         let table = render(&lines).unwrap();
-        assert!(table.contains("| m3 | salty | 900 | 80 | 500 | 4 |"), "{table}");
+        assert!(
+            table.contains("| m3 | salty | 900 | 80 | 500 | 4 |"),
+            "{table}"
+        );
         assert!(!table.contains("| m3 | none |"), "{table}");
         assert!(table.contains("| m3 | big | does not fit |"), "{table}");
         assert!(render(&lines[1..]).is_err());

@@ -120,11 +120,15 @@ const OTA_REFUSALS: [Refusal; 8] = [
     ("an update signed by another key", |board| {
         let b = host::fixture_image(OTA_UPDATE, "int8")?;
         let b = host::signed_image(&b, OTHER_KEY, OTA_COUNTER)?;
-        let want = "the image is signed by key 8f1140fca9ffafa3, which this firmware does not trust";
+        let want =
+            "the image is signed by key 8f1140fca9ffafa3, which this firmware does not trust";
         ota_refuses(board, &b, Delivery::Intact, want)
     }),
     ("an update changed after signing, CRC fixed", ota_tampered),
-    ("an older update, in the same boot and after a reset", ota_rollback),
+    (
+        "an older update, in the same boot and after a reset",
+        ota_rollback,
+    ),
 ];
 /// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
 /// strong and one mid; on the M0 the one its 16 KB of RAM is made for.
@@ -720,7 +724,10 @@ fn ota_run(
 }
 
 /// [`ota_run`] with a whole plan.
-fn ota_run_plan(board: &'static Board, plan: &boards::OtaPlan<'_>) -> Result<(String, Report, Run)> {
+fn ota_run_plan(
+    board: &'static Board,
+    plan: &boards::OtaPlan<'_>,
+) -> Result<(String, Report, Run)> {
     let a = host::default_image(board)?;
     let (prompt, n) = (boards::DEFAULT_PROMPT, boards::DEFAULT_N);
     let run = boards::run_ota(board, &a, plan, prompt, n, false)?;
@@ -792,7 +799,10 @@ fn ota_rollback(board: &'static Board) -> Result<String> {
     );
     compare_with_host(&a, &report, prompt, &BuildOpts::default())
         .context("A does not serve after the reset")?;
-    Ok(format!("same boot: accepted then `{}`; after a reset: the same refusal, A serves", verdicts[1]))
+    Ok(format!(
+        "same boot: accepted then `{}`; after a reset: the same refusal, A serves",
+        verdicts[1]
+    ))
 }
 
 /// A refused update leaves A serving: the verdict starts with `want`, and

@@ -210,7 +210,9 @@ fn feature_combinations() -> Result<bool> {
             "mla,int-path",
             "fast-math",
             "fast-math-int",
-            "bpe,defmt,all-mixers,int-path,fast-math",
+            "verify",
+            "verify,defmt",
+            "bpe,defmt,all-mixers,int-path,fast-math,verify",
         ] {
             let features = match features {
                 "" => String::new(),

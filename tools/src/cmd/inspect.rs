@@ -42,7 +42,11 @@ pub fn run(args: Args) -> Result<()> {
         tokenizer_text(&model.tokenizer())
     )?;
     writeln!(out, "source: {}", provenance_text(c.provenance))?;
-    writeln!(out, "signature: {}", signature_text(image.bytes(), model.header()))?;
+    writeln!(
+        out,
+        "signature: {}",
+        signature_text(image.bytes(), model.header())
+    )?;
     writeln!(out, "token path: {}", c.token_path.name())?;
     for i in 0..c.num_layers as usize {
         let layer = model.layer(i).map_err(anyhow::Error::msg)?;
