@@ -177,7 +177,9 @@ fn boards_clippy() -> Result<bool> {
     // Each board as the suite builds it, the signed `ota` firmware too
     // (`verify`); the `sigbench` firmware with each crate it compares (one
     // at a time: they are alternatives), on the m4f.
-    let sigbench = crate::sigbench::CRATES.iter().map(|(f, _)| ("m4f", *f, "--bin sigbench"));
+    let sigbench = crate::sigbench::CRATES
+        .iter()
+        .map(|(f, _)| ("m4f", *f, "--bin sigbench"));
     let runs = ["m4f", "m0", "rv32imac"]
         .into_iter()
         .flat_map(|b| [(b, "", "--bins"), (b, "verify", "--bins")])
