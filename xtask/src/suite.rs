@@ -15,7 +15,9 @@
 //!   (boards/expected/<board>-libm.*); the recorded transcripts then show
 //!   one set of bits per image and module ([`bit_identity`]);
 //! - BPE, every format-4 fixture, constant memory over 10,000 tokens, OTA
-//!   updates (accepted, or refused with A serving), an image too large for
+//!   updates on the signed firmware (a signed update accepted; unsigned,
+//!   another key, tampered, older (anti-rollback, in one boot and after a
+//!   simulated reset), cut, hostile and too large refused with A serving), an image too large for
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
