@@ -227,6 +227,15 @@ mod tests {
             &["corrupt: false, cut_at: Some(100)"],
         ),
         (
+            "ota m4f --update b.fer --trust k1.pub --trust k2.pub",
+            &["n: 32, trust: [\"k1.pub\", \"k2.pub\"]"],
+        ),
+        (
+            "bench-signatures --board m3",
+            &["BenchSignatures(Args { board: Some(Target { name: \"m3\""],
+        ),
+        ("bench-signatures --record", &["record: true"]),
+        (
             "ota m4f",
             &["update: None", "prompt: \"Once upon a time\", n: 32"],
         ),
@@ -352,6 +361,7 @@ mod tests {
             "soak --tokens 10",
             "fuzz --seconds x",
             "bench-kernels --board nope",
+            "bench-signatures --board m3 --record",
         ] {
             assert!(parse(line).is_err(), "accepted: {line:?}");
         }

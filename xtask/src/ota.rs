@@ -33,10 +33,6 @@ pub struct Args {
     /// Stop the transfer after K bytes
     #[arg(long, value_name = "K", requires = "update")]
     pub cut_at: Option<usize>,
-    /// A public key (64 hex digits, `ferrite keygen`'s .pub) the firmware trusts; repeat for
-    /// several. The firmware is then built with signature verification and a rollback counter
-    #[arg(long, value_name = "KEY")]
-    pub trust: Vec<PathBuf>,
     /// The prompt
     #[arg(long, default_value = boards::DEFAULT_PROMPT, value_parser = args::prompt())]
     pub prompt: String,
@@ -44,6 +40,10 @@ pub struct Args {
     #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = boards::DEFAULT_N,
           value_parser = args::at_least::<1>)]
     pub n: usize,
+    /// A public key (64 hex digits, `ferrite keygen`'s .pub) the firmware trusts; repeat for
+    /// several. The firmware is then built with signature verification and a rollback counter
+    #[arg(long, value_name = "KEY")]
+    pub trust: Vec<PathBuf>,
 }
 
 /// Runs the example; its exit status is the firmware's.
