@@ -89,4 +89,3 @@ impl NorFlash for RamFlash<'_> {
         Ok(())
     }
 }
-

@@ -46,8 +46,7 @@ const fn unhex<const N: usize>(s: &str) -> [u8; N] {
 const MSG: [u8; 32] = unhex("d4b69a3def38c1d3d6a429fb84de562a8d54a806a4ec95365779885ca254e248");
 /// Ed25519: the public key of RFC 8032's TEST 1 secret key, and its
 /// signature over [`MSG`].
-const ED_KEY: [u8; 32] =
-    unhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+const ED_KEY: [u8; 32] = unhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
 const ED_SIG: [u8; 64] = unhex(
     "2a574c3ec4456dc1e057363be96294ec33d03a5cd031b72d7a8f9e3d0ff0d240\
      ffa269f7fcd175a25752e07e532f5e3546f04b9147160cef95c5c04c31fb6805",
@@ -106,7 +105,8 @@ fn verify(msg: &[u8; 32], sig: &[u8; 64]) -> bool {
     #[cfg(feature = "sig-compact")]
     {
         let key = ed25519_compact::PublicKey::new(ED_KEY);
-        key.verify(msg, &ed25519_compact::Signature::new(*sig)).is_ok()
+        key.verify(msg, &ed25519_compact::Signature::new(*sig))
+            .is_ok()
     }
     #[cfg(feature = "sig-p256")]
     {

@@ -20,8 +20,8 @@
 #![no_main]
 
 use ferrite::snapshot_slots::SnapshotSlots;
-use ferrite_boards::ram_flash::{RamFlash, SECTOR, WRITE};
 use ferrite::{Model, Sampler, Session};
+use ferrite_boards::ram_flash::{RamFlash, SECTOR, WRITE};
 use ferrite_boards::{
     config, fail, instructions, platform, say, status, Fnv1a, IMAGE, IMAGE_BYTES, SESSION_LEN,
 };
