@@ -13,6 +13,9 @@
 //! - `eval`: `FERRITE_TEXT` (a file: score its bits per byte; unset: MQAR),
 //!   `FERRITE_CHUNK` (512, state reset every N tokens), `FERRITE_MQAR_SEED` (0),
 //!   `FERRITE_MQAR_PAIRS` (8), `FERRITE_MQAR_SEQ_LEN` (64);
+//! - `ota`: `FERRITE_TRUSTED_KEYS`, the Ed25519 public keys it trusts (64 hex
+//!   digits each, comma-separated; with the `verify` feature it runs only
+//!   models signed by one of them, docs/signing.md);
 //! - `bench`: `FERRITE_BENCH`, the matrix-vector cases to time, as
 //!   `dtype:ROWSxCOLS` separated by commas (dtype `int8`, `int4` or `f32`;
 //!   default [`BENCH_DEFAULT`]). Their weights are generated here
@@ -129,6 +132,7 @@ fn main() {
     );
 
     let bench = bench_weights(&out);
+    let trusted_keys = trusted_keys();
 
     let mut config = format!(
         "/// The target's name (the target table's), as printed on the `run:` line.\n\
@@ -154,7 +158,9 @@ fn main() {
          /// The `bench` cases (FERRITE_BENCH): (dtype, rows, cols).\n\
          pub const BENCH: &[(&str, usize, usize)] = &{bench:?};\n\
          /// Columns of a group of the `bench` int4 weights (int8: one group per row).\n\
-         pub const BENCH_INT4_GROUP: usize = {BENCH_INT4_GROUP};\n",
+         pub const BENCH_INT4_GROUP: usize = {BENCH_INT4_GROUP};\n\
+         /// The public keys the `ota` firmware trusts (FERRITE_TRUSTED_KEYS).\n\
+         pub const TRUSTED_KEYS: &[[u8; 32]] = &{trusted_keys:?};\n",
         name = target.map_or("host", |t| t.name),
         prompt = prompt.as_bytes(),
         eval_text = !text.is_empty(),
@@ -188,6 +194,28 @@ fn file_var(name: &str) -> Vec<u8> {
     };
     println!("cargo:rerun-if-changed={}", p.display());
     fs::read(&p).unwrap_or_else(|e| panic!("{name}={}: {e}", p.display()))
+}
+
+/// `FERRITE_TRUSTED_KEYS`: Ed25519 public keys, 64 hex digits each,
+/// separated by commas (none when unset).
+fn trusted_keys() -> Vec<[u8; 32]> {
+    println!("cargo:rerun-if-env-changed=FERRITE_TRUSTED_KEYS");
+    let text = env::var("FERRITE_TRUSTED_KEYS").unwrap_or_default();
+    text.split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(|k| {
+            let bad = || -> ! { panic!("FERRITE_TRUSTED_KEYS: {k:?} is not 64 hex digits") };
+            if k.len() != 64 || !k.is_ascii() {
+                bad()
+            }
+            let mut key = [0u8; 32];
+            for (i, b) in key.iter_mut().enumerate() {
+                *b = u8::from_str_radix(&k[2 * i..2 * i + 2], 16).unwrap_or_else(|_| bad());
+            }
+            key
+        })
+        .collect()
 }
 
 /// A number from the environment variable `name` (rebuilding when it changes), or `default`.

@@ -38,6 +38,8 @@ mod image;
 mod io;
 #[cfg(feature = "_qemu")]
 mod qemu;
+#[cfg(feature = "_qemu")]
+pub mod ram_flash;
 #[cfg(feature = "_rtt")]
 pub mod rtt;
 
@@ -47,7 +49,7 @@ pub use generate::{generate, Outcome};
 pub use image::{IMAGE, IMAGE_BYTES, SESSION_LEN, TOKEN_LOG};
 pub use io::Platform;
 #[cfg(feature = "_qemu")]
-pub use qemu::{exit, fail, Qemu};
+pub use qemu::{exit, fail, fail_with, Qemu};
 
 /// The runtime, for the packages that build on this library (esp32c3/).
 pub use ferrite;

@@ -39,3 +39,10 @@ pub fn fail(e: ferrite::Error) -> ! {
     say!("error: {}", e);
     exit(status::RUNTIME_ERROR)
 }
+
+/// Reports a failure outside the runtime's errors (a rollback counter's
+/// flash, a refused factory model) and exits with [`status::RUNTIME_ERROR`].
+pub fn fail_with(why: fmt::Arguments<'_>) -> ! {
+    say!("error: {}", why);
+    exit(status::RUNTIME_ERROR)
+}

@@ -1,25 +1,30 @@
-//! The flash image format, versions 1 to 6 (`docs/image-format.md` is the
+//! The flash image format, versions 1 to 7 (`docs/image-format.md` is the
 //! prose spec). Version 2 adds the byte-level BPE tokenizer section
 //! ([`crate::tokenizer::BpeTokenizer`]); version 3 the tiled weight layout of
 //! the integer kernels ([`Layout::Tiled`]); version 4 mixer options
 //! ([`MIXER_OPTIONS_FORMAT_VERSION`]); version 5 BLA layers whose write
 //! weights the runtime computes instead of reading a stored table
 //! ([`COMPUTED_PHI_FORMAT_VERSION`]); version 6 the integer token path and
-//! per-layer state formats ([`INTEGER_PATH_FORMAT_VERSION`]). The tools
-//! write the lowest version that can represent an image.
+//! per-layer state formats ([`INTEGER_PATH_FORMAT_VERSION`]); version 7
+//! the signature section ([`SIGNED_FORMAT_VERSION`], [`crate::signature`]).
+//! The tools write the lowest version that can represent an image.
 //!
 //! ```text
 //! offset 0   header (64 bytes, little-endian)
 //!            magic "FERRITE\0" | version u32 | header_len u32 | file_len u32 | crc32 u32
 //!            config_off u32 | config_len u32 | table_off u32 | tensor_count u32
 //!            tokenizer_off u32 | tokenizer_len u32 | data_off u32 | data_len u32
-//!            flags u32 | reserved u32
+//!            flags u32 | security_counter u32 (version 7; before: reserved, ignored)
 //! config     model record (8 words) + one record of 16 words per layer
 //! table      one 48-byte entry per tensor, in canonical order
 //! tokenizer  (empty for the byte tokenizer; v2: BPE section, 4-byte aligned)
 //! data       tensor payloads, each aligned to TENSOR_ALIGN bytes
+//! signature  (v7, flag FLAG_SIGNED) public key 32 bytes | Ed25519 signature 64 bytes,
+//!            the last SIGNATURE_SECTION_LEN bytes of the image
 //! ```
-//! The CRC-32 (ISO-HDLC) covers every byte after the `crc32` field up to `file_len`.
+//! The CRC-32 (ISO-HDLC) covers every byte after the `crc32` field up to
+//! [`Header::signed_len`]: `file_len`, or the signature section's start in
+//! a signed image (the signature covers every byte before it, CRC included).
 //!
 //! This module is the single definition of the format (with the roles and
 //! record sizes of the private `format` module below it, re-exported here
@@ -34,7 +39,7 @@ pub use crate::format::{Role, StateFormat};
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
 /// Newest format version this runtime reads and the tools write.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Version that first stores weights in [`Layout::Tiled`].
@@ -53,6 +58,15 @@ pub const COMPUTED_PHI_FORMAT_VERSION: u32 = 5;
 /// flag bit 1 ([`crate::config::TokenPath::Int`]) and a state format per
 /// layer (layer-record word 15, [`crate::format::StateFormat`]).
 pub const INTEGER_PATH_FORMAT_VERSION: u32 = 6;
+/// Version that first carries the signature section and the security
+/// counter (header words 14 and 15, [`FLAG_SIGNED`], [`crate::signature`]).
+pub const SIGNED_FORMAT_VERSION: u32 = 7;
+/// Header flag (version 7): the image ends with a signature section of
+/// [`SIGNATURE_SECTION_LEN`] bytes.
+pub const FLAG_SIGNED: u32 = 1;
+/// Bytes of the signature section: the signer's Ed25519 public key (32)
+/// and the signature (64).
+pub const SIGNATURE_SECTION_LEN: usize = 96;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.
@@ -96,6 +110,12 @@ pub struct Header {
     pub data_off: u32,
     /// Length of the tensor data section.
     pub data_len: u32,
+    /// Version 7: [`FLAG_SIGNED`] or 0 (0 for older images, whose word is
+    /// reserved and ignored).
+    pub flags: u32,
+    /// Version 7: the model version that anti-rollback compares (signed
+    /// images only; 0 otherwise).
+    pub security_counter: u32,
 }
 
 /// Word `i` of the header after the magic.
@@ -138,6 +158,7 @@ impl Header {
         if header_word(image, 1) as usize != HEADER_LEN {
             return Err(Error::BadHeader("header length is not 64"));
         }
+        let v7 = version >= SIGNED_FORMAT_VERSION;
         let h = Header {
             version,
             file_len: header_word(image, 2),
@@ -150,6 +171,8 @@ impl Header {
             tokenizer_len: header_word(image, 9),
             data_off: header_word(image, 10),
             data_len: header_word(image, 11),
+            flags: if v7 { header_word(image, 12) } else { 0 },
+            security_counter: if v7 { header_word(image, 13) } else { 0 },
         };
         if (h.file_len as usize) > image.len() {
             return Err(Error::Truncated {
@@ -157,23 +180,51 @@ impl Header {
                 len: image.len(),
             });
         }
-        if !section_fits(h.config_off, h.config_len, h.file_len) {
+        if h.flags & !FLAG_SIGNED != 0 {
+            return Err(Error::BadHeader("unknown header flag"));
+        }
+        if !h.is_signed() && h.security_counter != 0 {
+            return Err(Error::BadHeader("a security counter on an unsigned image"));
+        }
+        if h.is_signed() && (h.file_len as usize) < HEADER_LEN + SIGNATURE_SECTION_LEN {
+            return Err(Error::BadHeader(
+                "signed image shorter than its signature section",
+            ));
+        }
+        // Every section lies before the signature section.
+        let end = h.signed_len();
+        if !section_fits(h.config_off, h.config_len, end) {
             return Err(Error::BadHeader("config section out of bounds"));
         }
         let table_len = h.tensor_count as u64 * TENSOR_ENTRY_LEN as u64;
-        if table_len > u32::MAX as u64 || !section_fits(h.table_off, table_len as u32, h.file_len) {
+        if table_len > u32::MAX as u64 || !section_fits(h.table_off, table_len as u32, end) {
             return Err(Error::BadHeader("tensor table out of bounds"));
         }
-        if !section_fits(h.tokenizer_off, h.tokenizer_len, h.file_len) {
+        if !section_fits(h.tokenizer_off, h.tokenizer_len, end) {
             return Err(Error::BadHeader("tokenizer section out of bounds"));
         }
-        if !section_fits(h.data_off, h.data_len, h.file_len) {
+        if !section_fits(h.data_off, h.data_len, end) {
             return Err(Error::BadHeader("data section out of bounds"));
         }
         if h.data_off as usize % TENSOR_ALIGN != 0 {
             return Err(Error::BadHeader("data section is not aligned"));
         }
         Ok(h)
+    }
+
+    /// Whether the image ends with a signature section (version 7, [`FLAG_SIGNED`]).
+    pub const fn is_signed(&self) -> bool {
+        self.flags & FLAG_SIGNED != 0
+    }
+
+    /// Bytes before the signature section (`file_len` when unsigned): what
+    /// the signature and the CRC cover, and where every other section lies.
+    pub const fn signed_len(&self) -> u32 {
+        if self.is_signed() {
+            self.file_len.saturating_sub(SIGNATURE_SECTION_LEN as u32)
+        } else {
+            self.file_len
+        }
     }
 
     /// Writes the header into the first [`HEADER_LEN`] bytes of `out` (used by the tools).
@@ -193,6 +244,8 @@ impl Header {
             self.tokenizer_len,
             self.data_off,
             self.data_len,
+            self.flags,
+            self.security_counter,
         ];
         for (i, w) in words.iter().enumerate() {
             out[8 + 4 * i..12 + 4 * i].copy_from_slice(&w.to_le_bytes());
@@ -456,6 +509,8 @@ mod tests {
             tokenizer_len: 0,
             data_off: len,
             data_len: 0,
+            flags: 0,
+            security_counter: 0,
         }
     }
 
@@ -496,6 +551,8 @@ mod tests {
             tokenizer_len: 4,
             data_off: 192,
             data_len: 64,
+            flags: 0,
+            security_counter: 0,
         };
         image[..HEADER_LEN].copy_from_slice(&encoded(&h));
         assert_eq!(Header::parse(&image), Ok(h));
@@ -510,7 +567,7 @@ mod tests {
         };
         let ok = empty_header(128);
         assert_eq!(parse(&ok, &mut image), Ok(ok));
-        for (version, accepted) in [(0, false), (1, true), (6, true), (7, false)] {
+        for (version, accepted) in [(0, false), (1, true), (7, true), (8, false)] {
             let h = Header { version, ..ok };
             let got = parse(&h, &mut image);
             assert_eq!(got.is_ok(), accepted, "version {version}: {got:?}");
@@ -616,6 +673,70 @@ mod tests {
                 "{h:?}"
             );
         }
+    }
+
+    #[test]
+    fn version_7_reads_its_flags_and_counter_and_keeps_sections_before_the_signature() {
+        let mut image = [0u8; 256];
+        let parse = |h: &Header, image: &mut [u8; 256]| {
+            image[..HEADER_LEN].copy_from_slice(&encoded(h));
+            Header::parse(&image[..])
+        };
+        let signed = Header {
+            flags: FLAG_SIGNED,
+            security_counter: 9,
+            config_off: 160,
+            table_off: 160,
+            tokenizer_off: 160,
+            data_off: 160,
+            ..empty_header(256)
+        };
+        assert_eq!(parse(&signed, &mut image), Ok(signed));
+        assert!(signed.is_signed());
+        assert_eq!(signed.signed_len(), 256 - SIGNATURE_SECTION_LEN as u32);
+        // A section reaching into the signature section is out of bounds.
+        let into = Header {
+            data_len: 1,
+            ..signed
+        };
+        assert_eq!(
+            parse(&into, &mut image),
+            Err(Error::BadHeader("data section out of bounds"))
+        );
+        let cases = [
+            (Header { flags: 2, ..signed }, "unknown header flag"),
+            (
+                Header { flags: 0, ..signed },
+                "a security counter on an unsigned image",
+            ),
+            (
+                Header {
+                    file_len: (HEADER_LEN + SIGNATURE_SECTION_LEN - 1) as u32,
+                    ..signed
+                },
+                "signed image shorter than its signature section",
+            ),
+        ];
+        for (h, reason) in cases {
+            assert_eq!(
+                parse(&h, &mut image),
+                Err(Error::BadHeader(reason)),
+                "{h:?}"
+            );
+        }
+        // Before version 7 the two words are reserved: ignored, read as 0.
+        let old = Header {
+            version: INTEGER_PATH_FORMAT_VERSION,
+            ..signed
+        };
+        let plain = Header {
+            flags: 0,
+            security_counter: 0,
+            ..old
+        };
+        assert_eq!(parse(&old, &mut image), Ok(plain));
+        assert!(!plain.is_signed());
+        assert_eq!(plain.signed_len(), 256);
     }
 
     #[test]

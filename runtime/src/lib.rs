@@ -64,6 +64,12 @@
 //!   with `ferrite quantize --path int`; `docs/integer-path.md`). Off, such
 //!   an image is refused at load with [`Error::BadConfig`] naming the
 //!   feature; the firmware turns it on when its image needs it.
+//! - `verify`: signed images (format 7, `docs/signing.md`): `Model::load_signed`,
+//!   `update::validate_signed` and `signature::verify` check an
+//!   Ed25519 signature over the image's SHA-256 digest against the keys
+//!   the firmware trusts, and its security counter (anti-rollback,
+//!   [`rollback`]). Off, none of the cryptography is linked, and a signed
+//!   image loads with [`Model::load`] like any other.
 //! - `defmt`: `defmt::Format` for the error and config types.
 //! - `fast-math`: faster `exp`, `sigmoid` and `silu` than `libm`'s
 //!   ([`math`]): integer arithmetic on the f32 bits where f32 is not in
@@ -77,7 +83,8 @@
 //!   (`probe::set`), what `ferrite quantize --calibrate` measures with.
 //!
 //! Every combination of `bpe` and `defmt`, one mixer family at a time, each
-//! fast-math module and all of them together are linted in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
+//! fast-math module, `verify` (alone and with `defmt`) and all of them
+//! together are linted in CI (`cargo xtask test`) for `thumbv6m-none-eabi`
 //! and `thumbv7em-none-eabihf`; docs.rs documents all features.
 //!
 //! The tile kernels are not a feature but a build-time choice from the
@@ -118,8 +125,10 @@ pub mod mixers;
 pub mod model;
 #[cfg(all(feature = "probe", not(target_os = "none")))]
 pub mod probe;
+pub mod rollback;
 pub mod sampler;
 pub mod session;
+pub mod signature;
 mod sizes;
 pub mod snapshot;
 mod snapshot_error;

@@ -89,7 +89,9 @@ impl<'a> Model<'a> {
         }
         let header = Header::parse(image)?;
         let image = &image[..header.file_len as usize];
-        let computed = CRC.checksum(&image[CRC_START..]);
+        // Header::parse checked 64 <= signed_len <= file_len (the signature
+        // section, when there is one, is outside the CRC).
+        let computed = CRC.checksum(&image[CRC_START..header.signed_len() as usize]);
         if computed != header.crc32 {
             return Err(Error::CrcMismatch {
                 stored: header.crc32,

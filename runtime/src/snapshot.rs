@@ -42,6 +42,10 @@ pub const HASH: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_XZ);
 /// section: informational, so left out of the model hash.
 const PROVENANCE_OFF: usize = 28;
 
+/// Byte offset of the header's flags and security counter words (format
+/// 7), left out of the model hash with the signature section.
+const SIGNING_WORDS: usize = 56;
+
 /// The code of this build's math module ([`crate::math::FAST_MATH`]) in a
 /// snapshot: 0 `libm`, 1 `int`, 2 `float`.
 pub const fn math_code() -> u32 {
@@ -94,14 +98,16 @@ pub(crate) const fn bytes_for(state_words: usize, vocab: usize) -> Result<usize>
 
 /// The hash of `model`'s content that a snapshot names: CRC-64/XZ over the
 /// image's header words from byte 24 (section offsets and lengths) and
-/// every byte from 64 to the image's length (config, tensor table,
+/// every byte from 64 to the end of the content (config, tensor table,
 /// tokenizer, tensor data), with the config's provenance word (informational
 /// only) read as 0. The format version, the length and the CRC field are
-/// left out. Reads the whole image once.
+/// left out; so is what signing adds (format 7: the flags and security
+/// counter words, read as 0, and the signature section), so a signed image
+/// and its unsigned original have one hash. Reads the whole image once.
 pub fn model_hash(model: &Model<'_>) -> Result<u64> {
     let img = model.image();
     let h = model.header();
-    let end = h.file_len as usize;
+    let end = h.signed_len() as usize;
     let prov = (h.config_off as usize)
         .checked_add(PROVENANCE_OFF)
         .ok_or(Error::Internal("model hash"))?;
@@ -113,7 +119,17 @@ pub fn model_hash(model: &Model<'_>) -> Result<u64> {
         .ok_or(Error::Internal("model hash"))?;
     let after = rest.get(4..).ok_or(Error::Internal("model hash"))?;
     let mut d = HASH.digest();
-    d.update(before);
+    if h.version >= image::SIGNED_FORMAT_VERSION {
+        // Header words 14-15 (bytes 56..64), then the rest as before.
+        let (words, tail) = before
+            .split_at_checked(SIGNING_WORDS - image::CRC_START)
+            .ok_or(Error::Internal("model hash"))?;
+        d.update(words);
+        d.update(&[0; 8]);
+        d.update(tail.get(8..).ok_or(Error::Internal("model hash"))?);
+    } else {
+        d.update(before);
+    }
     d.update(&[0; 4]);
     d.update(after);
     Ok(d.finalize())

@@ -16,11 +16,18 @@
 //! HAL's flash driver, and the switch is one boot-record write after
 //! validation; under QEMU (`boards/src/bin/ota.rs`) the slot is a RAM
 //! buffer standing in for it. Nothing here allocates or panics.
+//!
+//! With the `verify` feature, `validate_signed` checks the image's
+//! signature against the keys the firmware trusts and its security counter
+//! against the device's minimum before anything else (docs/signing.md).
 
 use core::fmt;
 
 use crate::error::Error;
 use crate::model::Model;
+use crate::signature::SignatureError;
+#[cfg(feature = "verify")]
+use crate::signature::{LoadError, TrustPolicy};
 
 /// Offset and size of the image's `file_len` header field.
 const FILE_LEN_AT: usize = 16;
@@ -64,6 +71,9 @@ pub enum Refusal {
         /// Bytes the firmware has for it.
         available: usize,
     },
+    /// The image's signature or security counter is refused
+    /// (`validate_signed`, the `verify` feature).
+    Signature(SignatureError),
 }
 
 impl fmt::Display for Refusal {
@@ -85,6 +95,7 @@ impl fmt::Display for Refusal {
                 f,
                 "its session needs {needed} bytes of RAM, the board has {available}"
             ),
+            Refusal::Signature(e) => write!(f, "{e}"),
         }
     }
 }
@@ -162,6 +173,25 @@ pub fn validate(image: &[u8], session_words: usize) -> Result<Model<'_>, Refusal
         });
     }
     Ok(model)
+}
+
+/// [`validate`] for a firmware that runs only signed models (the `verify`
+/// feature): the signature and security counter are checked first against
+/// `policy` (`signature::verify`: only the header is read before the
+/// signature verifies), then the image as `validate` checks it. On
+/// success, switch to the model and then advance the device's counter to
+/// its `header().security_counter` (`rollback::RollbackCounter::advance`).
+#[cfg(feature = "verify")]
+pub fn validate_signed<'a>(
+    image: &'a [u8],
+    session_words: usize,
+    policy: &TrustPolicy<'_>,
+) -> Result<Model<'a>, Refusal> {
+    crate::signature::verify(image, policy).map_err(|e| match e {
+        LoadError::Invalid(e) => Refusal::Invalid(e),
+        LoadError::Signature(e) => Refusal::Signature(e),
+    })?;
+    validate(image, session_words)
 }
 
 #[cfg(test)]
@@ -322,6 +352,10 @@ mod tests {
                     available: 8,
                 },
                 "its session needs 12 bytes of RAM, the board has 8",
+            ),
+            (
+                Refusal::Signature(SignatureError::Unsigned),
+                "the image is not signed",
             ),
         ];
         for (refusal, text) in cases {

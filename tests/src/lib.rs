@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod sim_flash;
+
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::mqar::SplitMix64;
 use ferrite_tools::run::AlignedImage;

@@ -15,6 +15,12 @@
 //! fields) are re-sealed with a fresh CRC so that the deeper check fires; the
 //! `crc_*` cases are not.
 //!
+//! The `signed_*` cases start from the same image signed by the test key
+//! (format 7, `tests/keys/`): the signature section's header checks, the
+//! CRC ending before the section, and `signed_overflow_gdn_heads`, a hostile
+//! image signed anew after its damage (a valid signature by a trusted key
+//! does not make a broken image load).
+//!
 //! The `overflow_*` cases ask for sizes whose products overflow a u32 (or a
 //! 32-bit usize) although each field is in range on its own. They must be
 //! refused without panicking with overflow checks on (`cargo xtask test` runs
@@ -24,7 +30,9 @@
 use std::path::{Path, PathBuf};
 
 use ferrite::config::{kind, TokenizerKind, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
-use ferrite::image::{DType, CRC_FIELD, FORMAT_VERSION, HEADER_LEN, TENSOR_ENTRY_LEN};
+use ferrite::image::{
+    DType, CRC_FIELD, FORMAT_VERSION, HEADER_LEN, SIGNATURE_SECTION_LEN, TENSOR_ENTRY_LEN,
+};
 use ferrite::mixers::BlaPhiSource;
 use ferrite::{Error, Model};
 use ferrite_tests::random_model;
@@ -148,6 +156,7 @@ const CONFIG_OFF: usize = 24;
 const TENSOR_COUNT: usize = 36;
 const TOKENIZER_OFF: usize = 40;
 const TOKENIZER_LEN: usize = 44;
+const DATA_LEN: usize = 52;
 const E_ROLE: usize = 2;
 const E_DTYPE: usize = 4;
 const E_GROUP: usize = 6;
@@ -710,6 +719,45 @@ fn bla_table_cases() -> Vec<Case> {
     ]
 }
 
+/// The base image signed by the test key (`tests/keys/test-signer.pem`),
+/// security counter 1 (format 7).
+fn signed_base_image() -> Vec<u8> {
+    ferrite_tools::sign::sign(&base_image(), &test_signer(), 1).unwrap()
+}
+
+fn test_signer() -> ed25519_dalek::SigningKey {
+    let key = Path::new(env!("CARGO_MANIFEST_DIR")).join("keys/test-signer.pem");
+    ferrite_tools::sign::read_secret_key(&key).unwrap()
+}
+
+/// Header word 14 (flags, format 7).
+const FLAGS: usize = 56;
+
+/// The signature section's header checks, the CRC's end before the section,
+/// and a hostile image under a valid signature by the trusted test key (the
+/// loader still refuses it; the QEMU OTA check offers it to the boards).
+fn signed_cases() -> Vec<Case> {
+    vec![
+        case("signed_unknown_flag", true, |b| set_u32(b, FLAGS, 3)),
+        case("signed_counter_on_unsigned", true, |b| set_u32(b, FLAGS, 0)),
+        case("signed_shorter_than_its_section", true, |b| {
+            set_u32(b, FILE_LEN, 100)
+        }),
+        case("signed_data_into_the_section", true, |b| {
+            let n = u32_at(b, DATA_LEN);
+            set_u32(b, DATA_LEN, n + 32)
+        }),
+        case("signed_crc_flipped_weight", false, |b| {
+            let i = b.len() - SIGNATURE_SECTION_LEN - 100;
+            b[i] ^= 0x10
+        }),
+        case("signed_overflow_gdn_heads", false, |b| {
+            set_layer(b, kind::GDN, &[1 << 20, 1 << 20, 4097, 4097, 2, 1]);
+            ferrite_tools::sign::resign_unchecked(b, &test_signer()).unwrap();
+        }),
+    ]
+}
+
 /// `Variant` and the Display message of an error, as the MANIFEST stores them.
 fn describe(e: &Error) -> (String, String) {
     let debug = format!("{e:?}");
@@ -733,6 +781,7 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (int_gsa_base_image(), int_gsa_cases()),
         (int_bla_base_image(), int_bla_cases()),
         (int_mla_base_image(), int_mla_cases()),
+        (signed_base_image(), signed_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),
@@ -861,7 +910,10 @@ fn corpus_covers_every_load_error_class() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=6",
+        "versions 1..=7",
+        "unknown header flag",
+        "a security counter on an unsigned image",
+        "signed image shorter than its signature section",
         "the integer token path needs image format version 6",
         "this state format needs image format version 6",
         "an integer state format needs the integer token path",

@@ -44,9 +44,14 @@ const ORDER: &[&str] = &[
     // Snapshot bytes: header, hash, checks (the session calls them).
     "snapshot",
     "session",
+    // Signed images (format 7): the section, the refusals; with `verify`
+    // the checks before `Model::load`.
+    "signature",
     "update",
     // Two flash slots of snapshot bytes (image's CRC only).
     "snapshot_slots",
+    // The rollback counter: a record of the snapshot slots.
+    "rollback",
 ];
 
 fn runtime_src() -> PathBuf {

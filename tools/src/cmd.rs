@@ -6,11 +6,14 @@ pub mod args;
 mod eval;
 mod generate;
 mod inspect;
+mod keygen;
 mod logits;
 mod mqar_sample;
 mod quantize;
+mod sign;
 mod soak;
 mod tokenize;
+mod verify;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -20,6 +23,9 @@ use clap::Subcommand;
 pub enum Command {
     Quantize(quantize::Args),
     Inspect(inspect::Args),
+    Sign(sign::Args),
+    Keygen(keygen::Args),
+    Verify(verify::Args),
     Logits(logits::Args),
     Tokenize(tokenize::Args),
     Generate(generate::Args),
@@ -34,6 +40,9 @@ impl Command {
         match self {
             Command::Quantize(args) => quantize::run(args),
             Command::Inspect(args) => inspect::run(args),
+            Command::Sign(args) => sign::run(args),
+            Command::Keygen(args) => keygen::run(args),
+            Command::Verify(args) => verify::run(args),
             Command::Logits(args) => logits::run(args),
             Command::Tokenize(args) => tokenize::run(args),
             Command::Generate(args) => generate::run(args),

@@ -13,6 +13,7 @@ pub mod model_dir;
 pub mod mqar;
 pub mod quant;
 pub mod run;
+pub mod sign;
 pub mod soak;
 pub mod tokenizer_json;
 pub mod writer;

@@ -6,8 +6,9 @@ use anyhow::{bail, Context, Result};
 use ferrite::config::{LayerConfig, TokenPath, TokenizerKind};
 use ferrite::image::{
     DType, Header, Layout, Role, TensorEntry, TensorSpec, BPE_FORMAT_VERSION, CRC, CRC_FIELD,
-    CRC_START, GLOBAL_LAYER, HEADER_LEN, INTEGER_PATH_FORMAT_VERSION, MIN_FORMAT_VERSION,
-    TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
+    CRC_START, FLAG_SIGNED, GLOBAL_LAYER, HEADER_LEN, INTEGER_PATH_FORMAT_VERSION,
+    MIN_FORMAT_VERSION, SIGNATURE_SECTION_LEN, SIGNED_FORMAT_VERSION, TENSOR_ALIGN,
+    TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
 use ferrite::kernels::tiled::{MAX_TILED_GROUP, TILE_COLS};
 use ferrite::mixers::BlaPhiSource;
@@ -714,6 +715,8 @@ pub fn build_image(
         tokenizer_len: tokenizer.len() as u32,
         data_off: data_off as u32,
         data_len: data.len() as u32,
+        flags: 0,
+        security_counter: 0,
     };
     let mut head = [0u8; HEADER_LEN];
     header.encode(&mut head);
@@ -755,8 +758,26 @@ fn read_by_integer_code(config: &Config, spec: &TensorSpec) -> bool {
 
 /// Recomputes and stores the CRC of an image (also used by tests that craft images).
 pub fn seal(bytes: &mut [u8]) {
-    let crc = CRC.checksum(&bytes[CRC_START..]);
+    let end = crc_end(bytes);
+    let crc = CRC.checksum(&bytes[CRC_START..end]);
     bytes[CRC_FIELD..CRC_FIELD + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Where the CRC of `bytes` ends: before the signature section of a
+/// signed (version 7) image, else at the end. Read from the raw header
+/// words, so that a test can seal an image the runtime would refuse.
+pub fn crc_end(bytes: &[u8]) -> usize {
+    let word =
+        |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    let signed = word(8) >= SIGNED_FORMAT_VERSION && word(56) & FLAG_SIGNED != 0;
+    if signed {
+        bytes
+            .len()
+            .saturating_sub(SIGNATURE_SECTION_LEN)
+            .max(CRC_START)
+    } else {
+        bytes.len()
+    }
 }
 
 #[cfg(test)]

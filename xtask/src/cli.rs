@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::args::GenerateArgs;
 use crate::boards::{Board, BOARDS, CHIPS};
-use crate::{bench, board, chip, eval_board, fuzz, ota, profile, setup, soak, suite, table};
+use crate::{
+    bench, board, chip, eval_board, fuzz, ota, profile, setup, sigbench, soak, suite, table,
+};
 
 /// `cargo xtask`: build, run and check ferrite's firmware and everything else.
 #[derive(Parser, Debug)]
@@ -51,6 +53,10 @@ pub enum Command {
     ///
     /// m4f, m55, m3 and rv32imac also run with the portable kernels.
     BenchKernels(bench::Args),
+    /// Cost of one signature verification by crate (ed25519-dalek, salty, ed25519-compact,
+    /// p256) and of SHA-256 per KiB on m4f, m3 and rv32imac under QEMU: instructions, stack,
+    /// flash and static RAM added (docs/signing.md)
+    BenchSignatures(sigbench::Args),
     /// Long streams with no reset (docs/soak.md): 1M tokens per model on the host, 100k on
     /// m4f; finite logits, state size, first vs last window (minutes; not in `test`)
     Soak(soak::Args),
@@ -91,6 +97,7 @@ impl Command {
             Command::BoardTable => table::run().map(|()| ExitCode::SUCCESS),
             Command::Profile(args) => profile::run(&args),
             Command::BenchKernels(a) => bench::run(a.board, a.record),
+            Command::BenchSignatures(a) => sigbench::run(a.board, a.record),
             Command::Soak(args) => soak::run(&args),
             Command::Fuzz(a) => fuzz::run(a.seconds, a.only.as_deref()).map(exit),
             Command::Chip(a) => chip::run(a.chip, &a.generate),
@@ -220,6 +227,15 @@ mod tests {
             &["corrupt: false, cut_at: Some(100)"],
         ),
         (
+            "ota m4f --update b.fer --trust k1.pub --trust k2.pub",
+            &["n: 32, trust: [\"k1.pub\", \"k2.pub\"]"],
+        ),
+        (
+            "bench-signatures --board m3",
+            &["BenchSignatures(Args { board: Some(Target { name: \"m3\""],
+        ),
+        ("bench-signatures --record", &["record: true"]),
+        (
             "ota m4f",
             &["update: None", "prompt: \"Once upon a time\", n: 32"],
         ),
@@ -345,6 +361,7 @@ mod tests {
             "soak --tokens 10",
             "fuzz --seconds x",
             "bench-kernels --board nope",
+            "bench-signatures --board m3 --record",
         ] {
             assert!(parse(line).is_err(), "accepted: {line:?}");
         }

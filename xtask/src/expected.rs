@@ -38,13 +38,18 @@ pub fn differences<'a>(want: &'a str, actual: &'a str) -> Vec<(&'a str, &'a str)
         .collect()
 }
 
-/// Whether two lines agree: equal, or both `run:` / `stats:` lines with the
+/// Whether two lines agree: equal, or both `run:` / `stats:` (or the OTA
+/// firmware's `ota: validated`) lines with the
 /// same fields in the same order, equal except for costs within tolerance.
 fn same_line(want: &str, actual: &str) -> bool {
     if want == actual {
         return true;
     }
-    let is_stats = |l: &str| l.starts_with("run: ") || l.starts_with("stats: ");
+    let is_stats = |l: &str| {
+        ["run: ", "stats: ", "ota: validated "]
+            .iter()
+            .any(|p| l.starts_with(p))
+    };
     if !is_stats(want) || !is_stats(actual) {
         return false;
     }

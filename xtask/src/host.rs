@@ -131,6 +131,38 @@ pub fn model_image(dir: &Path, name: &str, dtype: &str) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// `tests/keys/<name>.pem`/`.pub`: the public test signing keys.
+pub fn test_key(name: &str, ext: &str) -> PathBuf {
+    root_dir().join("tests/keys").join(format!("{name}.{ext}"))
+}
+
+/// The public key of test key `name`, as 64 hex digits.
+pub fn test_public_key(name: &str) -> Result<String> {
+    let path = test_key(name, "pub");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    Ok(text.trim().to_string())
+}
+
+/// `ferrite sign <image> --key tests/keys/<key>.pem --counter N` into the
+/// xtask work dir; the signed image's path.
+pub fn signed_image(image: &Path, key: &str, counter: u32) -> Result<PathBuf> {
+    let images = work_dir().join("images");
+    std::fs::create_dir_all(&images)?;
+    let stem = image
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
+    let out = images.join(format!("{stem}.signed-{key}-{counter}.fer"));
+    let mut cmd = Command::new(ferrite()?);
+    cmd.arg("sign")
+        .arg(image)
+        .arg("--key")
+        .arg(test_key(key, "pem"))
+        .args(["--counter", &counter.to_string(), "-o"])
+        .arg(&out);
+    stdout(&mut cmd, "ferrite sign")?;
+    Ok(out)
+}
+
 /// `ferrite tokenize <image> --text T`: the prompt's ids in the image's tokenizer.
 pub fn tokenize(image: &Path, text: &str) -> Result<Vec<u32>> {
     let mut cmd = Command::new(ferrite()?);

@@ -22,6 +22,7 @@ mod paths;
 mod profile;
 mod section;
 mod setup;
+mod sigbench;
 mod soak;
 mod suite;
 mod table;

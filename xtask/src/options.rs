@@ -71,6 +71,12 @@ pub struct BuildOpts {
     pub math_noinline: bool,
     /// The runtime's `fast-math` feature on or off; `None`: on.
     pub fast_math: Option<bool>,
+    /// Firmware features beyond those the image and target choose
+    /// (`sigbench`'s crate, the runtime's `verify`).
+    pub features: Vec<&'static str>,
+    /// Public keys the `ota` firmware trusts (`FERRITE_TRUSTED_KEYS`, hex,
+    /// comma-separated); `None`: it verifies nothing.
+    pub trusted_keys: Option<String>,
 }
 
 impl Default for BuildOpts {
@@ -89,6 +95,8 @@ impl Default for BuildOpts {
             kernels: None,
             math_noinline: false,
             fast_math: None,
+            features: Vec::new(),
+            trusted_keys: None,
         }
     }
 }

@@ -1,12 +1,13 @@
-//! `cargo xtask ota <name> [--image A] [--update B [--corrupt | --cut-at K]]`:
-//! the A/B update example (boards/ota.rs runs it): the board serves A
-//! (`--image`, default the board's model) and is offered B. Exits with the
-//! firmware's status.
+//! `cargo xtask ota <name> [--image A] [--update B [--corrupt | --cut-at K]]
+//! [--trust KEY.pub]`: the A/B update example (boards/ota.rs runs it): the
+//! board serves A (`--image`, default the board's model) and is offered B;
+//! with `--trust` the firmware runs only updates signed by those keys
+//! (docs/signing.md). Exits with the firmware's status.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use ferrite::image::DType;
 
@@ -39,6 +40,10 @@ pub struct Args {
     #[arg(short = 'n', long = "tokens", alias = "n", default_value_t = boards::DEFAULT_N,
           value_parser = args::at_least::<1>)]
     pub n: usize,
+    /// A public key (64 hex digits, `ferrite keygen`'s .pub) the firmware trusts; repeat for
+    /// several. The firmware is then built with signature verification and a rollback counter
+    #[arg(long, value_name = "KEY")]
+    pub trust: Vec<PathBuf>,
 }
 
 /// Runs the example; its exit status is the firmware's.
@@ -56,15 +61,14 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         (Some(_), false, Some(k)) => Delivery::CutAt(k),
         (Some(_), false, None) => Delivery::Intact,
     };
-    let run = boards::run_ota(
-        board,
-        &image,
-        update.as_deref(),
-        delivery,
-        &args.prompt,
-        args.n,
-        true,
-    )?;
+    let mut keys = Vec::new();
+    for path in &args.trust {
+        let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+        keys.push(text.trim().to_string());
+    }
+    let keys = (!keys.is_empty()).then(|| keys.join(","));
+    let plan = boards::OtaPlan::new(update.as_deref(), delivery, keys);
+    let run = boards::run_ota(board, &image, &plan, &args.prompt, args.n, true)?;
     Ok(match run.status {
         0 => ExitCode::SUCCESS,
         s => ExitCode::from(s.clamp(1, 255) as u8),

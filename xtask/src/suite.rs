@@ -15,7 +15,9 @@
 //!   (boards/expected/<board>-libm.*); the recorded transcripts then show
 //!   one set of bits per image and module ([`bit_identity`]);
 //! - BPE, every format-4 fixture, constant memory over 10,000 tokens, OTA
-//!   updates (accepted, or refused with A serving), an image too large for
+//!   updates on the signed firmware (a signed update accepted; unsigned,
+//!   another key, tampered, older (anti-rollback, in one boot and after a
+//!   simulated reset), cut, hostile and too large refused with A serving), an image too large for
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
@@ -85,26 +87,50 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
 ];
 
 /// Boards that run the OTA example, and the fixture offered as the good update.
+/// The firmware runs only signed updates: it trusts the public test key
+/// `tests/keys/test-signer.pub` (docs/signing.md), and every update offered
+/// is signed with it unless the check says otherwise.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
 const OTA_UPDATE: &str = "swa_gqa";
+/// The trusted test key, the other one, and the good update's security counter.
+const OTA_KEY: &str = "test-signer";
+const OTHER_KEY: &str = "other-signer";
+const OTA_COUNTER: u32 = 2;
 /// The updates the OTA firmware must refuse with A serving: what each is,
 /// and the check.
 type Refusal = (&'static str, fn(&'static Board) -> Result<String>);
-const OTA_REFUSALS: [Refusal; 4] = [
+const OTA_REFUSALS: [Refusal; 8] = [
     ("a corrupted update", |board| {
-        let b = host::fixture_image(OTA_UPDATE, "int8")?;
-        let want = "invalid image: image corrupted: CRC mismatch";
+        let b = good_update()?;
+        let want = "the signature by key 1c3ea13b13db3c1f does not verify";
         ota_refuses(board, &b, Delivery::FlipByte, want)
     }),
     ("an interrupted update at any stage", ota_cuts),
-    ("a hostile update with a valid CRC", |board| {
-        let b = boards::root_dir().join("tests/corrupt/overflow_gdn_heads.fer");
+    ("a hostile update with a valid signature", |board| {
+        let b = boards::root_dir().join("tests/corrupt/signed_overflow_gdn_heads.fer");
         ota_refuses(board, &b, Delivery::Intact, "invalid image: size overflow")
     }),
     ("an update whose session does not fit", |board| {
         let b = host::shipped_image("models/lm/large", "int8")?;
+        let b = host::signed_image(&b, OTA_KEY, OTA_COUNTER)?;
         ota_refuses(board, &b, Delivery::Intact, "its session needs")
     }),
+    ("an unsigned update", |board| {
+        let b = host::fixture_image(OTA_UPDATE, "int8")?;
+        ota_refuses(board, &b, Delivery::Intact, "the image is not signed")
+    }),
+    ("an update signed by another key", |board| {
+        let b = host::fixture_image(OTA_UPDATE, "int8")?;
+        let b = host::signed_image(&b, OTHER_KEY, OTA_COUNTER)?;
+        let want =
+            "the image is signed by key 8f1140fca9ffafa3, which this firmware does not trust";
+        ota_refuses(board, &b, Delivery::Intact, want)
+    }),
+    ("an update changed after signing, CRC fixed", ota_tampered),
+    (
+        "an older update, in the same boot and after a reset",
+        ota_rollback,
+    ),
 ];
 /// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
 /// strong and one mid; on the M0 the one its 16 KB of RAM is made for.
@@ -303,13 +329,18 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         s.check(
             &format!("{name}: ota accepts a good update and serves it like the host"),
             |s| {
-                let b = host::fixture_image(OTA_UPDATE, "int8")?;
+                let b = good_update()?;
                 let (verdict, report, run) = ota_run(board, &b, Delivery::Intact)?;
                 ensure!(verdict == "ota: accepted", "{verdict}");
+                let text = String::from_utf8_lossy(&run.output);
+                let cost = text
+                    .lines()
+                    .find(|l| l.starts_with("ota: validated "))
+                    .context("no `ota: validated` line")?;
                 let note =
                     compare_with_host(&b, &report, boards::DEFAULT_PROMPT, &BuildOpts::default())?;
                 s.expect(&format!("ota-{name}.out"), &run.output)?;
-                Ok(format!("{verdict}; B serves: {note}"))
+                Ok(format!("{verdict} ({cost}); B serves: {note}"))
             },
         );
         for (what, refused) in OTA_REFUSALS {
@@ -669,6 +700,21 @@ fn constant_memory(board: &'static Board) -> Result<String> {
     ))
 }
 
+/// The good update: the fixture signed by the trusted test key.
+fn good_update() -> Result<std::path::PathBuf> {
+    let b = host::fixture_image(OTA_UPDATE, "int8")?;
+    host::signed_image(&b, OTA_KEY, OTA_COUNTER)
+}
+
+/// The signed firmware's plan: `update` as `delivery`, the test key trusted.
+fn ota_plan(update: &Path, delivery: Delivery) -> Result<boards::OtaPlan<'_>> {
+    Ok(boards::OtaPlan::new(
+        Some(update),
+        delivery,
+        Some(host::test_public_key(OTA_KEY)?),
+    ))
+}
+
 /// Runs the update firmware with the board's model as A and `update`
 /// delivered as `delivery`; returns the verdict line, the report and the run.
 fn ota_run(
@@ -676,9 +722,17 @@ fn ota_run(
     update: &Path,
     delivery: Delivery,
 ) -> Result<(String, Report, Run)> {
+    ota_run_plan(board, &ota_plan(update, delivery)?)
+}
+
+/// [`ota_run`] with a whole plan.
+fn ota_run_plan(
+    board: &'static Board,
+    plan: &boards::OtaPlan<'_>,
+) -> Result<(String, Report, Run)> {
     let a = host::default_image(board)?;
     let (prompt, n) = (boards::DEFAULT_PROMPT, boards::DEFAULT_N);
-    let run = boards::run_ota(board, &a, Some(update), delivery, prompt, n, false)?;
+    let run = boards::run_ota(board, &a, plan, prompt, n, false)?;
     let verdict = boards::verdict(&run).with_context(|| {
         format!(
             "no `ota:` verdict (exit status {}):\n{}",
@@ -687,6 +741,70 @@ fn ota_run(
         )
     })?;
     Ok((verdict, run.report()?, run))
+}
+
+/// A byte in the middle of the good update changed and the CRC sealed
+/// again, as an attacker would: the signature refuses it.
+fn ota_tampered(board: &'static Board) -> Result<String> {
+    let good = good_update()?;
+    let mut bytes = std::fs::read(&good)?;
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    let end = bytes.len() - ferrite::image::SIGNATURE_SECTION_LEN;
+    let crc = ferrite::image::CRC.checksum(&bytes[ferrite::image::CRC_START..end]);
+    let at = ferrite::image::CRC_FIELD;
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    let tampered = boards::work_dir().join("images").join("ota-tampered.fer");
+    std::fs::write(&tampered, &bytes)?;
+    let want = "the signature by key 1c3ea13b13db3c1f does not verify";
+    ota_refuses(board, &tampered, Delivery::Intact, want)
+}
+
+/// Anti-rollback (issue 31 item 3): within one boot the good update
+/// (security counter 2) is accepted and the counter advanced, then an older
+/// one (1) is refused and the good one keeps serving; after a simulated
+/// reset (the counter's flash carried in `counter.bin`) the older one is
+/// refused again and A serves.
+fn ota_rollback(board: &'static Board) -> Result<String> {
+    let good = good_update()?;
+    let fixture = host::fixture_image(OTA_UPDATE, "int8")?;
+    let older = host::signed_image(&fixture, OTA_KEY, OTA_COUNTER - 1)?;
+    let plan = boards::OtaPlan {
+        second: Some(&older),
+        ..ota_plan(&good, Delivery::Intact)?
+    };
+    let a = host::default_image(board)?;
+    let (prompt, n) = (boards::DEFAULT_PROMPT, boards::DEFAULT_N);
+    let run = boards::run_ota(board, &a, &plan, prompt, n, false)?;
+    let verdicts = boards::verdicts(&run);
+    let want = format!(
+        "ota: refused rollback: the image's security counter is {}, this device accepts {OTA_COUNTER} or newer",
+        OTA_COUNTER - 1
+    );
+    ensure!(
+        verdicts.len() == 2 && verdicts[0] == "ota: accepted" && verdicts[1] == want,
+        "same boot: {verdicts:?}, want accepted then `{want}`"
+    );
+    compare_with_host(&good, &run.report()?, prompt, &BuildOpts::default())
+        .context("the good update does not serve after the older one was refused")?;
+    let reset = boards::OtaPlan {
+        keep_counter: true,
+        ..ota_plan(&older, Delivery::Intact)?
+    };
+    let (verdict, report, run) = ota_run_plan(board, &reset)?;
+    ensure!(verdict == want, "after a reset: `{verdict}`, want `{want}`");
+    let text = String::from_utf8_lossy(&run.output);
+    ensure!(
+        text.contains("carried across a reset"),
+        "the counter was not carried: {}",
+        run.tail()
+    );
+    compare_with_host(&a, &report, prompt, &BuildOpts::default())
+        .context("A does not serve after the reset")?;
+    Ok(format!(
+        "same boot: accepted then `{}`; after a reset: the same refusal, A serves",
+        verdicts[1]
+    ))
 }
 
 /// A refused update leaves A serving: the verdict starts with `want`, and
@@ -715,7 +833,7 @@ fn ota_refuses(
 /// A transfer cut anywhere — before the header, in it, after the first
 /// chunk, in the middle, one byte short — is refused and A serves.
 fn ota_cuts(board: &'static Board) -> Result<String> {
-    let b = host::fixture_image(OTA_UPDATE, "int8")?;
+    let b = good_update()?;
     let len = std::fs::metadata(&b)?.len() as usize;
     let cuts = [0, 10, 1024, len / 2, len - 1];
     for cut in cuts {

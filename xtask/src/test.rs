@@ -174,12 +174,27 @@ fn full_steps() -> [Step; 3] {
 fn boards_clippy() -> Result<bool> {
     let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
     let mut commands = Vec::new();
-    for board in ["m4f", "m0", "rv32imac"].map(boards::named) {
-        let board = board?;
-        let (target, name) = (board.triple, board.name);
+    // Each board as the suite builds it, the signed `ota` firmware too
+    // (`verify`); the `sigbench` firmware with each crate it compares (one
+    // at a time: they are alternatives), on the m4f.
+    let sigbench = crate::sigbench::CRATES
+        .iter()
+        .map(|(f, _)| ("m4f", *f, "--bin sigbench"));
+    let runs = ["m4f", "m0", "rv32imac"]
+        .into_iter()
+        .flat_map(|b| [(b, "", "--bins"), (b, "verify", "--bins")])
+        .chain(sigbench.filter(|(_, f, _)| !f.is_empty()));
+    for (name, extra, bins) in runs {
+        let board = boards::named(name)?;
+        let target = board.triple;
+        // The image has every mixer family: the firmware is built with each
+        // (as `boards::build` does), else its session length is refused.
+        let families = ferrite::LayerConfig::KIND_NAMES.iter().copied();
+        let features = [name, "fast-math", extra].into_iter().chain(families);
+        let features: Vec<&str> = features.filter(|f| !f.is_empty()).collect();
         let mut c = clippy(&format!(
-            "--quiet --release --bins --target {target} --features {name},fast-math,{}",
-            boards::all_mixers()
+            "--quiet --release {bins} --target {target} --features {}",
+            features.join(",")
         ));
         c.current_dir(root_dir().join("boards"))
             .env("CARGO_ENCODED_RUSTFLAGS", boards::rustflags(board))
@@ -211,7 +226,9 @@ fn feature_combinations() -> Result<bool> {
             "mla,int-path",
             "fast-math",
             "fast-math-int",
-            "bpe,defmt,all-mixers,int-path,fast-math",
+            "verify",
+            "verify,defmt",
+            "bpe,defmt,all-mixers,int-path,fast-math,verify",
         ] {
             let features = match features {
                 "" => String::new(),

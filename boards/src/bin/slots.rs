@@ -19,18 +19,13 @@
 #![no_std]
 #![no_main]
 
-use embedded_storage::nor_flash::{
-    ErrorType, NorFlash, NorFlashError, NorFlashErrorKind, ReadNorFlash,
-};
 use ferrite::snapshot_slots::SnapshotSlots;
 use ferrite::{Model, Sampler, Session};
+use ferrite_boards::ram_flash::{RamFlash, SECTOR, WRITE};
 use ferrite_boards::{
     config, fail, instructions, platform, say, status, Fnv1a, IMAGE, IMAGE_BYTES, SESSION_LEN,
 };
 
-/// The flash's erase sector and write unit.
-const SECTOR: usize = 4096;
-const WRITE: usize = 8;
 /// Bytes of a snapshot of the embedded model.
 const SNAP: usize = match ferrite::snapshot_len(IMAGE_BYTES, 0) {
     Ok(n) => n,
@@ -49,81 +44,6 @@ static mut SNAP_A: [u8; SNAP] = [0; SNAP];
 static mut SNAP_B: [u8; SNAP] = [0; SNAP];
 static mut LOADED: [u8; SNAP] = [0; SNAP];
 static mut SESSION_BUF: [f32; SESSION_LEN] = [0.0; SESSION_LEN];
-
-/// The power was cut.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Cut;
-
-impl NorFlashError for Cut {
-    fn kind(&self) -> NorFlashErrorKind {
-        NorFlashErrorKind::Other
-    }
-}
-
-/// NOR flash in RAM whose power is cut before operation `budget`.
-struct RamFlash<'a> {
-    mem: &'a mut [u8],
-    budget: Option<usize>,
-    ops: usize,
-}
-
-impl RamFlash<'_> {
-    /// `true` when this operation is the one the power is cut before.
-    fn cut_now(&mut self) -> bool {
-        self.ops += 1;
-        self.budget.is_some_and(|b| self.ops > b)
-    }
-}
-
-impl ErrorType for RamFlash<'_> {
-    type Error = Cut;
-}
-
-impl ReadNorFlash for RamFlash<'_> {
-    const READ_SIZE: usize = 1;
-
-    fn read(&mut self, offset: u32, bytes: &mut [u8]) -> Result<(), Cut> {
-        let at = offset as usize;
-        bytes.copy_from_slice(&self.mem[at..at + bytes.len()]);
-        Ok(())
-    }
-
-    fn capacity(&self) -> usize {
-        self.mem.len()
-    }
-}
-
-impl NorFlash for RamFlash<'_> {
-    const WRITE_SIZE: usize = WRITE;
-    const ERASE_SIZE: usize = SECTOR;
-
-    fn erase(&mut self, from: u32, to: u32) -> Result<(), Cut> {
-        for sector in (from as usize..to as usize).step_by(SECTOR) {
-            if self.cut_now() {
-                self.mem[sector..sector + SECTOR / 2].fill(0xFF);
-                return Err(Cut);
-            }
-            self.mem[sector..sector + SECTOR].fill(0xFF);
-        }
-        Ok(())
-    }
-
-    fn write(&mut self, offset: u32, bytes: &[u8]) -> Result<(), Cut> {
-        let at = offset as usize;
-        for (i, unit) in bytes.chunks(WRITE).enumerate() {
-            let torn = self.cut_now();
-            let dest = &mut self.mem[at + i * WRITE..at + (i + 1) * WRITE];
-            let done = if torn { WRITE / 2 } else { WRITE };
-            for (m, b) in dest[..done].iter_mut().zip(unit) {
-                *m &= b;
-            }
-            if torn {
-                return Err(Cut);
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Two slots over `mem` (its two halves), the power cut before `budget`.
 fn slots(mem: &mut [u8], budget: Option<usize>) -> SnapshotSlots<RamFlash<'_>> {

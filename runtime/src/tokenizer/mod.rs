@@ -210,6 +210,8 @@ mod tests {
             tokenizer_len: 0,
             data_off: 64,
             data_len: 0,
+            flags: 0,
+            security_counter: 0,
         };
         let config = |vocab_size| ModelConfig {
             vocab_size,

@@ -42,6 +42,11 @@ pub fn run(args: Args) -> Result<()> {
         tokenizer_text(&model.tokenizer())
     )?;
     writeln!(out, "source: {}", provenance_text(c.provenance))?;
+    writeln!(
+        out,
+        "signature: {}",
+        signature_text(image.bytes(), model.header())
+    )?;
     writeln!(out, "token path: {}", c.token_path.name())?;
     for i in 0..c.num_layers as usize {
         let layer = model.layer(i).map_err(anyhow::Error::msg)?;
@@ -119,6 +124,24 @@ fn snapshot(bytes: &[u8], out: &mut impl Write) -> Result<()> {
         h.total_len
     )?;
     Ok(())
+}
+
+/// The signer's key id and the security counter, and whether the
+/// signature verifies against the key the image names (only a firmware's
+/// trusted keys decide whether it is accepted: `ferrite verify`).
+fn signature_text(bytes: &[u8], header: &ferrite::image::Header) -> String {
+    let Some(s) = ferrite::signature::section(bytes, header) else {
+        return "none".to_string();
+    };
+    let verdict = match ferrite_tools::sign::check(bytes) {
+        Ok(_) => "verifies against that key".to_string(),
+        Err(e) => format!("does NOT verify: {e:#}"),
+    };
+    format!(
+        "key {} security_counter {} ({verdict})",
+        ferrite::signature::KeyId::of(s.public_key),
+        s.security_counter
+    )
 }
 
 /// Human-readable `ModelConfig::provenance`.

@@ -19,7 +19,10 @@ pub mod report;
 pub mod run;
 
 pub use report::Report;
-pub use run::{build_and_run, run_ota, run_qemu, run_slots, timeout_for, verdict, Delivery, Run};
+pub use run::{
+    build_and_run, run_ota, run_qemu, run_slots, timeout_for, verdict, verdicts, Delivery, OtaPlan,
+    Run,
+};
 
 /// The prompt and the number of tokens a firmware runs unless told otherwise.
 pub const DEFAULT_PROMPT: &str = "Once upon a time";
@@ -78,6 +81,8 @@ pub enum Firmware {
     /// `src/bin/slots.rs`: snapshots saved to two flash slots, a save cut at
     /// each of its operations, restored streams checked against the uninterrupted one.
     Slots,
+    /// `src/bin/sigbench.rs`: one signature verification by the crate of its `sig-*` feature.
+    SigBench,
 }
 
 impl Firmware {
@@ -90,6 +95,7 @@ impl Firmware {
             Firmware::Kernels => "kernels",
             Firmware::Bench => "bench",
             Firmware::Slots => "slots",
+            Firmware::SigBench => "sigbench",
         }
     }
 
@@ -271,6 +277,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     if req.defmt {
         features.push("defmt");
     }
+    features.extend(opts.features.iter().copied());
     let fast_math = opts.fast_math.unwrap_or(true);
     if fast_math {
         features.push("fast-math");
@@ -322,6 +329,10 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             opts.text.as_ref().map(|t| t.as_os_str().to_owned()),
         ),
         ("FERRITE_BENCH", opts.bench.as_ref().map(Into::into)),
+        (
+            "FERRITE_TRUSTED_KEYS",
+            opts.trusted_keys.as_ref().map(Into::into),
+        ),
         ("FERRITE_KERNELS", opts.kernels.map(Into::into)),
         (
             "FERRITE_MATH_NOINLINE",

@@ -182,28 +182,68 @@ pub enum Delivery {
     CutAt(usize),
 }
 
-/// Builds the `ota` firmware with model A, offers `update` as `delivery`
-/// says (`update.fer` in the semihosting working directory), runs it.
+/// What the `ota` firmware is offered in one run.
+#[derive(Clone, Debug)]
+pub struct OtaPlan<'a> {
+    /// The update (`update.fer`), delivered as `delivery` says.
+    pub update: Option<&'a Path>,
+    pub delivery: Delivery,
+    /// Trusted public keys (64 hex digits each, comma-separated): the
+    /// firmware is built with `verify` and runs only signed updates.
+    pub trusted_keys: Option<String>,
+    /// A second update in the same boot (`update2.fer`, signed firmware only).
+    pub second: Option<&'a Path>,
+    /// Keep the rollback counter the previous run left (`counter.bin`): a
+    /// simulated reset of the same device, rather than a new one.
+    pub keep_counter: bool,
+}
+
+impl<'a> OtaPlan<'a> {
+    /// `update` delivered as `delivery` to a firmware that trusts `trusted_keys`.
+    pub fn new(update: Option<&'a Path>, delivery: Delivery, trusted_keys: Option<String>) -> Self {
+        OtaPlan {
+            update,
+            delivery,
+            trusted_keys,
+            second: None,
+            keep_counter: false,
+        }
+    }
+}
+
+/// Builds the `ota` firmware with model A, offers `plan`'s updates
+/// (`update.fer`, `update2.fer` in the semihosting working directory), runs it.
 pub fn run_ota(
     board: &'static Board,
     a: &Path,
-    update: Option<&Path>,
-    delivery: Delivery,
+    plan: &OtaPlan<'_>,
     prompt: &str,
     n: usize,
     echo: bool,
 ) -> Result<Run> {
+    let verify = plan.trusted_keys.is_some();
     let elf = build(&RunRequest {
         prompt,
         n,
         echo,
+        opts: super::BuildOpts {
+            features: if verify { vec!["verify"] } else { Vec::new() },
+            trusted_keys: plan.trusted_keys.clone(),
+            ..super::BuildOpts::default()
+        },
         ..RunRequest::new(board, Firmware::Ota, a)
     })?;
     let cwd = work_dir().join(board.name).join("ota");
     std::fs::create_dir_all(&cwd)?;
-    let target = cwd.join("update.fer");
-    let _ = std::fs::remove_file(&target);
-    if let (Some(update), false) = (update, delivery == Delivery::None) {
+    for (name, file, delivery) in [
+        ("update.fer", plan.update, plan.delivery),
+        ("update2.fer", plan.second, Delivery::Intact),
+    ] {
+        let target = cwd.join(name);
+        let _ = std::fs::remove_file(&target);
+        let (Some(update), false) = (file, delivery == Delivery::None) else {
+            continue;
+        };
         let mut bytes = std::fs::read(update).with_context(|| update.display().to_string())?;
         match delivery {
             Delivery::None | Delivery::Intact => {}
@@ -214,6 +254,9 @@ pub fn run_ota(
             Delivery::CutAt(k) => bytes.truncate(k),
         }
         std::fs::write(&target, &bytes)?;
+    }
+    if !plan.keep_counter {
+        let _ = std::fs::remove_file(cwd.join("counter.bin"));
     }
     run_qemu(board, &elf, &cwd, echo, false, timeout_for(n))
 }
@@ -236,14 +279,20 @@ pub fn run_slots(board: &'static Board, image: &Path) -> Result<Run> {
 }
 
 /// The `ota` firmware's verdict line: `ota: accepted`, `ota: refused <reason>`
-/// or `ota: no update`.
+/// or `ota: no update` (the first update's).
 pub fn verdict(run: &Run) -> Option<String> {
+    verdicts(run).into_iter().next()
+}
+
+/// Every verdict line of the run, one per update offered.
+pub fn verdicts(run: &Run) -> Vec<String> {
     String::from_utf8_lossy(&run.output)
         .lines()
-        .find(|l| {
+        .filter(|l| {
             ["ota: accepted", "ota: refused", "ota: no update"]
                 .iter()
                 .any(|p| l.starts_with(p))
         })
         .map(str::to_string)
+        .collect()
 }
