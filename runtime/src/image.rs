@@ -1,12 +1,15 @@
-//! The flash image format, versions 1 to 6 (`docs/image-format.md` is the
+//! The flash image format, versions 1 to 8 (`docs/image-format.md` is the
 //! prose spec). Version 2 adds the byte-level BPE tokenizer section
 //! ([`crate::tokenizer::BpeTokenizer`]); version 3 the tiled weight layout of
 //! the integer kernels ([`Layout::Tiled`]); version 4 mixer options
 //! ([`MIXER_OPTIONS_FORMAT_VERSION`]); version 5 BLA layers whose write
 //! weights the runtime computes instead of reading a stored table
 //! ([`COMPUTED_PHI_FORMAT_VERSION`]); version 6 the integer token path and
-//! per-layer state formats ([`INTEGER_PATH_FORMAT_VERSION`]). The tools
-//! write the lowest version that can represent an image.
+//! per-layer state formats ([`INTEGER_PATH_FORMAT_VERSION`]); version 8 the
+//! generalized block and the `mamba2` and `rwkv7` mixers
+//! ([`BLOCK_FORMAT_VERSION`]; version 7 is the signature section of issue
+//! 31, docs/image-format.md "Version plan"). The tools write the lowest
+//! version that can represent an image.
 //!
 //! ```text
 //! offset 0   header (64 bytes, little-endian)
@@ -34,7 +37,7 @@ pub use crate::format::{Role, StateFormat};
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
 /// Newest format version this runtime reads and the tools write.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 8;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Version that first stores weights in [`Layout::Tiled`].
@@ -53,6 +56,13 @@ pub const COMPUTED_PHI_FORMAT_VERSION: u32 = 5;
 /// flag bit 1 ([`crate::config::TokenPath::Int`]) and a state format per
 /// layer (layer-record word 15, [`crate::format::StateFormat`]).
 pub const INTEGER_PATH_FORMAT_VERSION: u32 = 6;
+/// Version that first carries the generalized block (docs/spec.md §1.1):
+/// per-layer block options in layer-record word 14 (LayerNorm with bias,
+/// no MLP or RWKV-7's channel mixing, an extra pre-norm;
+/// `block::BlockConfig`), a LayerNorm final norm (model flag bit 2), an
+/// `intermediate_size` of 0 in a model without an MLP, and the `mamba2`
+/// and `rwkv7` mixers.
+pub const BLOCK_FORMAT_VERSION: u32 = 8;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.
@@ -510,7 +520,7 @@ mod tests {
         };
         let ok = empty_header(128);
         assert_eq!(parse(&ok, &mut image), Ok(ok));
-        for (version, accepted) in [(0, false), (1, true), (6, true), (7, false)] {
+        for (version, accepted) in [(0, false), (1, true), (6, true), (8, true), (9, false)] {
             let h = Header { version, ..ok };
             let got = parse(&h, &mut image);
             assert_eq!(got.is_ok(), accepted, "version {version}: {got:?}");

@@ -9,12 +9,15 @@
 //! caller's static [f32; session_len] ──Session::new──▶ feed(token) -> logits
 //! ```
 //!
-//! Five token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
+//! Seven token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
 //! one stack: [`mixers::GdnConfig`] (Gated DeltaNet), [`mixers::GsaConfig`]
 //! (Gated Slot Attention), [`mixers::SwaConfig`] (sliding-window attention
-//! with sinks), [`mixers::BlaConfig`] (Blurry Window Attention) and
+//! with sinks), [`mixers::BlaConfig`] (Blurry Window Attention),
 //! [`mixers::MlaConfig`] (a latent-compressed, MLA-style sliding window;
-//! the `mla` feature). `docs/spec.md` (shared with the Python reference)
+//! the `mla` feature), [`mixers::Mamba2Config`] (Mamba-2) and
+//! [`mixers::Rwkv7Config`] (RWKV-7's time mixing), each in the block its
+//! layer's record asks for ([`block::BlockConfig`]: RMSNorm or LayerNorm, a
+//! SwiGLU MLP, RWKV-7's channel mixing or none). `docs/spec.md` (shared with the Python reference)
 //! defines the maths; `docs/image-format.md` the image.
 //!
 //! The exact buffer a model needs is a `const fn` of its image, so a board
@@ -48,8 +51,8 @@
 //!   the feature, and about 8 KB of flash is saved. It adds a variant to
 //!   [`Tokenizer`]: a crate that does not enable `bpe` itself should match a
 //!   `Tokenizer` with a `_` arm, as another crate in the build may enable it.
-//! - `gdn`, `gsa`, `swa`, `bla`, `mla` (all default; `all-mixers` turns on
-//!   the five): one feature per mixer family. A family's steps are linked
+//! - `gdn`, `gsa`, `swa`, `bla`, `mla`, `mamba2`, `rwkv7` (all default;
+//!   `all-mixers` turns on the seven): one feature per mixer family. A family's steps are linked
 //!   only with its feature; off, an image with one of its layers is refused
 //!   at load with [`Error::BadConfig`] naming the feature
 //!   ([`LayerConfig::not_built`]). Every [`LayerConfig`] variant stays, so
@@ -101,6 +104,7 @@ compile_error!(
     "ferrite images are little-endian and used in place: big-endian targets are not supported"
 );
 
+pub mod block;
 pub mod config;
 pub mod error;
 pub mod fixed;

@@ -543,7 +543,7 @@ fn int_cases() -> Vec<Case> {
         case("int_unknown_model_flag", true, |b| {
             let at = model_flags(b);
             let f = u32_at(b, at);
-            set_u32(b, at, f | 4)
+            set_u32(b, at, f | 8)
         }),
         // The q_proj of the integer GDN layer relabelled row-major.
         case("int_matrix_not_tiled", true, |b| {
@@ -861,7 +861,7 @@ fn corpus_covers_every_load_error_class() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=6",
+        "versions 1..=8",
         "the integer token path needs image format version 6",
         "this state format needs image format version 6",
         "an integer state format needs the integer token path",

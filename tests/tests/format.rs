@@ -1,12 +1,12 @@
 //! Format versioning (docs/image-format.md): the committed v1 image keeps
 //! loading and computing the same logits (the back-compat test every later
 //! runtime must pass), and an image of a version this runtime does not read is
-//! refused with a message naming the versions it does read (1..=6: v2 adds
+//! refused with a message naming the versions it does read (1..=8: v2 adds
 //! the byte-level BPE tokenizer section, `tests/tests/tokenizer.rs`; v3 the
 //! tiled weight layout of the integer path; v4 the mixer options of the GDN
 //! family, GSA's short convolution and dilated SWA; v5 BLA layers whose phi
 //! the runtime computes, with no stored table; v6 the integer token path and
-//! per-layer state formats).
+//! per-layer state formats; v8 the generalized block, `mamba2` and `rwkv7`).
 
 use std::path::Path;
 
@@ -84,25 +84,26 @@ fn other_versions_are_refused_naming_the_supported_ones() {
 }
 
 #[test]
-fn this_runtime_reads_versions_1_to_6_and_refuses_0_7_and_max() {
-    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 6));
-    for version in [0, 7, u32::MAX] {
+fn this_runtime_reads_versions_1_to_8_and_refuses_0_9_and_max() {
+    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 8));
+    for version in [0, 9, u32::MAX] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
         let msg = Model::load(AlignedImage::new(&bytes).bytes())
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("versions 1..=6"), "{msg}");
+        assert!(msg.contains("versions 1..=8"), "{msg}");
     }
     // v2 only adds the BPE tokenizer section, v3 the tiled layout, v4 mixer
-    // options, v5 the computed BLA phi and v6 the integer token path: a
-    // byte-tokenizer, row-major image without them labelled v2 .. v6 reads
-    // exactly as its v1 self (the tools still write it as v1).
+    // options, v5 the computed BLA phi, v6 the integer token path and v8
+    // the generalized block: a byte-tokenizer, row-major image without them
+    // labelled v2 .. v8 reads exactly as its v1 self (the tools still write
+    // it as v1). Version 7 is issue 31's (the signature section).
     let v1 = AlignedImage::new(&v1_image());
     let tokens = [72, 105, 33, 0, 255];
     let want = logits(Model::load(v1.bytes()).unwrap(), &tokens, 0).unwrap();
-    for version in [2u32, 3, 4, 5, 6] {
+    for version in [2u32, 3, 4, 5, 6, 8] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);

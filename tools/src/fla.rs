@@ -232,9 +232,10 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
         tokenizer: TokenizerKind::Bytes,
         provenance: source_format,
         token_path: ferrite::TokenPath::F32,
+        final_norm: ferrite::block::NormKind::Rms,
     };
     Ok(FlaImport {
-        config: Config { model, layers },
+        config: Config::with_plain_blocks(model, layers),
         warnings,
     })
 }

@@ -208,6 +208,8 @@ fn feature_combinations() -> Result<bool> {
             "swa",
             "bla,int-path",
             "mla,int-path",
+            "mamba2,int-path",
+            "rwkv7",
             "fast-math",
             "fast-math-int",
             "bpe,defmt,all-mixers,int-path,fast-math",

@@ -20,6 +20,8 @@ mod gsa;
 mod gsa_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod gsa_int;
+mod mamba2;
+mod mamba2_config;
 mod mla;
 mod mla_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
@@ -27,6 +29,8 @@ mod mla_int;
 mod rope;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod rope_int;
+mod rwkv7;
+mod rwkv7_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod slots_int;
 mod swa;
@@ -40,8 +44,10 @@ pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gsa_config::{FeatureMap, GsaConfig};
 pub(crate) use gsa_int::state_max_abs as gsa_state_max_abs;
+pub use mamba2_config::Mamba2Config;
 pub use mla_config::MlaConfig;
 pub(crate) use mla_int::state_max_abs as mla_state_max_abs;
+pub use rwkv7_config::{KkNorm, Rwkv7Config};
 pub use swa::SwaConfig;
 pub(crate) use swa_int::state_max_abs as swa_state_max_abs;
 
@@ -52,7 +58,7 @@ use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
 /// Most tensors one layer (mixer + block) may have.
-pub const MAX_LAYER_TENSORS: usize = 24;
+pub const MAX_LAYER_TENSORS: usize = 40;
 
 /// A fixed-capacity list of tensor specs.
 pub type Specs = heapless::Vec<TensorSpec, MAX_LAYER_TENSORS>;
@@ -97,6 +103,28 @@ pub trait Mixer {
     /// Appends the mixer's tensors (roles after `attn.`) in canonical order.
     fn push_specs(&self, layer: u16, hidden: u32, specs: &mut Specs);
 
+    /// [`Mixer::step`] with the value carried across layers (`carry`, the
+    /// session's region of [`crate::LayerConfig::carry_len`] words of the
+    /// model's widest such value, zeroed before each token's first layer):
+    /// what the block calls. A mixer that writes or reads it (RWKV-7's
+    /// first-layer value) overrides this; the others keep this default,
+    /// which ignores it.
+    #[allow(clippy::too_many_arguments)]
+    fn step_with_carry(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        carry: &mut [f32],
+        x: &[f32],
+        out: &mut [f32],
+    ) -> StepResult<()> {
+        let _ = carry;
+        self.step(ctx, w, state, scratch, act, x, out)
+    }
+
     /// The integer step (docs/integer-path.md), run for a layer whose state
     /// format is not f32 in an image on the integer token path: reads the
     /// normal block `x` (`[D]`, the normed input), updates `state` (the
@@ -135,7 +163,9 @@ pub trait Mixer {
     feature = "gsa",
     feature = "swa",
     feature = "bla",
-    feature = "mla"
+    feature = "mla",
+    feature = "mamba2",
+    feature = "rwkv7"
 )))]
 pub(crate) struct NotBuilt;
 
@@ -144,7 +174,9 @@ pub(crate) struct NotBuilt;
     feature = "gsa",
     feature = "swa",
     feature = "bla",
-    feature = "mla"
+    feature = "mla",
+    feature = "mamba2",
+    feature = "rwkv7"
 )))]
 impl Mixer for NotBuilt {
     fn step(
