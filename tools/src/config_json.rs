@@ -423,6 +423,11 @@ fn parse_mamba2(f: &mut Fields) -> Result<LayerConfig> {
         gated_norm,
         norm_before_gate,
         d_per_channel: f.flag("d_per_channel", false)?,
+        groups_interleaved: f.choice(
+            "group_heads",
+            &["blocked", "interleaved"],
+            Some("blocked"),
+        )? == "interleaved",
     }))
 }
 

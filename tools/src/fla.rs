@@ -1,7 +1,9 @@
 //! Importing flash-linear-attention (fla) checkpoints: `config.json` written by
-//! `save_pretrained` for `model_type` `gated_deltanet`, `delta_net` or `gsa`,
-//! with fla's hybrid `attn` entry mapped to ferrite `swa` layers. `delta_net`
-//! becomes a `gdn` layer of the DeltaNet configuration (no decay gate).
+//! `save_pretrained` for `model_type` `gated_deltanet`, `delta_net`, `gsa`,
+//! `mamba2` ([`mamba2`]) or `rwkv7` ([`rwkv7`]), with fla's hybrid `attn`
+//! entry mapped to ferrite `swa` layers. `delta_net` becomes a `gdn` layer
+//! of the DeltaNet configuration (no decay gate); the last two bring their
+//! own blocks (docs/spec.md §1.1) and tensor names ([`FlaImport::tensor`]).
 //!
 //! Every fla field is either mapped, known to leave inference maths unchanged
 //! (kernel choice, fused training ops, token ids, cache flags), or refused with
@@ -15,6 +17,10 @@ use ferrite::mixers::{GdnConfig, GdnDecay, QkNorm, SwaConfig};
 use serde_json::Value;
 
 use crate::config_json::{self, Config, Fields};
+use crate::model_dir::SourceTensor;
+
+mod mamba2;
+mod rwkv7;
 
 /// Source-format codes of [`ModelConfig::provenance`] (bits 0-7).
 pub mod source {
@@ -26,6 +32,10 @@ pub mod source {
     pub const FLA_GSA: u32 = 2;
     /// fla `delta_net`.
     pub const FLA_DELTA_NET: u32 = 3;
+    /// fla `mamba2`.
+    pub const FLA_MAMBA2: u32 = 4;
+    /// fla `rwkv7`.
+    pub const FLA_RWKV7: u32 = 5;
 }
 
 /// The fla `model_type`s the importer runs, each with its source-format code
@@ -35,6 +45,8 @@ pub const MODEL_TYPES: &[(&str, u32)] = &[
     ("gated_deltanet", source::FLA_GATED_DELTANET),
     ("gsa", source::FLA_GSA),
     ("delta_net", source::FLA_DELTA_NET),
+    ("mamba2", source::FLA_MAMBA2),
+    ("rwkv7", source::FLA_RWKV7),
 ];
 
 /// The names of [`MODEL_TYPES`].
@@ -69,6 +81,24 @@ const NO_MATHS: &[&str] = &[
 pub struct FlaOptions {
     /// Window for attention layers that have none (fla full attention).
     pub window: Option<u32>,
+    /// Which Mamba-2 head reads which group of B and C, for a `mamba2`
+    /// checkpoint with `n_groups > 1` (fla 0.6.0 has two: [`Mamba2Groups`]);
+    /// such a checkpoint is refused without it.
+    pub mamba2_groups: Option<Mamba2Groups>,
+}
+
+/// How the heads of a Mamba-2 layer share its `n_groups` groups of B and C
+/// (`ferrite quantize --mamba2-groups`): fla 0.6.0's two code paths differ
+/// when `n_groups > 1`, and a checkpoint does not say which one trained it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mamba2Groups {
+    /// Head `h` reads group `h / (H / G)`: the `mamba_ssm` kernels fla
+    /// trains with where they are installed, and fla's one-token decode step.
+    Blocked,
+    /// Head `h` reads group `h mod G`: fla's PyTorch forward (`B.repeat`),
+    /// what trains and evaluates without `mamba_ssm` (the fixture of
+    /// tests/fla).
+    Interleaved,
 }
 
 /// Whether `config.json` comes from fla (a model type of [`MODEL_TYPES`]).
@@ -124,8 +154,37 @@ pub struct FlaImport {
     pub warnings: Vec<String>,
 }
 
+impl FlaImport {
+    /// ferrite's name and shape of a checkpoint tensor of `model_type`
+    /// (docs/fla.md): `mamba2`'s `backbone.*` and `rwkv7`'s `ffn.*` renamed,
+    /// `rwkv7`'s `[1, 1, D]` interpolations as `[D]`; the other types'
+    /// names are ferrite's already.
+    pub fn tensor(model_type: &str, name: &str, mut t: SourceTensor) -> (String, SourceTensor) {
+        match model_type {
+            "mamba2" => (mamba2::tensor_name(name), t),
+            "rwkv7" => {
+                let name = rwkv7::tensor_name(name);
+                t.shape = rwkv7::tensor_shape(&name, &t.shape);
+                (name, t)
+            }
+            _ => (name.to_string(), t),
+        }
+    }
+}
+
 /// Maps an fla `config.json` to a ferrite configuration.
 pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
+    match value.get("model_type").and_then(Value::as_str) {
+        Some("mamba2") | Some("rwkv7") if opts.window.is_some() => {
+            bail!("--window does nothing: the checkpoint has no attention layer")
+        }
+        Some(t) if t != "mamba2" && opts.mamba2_groups.is_some() => bail!(
+            "--mamba2-groups does nothing: the checkpoint's model_type is {t:?}, not \"mamba2\""
+        ),
+        Some("mamba2") => return mamba2::parse(value, opts.mamba2_groups),
+        Some("rwkv7") => return rwkv7::parse(value),
+        _ => {}
+    }
     let mut f = Fields::new(value, "config")?;
     for name in [
         "num_v_heads",
@@ -464,7 +523,7 @@ mod tests {
             .to_string()
             .contains("qkv_bias"));
         let mut c = gdn_config();
-        c["model_type"] = json!("mamba2");
+        c["model_type"] = json!("rwkv6");
         assert!(!is_fla(&c));
     }
 
@@ -474,19 +533,38 @@ mod tests {
         c["attn"]["window_size"] = Value::Null;
         let err = parse(&c, &FlaOptions::default()).unwrap_err().to_string();
         assert!(err.contains("--window"), "{err}");
-        let import = parse(&c, &FlaOptions { window: Some(64) }).unwrap();
+        let import = parse(
+            &c,
+            &FlaOptions {
+                window: Some(64),
+                ..FlaOptions::default()
+            },
+        )
+        .unwrap();
         assert!(matches!(import.config.layers[1], LayerConfig::Swa(s) if s.window == 64));
         assert_eq!(import.warnings.len(), 1);
         // A --window that no layer needs would do nothing: refused.
-        let err = parse(&gdn_config(), &FlaOptions { window: Some(64) })
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            &gdn_config(),
+            &FlaOptions {
+                window: Some(64),
+                ..FlaOptions::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("its own window_size"), "{err}");
         let mut c = gdn_config();
         c.as_object_mut().unwrap().remove("attn");
-        let err = parse(&c, &FlaOptions { window: Some(64) })
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            &c,
+            &FlaOptions {
+                window: Some(64),
+                ..FlaOptions::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("no attention layer"), "{err}");
     }
 
@@ -592,10 +670,10 @@ mod tests {
     /// those they do; theirs (and none) pass to their parsers.
     #[test]
     fn other_model_types_are_told_the_ones_that_run() {
-        let err = check_model_type(&json!({"model_type": "rwkv7"})).unwrap_err();
+        let err = check_model_type(&json!({"model_type": "rwkv6"})).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "config: model_type \"rwkv7\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\""
+            "config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\""
         );
         for ok in [
             json!({}),

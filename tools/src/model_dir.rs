@@ -183,7 +183,19 @@ impl ModelDir {
             }
             (config_json::parse(&value)?, Vec::new())
         };
-        let (tensors, dtype) = read_weights(dir)?;
+        let (mut tensors, dtype) = read_weights(dir)?;
+        if let Some(model_type) = value.get("model_type").and_then(|t| t.as_str()) {
+            if fla::is_fla(&value) {
+                let mut renamed = BTreeMap::new();
+                for (name, t) in std::mem::take(&mut tensors) {
+                    let (to, t) = fla::FlaImport::tensor(model_type, &name, t);
+                    if renamed.insert(to.clone(), t).is_some() {
+                        bail!("tensor {name} and another both map to {to}");
+                    }
+                }
+                tensors = renamed;
+            }
+        }
         config.model.provenance |= dtype << 8;
         let source_dtype = SOURCE_DTYPES[dtype as usize].to_string();
         let tokenizer_path = dir.join("tokenizer.json");

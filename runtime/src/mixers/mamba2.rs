@@ -1,6 +1,7 @@
 //! `mamba2` — Mamba-2's mixer as fla's `Mamba2` layer runs it one token at
 //! a time (docs/spec.md §3.7). `H` heads of `P` channels, state size `N`,
-//! `G` groups of B and C (head `h` reads group `h / (H/G)`):
+//! `G` groups of B and C (head `h` reads group `g = h / (H/G)`, or `h mod G`
+//! where the record says so: `Mamba2Config::groups_interleaved`):
 //!
 //! ```text
 //! [z; xBC; dt] = in_proj u                       z [H*P], xBC [H*P + 2*G*N], dt [H]
@@ -143,13 +144,12 @@ impl Mamba2Config {
             w.get(Role::DtBias)?,
             w.get(Role::DSkip)?,
         );
-        let per_group = heads / groups;
         for (h, (s_h, x_h)) in s_all
             .chunks_exact_mut(p * n)
             .zip(xs.chunks_exact_mut(p))
             .enumerate()
         {
-            let g = h / per_group;
+            let g = self.group_of(h);
             let (b, c) = (&b_all[g * n..(g + 1) * n], &c_all[g * n..(g + 1) * n]);
             let dt_h = softplus(dt[h] + dt_bias.at(h));
             let decay = exp(dt_h * -exp(a_log.at(h)));

@@ -17,15 +17,18 @@ mod flag {
     pub const NORM_BEFORE_GATE: u32 = 1 << 2;
     /// `D` per channel `[H*P]` instead of per head `[H]` (fla's `D_has_hdim`).
     pub const D_PER_CHANNEL: u32 = 1 << 3;
-    pub const KNOWN: u32 = (1 << 4) - 1;
+    /// Head `h` reads group `h mod G` (fla 0.6.0's PyTorch path) instead of
+    /// `h / (H/G)` (mamba_ssm's kernels, fla's decode step).
+    pub const GROUPS_INTERLEAVED: u32 = 1 << 4;
+    pub const KNOWN: u32 = (1 << 5) - 1;
 }
 
 /// Mamba-2 layer configuration (fla's `Mamba2`, docs/spec.md §3.7).
 ///
 /// Record words: `H | P (head_dim) | N (state_size) | G (n_groups) | W
 /// (conv_kernel) | flags`, flags bit 0 convolution bias, bit 1 no gated
-/// RMSNorm, bit 2 norm before the gate, bit 3 `D` per channel; word 15 the
-/// state format (f32 only). The gated norm's epsilon is the model's
+/// RMSNorm, bit 2 norm before the gate, bit 3 `D` per channel, bit 4 heads
+/// interleaved over the groups; word 15 the state format (f32 only). The gated norm's epsilon is the model's
 /// `norm_eps` (fla's Mamba-2 uses one for both).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Mamba2Config {
@@ -36,7 +39,8 @@ pub struct Mamba2Config {
     /// State size per head and channel N (`state_size`).
     pub state_size: u32,
     /// Groups G of B and C (`n_groups`), dividing H: head `h` reads group
-    /// `h / (H / G)`; also the gated norm's groups.
+    /// `h / (H / G)`, or `h mod G` with [`Mamba2Config::groups_interleaved`];
+    /// also the gated norm's groups (contiguous channels either way).
     pub n_groups: u32,
     /// Causal convolution width W (`conv_kernel`), 1..=64.
     pub conv_size: u32,
@@ -49,6 +53,11 @@ pub struct Mamba2Config {
     pub norm_before_gate: bool,
     /// `D` has one value per channel (`[H*P]`) instead of per head.
     pub d_per_channel: bool,
+    /// Head `h` reads B and C of group `h mod G` instead of `h / (H/G)`:
+    /// fla 0.6.0's PyTorch forward (`B.repeat(...)`, what runs without
+    /// `mamba_ssm`) tiles the groups, its decode step and mamba_ssm's
+    /// kernels block them (docs/fla.md). The same with one group.
+    pub groups_interleaved: bool,
 }
 
 impl Mamba2Config {
@@ -71,6 +80,7 @@ impl Mamba2Config {
             gated_norm: f & flag::NO_NORM == 0,
             norm_before_gate: f & flag::NORM_BEFORE_GATE != 0,
             d_per_channel: f & flag::D_PER_CHANNEL != 0,
+            groups_interleaved: f & flag::GROUPS_INTERLEAVED != 0,
         };
         ensure!(
             dim_ok(c.num_heads) && dim_ok(c.head_dim) && dim_ok(c.state_size),
@@ -115,6 +125,11 @@ impl Mamba2Config {
             }
             | if self.d_per_channel {
                 flag::D_PER_CHANNEL
+            } else {
+                0
+            }
+            | if self.groups_interleaved {
+                flag::GROUPS_INTERLEAVED
             } else {
                 0
             };
@@ -186,6 +201,16 @@ impl Mamba2Config {
         BLOCK_FORMAT_VERSION
     }
 
+    /// The group of B and C head `h` reads.
+    pub const fn group_of(&self, h: usize) -> usize {
+        let groups = self.n_groups as usize;
+        if self.groups_interleaved {
+            h % groups
+        } else {
+            h / (self.num_heads as usize / groups)
+        }
+    }
+
     pub(super) const fn dims(&self) -> (usize, usize, usize, usize) {
         (
             self.num_heads as usize,
@@ -214,6 +239,7 @@ mod tests {
             gated_norm: true,
             norm_before_gate: false,
             d_per_channel: false,
+            groups_interleaved: true,
         }
     }
 
@@ -226,6 +252,7 @@ mod tests {
             gated_norm: true,
             norm_before_gate: true,
             d_per_channel: true,
+            groups_interleaved: false,
             ..c
         };
         assert_eq!(Mamba2Config::from_words(&all.to_words(), None), Ok(all));
@@ -246,7 +273,7 @@ mod tests {
             (3, 3), // 4 heads, 3 groups
             (4, 0),
             (4, 65),
-            (5, 1 << 4),
+            (5, 1 << 5),
         ];
         for (i, v) in cases {
             let mut w = fixture().to_words();
