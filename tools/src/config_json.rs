@@ -629,6 +629,79 @@ mod tests {
         }
     }
 
+    /// docs/spec.md §1.2: each layer's `mlp` and `pre_norm`, the model's
+    /// `norm`, `intermediate_size` 0 without an MLP, RWKV-7's layer 0
+    /// passing its value on, Mamba-2's defaults.
+    #[test]
+    fn block_options_and_the_new_families_parse_with_defaults() {
+        let c = parse(
+            &json!({"vocab_size": 256, "hidden_size": 64, "norm": "layernorm",
+            "norm_eps": 1e-5, "layers": [
+                {"mixer": "rwkv7", "num_heads": 4, "mlp": "channel_mix", "pre_norm": true},
+                {"mixer": "rwkv7", "num_heads": 4, "mlp": "none"},
+                {"mixer": "mamba2", "num_heads": 4, "head_dim": 32, "mlp": "none"}],
+            "intermediate_size": 32}),
+        )
+        .unwrap();
+        assert_eq!(c.model.final_norm, NormKind::Layer);
+        assert_eq!(
+            c.blocks
+                .iter()
+                .map(|b| (b.mlp, b.pre_norm))
+                .collect::<Vec<_>>(),
+            [
+                (MlpKind::ChannelMix, true),
+                (MlpKind::None, false),
+                (MlpKind::None, false)
+            ]
+        );
+        let (LayerConfig::Rwkv7(first), LayerConfig::Rwkv7(later)) = (c.layers[0], c.layers[1])
+        else {
+            panic!("{:?}", c.layers)
+        };
+        assert!(first.value_first && first.v_rank == 0 && !later.value_first);
+        assert_eq!(
+            (later.head_dim, later.head_v_dim, later.v_rank),
+            (16, 16, 16)
+        );
+        assert_eq!(later.g_norm_eps, (16.0 * 1e-5f64) as f32);
+        let LayerConfig::Mamba2(m) = c.layers[2] else {
+            panic!()
+        };
+        assert_eq!((m.state_size, m.n_groups, m.conv_size), (16, 1, 4));
+        assert!(m.conv_bias && m.gated_norm && !m.groups_interleaved);
+        // Without any MLP the width is 0 (and may be left out); with one it is required.
+        let none = parse(&json!({"vocab_size": 256, "hidden_size": 32,
+            "layers": [{"mixer": "mamba2", "num_heads": 2, "head_dim": 16, "mlp": "none"}]}))
+        .unwrap();
+        assert_eq!(none.model.intermediate_size, 0);
+        let err = parse(&json!({"vocab_size": 256, "hidden_size": 32,
+            "layers": [{"mixer": "mamba2", "num_heads": 2, "head_dim": 16}]}))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("intermediate_size"), "{err}");
+        for (layer, field) in [
+            (
+                json!({"mixer": "rwkv7", "num_heads": 4, "head_dim": 8}),
+                "hidden_size",
+            ),
+            (
+                json!({"mixer": "gdn", "num_heads": 2, "mlp": "geglu"}),
+                "mlp",
+            ),
+            (
+                json!({"mixer": "mamba2", "num_heads": 4, "head_dim": 8, "n_groups": 3}),
+                "n_groups",
+            ),
+        ] {
+            let err = parse(&json!({"vocab_size": 256, "hidden_size": 64,
+                "intermediate_size": 32, "layers": [layer]}))
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+    }
+
     #[test]
     fn unknown_fields_and_kinds_are_refused() {
         let base = |layer: Value| json!({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "layers": [layer]});
