@@ -51,14 +51,20 @@
 //!   the feature, and about 8 KB of flash is saved. It adds a variant to
 //!   [`Tokenizer`]: a crate that does not enable `bpe` itself should match a
 //!   `Tokenizer` with a `_` arm, as another crate in the build may enable it.
-//! - `gdn`, `gsa`, `swa`, `bla`, `mla`, `mamba2`, `rwkv7` (all default;
-//!   `all-mixers` turns on the seven): one feature per mixer family. A family's steps are linked
-//!   only with its feature; off, an image with one of its layers is refused
-//!   at load with [`Error::BadConfig`] naming the feature
-//!   ([`LayerConfig::not_built`]). Every [`LayerConfig`] variant stays, so
-//!   matches do not depend on the features. Firmware turns on exactly the
-//!   families of its image (TFLite Micro's op resolver, decided at build
-//!   time): 58 KB less flash for a BLA-only model on the M0.
+//! - `gdn` (default): Gated DeltaNet and its family (`gdn` layers).
+//! - `gsa` (default): Gated Slot Attention (`gsa` layers).
+//! - `swa` (default): sliding-window attention with sinks (`swa` layers).
+//! - `bla` (default): Blurry Window Attention (`bla` layers).
+//! - `mla` (default): the latent-compressed window (`mla` layers).
+//! - `mamba2` (default): Mamba-2 (`mamba2` layers, format 8).
+//! - `rwkv7` (default): RWKV-7's time mixing (`rwkv7` layers, format 8).
+//! - `all-mixers` (default): the seven families above, one feature each. A
+//!   family's steps are linked only with its feature; off, an image with one
+//!   of its layers is refused at load with [`Error::BadConfig`] naming the
+//!   feature ([`LayerConfig::not_built`]). Every [`LayerConfig`] variant
+//!   stays, so matches do not depend on the features. Firmware turns on
+//!   exactly the families of its image (TFLite Micro's op resolver, decided
+//!   at build time): 58 KB less flash for a BLA-only model on the M0.
 //! - `int-path` (default): the integer token path (format 6 images written
 //!   with `ferrite quantize --path int`; `docs/integer-path.md`). Off, such
 //!   an image is refused at load with [`Error::BadConfig`] naming the

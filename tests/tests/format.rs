@@ -175,6 +175,9 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
     };
     for dir in ferrite_tests::fixture_dirs() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if FORMAT_8_FIXTURES.contains(&name.as_str()) {
+            continue; // the generalized block: the test below
+        }
         let image = ferrite_tests::image_of(&dir, &table);
         let version = image.model().unwrap().header().version;
         if !new.contains(&name.as_str()) {
@@ -190,6 +193,46 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
             err.to_string().contains("needs image format version 4"),
             "{name}: {err}"
         );
+    }
+}
+
+/// The fixtures whose images need format 8: Mamba-2, RWKV-7 and the
+/// generalized block's options.
+const FORMAT_8_FIXTURES: [&str; 4] = [
+    "mamba2_groups",
+    "mamba2_options",
+    "rwkv7_lm",
+    "rwkv7_hybrid",
+];
+
+/// Format 8 (the generalized block, `mamba2`, `rwkv7`): exactly the images
+/// that use it are written as version 8, and labelled 7 or 6 they are
+/// refused naming what needs 8 (a LayerNorm final norm or a width of 0,
+/// block options, the mixer), before anything else is read.
+#[test]
+fn the_generalized_block_is_version_8_and_an_older_label_is_refused() {
+    use ferrite::image::BLOCK_FORMAT_VERSION;
+    use ferrite_tools::writer::WriteOptions;
+    assert_eq!(BLOCK_FORMAT_VERSION, 8);
+    for dir in ferrite_tests::fixture_dirs() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let image = ferrite_tests::image_of(&dir, &WriteOptions::default());
+        let version = image.model().unwrap().header().version;
+        if !FORMAT_8_FIXTURES.contains(&name.as_str()) {
+            assert!(version < 8, "{name}: v{version}");
+            continue;
+        }
+        assert_eq!(version, 8, "{name}");
+        for older in [7u32, 6] {
+            let mut bytes = image.bytes().to_vec();
+            bytes[8..12].copy_from_slice(&older.to_le_bytes());
+            seal(&mut bytes);
+            let err = Model::load(AlignedImage::new(&bytes).bytes()).unwrap_err();
+            assert!(
+                err.to_string().contains("needs image format version 8"),
+                "{name} as v{older}: {err}"
+            );
+        }
     }
 }
 

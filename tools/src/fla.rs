@@ -17,26 +17,13 @@ use ferrite::mixers::{GdnConfig, GdnDecay, QkNorm, SwaConfig};
 use serde_json::Value;
 
 use crate::config_json::{self, Config, Fields};
-use crate::model_dir::SourceTensor;
 
+mod common;
 mod mamba2;
 mod rwkv7;
 
-/// Source-format codes of [`ModelConfig::provenance`] (bits 0-7).
-pub mod source {
-    /// A ferrite model directory.
-    pub const FERRITE: u32 = 0;
-    /// fla `gated_deltanet`.
-    pub const FLA_GATED_DELTANET: u32 = 1;
-    /// fla `gsa`.
-    pub const FLA_GSA: u32 = 2;
-    /// fla `delta_net`.
-    pub const FLA_DELTA_NET: u32 = 3;
-    /// fla `mamba2`.
-    pub const FLA_MAMBA2: u32 = 4;
-    /// fla `rwkv7`.
-    pub const FLA_RWKV7: u32 = 5;
-}
+use common::{nullable, require, NO_MATHS};
+pub use common::{source, FlaImport, Mamba2Groups};
 
 /// The fla `model_type`s the importer runs, each with its source-format code
 /// ([`source`]); the one list `is_fla`, the parser, the refusal of other
@@ -54,28 +41,6 @@ fn model_type_names() -> Vec<&'static str> {
     MODEL_TYPES.iter().map(|&(name, _)| name).collect()
 }
 
-/// Fields that change nothing in single-stream f32 inference.
-const NO_MATHS: &[&str] = &[
-    "attn_mode",
-    "max_position_embeddings",
-    "use_cache",
-    "pad_token_id",
-    "bos_token_id",
-    "eos_token_id",
-    "initializer_range",
-    "fuse_norm",
-    "fuse_swiglu",
-    "fuse_cross_entropy",
-    "fuse_linear_cross_entropy",
-    "use_l2warp",
-    "architectures",
-    "transformers_version",
-    "torch_dtype",
-    "dtype",
-    "_name_or_path",
-    "auto_map",
-];
-
 /// Options of an fla import.
 #[derive(Clone, Debug, Default)]
 pub struct FlaOptions {
@@ -85,20 +50,6 @@ pub struct FlaOptions {
     /// checkpoint with `n_groups > 1` (fla 0.6.0 has two: [`Mamba2Groups`]);
     /// such a checkpoint is refused without it.
     pub mamba2_groups: Option<Mamba2Groups>,
-}
-
-/// How the heads of a Mamba-2 layer share its `n_groups` groups of B and C
-/// (`ferrite quantize --mamba2-groups`): fla 0.6.0's two code paths differ
-/// when `n_groups > 1`, and a checkpoint does not say which one trained it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mamba2Groups {
-    /// Head `h` reads group `h / (H / G)`: the `mamba_ssm` kernels fla
-    /// trains with where they are installed, and fla's one-token decode step.
-    Blocked,
-    /// Head `h` reads group `h mod G`: fla's PyTorch forward (`B.repeat`),
-    /// what trains and evaluates without `mamba_ssm` (the fixture of
-    /// tests/fla).
-    Interleaved,
 }
 
 /// Whether `config.json` comes from fla (a model type of [`MODEL_TYPES`]).
@@ -130,45 +81,23 @@ pub fn check_model_type(value: &Value) -> Result<()> {
     }
 }
 
-/// Drops `name` when it is JSON `null`, so that its default applies.
-fn nullable(f: &mut Fields, value: &Value, name: &str) {
-    if value.get(name).is_some_and(Value::is_null) {
-        f.take(name);
+/// ferrite's name of a checkpoint tensor of `model_type` (docs/fla.md):
+/// `mamba2`'s `backbone.*` and `rwkv7`'s `ffn*` renamed; the other types'
+/// names are ferrite's already.
+pub fn tensor_name(model_type: &str, name: &str) -> String {
+    match model_type {
+        "mamba2" => mamba2::tensor_name(name),
+        "rwkv7" => rwkv7::tensor_name(name),
+        _ => name.to_string(),
     }
 }
 
-/// Refuses `name` unless it is absent or equal to `ok` (a value ferrite implements).
-fn require(f: &mut Fields, name: &str, ok: &Value, why: &str) -> Result<()> {
-    match f.take(name) {
-        Some(v) if &v != ok => bail!("{}: field '{name}' = {v} is not supported: {why}", f.at),
-        _ => Ok(()),
-    }
-}
-
-/// A parsed fla checkpoint config, plus warnings for the user.
-#[derive(Clone, Debug)]
-pub struct FlaImport {
-    /// The ferrite configuration.
-    pub config: Config,
-    /// Things the user should know (e.g. a window that training did not use).
-    pub warnings: Vec<String>,
-}
-
-impl FlaImport {
-    /// ferrite's name and shape of a checkpoint tensor of `model_type`
-    /// (docs/fla.md): `mamba2`'s `backbone.*` and `rwkv7`'s `ffn.*` renamed,
-    /// `rwkv7`'s `[1, 1, D]` interpolations as `[D]`; the other types'
-    /// names are ferrite's already.
-    pub fn tensor(model_type: &str, name: &str, mut t: SourceTensor) -> (String, SourceTensor) {
-        match model_type {
-            "mamba2" => (mamba2::tensor_name(name), t),
-            "rwkv7" => {
-                let name = rwkv7::tensor_name(name);
-                t.shape = rwkv7::tensor_shape(&name, &t.shape);
-                (name, t)
-            }
-            _ => (name.to_string(), t),
-        }
+/// ferrite's shape of the checkpoint tensor ferrite calls `name`:
+/// `rwkv7`'s `[1, 1, D]` interpolations are `[D]`.
+pub fn tensor_shape(model_type: &str, name: &str, shape: &[usize]) -> Vec<usize> {
+    match model_type {
+        "rwkv7" => rwkv7::tensor_shape(name, shape),
+        _ => shape.to_vec(),
     }
 }
 

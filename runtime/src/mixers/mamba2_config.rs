@@ -264,6 +264,29 @@ mod tests {
         assert_eq!(c.out_proj_cols(), 64);
     }
 
+    /// docs/spec.md §6's examples: state bytes per layer of MCU-sized
+    /// Mamba-2 layers, and of fla's default (hidden 2048, head_dim 64,
+    /// state 128).
+    #[test]
+    fn mcu_sized_layers_keep_the_state_spec_md_quotes() {
+        let layer = |h, p, n, g| Mamba2Config {
+            num_heads: h,
+            head_dim: p,
+            state_size: n,
+            n_groups: g,
+            groups_interleaved: false,
+            ..fixture()
+        };
+        for ((h, p, n, g), bytes) in [
+            ((4, 16, 8, 1), 3_008),
+            ((8, 16, 16, 1), 10_112),
+            ((8, 32, 16, 2), 20_224),
+            ((64, 64, 128, 1), 2_149_376),
+        ] {
+            assert_eq!(4 * layer(h, p, n, g).state_len(), bytes, "{h} {p} {n} {g}");
+        }
+    }
+
     #[test]
     fn bad_records_are_refused() {
         let cases: [(usize, u32); 7] = [

@@ -264,6 +264,28 @@ mod tests {
         assert_eq!((c.carry_len(), c.out_proj_cols()), (32, 32));
     }
 
+    /// docs/spec.md §6's examples: state bytes per layer of MCU-sized
+    /// RWKV-7 layers with their channel mixing's `D` words (the block's),
+    /// and of fla's default (hidden 2048, head_dim 64).
+    #[test]
+    fn mcu_sized_layers_keep_the_state_spec_md_quotes() {
+        for ((heads, k), bytes) in [
+            ((4, 16), 4_608),
+            ((4, 32), 17_408),
+            ((4, 64), 67_584),
+            ((32, 64), 540_672),
+        ] {
+            let c = Rwkv7Config {
+                num_heads: heads,
+                head_dim: k,
+                head_v_dim: k,
+                ..later()
+            };
+            let channel_mix = c.key_width();
+            assert_eq!(4 * (c.state_len() + channel_mix), bytes, "{heads} x {k}");
+        }
+    }
+
     #[test]
     fn bad_records_are_refused() {
         let cases: [(usize, u32); 8] = [

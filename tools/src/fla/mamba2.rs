@@ -9,7 +9,7 @@ use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::Mamba2Config;
 use serde_json::Value;
 
-use super::{nullable, require, source, FlaImport, Mamba2Groups, NO_MATHS};
+use super::common::{nullable, require, source, FlaImport, Mamba2Groups, NO_MATHS};
 use crate::config_json::{Config, Fields};
 
 /// Fields of fla's `Mamba2Config` that only initialise weights or choose

@@ -8,7 +8,7 @@ use ferrite::block::{BlockConfig, MlpKind, NormKind};
 use ferrite::config::{ModelConfig, TokenizerKind};
 use serde_json::Value;
 
-use super::{nullable, require, source, FlaImport, NO_MATHS};
+use super::common::{nullable, require, source, FlaImport, NO_MATHS};
 use crate::config_json::{parse_rwkv7, Config, Fields};
 
 /// The per-layer value widths of fla's `value_dim` (an int, a list or null:
@@ -20,7 +20,7 @@ fn value_dims(v: Option<Value>, hidden: u32, layers: u32) -> Result<Vec<u64>> {
         Some(Value::Array(a)) => a.iter().map(|d| d.as_u64().unwrap_or(0)).collect(),
         Some(other) => bail!("config: field 'value_dim' = {other} must be an integer or a list"),
     };
-    if dims.len() != layers as usize || dims.iter().any(|&d| d == 0) {
+    if dims.len() != layers as usize || dims.contains(&0) {
         bail!(
             "config: field 'value_dim' must give a positive width for each of the {layers} layers"
         );
