@@ -26,8 +26,10 @@
 use crate::error::{Error, Result};
 use crate::format::{read_u32, Role, BLOCK_WORD, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
 use crate::image::{BLOCK_FORMAT_VERSION, MIN_FORMAT_VERSION};
-use crate::math::{mean_rstd, rms_scale, silu};
-use crate::mixers::{push, Specs};
+#[cfg(feature = "block-options")]
+use crate::math::mean_rstd;
+use crate::math::{rms_scale, silu};
+use crate::mixers::{push, SpecSink};
 use crate::tensor::{ActBuf, Tensor};
 use crate::weights::LayerWeights;
 
@@ -112,11 +114,27 @@ impl BlockConfig {
                 })
             }
         };
-        Ok(BlockConfig {
+        let b = BlockConfig {
             norm,
             mlp,
             pre_norm: w & bits::PRE_NORM != 0,
-        })
+        };
+        if !cfg!(feature = "block-options") && b.needs_feature() {
+            return Err(Error::BadConfig {
+                layer,
+                reason: "LayerNorm blocks, channel mixing and the pre-norm need the runtime's `block-options` feature (on by default; firmware turns it on when its image has one)",
+            });
+        }
+        Ok(b)
+    }
+
+    /// Whether these options need the runtime's `block-options` feature:
+    /// LayerNorm, RWKV-7's channel mixing or the pre-norm (format 1's block
+    /// and a block without an MLP do not).
+    pub const fn needs_feature(&self) -> bool {
+        matches!(self.norm, NormKind::Layer)
+            || matches!(self.mlp, MlpKind::ChannelMix)
+            || self.pre_norm
     }
 
     /// Encodes the block word (0 for the format-1 block).
@@ -169,7 +187,7 @@ impl BlockConfig {
 
     /// Appends the tensors before the mixer's: the pre-norm's and the
     /// pre-mixer norm's.
-    pub fn push_pre_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+    pub fn push_pre_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
         if self.pre_norm {
             self.push_norm(layer, d, Role::PreNorm, Role::PreNormBias, s);
         }
@@ -177,7 +195,7 @@ impl BlockConfig {
     }
 
     /// Appends the tensors after the mixer's: the MLP's norm and matrices.
-    pub fn push_post_specs(&self, layer: u16, d: u32, i: u32, s: &mut Specs) {
+    pub fn push_post_specs(&self, layer: u16, d: u32, i: u32, s: &mut dyn SpecSink) {
         match self.mlp {
             MlpKind::None => {}
             MlpKind::SwiGlu => {
@@ -195,7 +213,7 @@ impl BlockConfig {
         }
     }
 
-    fn push_norm(&self, layer: u16, d: u32, weight: Role, bias: Role, s: &mut Specs) {
+    fn push_norm(&self, layer: u16, d: u32, weight: Role, bias: Role, s: &mut dyn SpecSink) {
         push(s, layer, weight, [d, 0, 0], false);
         if let NormKind::Layer = self.norm {
             push(s, layer, bias, [d, 0, 0], false);
@@ -214,8 +232,8 @@ impl BlockConfig {
         out: &mut [f32],
     ) -> Result<()> {
         let b = match self.norm {
-            NormKind::Rms => None,
-            NormKind::Layer => Some(w.get(bias)?),
+            NormKind::Layer if cfg!(feature = "block-options") => Some(w.get(bias)?),
+            _ => None,
         };
         norm(&w.get(weight)?, b.as_ref(), eps, x, out);
         Ok(())
@@ -230,7 +248,7 @@ impl BlockConfig {
         h: &mut [f32],
         x: &mut [f32],
     ) -> Result<()> {
-        if self.pre_norm {
+        if cfg!(feature = "block-options") && self.pre_norm {
             self.norm_into(w, Role::PreNorm, Role::PreNormBias, eps, h, x)?;
             h.copy_from_slice(x);
         }
@@ -265,6 +283,13 @@ impl BlockConfig {
                     .for_each(|(g, u)| *g = silu(*g) * u);
                 w.get(Role::MlpDown)?.matvec(&act.input(gate)?, out)?;
             }
+            #[cfg(not(feature = "block-options"))]
+            MlpKind::ChannelMix => {
+                // Refused at load (`BlockConfig::from_word`): never reached.
+                let _ = state;
+                return Err(Error::Internal("channel mixing without its feature"));
+            }
+            #[cfg(feature = "block-options")]
             MlpKind::ChannelMix => {
                 self.norm_into(w, Role::MlpNorm, Role::MlpNormBias, eps, h, x)?;
                 let mix = w.get(Role::MlpShift)?;
@@ -286,21 +311,39 @@ impl BlockConfig {
     }
 }
 
-/// `out = rmsnorm(x) w` (no bias) or `layernorm(x) w + b` (with one).
-pub fn norm(weight: &Tensor<'_>, bias: Option<&Tensor<'_>>, eps: f32, x: &[f32], out: &mut [f32]) {
+/// `out = rmsnorm(x) w` (no bias) or `layernorm(x) w + b` (with one; a
+/// build without the `block-options` feature, whose loader refuses
+/// LayerNorms, has only the first).
+pub(crate) fn norm(
+    weight: &Tensor<'_>,
+    bias: Option<&Tensor<'_>>,
+    eps: f32,
+    x: &[f32],
+    out: &mut [f32],
+) {
     match bias {
-        None => {
-            let inv = rms_scale(x, eps);
-            for (i, (o, &xi)) in out.iter_mut().zip(x).enumerate() {
-                *o = xi * inv * weight.at(i);
-            }
+        #[cfg(not(feature = "block-options"))]
+        _ => {
+            let _ = bias;
+            rms_norm(weight, eps, x, out)
         }
+        #[cfg(feature = "block-options")]
+        None => rms_norm(weight, eps, x, out),
+        #[cfg(feature = "block-options")]
         Some(b) => {
             let (mean, rstd) = mean_rstd(x, eps);
             for (i, (o, &xi)) in out.iter_mut().zip(x).enumerate() {
                 *o = (xi - mean) * rstd * weight.at(i) + b.at(i);
             }
         }
+    }
+}
+
+/// `out = rmsnorm(x) w`.
+fn rms_norm(weight: &Tensor<'_>, eps: f32, x: &[f32], out: &mut [f32]) {
+    let inv = rms_scale(x, eps);
+    for (i, (o, &xi)) in out.iter_mut().zip(x).enumerate() {
+        *o = xi * inv * weight.at(i);
     }
 }
 

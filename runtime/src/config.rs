@@ -152,7 +152,14 @@ macro_rules! mixer_table {
             /// of kind `code` (layer `layer`, for errors).
             const fn from_kind(code: u32, w: &LayerWords, layer: Option<u16>) -> Result<LayerConfig> {
                 match code {
-                    $(kind::$kind => match $config::from_words(w, layer) {
+                    // A family built without its feature never gets here
+                    // (`parse` refuses it first): its record parser is not
+                    // linked.
+                    $(kind::$kind if !cfg!(feature = $name) => Err(Error::BadConfig {
+                        layer,
+                        reason: "a mixer built without its feature",
+                    }),
+                    kind::$kind => match $config::from_words(w, layer) {
                         Ok(c) => Ok(LayerConfig::$variant(c)),
                         Err(e) => Err(e),
                     },)*
@@ -308,6 +315,11 @@ impl ModelConfig {
             w[4] & !(FLAG_TIED | FLAG_INT_PATH | FLAG_FINAL_LAYER_NORM) == 0,
             None,
             "unknown model flags"
+        );
+        ensure!(
+            cfg!(feature = "block-options") || w[4] & FLAG_FINAL_LAYER_NORM == 0,
+            None,
+            "a LayerNorm final norm needs the runtime's `block-options` feature (on by default; firmware turns it on when its image has one)"
         );
         ensure!(dim_ok(cfg.vocab_size), None, "vocab_size out of range");
         ensure!(dim_ok(cfg.hidden_size), None, "hidden_size out of range");
@@ -502,6 +514,32 @@ impl LayerConfig {
             );
         }
         Ok(())
+    }
+
+    /// Runs one token of this layer's mixer ([`Mixer::step`]), with the
+    /// value carried across layers (`carry`, the session's region of the
+    /// widest [`LayerConfig::carry_len`], zeroed before each token) for the
+    /// mixers that write or read it: what the block calls.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step(
+        &self,
+        ctx: &crate::mixers::StepCtx,
+        w: &crate::weights::LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut crate::tensor::ActBuf<'_>,
+        carry: &mut [f32],
+        x: &[f32],
+        out: &mut [f32],
+    ) -> crate::error::StepResult<()> {
+        match self {
+            #[cfg(feature = "rwkv7")]
+            LayerConfig::Rwkv7(c) => c.step_with_carry(w, state, scratch, act, carry, x, out),
+            _ => {
+                let _ = &carry;
+                self.mixer().step(ctx, w, state, scratch, act, x, out)
+            }
+        }
     }
 
     /// f32 words of the value this layer's mixer passes to later layers or

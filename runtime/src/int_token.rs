@@ -189,8 +189,7 @@ pub(crate) fn feed(
         } else {
             // A mixer on the f32 path: its input and output converted here.
             to_f32_in_place(x, ex);
-            lc.mixer()
-                .step_with_carry(ctx, &w, layer_state, scratch, act, carry, x, out)?;
+            lc.step(ctx, &w, layer_state, scratch, act, carry, x, out)?;
             from_f32_in_place(out)
         };
         eh = add_into(ints(h), eh, hb(out, eo));

@@ -65,6 +65,11 @@
 //!   stays, so matches do not depend on the features. Firmware turns on
 //!   exactly the families of its image (TFLite Micro's op resolver, decided
 //!   at build time): 58 KB less flash for a BLA-only model on the M0.
+//! - `block-options` (default): format 8's block options beyond RMSNorm
+//!   and SwiGLU or no MLP: LayerNorm blocks, RWKV-7's channel mixing and the
+//!   pre-norm ([`block::BlockConfig`]). Off, an image that uses one is
+//!   refused at load with [`Error::BadConfig`] naming the feature, and about
+//!   2 KB of flash is saved; the firmware turns it on when its image needs it.
 //! - `int-path` (default): the integer token path (format 6 images written
 //!   with `ferrite quantize --path int`; `docs/integer-path.md`). Off, such
 //!   an image is refused at load with [`Error::BadConfig`] naming the

@@ -9,7 +9,7 @@ use crate::image::{
     COMPUTED_PHI_FORMAT_VERSION, CRC, CRC_START, IMAGE_ALIGN, INTEGER_PATH_FORMAT_VERSION,
     TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
-use crate::mixers::Specs;
+use crate::mixers::{SpecSink, Specs};
 use crate::sizes::buffer_len;
 use crate::tensor::Tensor;
 #[cfg(feature = "bpe")]
@@ -62,15 +62,45 @@ pub fn block_specs(
     block: &BlockConfig,
     layer: u16,
 ) -> Specs {
-    let (d, i) = (c.hidden_size, c.intermediate_size);
     let mut s = Specs::new();
-    block.push_pre_specs(layer, d, &mut s);
-    layer_cfg.mixer().push_specs(layer, d, &mut s);
-    block.push_post_specs(layer, d, i, &mut s);
+    give_block_specs(c, layer_cfg, block, layer, &mut s);
     s
 }
 
-/// Calls `f` with every tensor the configuration expects, in canonical table order.
+/// [`block_specs`] given to `sink` one at a time.
+fn give_block_specs(
+    c: &ModelConfig,
+    layer_cfg: &LayerConfig,
+    block: &BlockConfig,
+    layer: u16,
+    sink: &mut dyn SpecSink,
+) {
+    let (d, i) = (c.hidden_size, c.intermediate_size);
+    block.push_pre_specs(layer, d, sink);
+    layer_cfg.mixer().push_specs(layer, d, sink);
+    block.push_post_specs(layer, d, i, sink);
+}
+
+/// A [`SpecSink`] that runs a check on each spec as it comes and keeps the
+/// first error (the rest are skipped).
+struct Checks<'f, F> {
+    f: &'f mut F,
+    err: Option<Error>,
+}
+
+impl<F: FnMut(TensorSpec) -> Result<()>> SpecSink for Checks<'_, F> {
+    fn add(&mut self, spec: TensorSpec) {
+        if self.err.is_none() {
+            if let Err(e) = (self.f)(spec) {
+                self.err = Some(e);
+            }
+        }
+    }
+}
+
+/// Calls `f` with every tensor the configuration expects, in canonical
+/// table order (no list of a layer's specs is kept: each is checked as its
+/// mixer or block gives it).
 pub fn for_each_spec(
     section: &[u8],
     config: &ModelConfig,
@@ -82,9 +112,13 @@ pub fn for_each_spec(
     for layer in 0..config.num_layers as u16 {
         let lc = LayerConfig::parse(section, layer)?;
         let block = BlockConfig::parse(section, layer)?;
-        let specs: Specs = block_specs(config, &lc, &block, layer);
-        for spec in specs {
-            f(spec)?;
+        let mut checks = Checks {
+            f: &mut f,
+            err: None,
+        };
+        give_block_specs(config, &lc, &block, layer, &mut checks);
+        if let Some(e) = checks.err {
+            return Err(e);
         }
     }
     Ok(())

@@ -325,14 +325,15 @@ impl<'a, 'b> Session<'a, 'b> {
             let block_state = take(&mut state, block_words);
 
             block.pre_mixer(&w, cfg.norm_eps, h, x)?;
-            lc.mixer()
-                .step_with_carry(&ctx, &w, layer_state, scratch, &mut act, carry, x, out)?;
+            lc.step(&ctx, &w, layer_state, scratch, &mut act, carry, x, out)?;
             h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
             block.mlp(&w, cfg.norm_eps, block_state, &mut act, h, x, out, gate, up)?;
         }
         let bias = match cfg.final_norm {
-            NormKind::Rms => None,
-            NormKind::Layer => Some(self.model.global(Role::FinalNormBias)?),
+            NormKind::Layer if cfg!(feature = "block-options") => {
+                Some(self.model.global(Role::FinalNormBias)?)
+            }
+            _ => None,
         };
         norm(
             &self.model.global(Role::FinalNorm)?,

@@ -599,6 +599,17 @@ pub fn build_image(
         bail!("internal: a block configuration per layer is needed");
     }
     if config.model.token_path == TokenPath::Int {
+        // docs/integer-path.md, "The block": RMSNorm blocks, SwiGLU or no MLP.
+        if config.model.final_norm != NormKind::Rms {
+            bail!("--path int: the final norm is a LayerNorm, which the integer token path does not run (RMSNorm only); use --path f32");
+        }
+        if let Some(i) = config.blocks.iter().position(|b| !b.integer_path_ok()) {
+            bail!(
+                "--path int: layer {i}'s block (LayerNorm, RWKV-7's channel mixing or the pre-norm) is not on the integer token path (RMSNorm blocks with a SwiGLU MLP or none); use --path f32"
+            );
+        }
+    }
+    if config.model.token_path == TokenPath::Int {
         version = version.max(INTEGER_PATH_FORMAT_VERSION);
     }
     if dir.tokenizer.is_some() != (config.model.tokenizer == TokenizerKind::Bpe) {

@@ -209,10 +209,10 @@ fn feature_combinations() -> Result<bool> {
             "bla,int-path",
             "mla,int-path",
             "mamba2,int-path",
-            "rwkv7",
+            "rwkv7,block-options",
             "fast-math",
             "fast-math-int",
-            "bpe,defmt,all-mixers,int-path,fast-math",
+            "bpe,defmt,all-mixers,int-path,block-options,fast-math",
         ] {
             let features = match features {
                 "" => String::new(),
@@ -231,8 +231,15 @@ fn feature_combinations() -> Result<bool> {
     commands.push(clippy(
         "--quiet -p ferrite-lm --no-default-features --all-targets",
     ));
-    // A family left out of the build refuses its layers (and only those).
-    for features in ["gdn", "gdn,gsa,swa"] {
+    // A family (or the format-8 block options) left out of the build refuses
+    // its layers (and only those).
+    for features in [
+        "gdn",
+        "gdn,gsa,swa",
+        "rwkv7,mamba2",
+        "block-options,mamba2",
+        "block-options,rwkv7,mamba2",
+    ] {
         commands.push(cargo(&format!(
             "test --quiet -p ferrite-lm --no-default-features --features {features} --test without_a_mixer"
         )));

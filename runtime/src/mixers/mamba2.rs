@@ -18,7 +18,7 @@
 //! first, as `mixers::conv`), then `S [H][P][N]`.
 
 use super::mamba2_config::Mamba2Config;
-use super::{conv, push, Mixer, Specs, StepCtx};
+use super::{conv, push, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::{exp, rms_scale, silu, softplus};
@@ -32,7 +32,7 @@ fn w32(v: u64) -> u32 {
 }
 
 impl Mixer for Mamba2Config {
-    fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+    fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
         let (h, inner, channels) = (self.num_heads, w32(self.inner()), w32(self.conv_channels()));
         push(
             s,

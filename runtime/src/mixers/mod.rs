@@ -57,11 +57,30 @@ use crate::image::TensorSpec;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
-/// Most tensors one layer (mixer + block) may have.
+/// Most tensors one layer (mixer + block) may have (an RWKV-7 layer in
+/// fla's block: 33).
 pub const MAX_LAYER_TENSORS: usize = 40;
 
-/// A fixed-capacity list of tensor specs.
+/// A fixed-capacity list of tensor specs (one layer's, for the tools:
+/// [`crate::model::block_specs`]).
 pub type Specs = heapless::Vec<TensorSpec, MAX_LAYER_TENSORS>;
+
+/// Where a layer's tensor specs go, one at a time in canonical order: a
+/// list ([`Specs`]) or a check of each as it comes (`Model::load`, which so
+/// keeps no list of a layer's specs on the stack).
+pub trait SpecSink {
+    /// Takes the next spec.
+    fn add(&mut self, spec: TensorSpec);
+}
+
+impl SpecSink for Specs {
+    /// Appends; the capacity is sized for the largest layer, so a full
+    /// list is a bug in this crate, caught by the tests.
+    fn add(&mut self, spec: TensorSpec) {
+        let pushed = self.push(spec);
+        debug_assert!(pushed.is_ok(), "MAX_LAYER_TENSORS too small");
+    }
+}
 
 /// What a mixer needs to know about the stream besides its state.
 #[derive(Clone, Copy, Debug)]
@@ -100,30 +119,9 @@ pub trait Mixer {
         out: &mut [f32],
     ) -> StepResult<()>;
 
-    /// Appends the mixer's tensors (roles after `attn.`) in canonical order.
-    fn push_specs(&self, layer: u16, hidden: u32, specs: &mut Specs);
-
-    /// [`Mixer::step`] with the value carried across layers (`carry`, the
-    /// session's region of [`crate::LayerConfig::carry_len`] words of the
-    /// model's widest such value, zeroed before each token's first layer):
-    /// what the block calls. A mixer that writes or reads it (RWKV-7's
-    /// first-layer value) overrides this; the others keep this default,
-    /// which ignores it.
-    #[allow(clippy::too_many_arguments)]
-    fn step_with_carry(
-        &self,
-        ctx: &StepCtx,
-        w: &LayerWeights<'_>,
-        state: &mut [f32],
-        scratch: &mut [f32],
-        act: &mut ActBuf<'_>,
-        carry: &mut [f32],
-        x: &[f32],
-        out: &mut [f32],
-    ) -> StepResult<()> {
-        let _ = carry;
-        self.step(ctx, w, state, scratch, act, x, out)
-    }
+    /// Gives the mixer's tensors (roles after `attn.`) to `specs` in
+    /// canonical order.
+    fn push_specs(&self, layer: u16, hidden: u32, specs: &mut dyn SpecSink);
 
     /// The integer step (docs/integer-path.md), run for a layer whose state
     /// format is not f32 in an image on the integer token path: reads the
@@ -194,19 +192,17 @@ impl Mixer for NotBuilt {
         ))
     }
 
-    fn push_specs(&self, _: u16, _: u32, _: &mut Specs) {}
+    fn push_specs(&self, _: u16, _: u32, _: &mut dyn SpecSink) {}
 }
 
-/// Pushes a spec; the capacity is sized for the largest layer, so a full
-/// list is a bug in this crate, caught by the tests.
-pub(crate) fn push(specs: &mut Specs, layer: u16, role: Role, dims: [u32; 3], matrix: bool) {
-    let pushed = specs.push(TensorSpec {
+/// Gives `specs` the spec of layer `layer`'s tensor `role`.
+pub(crate) fn push(specs: &mut dyn SpecSink, layer: u16, role: Role, dims: [u32; 3], matrix: bool) {
+    specs.add(TensorSpec {
         layer: Some(layer),
         role,
         dims,
         matrix,
     });
-    debug_assert!(pushed.is_ok(), "MAX_LAYER_TENSORS too small");
 }
 
 /// The tensor dimension `a * b` (heads times head size, ...). Parsed configs
@@ -241,7 +237,12 @@ pub(crate) const fn sum(terms: &[u64]) -> u64 {
 }
 
 /// Pushes the three short-convolution kernels `[C, 1, W]` of q, k and v.
-pub(crate) fn push_conv_specs(specs: &mut Specs, layer: u16, channels: [u32; 3], width: u32) {
+pub(crate) fn push_conv_specs(
+    specs: &mut dyn SpecSink,
+    layer: u16,
+    channels: [u32; 3],
+    width: u32,
+) {
     for (role, c) in [Role::QConv, Role::KConv, Role::VConv]
         .into_iter()
         .zip(channels)

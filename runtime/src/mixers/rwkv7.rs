@@ -22,7 +22,7 @@
 //! State layout: `u'` `[H*K]`, then `S [H][V][K]`.
 
 use super::rwkv7_config::{KkNorm, Rwkv7Config};
-use super::{push, width, Mixer, Specs, StepCtx};
+use super::{push, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::{dot, exp, mean_rstd, sigmoid};
@@ -33,7 +33,7 @@ use crate::weights::LayerWeights;
 const W_SCALE: f32 = -0.606_530_66;
 
 impl Mixer for Rwkv7Config {
-    fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+    fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
         let (h, k) = (self.num_heads, self.head_dim);
         let (hk, hv) = (width(h, k), width(h, self.head_v_dim));
         for role in [Role::XR, Role::XW, Role::XK, Role::XV, Role::XA, Role::XG] {
@@ -45,7 +45,7 @@ impl Mixer for Rwkv7Config {
         push(s, layer, Role::RProj, [hk, d, 0], true);
         push(s, layer, Role::KProj, [hk, d, 0], true);
         push(s, layer, Role::VProj, [hv, d, 0], true);
-        let lora = |s: &mut Specs, a, b, bias: Option<Role>, rank, out| {
+        let lora = |s: &mut dyn SpecSink, a, b, bias: Option<Role>, rank, out| {
             push(s, layer, a, [rank, d, 0], true);
             push(s, layer, b, [out, rank, 0], true);
             if let Some(bias) = bias {
@@ -84,23 +84,33 @@ impl Mixer for Rwkv7Config {
         push(s, layer, Role::OProj, [d, hv, 0], true);
     }
 
+    /// Without the session's carried value, which every layer needs (the
+    /// first writes it, the others read it): an error. The block calls
+    /// [`Rwkv7Config::step_with_carry`] (`LayerConfig::step`).
     fn step(
         &self,
-        ctx: &StepCtx,
-        w: &LayerWeights<'_>,
-        state: &mut [f32],
-        scratch: &mut [f32],
-        act: &mut ActBuf<'_>,
-        x: &[f32],
-        out: &mut [f32],
+        _: &StepCtx,
+        _: &LayerWeights<'_>,
+        _: &mut [f32],
+        _: &mut [f32],
+        _: &mut ActBuf<'_>,
+        _: &[f32],
+        _: &mut [f32],
     ) -> StepResult<()> {
-        // Without the session's carry region (the block always passes it).
-        self.step_with_carry(ctx, w, state, scratch, act, &mut [], x, out)
+        Err(crate::error::StepError::Internal(
+            "rwkv7 runs with the carried value (LayerConfig::step)",
+        ))
     }
+}
 
-    fn step_with_carry(
+impl Rwkv7Config {
+    /// [`Mixer::step`] with the value carried across layers (`carry`, the
+    /// session's region of [`Rwkv7Config::carry_len`] words or more, zeroed
+    /// before each token's first layer): the first layer writes its value
+    /// there, the others mix theirs toward it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step_with_carry(
         &self,
-        _ctx: &StepCtx,
         w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
