@@ -1,7 +1,7 @@
 //! The block around each layer's mixer (docs/spec.md §1.1): its norms and
 //! its MLP. Format 1 has one block, RMSNorm, mixer, RMSNorm, SwiGLU MLP, no
 //! biases; format 8 records per layer (layer-record word 14,
-//! [`crate::format::BLOCK_WORD`]) what the families it added need:
+//! `format::BLOCK_WORD`) what the families it added need:
 //!
 //! ```text
 //! bits 0-1  norm: 0 RMSNorm (weight), 1 LayerNorm (weight and bias)

@@ -1,9 +1,9 @@
 //! Importing flash-linear-attention (fla) checkpoints: `config.json` written by
 //! `save_pretrained` for `model_type` `gated_deltanet`, `delta_net`, `gsa`,
-//! `mamba2` ([`mamba2`]) or `rwkv7` ([`rwkv7`]), with fla's hybrid `attn`
+//! `mamba2` (`fla/mamba2.rs`) or `rwkv7` (`fla/rwkv7.rs`), with fla's hybrid `attn`
 //! entry mapped to ferrite `swa` layers. `delta_net` becomes a `gdn` layer
 //! of the DeltaNet configuration (no decay gate); the last two bring their
-//! own blocks (docs/spec.md §1.1) and tensor names ([`FlaImport::tensor`]).
+//! own blocks (docs/spec.md §1.1) and tensor names ([`tensor_name`], [`tensor_shape`]).
 //!
 //! Every fla field is either mapped, known to leave inference maths unchanged
 //! (kernel choice, fused training ops, token ids, cache flags), or refused with
