@@ -73,6 +73,16 @@ fn quantize_works_at_every_dtype_on_every_fixture() {
             let mut all = vec!["quantize", d, "-o", out];
             all.extend_from_slice(args);
             let o = ferrite(&all);
+            // The RWKV-7 fixtures' low-rank up-projections have 8 inputs: a
+            // group of 16 cannot divide them, and that is refused by name.
+            if args.contains(&"16") && d.contains("rwkv7") {
+                let line = assert_one_line_failure(&o, d);
+                assert!(
+                    line.contains("group size 16 does not divide the input dimension 8"),
+                    "{line}"
+                );
+                continue;
+            }
             assert!(o.status.success(), "{d} {args:?}: {}", stderr(&o));
             assert!(stderr(&o).contains("wrote "), "{}", stderr(&o));
             let o = ferrite(&["inspect", out]);
@@ -914,24 +924,24 @@ fn quantize_options_that_change_nothing_are_refused() {
 /// does, fla's among them (not only ferrite's own "ferrite").
 #[test]
 fn an_fla_model_type_ferrite_does_not_run_is_told_the_ones_it_does() {
-    let dir = tmp("rwkv7");
+    let dir = tmp("rwkv6");
     std::fs::create_dir_all(&dir).unwrap();
     let config = std::fs::read_to_string(repo().join("tests/fla/gdn_gva_f32/config.json")).unwrap();
     let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
-    config["model_type"] = "rwkv7".into();
+    config["model_type"] = "rwkv6".into();
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let out = tmp("rwkv7.fer");
+    let out = tmp("rwkv6.fer");
     let o = ferrite(&[
         "quantize",
         dir.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
     ]);
-    let line = assert_one_line_failure(&o, "rwkv7");
+    let line = assert_one_line_failure(&o, "rwkv6");
     assert_eq!(
         line,
-        "error: config: model_type \"rwkv7\" is not supported: ferrite runs \"ferrite\", \
-         and fla's \"gated_deltanet\", \"gsa\", \"delta_net\""
+        "error: config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", \
+         and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\""
     );
     assert!(!out.exists());
 }
