@@ -3,16 +3,22 @@
 //!
 //! ```text
 //! model record (8 words): vocab | hidden | intermediate | norm_eps (f32 bits)
-//!                         | flags (bit 0: tied head) | num_layers | tokenizer (0 bytes, 1 BPE) | provenance
-//! layer record (16 words): kind | 15 kind-specific words (see each mixer's config)
+//!                         | flags (bit 0: tied head, bit 1: integer token path,
+//!                           bit 2: LayerNorm final norm) | num_layers
+//!                         | tokenizer (0 bytes, 1 BPE) | provenance
+//! layer record (16 words): kind | 13 kind-specific words (see each mixer's config)
+//!                          | block options (word 14, `block::BlockConfig`) | state format (word 15)
 //! ```
 //! Parsing is `const` so that the RAM a model needs can be computed from an
 //! embedded image at compile time (see [`crate::session_len`]).
 
+use crate::block::{BlockConfig, NormKind};
 use crate::error::{ensure, Error, Result};
-use crate::format::{dim_ok, read_u32, StateFormat, STATE_WORD};
+use crate::format::{dim_ok, read_u32, StateFormat, BLOCK_WORD, STATE_WORD};
 pub use crate::format::{LayerWords, LAYER_RECORD_WORDS, MAX_DIM, MODEL_RECORD_WORDS};
-use crate::mixers::{BlaConfig, GdnConfig, GsaConfig, Mixer, MlaConfig, SwaConfig};
+use crate::mixers::{
+    BlaConfig, GdnConfig, GsaConfig, Mamba2Config, Mixer, MlaConfig, Rwkv7Config, SwaConfig,
+};
 
 /// Most layers a model may have.
 pub const MAX_LAYERS: usize = 64;
@@ -55,6 +61,8 @@ impl TokenPath {
 const FLAG_TIED: u32 = 1;
 /// Model flag bit 1: the integer token path (format 6).
 const FLAG_INT_PATH: u32 = 1 << 1;
+/// Model flag bit 2: the final norm is a LayerNorm with a bias (format 8).
+const FLAG_FINAL_LAYER_NORM: u32 = 1 << 2;
 
 /// Model-wide configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,9 +71,9 @@ pub struct ModelConfig {
     pub vocab_size: u32,
     /// Model width D.
     pub hidden_size: u32,
-    /// MLP width I.
+    /// MLP width I (0 in a format-8 model without an MLP).
     pub intermediate_size: u32,
-    /// RMSNorm epsilon.
+    /// Epsilon of the block's norms and the final norm.
     pub norm_eps: f32,
     /// Whether `lm_head` is the embedding table.
     pub tie_word_embeddings: bool,
@@ -80,6 +88,9 @@ pub struct ModelConfig {
     pub provenance: u32,
     /// f32 or the integer token path (flag bit 1).
     pub token_path: TokenPath,
+    /// The final norm: RMSNorm, or a LayerNorm with a bias (flag bit 2,
+    /// format 8).
+    pub final_norm: NormKind,
 }
 
 /// Declares the mixer families from one table (below): a line per family,
@@ -141,7 +152,14 @@ macro_rules! mixer_table {
             /// of kind `code` (layer `layer`, for errors).
             const fn from_kind(code: u32, w: &LayerWords, layer: Option<u16>) -> Result<LayerConfig> {
                 match code {
-                    $(kind::$kind => match $config::from_words(w, layer) {
+                    // A family built without its feature never gets here
+                    // (`parse` refuses it first): its record parser is not
+                    // linked.
+                    $(kind::$kind if !cfg!(feature = $name) => Err(Error::BadConfig {
+                        layer,
+                        reason: "a mixer built without its feature",
+                    }),
+                    kind::$kind => match $config::from_words(w, layer) {
                         Ok(c) => Ok(LayerConfig::$variant(c)),
                         Err(e) => Err(e),
                     },)*
@@ -245,6 +263,10 @@ mixer_table! {
     Bla(BlaConfig) = BLA 4, "bla";
     /// Latent-compressed (MLA-style) sliding window (format 4).
     Mla(MlaConfig) = MLA 5, "mla";
+    /// Mamba-2 (format 8).
+    Mamba2(Mamba2Config) = MAMBA2 6, "mamba2";
+    /// RWKV-7 time mixing (format 8).
+    Rwkv7(Rwkv7Config) = RWKV7 7, "rwkv7";
 }
 
 impl ModelConfig {
@@ -283,16 +305,28 @@ impl ModelConfig {
             } else {
                 TokenPath::F32
             },
+            final_norm: if w[4] & FLAG_FINAL_LAYER_NORM != 0 {
+                NormKind::Layer
+            } else {
+                NormKind::Rms
+            },
         };
         ensure!(
-            w[4] & !(FLAG_TIED | FLAG_INT_PATH) == 0,
+            w[4] & !(FLAG_TIED | FLAG_INT_PATH | FLAG_FINAL_LAYER_NORM) == 0,
             None,
             "unknown model flags"
         );
+        ensure!(
+            cfg!(feature = "block-options") || w[4] & FLAG_FINAL_LAYER_NORM == 0,
+            None,
+            "a LayerNorm final norm needs the runtime's `block-options` feature (on by default; firmware turns it on when its image has one)"
+        );
         ensure!(dim_ok(cfg.vocab_size), None, "vocab_size out of range");
         ensure!(dim_ok(cfg.hidden_size), None, "hidden_size out of range");
+        // 0 only where no layer has an MLP (checked below, once the layer
+        // records are known to be there).
         ensure!(
-            dim_ok(cfg.intermediate_size),
+            cfg.intermediate_size <= MAX_DIM,
             None,
             "intermediate_size out of range"
         );
@@ -318,6 +352,24 @@ impl ModelConfig {
             None,
             "config section shorter than its layers"
         );
+        if cfg.intermediate_size == 0 {
+            let mut layer = 0;
+            while layer < cfg.num_layers {
+                let at =
+                    4 * (MODEL_RECORD_WORDS + layer as usize * LAYER_RECORD_WORDS + 1 + BLOCK_WORD);
+                // An unknown block word is the layer parser's error; here
+                // only a known MLP needs the width.
+                let mlp = match read_u32(section, at) {
+                    Some(w) => match BlockConfig::from_word(w, None) {
+                        Ok(b) => b.has_mlp(),
+                        Err(_) => false,
+                    },
+                    None => true,
+                };
+                ensure!(!mlp, None, "intermediate_size out of range");
+                layer += 1;
+            }
+        }
         Ok(cfg)
     }
 
@@ -328,7 +380,13 @@ impl ModelConfig {
             self.hidden_size,
             self.intermediate_size,
             self.norm_eps.to_bits(),
-            self.tie_word_embeddings as u32 | (self.token_path as u32) << 1,
+            self.tie_word_embeddings as u32
+                | (self.token_path as u32) << 1
+                | if matches!(self.final_norm, NormKind::Layer) {
+                    FLAG_FINAL_LAYER_NORM
+                } else {
+                    0
+                },
             self.num_layers,
             self.tokenizer as u32,
             self.provenance,
@@ -365,6 +423,8 @@ impl LayerConfig {
                 LayerConfig::Gsa(c) => LayerConfig::Gsa(GsaConfig { state, ..c }),
                 LayerConfig::Bla(c) => LayerConfig::Bla(BlaConfig { state, ..c }),
                 LayerConfig::Mla(c) => LayerConfig::Mla(MlaConfig { state, ..c }),
+                LayerConfig::Mamba2(c) => LayerConfig::Mamba2(c),
+                LayerConfig::Rwkv7(c) => LayerConfig::Rwkv7(c),
             });
         }
         match *self {
@@ -425,13 +485,71 @@ impl LayerConfig {
         Ok(lc)
     }
 
-    /// Encodes the layer record (used by the tools).
+    /// Encodes the layer record (used by the tools) with the format-1
+    /// block ([`LayerConfig::encode_with`] for others).
     pub fn encode(&self) -> [u32; LAYER_RECORD_WORDS] {
+        self.encode_with(&BlockConfig::RMS_SWIGLU)
+    }
+
+    /// Encodes the layer record with its block options in word 14.
+    pub fn encode_with(&self, block: &BlockConfig) -> [u32; LAYER_RECORD_WORDS] {
         let (kind, mut words) = self.kind_and_words();
         words[STATE_WORD] = self.state_format() as u32;
+        words[BLOCK_WORD] = block.to_word();
         let mut out = [0u32; LAYER_RECORD_WORDS];
         out[0] = kind;
         out[1..].copy_from_slice(&words);
         out
+    }
+
+    /// Checks what the layer's record cannot check alone: an `rwkv7`
+    /// layer's key width `H * K` must be the model's `hidden_size` (its
+    /// token shift and interpolations are over both).
+    pub const fn check_hidden(&self, hidden: u32, layer: u16) -> Result<()> {
+        if let LayerConfig::Rwkv7(c) = self {
+            ensure!(
+                c.key_width() == hidden as u64,
+                Some(layer),
+                "rwkv7 needs hidden_size = num_heads * head_dim"
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs one token of this layer's mixer ([`Mixer::step`]), with the
+    /// value carried across layers (`carry`, the session's region of the
+    /// widest [`LayerConfig::carry_len`], zeroed before each token) for the
+    /// mixers that write or read it: what the block calls.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step(
+        &self,
+        ctx: &crate::mixers::StepCtx,
+        w: &crate::weights::LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut crate::tensor::ActBuf<'_>,
+        carry: &mut [f32],
+        x: &[f32],
+        out: &mut [f32],
+    ) -> crate::error::StepResult<()> {
+        match self {
+            #[cfg(feature = "rwkv7")]
+            LayerConfig::Rwkv7(c) => c.step_with_carry(w, state, scratch, act, carry, x, out),
+            _ => {
+                let _ = &carry;
+                self.mixer().step(ctx, w, state, scratch, act, x, out)
+            }
+        }
+    }
+
+    /// f32 words of the value this layer's mixer passes to later layers or
+    /// reads from an earlier one (RWKV-7's first-layer value; 0 for the
+    /// other mixers): the session keeps the largest such width once per
+    /// token, zeroed before the first layer (docs/spec.md §1.1).
+    pub const fn carry_len(&self) -> u64 {
+        match self {
+            LayerConfig::Rwkv7(c) => c.carry_len(),
+            _ => 0,
+        }
     }
 }

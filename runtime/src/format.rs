@@ -69,6 +69,12 @@ pub(crate) fn record_words(head: &[u32]) -> LayerWords {
 /// state format, the same word for every mixer (format 6; 0 = f32 before).
 pub const STATE_WORD: usize = LAYER_RECORD_WORDS - 2;
 
+/// Index in [`LayerWords`] (the record's word 14) of the layer's block
+/// options (format 8; 0, the format-1 block, before): the norm kind, the
+/// MLP kind and the extra pre-norm, the same word for every mixer
+/// (`block::BlockConfig`, docs/spec.md §1.1).
+pub const BLOCK_WORD: usize = LAYER_RECORD_WORDS - 3;
+
 /// How a layer keeps its state (layer-record word 15, image format 6).
 ///
 /// In an image on the integer token path, a layer whose state format is
@@ -144,10 +150,10 @@ macro_rules! roles {
 
 roles! {
     Embeddings = 1, "model.embeddings.weight", "Token embeddings `[vocab, D]`.";
-    FinalNorm = 2, "model.norm.weight", "Final RMSNorm weight `[D]`.";
+    FinalNorm = 2, "model.norm.weight", "Final norm weight `[D]` (RMSNorm, or LayerNorm: format 8).";
     LmHead = 3, "lm_head.weight", "Output head `[vocab, D]` (absent when tied).";
-    AttnNorm = 10, "attn_norm.weight", "Pre-mixer RMSNorm weight `[D]`.";
-    MlpNorm = 11, "mlp_norm.weight", "Pre-MLP RMSNorm weight `[D]`.";
+    AttnNorm = 10, "attn_norm.weight", "Pre-mixer norm weight `[D]`.";
+    MlpNorm = 11, "mlp_norm.weight", "Pre-MLP norm weight `[D]` (SwiGLU and channel-mixing blocks).";
     MlpGate = 12, "mlp.gate_proj.weight", "SwiGLU gate projection `[I, D]`.";
     MlpUp = 13, "mlp.up_proj.weight", "SwiGLU up projection `[I, D]`.";
     MlpDown = 14, "mlp.down_proj.weight", "SwiGLU down projection `[D, I]`.";
@@ -157,19 +163,58 @@ roles! {
     OProj = 23, "attn.o_proj.weight", "Output projection.";
     AProj = 24, "attn.a_proj.weight", "GDN decay input projection `[HV, D]`.";
     BProj = 25, "attn.b_proj.weight", "GDN beta projection `[HV, D]`.";
-    ALog = 26, "attn.A_log", "GDN log decay rate `[HV]`.";
-    DtBias = 27, "attn.dt_bias", "GDN decay bias `[HV]`.";
+    ALog = 26, "attn.A_log", "GDN log decay rate `[HV]` (Mamba-2: `[H]`).";
+    DtBias = 27, "attn.dt_bias", "GDN decay bias `[HV]` (Mamba-2: `[H]`).";
     QConv = 28, "attn.q_conv1d.weight", "Short convolution on q `[C, 1, W]`.";
     KConv = 29, "attn.k_conv1d.weight", "Short convolution on k `[C, 1, W]`.";
     VConv = 30, "attn.v_conv1d.weight", "Short convolution on v `[C, 1, W]`.";
     GProj = 31, "attn.g_proj.weight", "GDN output gate projection `[HV*V, D]`.";
     ONorm = 32, "attn.o_norm.weight", "GDN per-head output norm `[V]`.";
     FProj = 33, "attn.f_proj.weight", "GSA forget-gate projection `[Hkv*M, D]`.";
-    GNorm = 34, "attn.g_norm.weight", "GSA output norm `[H*V]`.";
+    GNorm = 34, "attn.g_norm.weight", "GSA output norm `[H*V]` (RWKV-7: its per-head group norm).";
     Sinks = 35, "attn.sinks", "SWA learned sink logits `[H]`.";
     BlaPhi = 36, "attn.phi", "BLA write-weight table `[P, N]`, computed by the tools (absent where the runtime computes phi, format 5).";
     KvAProj = 37, "attn.kv_a_proj.weight", "MLA latent and shared RoPE key projection `[R + dr, D]`.";
     KvBProj = 38, "attn.kv_b_proj.weight", "MLA up-projections of the latent `[H*(d+dv), R]` (absorbed at decode).";
+    // The generalized block (format 8, docs/spec.md §1.1).
+    AttnNormBias = 39, "attn_norm.bias", "Pre-mixer LayerNorm bias `[D]` (LayerNorm blocks).";
+    MlpNormBias = 40, "mlp_norm.bias", "Pre-MLP LayerNorm bias `[D]` (LayerNorm blocks).";
+    PreNorm = 41, "pre_norm.weight", "Norm of the residual stream before the block `[D]` (RWKV-7's first layer).";
+    PreNormBias = 42, "pre_norm.bias", "Bias of the block's pre-norm `[D]` (LayerNorm blocks).";
+    FinalNormBias = 43, "model.norm.bias", "Final LayerNorm bias `[D]` (a LayerNorm final norm).";
+    MlpShift = 44, "mlp.x_k", "Channel-mixing token-shift interpolation `[D]` (RWKV-7's `ffn.x_k`).";
+    MlpKey = 45, "mlp.key.weight", "Channel-mixing key projection `[I, D]`.";
+    MlpValue = 46, "mlp.value.weight", "Channel-mixing value projection `[D, I]`.";
+    // mamba2 (format 8).
+    InProj = 47, "attn.in_proj.weight", "Mamba-2 in-projection `[2*H*P + 2*G*N + H, D]` (gate, x, B, C, dt).";
+    Conv1d = 48, "attn.conv1d.weight", "Mamba-2 causal convolution over x, B and C `[H*P + 2*G*N, 1, W]`.";
+    Conv1dBias = 49, "attn.conv1d.bias", "Mamba-2 convolution bias `[H*P + 2*G*N]`.";
+    DSkip = 50, "attn.D", "Mamba-2 skip `[H]` (or `[H*P]`).";
+    MixerNorm = 51, "attn.norm.weight", "Mamba-2 gated RMSNorm weight `[H*P]`.";
+    OutProj = 52, "attn.out_proj.weight", "Mamba-2 out-projection `[D, H*P]`.";
+    // rwkv7 (format 8).
+    XR = 53, "attn.x_r", "RWKV-7 token-shift interpolation of the receptance input `[D]`.";
+    XW = 54, "attn.x_w", "RWKV-7 token-shift interpolation of the decay input `[D]`.";
+    XK = 55, "attn.x_k", "RWKV-7 token-shift interpolation of the key input `[D]`.";
+    XV = 56, "attn.x_v", "RWKV-7 token-shift interpolation of the value input `[D]`.";
+    XA = 57, "attn.x_a", "RWKV-7 token-shift interpolation of the learning-rate input `[D]`.";
+    XG = 58, "attn.x_g", "RWKV-7 token-shift interpolation of the gate input `[D]`.";
+    KK = 59, "attn.k_k", "RWKV-7 key scale of the removal key `[H*K]`.";
+    KA = 60, "attn.k_a", "RWKV-7 in-context learning-rate mix of the key `[H*K]`.";
+    RK = 61, "attn.r_k", "RWKV-7 per-head bonus `[H, K]`.";
+    RProj = 62, "attn.r_proj.weight", "RWKV-7 receptance projection `[H*K, D]`.";
+    WLoraA = 63, "attn.w_lora.lora.0.weight", "RWKV-7 decay low-rank down-projection `[dw, D]`.";
+    WLoraB = 64, "attn.w_lora.lora.2.weight", "RWKV-7 decay low-rank up-projection `[H*K, dw]`.";
+    WLoraBias = 65, "attn.w_lora.lora.2.bias", "RWKV-7 decay bias `[H*K]`.";
+    VLoraA = 66, "attn.v_lora.lora.0.weight", "RWKV-7 value-residual low-rank down-projection `[dv, D]`.";
+    VLoraB = 67, "attn.v_lora.lora.2.weight", "RWKV-7 value-residual low-rank up-projection `[H*V, dv]`.";
+    VLoraBias = 68, "attn.v_lora.lora.2.bias", "RWKV-7 value-residual bias `[H*V]`.";
+    ALoraA = 69, "attn.a_lora.lora.0.weight", "RWKV-7 learning-rate low-rank down-projection `[da, D]`.";
+    ALoraB = 70, "attn.a_lora.lora.2.weight", "RWKV-7 learning-rate low-rank up-projection `[H*K, da]`.";
+    ALoraBias = 71, "attn.a_lora.lora.2.bias", "RWKV-7 learning-rate bias `[H*K]`.";
+    GLoraA = 72, "attn.g_lora.lora.0.weight", "RWKV-7 gate low-rank down-projection `[dg, D]`.";
+    GLoraB = 73, "attn.g_lora.lora.2.weight", "RWKV-7 gate low-rank up-projection `[H*V, dg]`.";
+    GNormBias = 74, "attn.g_norm.bias", "RWKV-7 per-head group-norm bias `[H*V]`.";
 }
 
 #[cfg(test)]

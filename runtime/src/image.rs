@@ -1,4 +1,4 @@
-//! The flash image format, versions 1 to 7 (`docs/image-format.md` is the
+//! The flash image format, versions 1 to 8 (`docs/image-format.md` is the
 //! prose spec). Version 2 adds the byte-level BPE tokenizer section
 //! ([`crate::tokenizer::BpeTokenizer`]); version 3 the tiled weight layout of
 //! the integer kernels ([`Layout::Tiled`]); version 4 mixer options
@@ -6,8 +6,10 @@
 //! weights the runtime computes instead of reading a stored table
 //! ([`COMPUTED_PHI_FORMAT_VERSION`]); version 6 the integer token path and
 //! per-layer state formats ([`INTEGER_PATH_FORMAT_VERSION`]); version 7
-//! the signature section ([`SIGNED_FORMAT_VERSION`], [`crate::signature`]).
-//! The tools write the lowest version that can represent an image.
+//! the signature section ([`SIGNED_FORMAT_VERSION`], [`crate::signature`]);
+//! version 8 the generalized block and the `mamba2` and `rwkv7` mixers
+//! ([`BLOCK_FORMAT_VERSION`]). The tools write the lowest version that can
+//! represent an image.
 //!
 //! ```text
 //! offset 0   header (64 bytes, little-endian)
@@ -39,7 +41,7 @@ pub use crate::format::{Role, StateFormat};
 /// First eight bytes of every image.
 pub const MAGIC: [u8; 8] = *b"FERRITE\0";
 /// Newest format version this runtime reads and the tools write.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 /// Version that first carries a tokenizer section (byte-level BPE).
 pub const BPE_FORMAT_VERSION: u32 = 2;
 /// Version that first stores weights in [`Layout::Tiled`].
@@ -67,6 +69,13 @@ pub const FLAG_SIGNED: u32 = 1;
 /// Bytes of the signature section: the signer's Ed25519 public key (32)
 /// and the signature (64).
 pub const SIGNATURE_SECTION_LEN: usize = 96;
+/// Version that first carries the generalized block (docs/spec.md §1.1):
+/// per-layer block options in layer-record word 14 (LayerNorm with bias,
+/// no MLP or RWKV-7's channel mixing, an extra pre-norm;
+/// `block::BlockConfig`), a LayerNorm final norm (model flag bit 2), an
+/// `intermediate_size` of 0 in a model without an MLP, and the `mamba2`
+/// and `rwkv7` mixers.
+pub const BLOCK_FORMAT_VERSION: u32 = 8;
 /// Oldest format version this runtime reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Size of the fixed header.
@@ -567,7 +576,14 @@ mod tests {
         };
         let ok = empty_header(128);
         assert_eq!(parse(&ok, &mut image), Ok(ok));
-        for (version, accepted) in [(0, false), (1, true), (7, true), (8, false)] {
+        for (version, accepted) in [
+            (0, false),
+            (1, true),
+            (6, true),
+            (7, true),
+            (8, true),
+            (9, false),
+        ] {
             let h = Header { version, ..ok };
             let got = parse(&h, &mut image);
             assert_eq!(got.is_ok(), accepted, "version {version}: {got:?}");

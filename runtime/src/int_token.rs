@@ -9,10 +9,15 @@
 //! per layer:  x = rmsnorm(h) w                   (integer RMS scale, weights by their bits)
 //!             out = mixer.step_int(x)            (or, for an f32 state, the f32 step on
 //!             h += out                            x and out converted at its boundary)
-//!             x = rmsnorm(h) w;  h += down(silu(gate x) * (up x))
+//!             x = rmsnorm(h) w;  h += down(silu(gate x) * (up x))   (a block without an
+//!                                                 MLP, format 8, skips this line)
 //! logits = head(rmsnorm(h) w)                    (written as f32, by integer code)
 //! ```
+//!
+//! Blocks with LayerNorms, a pre-norm or RWKV-7's channel mixing are not on
+//! this path: `Model::load` refuses them in an integer-path image.
 
+use crate::block::MlpKind;
 use crate::config::LayerConfig;
 use crate::error::Result;
 use crate::fixed::activation::silu15;
@@ -40,6 +45,8 @@ pub(crate) struct Vectors<'s> {
     pub up: &'s mut [f32],
     /// The logits `[vocab]` (f32 on return).
     pub logits: &'s mut [f32],
+    /// The value carried across layers (f32; zeroed by the session).
+    pub carry: &'s mut [f32],
     /// The mixers' scratch.
     pub scratch: &'s mut [f32],
 }
@@ -147,6 +154,7 @@ pub(crate) fn feed(
         gate,
         up,
         logits,
+        carry,
         scratch,
     } = v;
     let mut eh = model
@@ -154,6 +162,9 @@ pub(crate) fn feed(
         .row_int(token as usize, ints(h))?;
     for layer in 0..cfg.num_layers as usize {
         let lc: LayerConfig = model.layer(layer)?;
+        // RMSNorm, no pre-norm, SwiGLU or no MLP (checked at load): no
+        // block state.
+        let block = model.block(layer)?;
         let w = model.layer_weights(layer);
         let words = usize::try_from(lc.state_len(ctx.pinned_max)).unwrap_or(usize::MAX);
         let layer_state = take(&mut state, words);
@@ -178,11 +189,13 @@ pub(crate) fn feed(
         } else {
             // A mixer on the f32 path: its input and output converted here.
             to_f32_in_place(x, ex);
-            lc.mixer()
-                .step(ctx, &w, layer_state, scratch, act, x, out)?;
+            lc.step(ctx, &w, layer_state, scratch, act, carry, x, out)?;
             from_f32_in_place(out)
         };
         eh = add_into(ints(h), eh, hb(out, eo));
+        if block.mlp == MlpKind::None {
+            continue;
+        }
 
         let ex = norm_into(hb(h, eh), &w.get(Role::MlpNorm)?, eps, ints(x))?;
         let (eg, eu) = {

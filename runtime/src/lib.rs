@@ -9,12 +9,15 @@
 //! caller's static [f32; session_len] ──Session::new──▶ feed(token) -> logits
 //! ```
 //!
-//! Five token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
+//! Seven token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
 //! one stack: [`mixers::GdnConfig`] (Gated DeltaNet), [`mixers::GsaConfig`]
 //! (Gated Slot Attention), [`mixers::SwaConfig`] (sliding-window attention
-//! with sinks), [`mixers::BlaConfig`] (Blurry Window Attention) and
+//! with sinks), [`mixers::BlaConfig`] (Blurry Window Attention),
 //! [`mixers::MlaConfig`] (a latent-compressed, MLA-style sliding window;
-//! the `mla` feature). `docs/spec.md` (shared with the Python reference)
+//! the `mla` feature), [`mixers::Mamba2Config`] (Mamba-2) and
+//! [`mixers::Rwkv7Config`] (RWKV-7's time mixing), each in the block its
+//! layer's record asks for ([`block::BlockConfig`]: RMSNorm or LayerNorm, a
+//! SwiGLU MLP, RWKV-7's channel mixing or none). `docs/spec.md` (shared with the Python reference)
 //! defines the maths; `docs/image-format.md` the image.
 //!
 //! The exact buffer a model needs is a `const fn` of its image, so a board
@@ -53,13 +56,20 @@
 //! - `swa` (default): sliding-window attention with sinks (`swa` layers).
 //! - `bla` (default): Blurry Window Attention (`bla` layers).
 //! - `mla` (default): the latent-compressed window (`mla` layers).
-//! - `all-mixers` (default): the five families above, one feature each. A
+//! - `mamba2` (default): Mamba-2 (`mamba2` layers, format 8).
+//! - `rwkv7` (default): RWKV-7's time mixing (`rwkv7` layers, format 8).
+//! - `all-mixers` (default): the seven families above, one feature each. A
 //!   family's steps are linked only with its feature; off, an image with one
 //!   of its layers is refused at load with [`Error::BadConfig`] naming the
 //!   feature ([`LayerConfig::not_built`]). Every [`LayerConfig`] variant
 //!   stays, so matches do not depend on the features. Firmware turns on
 //!   exactly the families of its image (TFLite Micro's op resolver, decided
 //!   at build time): 58 KB less flash for a BLA-only model on the M0.
+//! - `block-options` (default): format 8's block options beyond RMSNorm
+//!   and SwiGLU or no MLP: LayerNorm blocks, RWKV-7's channel mixing and the
+//!   pre-norm ([`block::BlockConfig`]). Off, an image that uses one is
+//!   refused at load with [`Error::BadConfig`] naming the feature, and about
+//!   2 KB of flash is saved; the firmware turns it on when its image needs it.
 //! - `int-path` (default): the integer token path (format 6 images written
 //!   with `ferrite quantize --path int`; `docs/integer-path.md`). Off, such
 //!   an image is refused at load with [`Error::BadConfig`] naming the
@@ -112,6 +122,7 @@ compile_error!(
     "ferrite images are little-endian and used in place: big-endian targets are not supported"
 );
 
+pub mod block;
 pub mod config;
 pub mod error;
 pub mod fixed;

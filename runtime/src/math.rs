@@ -127,6 +127,18 @@ pub fn rms_scale(x: &[f32], eps: f32) -> f32 {
     1.0 / libm::sqrtf(ms + eps)
 }
 
+/// The mean of `x` and `1 / sqrt(var(x) + eps)` (the biased variance, about
+/// the mean): LayerNorm's and GroupNorm's statistics, in fla's order (the
+/// mean, then the centred squares).
+#[cfg_attr(not(ferrite_math_noinline), inline)]
+#[cfg_attr(ferrite_math_noinline, inline(never))]
+pub fn mean_rstd(x: &[f32], eps: f32) -> (f32, f32) {
+    let n = x.len().max(1) as f32;
+    let mean = x.iter().sum::<f32>() / n;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    (mean, 1.0 / libm::sqrtf(var + eps))
+}
+
 /// Scales `x` in place to unit L2 norm: `x / sqrt(sum x^2 + eps)`.
 #[cfg_attr(not(ferrite_math_noinline), inline)]
 #[cfg_attr(ferrite_math_noinline, inline(never))]

@@ -1,13 +1,15 @@
 //! A validated, immutable model borrowed from an image (flash).
 
+use crate::block::{BlockConfig, NormKind};
 use crate::config::{LayerConfig, ModelConfig, TokenPath, TokenizerKind, MAX_LAYERS};
 use crate::error::{Error, Result};
 use crate::format::{Role, StateFormat};
 use crate::image::{
-    DType, Header, Layout, TensorEntry, TensorSpec, COMPUTED_PHI_FORMAT_VERSION, CRC, CRC_START,
-    IMAGE_ALIGN, INTEGER_PATH_FORMAT_VERSION, TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
+    DType, Header, Layout, TensorEntry, TensorSpec, BLOCK_FORMAT_VERSION,
+    COMPUTED_PHI_FORMAT_VERSION, CRC, CRC_START, IMAGE_ALIGN, INTEGER_PATH_FORMAT_VERSION,
+    TENSOR_ALIGN, TENSOR_ENTRY_LEN, TILED_FORMAT_VERSION,
 };
-use crate::mixers::{push, Specs};
+use crate::mixers::{SpecSink, Specs};
 use crate::sizes::buffer_len;
 use crate::tensor::Tensor;
 #[cfg(feature = "bpe")]
@@ -29,7 +31,7 @@ pub struct Model<'a> {
 }
 
 /// Model-wide tensors in canonical order.
-pub fn global_specs(c: &ModelConfig) -> heapless::Vec<TensorSpec, 3> {
+pub fn global_specs(c: &ModelConfig) -> heapless::Vec<TensorSpec, 4> {
     let mut v = heapless::Vec::new();
     let (vocab, d) = (c.vocab_size, c.hidden_size);
     let mut add = |role, dims, matrix| {
@@ -42,26 +44,63 @@ pub fn global_specs(c: &ModelConfig) -> heapless::Vec<TensorSpec, 3> {
     };
     add(Role::Embeddings, [vocab, d, 0], true);
     add(Role::FinalNorm, [d, 0, 0], false);
+    if let NormKind::Layer = c.final_norm {
+        add(Role::FinalNormBias, [d, 0, 0], false);
+    }
     if !c.tie_word_embeddings {
         add(Role::LmHead, [vocab, d, 0], true);
     }
     v
 }
 
-/// Tensors of one block (norms, mixer, MLP) in canonical order.
-pub fn block_specs(c: &ModelConfig, layer_cfg: &LayerConfig, layer: u16) -> Specs {
-    let (d, i) = (c.hidden_size, c.intermediate_size);
+/// Tensors of one block (norms, mixer, MLP) in canonical order: the
+/// block's pre-norm and pre-mixer norm, the mixer's tensors, the MLP's
+/// (docs/spec.md §2).
+pub fn block_specs(
+    c: &ModelConfig,
+    layer_cfg: &LayerConfig,
+    block: &BlockConfig,
+    layer: u16,
+) -> Specs {
     let mut s = Specs::new();
-    push(&mut s, layer, Role::AttnNorm, [d, 0, 0], false);
-    layer_cfg.mixer().push_specs(layer, d, &mut s);
-    push(&mut s, layer, Role::MlpNorm, [d, 0, 0], false);
-    push(&mut s, layer, Role::MlpGate, [i, d, 0], true);
-    push(&mut s, layer, Role::MlpUp, [i, d, 0], true);
-    push(&mut s, layer, Role::MlpDown, [d, i, 0], true);
+    give_block_specs(c, layer_cfg, block, layer, &mut s);
     s
 }
 
-/// Calls `f` with every tensor the configuration expects, in canonical table order.
+/// [`block_specs`] given to `sink` one at a time.
+fn give_block_specs(
+    c: &ModelConfig,
+    layer_cfg: &LayerConfig,
+    block: &BlockConfig,
+    layer: u16,
+    sink: &mut dyn SpecSink,
+) {
+    let (d, i) = (c.hidden_size, c.intermediate_size);
+    block.push_pre_specs(layer, d, sink);
+    layer_cfg.mixer().push_specs(layer, d, sink);
+    block.push_post_specs(layer, d, i, sink);
+}
+
+/// A [`SpecSink`] that runs a check on each spec as it comes and keeps the
+/// first error (the rest are skipped).
+struct Checks<'f, F> {
+    f: &'f mut F,
+    err: Option<Error>,
+}
+
+impl<F: FnMut(TensorSpec) -> Result<()>> SpecSink for Checks<'_, F> {
+    fn add(&mut self, spec: TensorSpec) {
+        if self.err.is_none() {
+            if let Err(e) = (self.f)(spec) {
+                self.err = Some(e);
+            }
+        }
+    }
+}
+
+/// Calls `f` with every tensor the configuration expects, in canonical
+/// table order (no list of a layer's specs is kept: each is checked as its
+/// mixer or block gives it).
 pub fn for_each_spec(
     section: &[u8],
     config: &ModelConfig,
@@ -72,9 +111,14 @@ pub fn for_each_spec(
     }
     for layer in 0..config.num_layers as u16 {
         let lc = LayerConfig::parse(section, layer)?;
-        let specs: Specs = block_specs(config, &lc, layer);
-        for spec in specs {
-            f(spec)?;
+        let block = BlockConfig::parse(section, layer)?;
+        let mut checks = Checks {
+            f: &mut f,
+            err: None,
+        };
+        give_block_specs(config, &lc, &block, layer, &mut checks);
+        if let Some(e) = checks.err {
+            return Err(e);
         }
     }
     Ok(())
@@ -118,15 +162,45 @@ impl<'a> Model<'a> {
                 reason: "the image is on the integer token path: build ferrite with its `int-path` feature",
             });
         }
+        if config.final_norm != NormKind::Rms || config.intermediate_size == 0 {
+            if header.version < BLOCK_FORMAT_VERSION {
+                return Err(Error::BadConfig {
+                    layer: None,
+                    reason: "a LayerNorm final norm or an intermediate_size of 0 needs image format version 8",
+                });
+            }
+            if int_path && config.final_norm != NormKind::Rms {
+                return Err(Error::BadConfig {
+                    layer: None,
+                    reason: "the integer token path runs RMSNorm blocks only",
+                });
+            }
+        }
         // Layers that run their integer step (a bit per layer).
         let mut int_layers = 0u64;
         for layer in 0..config.num_layers as u16 {
             let lc = LayerConfig::parse(section, layer)?;
+            let block = BlockConfig::parse(section, layer)?;
+            if block.min_format_version() > header.version {
+                return Err(Error::BadConfig {
+                    layer: Some(layer),
+                    reason: "these block options need image format version 8",
+                });
+            }
+            if int_path && !block.integer_path_ok() {
+                return Err(Error::BadConfig {
+                    layer: Some(layer),
+                    reason:
+                        "the integer token path runs RMSNorm blocks only, with a SwiGLU MLP or none",
+                });
+            }
             let needs = lc.min_format_version();
             if needs > header.version {
                 return Err(Error::BadConfig {
                     layer: Some(layer),
-                    reason: if needs >= INTEGER_PATH_FORMAT_VERSION {
+                    reason: if needs >= BLOCK_FORMAT_VERSION {
+                        "this mixer needs image format version 8"
+                    } else if needs >= INTEGER_PATH_FORMAT_VERSION {
                         "this state format needs image format version 6"
                     } else if needs >= COMPUTED_PHI_FORMAT_VERSION {
                         "this mixer option needs image format version 5"
@@ -332,6 +406,33 @@ impl<'a> Model<'a> {
             });
         }
         LayerConfig::parse(self.config_section(), i as u16)
+    }
+
+    /// Block options of layer `i` (the format-1 block in images before
+    /// format 8).
+    pub fn block(&self, i: usize) -> Result<BlockConfig> {
+        if i >= self.config.num_layers as usize {
+            return Err(Error::BadConfig {
+                layer: None,
+                reason: "layer index out of range",
+            });
+        }
+        BlockConfig::parse(self.config_section(), i as u16)
+    }
+
+    /// f32 words of layer `i`'s state (its mixer's, then its block's) in a
+    /// session that may pin `pinned_max` tokens.
+    pub fn layer_state_len(&self, i: usize, pinned_max: usize) -> Result<usize> {
+        let words = crate::sizes::layer_state_words(
+            &self.layer(i)?,
+            &self.block(i)?,
+            self.config.hidden_size,
+            pinned_max,
+        );
+        usize::try_from(words).map_err(|_| Error::SizeOverflow {
+            layer: Some(i as u16),
+            what: "the layer's state exceeds what this target can address",
+        })
     }
 
     fn config_section(&self) -> &'a [u8] {
@@ -553,7 +654,7 @@ mod tests {
     #[test]
     fn widths_of_exactly_max_dim_are_accepted() {
         let c = parse(1, &[1 << 10, 1 << 10, 1 << 10, 1 << 10, 2, 1]).unwrap();
-        let specs = block_specs(&model(), &c, 0);
+        let specs = block_specs(&model(), &c, &BlockConfig::RMS_SWIGLU, 0);
         assert!(specs.iter().any(|s| s.dims[0] == MAX_DIM));
         // S: HV*V*K = 2^30; conv caches: (2*H*K + HV*V) * (W - 1) = 3 * 2^20.
         assert_eq!(c.state_len(0), (1 << 30) + 3 * (1 << 20));
@@ -570,6 +671,7 @@ mod tests {
             tokenizer: crate::config::TokenizerKind::Bytes,
             provenance: 0,
             token_path: crate::config::TokenPath::F32,
+            final_norm: NormKind::Rms,
         }
     }
 
@@ -647,7 +749,7 @@ mod tests {
         for c in layers {
             assert_eq!(c.state_len(usize::MAX), u64::MAX, "{c:?}");
             assert_eq!(c.scratch_len(), u64::MAX, "{c:?}");
-            let specs = block_specs(&model(), &c, 0);
+            let specs = block_specs(&model(), &c, &BlockConfig::RMS_SWIGLU, 0);
             assert!(specs.iter().any(|s| s.dims[0] == u32::MAX), "{c:?}");
             assert!(specs.iter().all(|s| s.numel() > 0));
         }

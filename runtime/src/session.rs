@@ -3,8 +3,12 @@
 //! Buffer layout (f32 words):
 //! ```text
 //! [ state of layer 0 | ... | state of layer L-1 ]                       (reset to 0)
-//! [ h: D | x: D | out: D | gate: I | up: I | logits: vocab | mixer scratch | act ]
+//! [ h: D | x: D | out: D | gate: I | up: I | logits: vocab | carry | mixer scratch | act ]
 //! ```
+//! A layer's state is its mixer's, then its block's (RWKV-7's channel
+//! mixing keeps the previous input). `carry` is the value a mixer passes
+//! to later layers (RWKV-7's first-layer value; empty in most models),
+//! zeroed before each token.
 //! `act` holds the int8 activations of the integer path (only when the model
 //! has tiled tensors). On the integer token path (format 6) the vectors hold
 //! i32 block mantissas instead of f32 values (`crate::int_token`), and one
@@ -12,14 +16,14 @@
 //! Its size is known before the first token ([`crate::session_len`]) and
 //! never changes.
 
+use crate::block::{norm, NormKind};
 use crate::config::LayerConfig;
 use crate::error::{Error, Result, StepError, StepResult};
 use crate::image::Role;
-use crate::math::{rms_scale, silu};
 use crate::mixers::StepCtx;
 use crate::model::Model;
 use crate::sampler::Sampler;
-use crate::tensor::{ActBuf, Tensor};
+use crate::tensor::ActBuf;
 
 /// One token stream over a model. Owns no memory: state and scratch live in
 /// the caller's buffer.
@@ -27,6 +31,8 @@ pub struct Session<'a, 'b> {
     model: Model<'a>,
     buf: &'b mut [f32],
     state_len: usize,
+    /// Words of the carried value (after the logits).
+    carry_len: usize,
     /// Words of `act` at the end of the used buffer (0 without tiled tensors).
     act_len: usize,
     /// Clamp counters before `act`: one per layer on the integer token path, else none.
@@ -47,14 +53,6 @@ fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
     let (head, tail) = all.split_at_mut(n.min(all.len()));
     *buf = tail;
     head
-}
-
-/// `out = rmsnorm(x) * w`.
-fn rmsnorm(x: &[f32], w: &Tensor<'_>, eps: f32, out: &mut [f32]) {
-    let inv = rms_scale(x, eps);
-    for (i, (o, &xi)) in out.iter_mut().zip(x).enumerate() {
-        *o = xi * inv * w.at(i);
-    }
 }
 
 impl<'a, 'b> Session<'a, 'b> {
@@ -80,12 +78,14 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let state_len = len.state;
+        let carry_len = len.carry;
         let act_len = crate::sizes::act_words(model.image(), model.header(), model.config())?;
         let clamp_len = crate::sizes::clamp_words(model.config());
         let mut s = Session {
             model,
             buf,
             state_len,
+            carry_len,
             act_len,
             clamp_len,
             used: len.total,
@@ -164,7 +164,7 @@ impl<'a, 'b> Session<'a, 'b> {
         let mut start = 0usize;
         for i in 0..=layer {
             let lc = self.model.layer(i)?;
-            let words = usize::try_from(lc.state_len(self.pinned_max)).unwrap_or(usize::MAX);
+            let words = self.model.layer_state_len(i, self.pinned_max)?;
             if i == layer {
                 let bytes = self
                     .state()
@@ -283,6 +283,8 @@ impl<'a, 'b> Session<'a, 'b> {
         let gate = take(&mut scratch, i);
         let up = take(&mut scratch, i);
         let logits = take(&mut scratch, vocab);
+        let carry = take(&mut scratch, self.carry_len);
+        carry.fill(0.0);
         let ctx = StepCtx {
             pos: self.pos - self.start,
             abs_pos: self.pos,
@@ -299,6 +301,7 @@ impl<'a, 'b> Session<'a, 'b> {
                 gate,
                 up,
                 logits: &mut *logits,
+                carry,
                 scratch,
             };
             let clamps: &mut [u32] = bytemuck::cast_slice_mut(clamp_words);
@@ -312,27 +315,33 @@ impl<'a, 'b> Session<'a, 'b> {
             .row_into(token as usize, h);
         for layer in 0..cfg.num_layers as usize {
             let lc: LayerConfig = self.model.layer(layer)?;
+            let block = self.model.block(layer)?;
             let w = self.model.layer_weights(layer);
             // At most the whole state (checked when the session was made).
-            let words = usize::try_from(lc.state_len(self.pinned_max)).unwrap_or(usize::MAX);
-            let layer_state = take(&mut state, words);
+            let mixer_words = usize::try_from(lc.state_len(self.pinned_max)).unwrap_or(usize::MAX);
+            let layer_state = take(&mut state, mixer_words);
+            let block_words =
+                usize::try_from(block.state_len(cfg.hidden_size)).unwrap_or(usize::MAX);
+            let block_state = take(&mut state, block_words);
 
-            rmsnorm(h, &w.get(Role::AttnNorm)?, cfg.norm_eps, x);
-            lc.mixer()
-                .step(&ctx, &w, layer_state, scratch, &mut act, x, out)?;
+            block.pre_mixer(&w, cfg.norm_eps, h, x)?;
+            lc.step(&ctx, &w, layer_state, scratch, &mut act, carry, x, out)?;
             h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
-
-            rmsnorm(h, &w.get(Role::MlpNorm)?, cfg.norm_eps, x);
-            let xin = act.input(x)?;
-            w.get(Role::MlpGate)?.matvec(&xin, gate)?;
-            w.get(Role::MlpUp)?.matvec(&xin, up)?;
-            gate.iter_mut()
-                .zip(up.iter())
-                .for_each(|(g, u)| *g = silu(*g) * u);
-            w.get(Role::MlpDown)?.matvec(&act.input(gate)?, out)?;
-            h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
+            block.mlp(&w, cfg.norm_eps, block_state, &mut act, h, x, out, gate, up)?;
         }
-        rmsnorm(h, &self.model.global(Role::FinalNorm)?, cfg.norm_eps, x);
+        let bias = match cfg.final_norm {
+            NormKind::Layer if cfg!(feature = "block-options") => {
+                Some(self.model.global(Role::FinalNormBias)?)
+            }
+            _ => None,
+        };
+        norm(
+            &self.model.global(Role::FinalNorm)?,
+            bias.as_ref(),
+            cfg.norm_eps,
+            h,
+            x,
+        );
         self.model
             .global(Role::LmHead)?
             .matvec(&act.input(x)?, logits)?;

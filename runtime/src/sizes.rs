@@ -4,6 +4,7 @@
 //! and [`crate::Session`] use. Above `config` and `tokenizer` (it checks the
 //! header, the config and the tokenizer section's counts), below `model`.
 
+use crate::block::BlockConfig;
 use crate::config::{LayerConfig as Layer, ModelConfig as Cfg, TokenPath};
 use crate::error::{Error, Result};
 use crate::image::{self, Header};
@@ -81,8 +82,23 @@ pub const fn session_len(image: &[u8], pinned_max: usize) -> Result<usize> {
 pub(crate) struct BufferLen {
     /// Recurrent state of all layers.
     pub state: usize,
+    /// Words of the value carried across layers (the widest
+    /// [`Layer::carry_len`], 0 in most models).
+    pub carry: usize,
     /// State plus per-token scratch.
     pub total: usize,
+}
+
+/// f32 words of layer `layer`'s state: its mixer's, then its block's
+/// (`pinned_max` for SWA), saturating.
+pub(crate) const fn layer_state_words(
+    lc: &Layer,
+    block: &BlockConfig,
+    hidden: u32,
+    pinned_max: usize,
+) -> u64 {
+    lc.state_len(pinned_max)
+        .saturating_add(block.state_len(hidden))
 }
 
 /// Largest buffer (f32 words) whose byte size this target can address.
@@ -121,14 +137,25 @@ pub(crate) const fn buffer_len(image: &[u8], pinned_max: usize) -> Result<Buffer
     }
     let mut state = 0u64;
     let mut mixer_scratch = 0u64;
+    let mut carry = 0u64;
     let mut layer = 0;
     while layer < cfg.num_layers {
         let lc = match Layer::parse(section, layer as u16) {
             Ok(l) => l,
             Err(e) => return Err(e),
         };
+        let block = match BlockConfig::parse(section, layer as u16) {
+            Ok(b) => b,
+            Err(e) => return Err(e),
+        };
+        if let Err(e) = lc.check_hidden(cfg.hidden_size, layer as u16) {
+            return Err(e);
+        }
+        if lc.carry_len() > carry {
+            carry = lc.carry_len();
+        }
         // Saturating per layer (an absurd `pinned_max`), checked here.
-        let s = lc.state_len(pinned_max);
+        let s = layer_state_words(&lc, &block, cfg.hidden_size, pinned_max);
         if s > MAX_WORDS {
             return Err(Error::SizeOverflow {
                 layer: Some(layer as u16),
@@ -145,14 +172,15 @@ pub(crate) const fn buffer_len(image: &[u8], pinned_max: usize) -> Result<Buffer
         }
         layer += 1;
     }
-    // h, x, out: D each; gate, up: I each; logits: vocab. Each is at most
-    // MAX_DIM (2^20), so the fixed part cannot overflow a u64.
+    // h, x, out: D each; gate, up: I each; logits: vocab; the carried
+    // value. Each is at most 2^20 (the carry H*V of a parsed record), so
+    // the fixed part cannot overflow a u64.
     let (d, i, vocab) = (
         cfg.hidden_size as u64,
         cfg.intermediate_size as u64,
         cfg.vocab_size as u64,
     );
-    let fixed = 3 * d + 2 * i + vocab;
+    let fixed = 3 * d + 2 * i + vocab + carry;
     let total = match checked_add(state, fixed, TOO_LARGE) {
         Ok(v) => v,
         Err(e) => return Err(e),
@@ -178,6 +206,7 @@ pub(crate) const fn buffer_len(image: &[u8], pinned_max: usize) -> Result<Buffer
     // Both are at most MAX_WORDS < usize::MAX on every target.
     Ok(BufferLen {
         state: state as usize,
+        carry: carry as usize,
         total: total as usize,
     })
 }

@@ -9,12 +9,14 @@ static IMAGE: Aligned<[u8; IMAGE_LEN]> =
     Aligned(*include_bytes!("../../tests/images/tiny_int8.fer"));
 
 /// The families this build has, as `cfg!` sees them.
-const BUILT: [(&str, bool); 5] = [
+const BUILT: [(&str, bool); 7] = [
     ("gdn", cfg!(feature = "gdn")),
     ("gsa", cfg!(feature = "gsa")),
     ("swa", cfg!(feature = "swa")),
     ("bla", cfg!(feature = "bla")),
     ("mla", cfg!(feature = "mla")),
+    ("mamba2", cfg!(feature = "mamba2")),
+    ("rwkv7", cfg!(feature = "rwkv7")),
 ];
 
 #[test]
@@ -48,5 +50,48 @@ fn the_first_layer_of_a_family_not_built_is_refused() {
             assert_eq!(Some(reason), LayerConfig::not_built(i as u32 + 1));
         }
         (other, _) => panic!("load gave {other:?} with missing family {missing:?}"),
+    }
+}
+
+/// `fuzz/seeds/next_f32.fer` (format 8): an RWKV-7 layer in a LayerNorm
+/// block with channel mixing and the pre-norm, a Mamba-2 layer without an
+/// MLP, an RWKV-7 layer with a SwiGLU; a LayerNorm final norm.
+const NEXT_LEN: usize = include_bytes!("../../fuzz/seeds/next_f32.fer").len();
+static NEXT: Aligned<[u8; NEXT_LEN]> = Aligned(*include_bytes!("../../fuzz/seeds/next_f32.fer"));
+
+/// Without `block-options` the image's LayerNorm final norm is refused
+/// first, naming the feature; with it, a missing `rwkv7` refuses layer 0;
+/// with both families and the feature it loads.
+#[test]
+fn format_8_blocks_need_the_block_options_feature() {
+    let got = Model::load(&NEXT.0);
+    if !cfg!(feature = "block-options") {
+        match got {
+            Err(Error::BadConfig {
+                layer: None,
+                reason,
+            }) => {
+                assert!(reason.contains("`block-options` feature"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    } else if !cfg!(feature = "rwkv7") {
+        assert_eq!(
+            got.map(|_| ()),
+            Err(Error::BadConfig {
+                layer: Some(0),
+                reason: LayerConfig::not_built(7).unwrap()
+            })
+        );
+    } else if !cfg!(feature = "mamba2") {
+        assert_eq!(
+            got.map(|_| ()),
+            Err(Error::BadConfig {
+                layer: Some(1),
+                reason: LayerConfig::not_built(6).unwrap()
+            })
+        );
+    } else {
+        assert_eq!(got.unwrap().config().num_layers, 3);
     }
 }

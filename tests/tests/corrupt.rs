@@ -552,7 +552,7 @@ fn int_cases() -> Vec<Case> {
         case("int_unknown_model_flag", true, |b| {
             let at = model_flags(b);
             let f = u32_at(b, at);
-            set_u32(b, at, f | 4)
+            set_u32(b, at, f | 8)
         }),
         // The q_proj of the integer GDN layer relabelled row-major.
         case("int_matrix_not_tiled", true, |b| {
@@ -758,6 +758,165 @@ fn signed_cases() -> Vec<Case> {
     ]
 }
 
+/// An f32 image of random weights (`seed`), hidden 8, vocab 256, tied, for
+/// `layers` with the model options `extra` (format 8 options).
+fn f32_image(layers: serde_json::Value, extra: serde_json::Value, seed: u64) -> Vec<u8> {
+    let mut json = serde_json::json!({
+        "vocab_size": 256, "hidden_size": 8, "intermediate_size": 16,
+        "tie_word_embeddings": true, "tokenizer": "bytes", "layers": layers,
+    });
+    json.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let config = ferrite_tools::config_json::parse(&json).expect("valid config");
+    let dir = random_model(config, seed);
+    build_image(&dir, &WriteOptions::default(), |_, _| {})
+        .expect("image builds")
+        .bytes
+}
+
+/// Record word of the block options (format 8).
+const BLOCK_WORD: usize = 14;
+
+/// The valid image the `block_*` cases start from (format 8): layer 0 a GDN
+/// without an MLP, layer 1 a GDN with the format-1 block; RMSNorm.
+fn block_base_image() -> Vec<u8> {
+    let gdn = serde_json::json!({"mixer": "gdn", "num_heads": 1, "head_dim": 8, "expand_v": 1.0,
+                                 "conv_size": 2});
+    let mut no_mlp = gdn.clone();
+    no_mlp["mlp"] = "none".into();
+    f32_image(serde_json::json!([no_mlp, gdn]), serde_json::json!({}), 15)
+}
+
+/// Damage to the block base image.
+fn block_cases() -> Vec<Case> {
+    vec![
+        case("block_options_in_a_v6_image", true, |b| {
+            set_u32(b, VERSION, 6)
+        }),
+        case("block_unknown_options", true, |b| {
+            let at = layer_word(b, 0, BLOCK_WORD);
+            let w = u32_at(b, at);
+            set_u32(b, at, w | 1 << 5)
+        }),
+        case("block_unknown_mlp_kind", true, |b| {
+            let at = layer_word(b, 0, BLOCK_WORD);
+            set_u32(b, at, 3 << 2)
+        }),
+        case("block_unknown_norm_kind", true, |b| {
+            let at = layer_word(b, 0, BLOCK_WORD);
+            set_u32(b, at, 1 << 2 | 2)
+        }),
+        // Layer 0's record asks for the SwiGLU the image does not store.
+        case("block_mlp_cleared", true, |b| {
+            let at = layer_word(b, 0, BLOCK_WORD);
+            set_u32(b, at, 0)
+        }),
+        // Layer 1 has an MLP: its width cannot be 0.
+        case("block_mlp_of_width_zero", true, |b| {
+            let at = u32_at(b, CONFIG_OFF) as usize + 8;
+            set_u32(b, at, 0)
+        }),
+        // A LayerNorm final norm whose bias the image does not store.
+        case("block_final_layer_norm_without_bias", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 4)
+        }),
+        case("block_final_layer_norm_in_a_v7_image", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 4);
+            set_u32(b, VERSION, 7)
+        }),
+    ]
+}
+
+/// The valid image the `mamba2_*` cases start from (format 8): layer 0 a
+/// Mamba-2 in the format-1 block (2 heads of 4, state 2, one group), layer
+/// 1 a GDN.
+fn mamba2_base_image() -> Vec<u8> {
+    f32_image(
+        serde_json::json!([
+            {"mixer": "mamba2", "num_heads": 2, "head_dim": 4, "state_size": 2, "conv_size": 2},
+            {"mixer": "gdn", "num_heads": 1, "head_dim": 8, "expand_v": 1.0, "conv_size": 2}
+        ]),
+        serde_json::json!({}),
+        16,
+    )
+}
+
+/// Damage to the Mamba-2 base image (record words: 1 H, 2 P, 3 N, 4 G,
+/// 5 W, 6 flags).
+fn mamba2_cases() -> Vec<Case> {
+    vec![
+        case("mamba2_in_a_v6_image", true, |b| set_u32(b, VERSION, 6)),
+        case("mamba2_unknown_flags", true, |b| {
+            let at = layer_word(b, 0, 6);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 1 << 5)
+        }),
+        case("mamba2_groups_not_dividing_heads", true, |b| {
+            let at = layer_word(b, 0, 4);
+            set_u32(b, at, 3)
+        }),
+        case("mamba2_int16_state", true, |b| set_layer0_state(b, 1)),
+        case("overflow_mamba2_heads", true, |b| {
+            let (heads, head_dim) = (layer_word(b, 0, 1), layer_word(b, 0, 2));
+            set_u32(b, heads, 1 << 20);
+            set_u32(b, head_dim, 2)
+        }),
+    ]
+}
+
+/// The valid image the `rwkv7_*` cases start from (format 8): two RWKV-7
+/// layers as fla builds them (2 heads of 4, LayerNorm blocks with channel
+/// mixing, layer 0's pre-norm and its value passed to layer 1).
+fn rwkv7_base_image() -> Vec<u8> {
+    let layer = |pre_norm: bool| {
+        serde_json::json!({"mixer": "rwkv7", "num_heads": 2, "decay_low_rank_dim": 2,
+                           "a_low_rank_dim": 2, "v_low_rank_dim": 2, "gate_low_rank_dim": 4,
+                           "mlp": "channel_mix", "pre_norm": pre_norm})
+    };
+    f32_image(
+        serde_json::json!([layer(true), layer(false)]),
+        serde_json::json!({"norm": "layernorm"}),
+        17,
+    )
+}
+
+/// Damage to the RWKV-7 base image (record words: 1 H, 2 K, 3 V, 4-7 the
+/// ranks, 8 flags, 9 the group norm's epsilon).
+fn rwkv7_cases() -> Vec<Case> {
+    vec![
+        case("rwkv7_key_width_not_hidden", true, |b| {
+            let at = layer_word(b, 0, 2);
+            set_u32(b, at, 2)
+        }),
+        case("rwkv7_unknown_flags", true, |b| {
+            let at = layer_word(b, 0, 8);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 4)
+        }),
+        // Layer 0 no longer the first: it needs a value-residual rank.
+        case("rwkv7_first_layer_flag_cleared", true, |b| {
+            let at = layer_word(b, 0, 8);
+            let f = u32_at(b, at);
+            set_u32(b, at, f & !1)
+        }),
+        case("rwkv7_group_norm_eps_nan", true, |b| {
+            let at = layer_word(b, 1, 9);
+            set_u32(b, at, f32::NAN.to_bits())
+        }),
+        // LayerNorm blocks and channel mixing are not on the integer token path.
+        case("rwkv7_on_the_integer_token_path", true, |b| {
+            let at = model_flags(b);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 2)
+        }),
+    ]
+}
+
 /// `Variant` and the Display message of an error, as the MANIFEST stores them.
 fn describe(e: &Error) -> (String, String) {
     let debug = format!("{e:?}");
@@ -782,6 +941,9 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (int_bla_base_image(), int_bla_cases()),
         (int_mla_base_image(), int_mla_cases()),
         (signed_base_image(), signed_cases()),
+        (block_base_image(), block_cases()),
+        (mamba2_base_image(), mamba2_cases()),
+        (rwkv7_base_image(), rwkv7_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),
@@ -910,7 +1072,7 @@ fn corpus_covers_every_load_error_class() {
         "payload not 32-byte aligned",
         "payload outside the data section",
         "group size does not divide",
-        "versions 1..=7",
+        "versions 1..=8",
         "unknown header flag",
         "a security counter on an unsigned image",
         "signed image shorter than its signature section",
@@ -937,6 +1099,15 @@ fn corpus_covers_every_load_error_class() {
         "bla num_heads * head_k_dim exceeds 2^20",
         "vocab_size out of range",
         "intermediate_size out of range",
+        "these block options need image format version 8",
+        "this mixer needs image format version 8",
+        "unknown block options",
+        "a LayerNorm final norm or an intermediate_size of 0 needs image format version 8",
+        "the integer token path runs RMSNorm blocks only",
+        "unknown mamba2 flags",
+        "unknown rwkv7 flags",
+        "rwkv7 needs hidden_size = num_heads * head_dim",
+        "mamba2 num_heads * head_dim or the in-projection exceeds 2^20",
     ] {
         assert!(
             manifest.contains(reason),

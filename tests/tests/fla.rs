@@ -5,14 +5,28 @@
 //! f32 checkpoints: ferrite's logits within 1e-4 relative (to the largest
 //! logit) of fla's. bf16 checkpoints (sharded, with an index): within 1e-4
 //! relative of fla's f32 logits on the bf16-rounded weights.
+//!
+//! One exception, `rwkv7`: fla ran its chunked RWKV-7 kernel on those 64
+//! tokens, whose Triton `tl.dot` products round their f32 inputs to TF32
+//! (Triton's default precision), so fla's own logits are 1e-3 from the
+//! exact f32 maths: its cases are held to [`RWKV7_CHUNK_TOLERANCE`], and the
+//! runtime's RWKV-7 to the f64 reference at 1e-4 (`tests/tests/parity.rs`,
+//! whose `rwkv7_*` fixtures are fla's maths in f64; tests/fla/README.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use ferrite_tests::{expected, image_of, max_abs_diff};
-use ferrite_tools::run::logits;
-use ferrite_tools::writer::WriteOptions;
+use ferrite_tests::{expected, max_abs_diff};
+use ferrite_tools::fla::{FlaOptions, Mamba2Groups};
+use ferrite_tools::model_dir::ModelDir;
+use ferrite_tools::run::{logits, AlignedImage};
+use ferrite_tools::writer::{build_image, WriteOptions};
 
 const RELATIVE_TOLERANCE: f32 = 1e-4;
+
+/// fla's chunked RWKV-7 (TF32 products) against the exact f32 maths:
+/// ferrite is 1.0e-3 (f32) and 1.3e-3 (bf16) from it, and 4.9e-7 from an
+/// f64 reimplementation of fla's code on the same checkpoint.
+const RWKV7_CHUNK_TOLERANCE: f32 = 2e-3;
 
 fn fla_dirs() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fla");
@@ -25,15 +39,35 @@ fn fla_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The import options a case needs: `mamba2_groups` (two groups of B and
+/// C) was made by fla's PyTorch forward, whose heads read the groups
+/// interleaved (docs/fla.md).
+fn import_options(name: &str) -> FlaOptions {
+    FlaOptions {
+        mamba2_groups: name
+            .starts_with("mamba2_groups")
+            .then_some(Mamba2Groups::Interleaved),
+        ..FlaOptions::default()
+    }
+}
+
+fn image(dir: &Path, name: &str) -> AlignedImage {
+    let model_dir = ModelDir::open_with(dir, &import_options(name))
+        .unwrap_or_else(|e| panic!("{}: {e:#}", dir.display()));
+    let image = build_image(&model_dir, &WriteOptions::default(), |_, _| {})
+        .unwrap_or_else(|e| panic!("{}: {e:#}", dir.display()));
+    AlignedImage::new(&image.bytes)
+}
+
 #[test]
 fn fla_checkpoints_match_fla_logits() {
     let dirs = fla_dirs();
-    assert_eq!(dirs.len(), 16, "8 cases x (f32, bf16)");
+    assert_eq!(dirs.len(), 20, "10 cases x (f32, bf16)");
     let mut failures = Vec::new();
     for dir in dirs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let exp = expected(&dir);
-        let image = image_of(&dir, &WriteOptions::default());
+        let image = image(&dir, &name);
         let got = logits(image.model().unwrap(), &exp.tokens, 0).unwrap();
         let scale = exp
             .logits
@@ -41,15 +75,17 @@ fn fla_checkpoints_match_fla_logits() {
             .flatten()
             .fold(0.0f32, |m, v| m.max(v.abs()));
         let rel = max_abs_diff(&got, &exp.logits) / scale;
-        println!("{name:<24} max|diff| / max|logit| = {rel:.2e}");
-        if rel.is_nan() || rel > RELATIVE_TOLERANCE {
-            failures.push(format!("{name}: {rel:e}"));
+        let bound = if name.starts_with("rwkv7") {
+            RWKV7_CHUNK_TOLERANCE
+        } else {
+            RELATIVE_TOLERANCE
+        };
+        println!("{name:<24} max|diff| / max|logit| = {rel:.2e} (bound {bound:e})");
+        if rel.is_nan() || rel > bound {
+            failures.push(format!("{name}: {rel:e} > {bound:e}"));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "over {RELATIVE_TOLERANCE:e}: {failures:?}"
-    );
+    assert!(failures.is_empty(), "{failures:?}");
 }
 
 #[test]
@@ -63,11 +99,12 @@ fn sharded_bf16_checkpoints_record_their_source() {
             "{} is sharded",
             dir.display()
         );
-        let image = image_of(&dir, &WriteOptions::default());
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let image = image(&dir, &name);
         let provenance = image.model().unwrap().config().provenance;
         assert_eq!(provenance >> 8, 2, "{}: source dtype bf16", dir.display());
         assert!(
-            matches!(provenance & 0xFF, 1..=3),
+            matches!(provenance & 0xFF, 1..=5),
             "{}: an fla model_type",
             dir.display()
         );

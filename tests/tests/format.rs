@@ -1,12 +1,13 @@
 //! Format versioning (docs/image-format.md): the committed v1 image keeps
 //! loading and computing the same logits (the back-compat test every later
 //! runtime must pass), and an image of a version this runtime does not read is
-//! refused with a message naming the versions it does read (1..=7: v2 adds
+//! refused with a message naming the versions it does read (1..=8: v2 adds
 //! the byte-level BPE tokenizer section, `tests/tests/tokenizer.rs`; v3 the
 //! tiled weight layout of the integer path; v4 the mixer options of the GDN
 //! family, GSA's short convolution and dilated SWA; v5 BLA layers whose phi
 //! the runtime computes, with no stored table; v6 the integer token path and
-//! per-layer state formats; v7 the signature section, `tests/tests/signed.rs`).
+//! per-layer state formats; v7 the signature section, `tests/tests/signed.rs`;
+//! v8 the generalized block, `mamba2` and `rwkv7`).
 
 use std::path::Path;
 
@@ -84,26 +85,26 @@ fn other_versions_are_refused_naming_the_supported_ones() {
 }
 
 #[test]
-fn this_runtime_reads_versions_1_to_7_and_refuses_0_8_and_max() {
-    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 7));
-    for version in [0, 8, u32::MAX] {
+fn this_runtime_reads_versions_1_to_8_and_refuses_0_9_and_max() {
+    assert_eq!((MIN_FORMAT_VERSION, FORMAT_VERSION), (1, 8));
+    for version in [0, 9, u32::MAX] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
         let msg = Model::load(AlignedImage::new(&bytes).bytes())
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("versions 1..=7"), "{msg}");
+        assert!(msg.contains("versions 1..=8"), "{msg}");
     }
     // v2 only adds the BPE tokenizer section, v3 the tiled layout, v4 mixer
-    // options, v5 the computed BLA phi, v6 the integer token path and v7 the
-    // signature section (absent: flags 0): a byte-tokenizer, row-major image
-    // without them labelled v2 .. v7 reads exactly as its v1 self (the tools
-    // still write it as v1).
+    // options, v5 the computed BLA phi, v6 the integer token path, v7 the
+    // signature section (absent: flags 0) and v8 the generalized block: a byte-tokenizer, row-major image without them
+    // labelled v2 .. v8 reads exactly as its v1 self (the tools still write
+    // it as v1).
     let v1 = AlignedImage::new(&v1_image());
     let tokens = [72, 105, 33, 0, 255];
     let want = logits(Model::load(v1.bytes()).unwrap(), &tokens, 0).unwrap();
-    for version in [2u32, 3, 4, 5, 6, 7] {
+    for version in [2u32, 3, 4, 5, 6, 7, 8] {
         let mut bytes = v1_image();
         bytes[8..12].copy_from_slice(&version.to_le_bytes());
         seal(&mut bytes);
@@ -175,6 +176,9 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
     };
     for dir in ferrite_tests::fixture_dirs() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if FORMAT_8_FIXTURES.contains(&name.as_str()) {
+            continue; // the generalized block: the test below
+        }
         let image = ferrite_tests::image_of(&dir, &table);
         let version = image.model().unwrap().header().version;
         if !new.contains(&name.as_str()) {
@@ -190,6 +194,46 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
             err.to_string().contains("needs image format version 4"),
             "{name}: {err}"
         );
+    }
+}
+
+/// The fixtures whose images need format 8: Mamba-2, RWKV-7 and the
+/// generalized block's options.
+const FORMAT_8_FIXTURES: [&str; 4] = [
+    "mamba2_groups",
+    "mamba2_options",
+    "rwkv7_lm",
+    "rwkv7_hybrid",
+];
+
+/// Format 8 (the generalized block, `mamba2`, `rwkv7`): exactly the images
+/// that use it are written as version 8, and labelled 7 or 6 they are
+/// refused naming what needs 8 (a LayerNorm final norm or a width of 0,
+/// block options, the mixer), before anything else is read.
+#[test]
+fn the_generalized_block_is_version_8_and_an_older_label_is_refused() {
+    use ferrite::image::BLOCK_FORMAT_VERSION;
+    use ferrite_tools::writer::WriteOptions;
+    assert_eq!(BLOCK_FORMAT_VERSION, 8);
+    for dir in ferrite_tests::fixture_dirs() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let image = ferrite_tests::image_of(&dir, &WriteOptions::default());
+        let version = image.model().unwrap().header().version;
+        if !FORMAT_8_FIXTURES.contains(&name.as_str()) {
+            assert!(version < 8, "{name}: v{version}");
+            continue;
+        }
+        assert_eq!(version, 8, "{name}");
+        for older in [7u32, 6] {
+            let mut bytes = image.bytes().to_vec();
+            bytes[8..12].copy_from_slice(&older.to_le_bytes());
+            seal(&mut bytes);
+            let err = Model::load(AlignedImage::new(&bytes).bytes()).unwrap_err();
+            assert!(
+                err.to_string().contains("needs image format version 8"),
+                "{name} as v{older}: {err}"
+            );
+        }
     }
 }
 

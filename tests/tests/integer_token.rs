@@ -84,6 +84,9 @@ const BOUNDS: &[(&str, f32, f64)] = &[
     ("bla_fejer_scalar_nyquist", 0.8, 0.03),
     ("hybrid_gdn_swa", 3.5, 0.06),
     ("mla_latent_window", 0.8, 0.03),
+    // No integer step: their f32 step inside the integer block (issue 27).
+    ("mamba2_groups", 0.8, 0.03),
+    ("mamba2_options", 0.8, 0.03),
 ];
 
 #[test]
@@ -117,6 +120,30 @@ fn fixtures_on_the_integer_path_are_within_the_stated_bounds() {
         }
     }
     assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// RWKV-7's blocks (LayerNorm, channel mixing, the pre-norm) are not on the
+/// integer token path: `--path int` is refused naming the block, before an
+/// image is written (docs/integer-path.md, "The block").
+#[test]
+fn rwkv7_blocks_are_refused_on_the_integer_path() {
+    for name in ["rwkv7_lm", "rwkv7_hybrid"] {
+        let dir = ferrite_tools::model_dir::ModelDir::open(&fixtures_dir().join(name)).unwrap();
+        let err = ferrite_tools::writer::build_image(&dir, &int_path(), |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--path int: the final norm is a LayerNorm"),
+            "{name}: {err}"
+        );
+        let mut rms = dir.clone();
+        rms.config.model.final_norm = ferrite::block::NormKind::Rms;
+        rms.tensors.remove("model.norm.bias");
+        let err = ferrite_tools::writer::build_image(&rms, &int_path(), |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("layer 0's block"), "{name}: {err}");
+    }
 }
 
 #[test]

@@ -33,6 +33,8 @@ const ORDER: &[&str] = &[
     "sampler",
     // Each mixer: its config record, sizes, tensors and step.
     "mixers",
+    // The block around each mixer: norms, MLP (format 8's options).
+    "block",
     // `LayerConfig` (one variant per mixer), `ModelConfig`.
     "config",
     "tokenizer",

@@ -13,8 +13,8 @@ use ferrite_tools::run::{logits, session_buffer, AlignedImage};
 use ferrite_tools::writer::{build_image, WriteOptions};
 
 fn one_layer(layer: LayerConfig) -> Config {
-    Config {
-        model: ModelConfig {
+    Config::with_plain_blocks(
+        ModelConfig {
             vocab_size: 256,
             hidden_size: 32,
             intermediate_size: 64,
@@ -24,9 +24,10 @@ fn one_layer(layer: LayerConfig) -> Config {
             tokenizer: TokenizerKind::Bytes,
             provenance: 0,
             token_path: ferrite::TokenPath::F32,
+            final_norm: ferrite::block::NormKind::Rms,
         },
-        layers: vec![layer],
-    }
+        vec![layer],
+    )
 }
 
 /// The same weights under another layer config (tensor names and shapes agree).

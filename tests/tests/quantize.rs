@@ -98,7 +98,8 @@ fn image_size_on_the_fixtures() {
     // records, 48 bytes of table per tensor and the 32-byte alignment of each
     // payload and scale block are a visible fraction. Measured, not bounded
     // at the larger model's bounds (below); bounded loosely so a regression in
-    // padding shows.
+    // padding shows. The rwkv7 fixtures are the worst (up to 13.2%, int4
+    // rows): RWKV-7's 33 tensors per layer, most of them vectors of 32 floats.
     for layout in [Layout::RowMajor, Layout::Tiled] {
         for dtype in [DType::I8, DType::I4] {
             let (mut worst, mut best) = (0.0f64, f64::MAX);
@@ -123,7 +124,7 @@ fn image_size_on_the_fixtures() {
                 100.0 * best,
                 100.0 * worst
             );
-            assert!(worst < 0.10, "{} overhead {worst}", dtype.name());
+            assert!(worst < 0.15, "{} overhead {worst}", dtype.name());
         }
     }
 }

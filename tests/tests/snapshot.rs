@@ -41,7 +41,7 @@ fn int_path() -> WriteOptions {
 
 /// The images the continuation tests run: every mixer family at f32, an
 /// int8 image on the f32 path, and int8 on the integer token path (GDN
-/// int16 and SWA int8-KV states).
+/// int16 and SWA int8-KV states, Mamba-2's f32 state).
 fn images() -> Vec<(String, AlignedImage)> {
     let f = fixtures_dir();
     let mut out = Vec::new();
@@ -52,6 +52,11 @@ fn images() -> Vec<(String, AlignedImage)> {
         ("hybrid_gdn_swa", int8()),
         ("hybrid_gdn_swa", int_path()),
         ("gdn_gate", int_path()),
+        // Format 8: RWKV-7's channel-mixing state (the block's) and the
+        // value carried across layers (scratch, not state); Mamba-2's f32
+        // step on the integer token path.
+        ("rwkv7_lm", WriteOptions::default()),
+        ("mamba2_options", int_path()),
     ] {
         let label = format!("{name} {:?} {:?}", opts.dtype, opts.token_path);
         out.push((label, image_of(&f.join(name), &opts)));

@@ -6,10 +6,11 @@
 //! the Python reference (`tools/python/ferrite_ref/config.py`).
 
 use anyhow::{bail, Context, Result};
+use ferrite::block::{BlockConfig, MlpKind, NormKind};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{
     BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GsaConfig,
-    MlaConfig, QkActivation, QkNorm, SwaConfig,
+    KkNorm, Mamba2Config, MlaConfig, QkActivation, QkNorm, Rwkv7Config, SwaConfig,
 };
 use serde_json::{Map, Value};
 
@@ -388,6 +389,110 @@ fn parse_mla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     }))
 }
 
+fn parse_mamba2(f: &mut Fields) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let n_groups = f.int("n_groups", Some(1), 1)?;
+    if num_heads % n_groups != 0 {
+        bail!(
+            "{}: num_heads {num_heads} must be a multiple of n_groups {n_groups}",
+            f.at
+        );
+    }
+    let conv_size = f.int("conv_size", Some(4), 1)?;
+    if conv_size > 64 {
+        bail!(
+            "{}: field 'conv_size' must be 1..=64, got {conv_size}",
+            f.at
+        );
+    }
+    let gated_norm = f.flag("gated_norm", true)?;
+    let norm_before_gate = f.flag("norm_before_gate", false)?;
+    if norm_before_gate && !gated_norm {
+        bail!(
+            "{}: field 'norm_before_gate' needs 'gated_norm' = true",
+            f.at
+        );
+    }
+    Ok(LayerConfig::Mamba2(Mamba2Config {
+        num_heads,
+        head_dim: f.int("head_dim", None, 1)?,
+        state_size: f.int("state_size", Some(16), 1)?,
+        n_groups,
+        conv_size,
+        conv_bias: f.flag("conv_bias", true)?,
+        gated_norm,
+        norm_before_gate,
+        d_per_channel: f.flag("d_per_channel", false)?,
+        groups_interleaved: f.choice(
+            "group_heads",
+            &["blocked", "interleaved"],
+            Some("blocked"),
+        )? == "interleaved",
+    }))
+}
+
+/// An RWKV-7 layer; `first` (layer 0) passes its value to later layers
+/// (fla's `v_first`) and has no value-residual projection.
+pub(crate) fn parse_rwkv7(
+    f: &mut Fields,
+    hidden: u32,
+    norm_eps: f64,
+    first: bool,
+) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let head_dim = f.head_dim(hidden, num_heads)?;
+    if num_heads as u64 * head_dim as u64 != hidden as u64 {
+        bail!(
+            "{}: num_heads {num_heads} * head_dim {head_dim} must be hidden_size {hidden} (RWKV-7's key width)",
+            f.at
+        );
+    }
+    let head_v_dim = f.int("head_v_dim", Some(head_dim as u64), 1)?;
+    let decay_rank = f.int("decay_low_rank_dim", Some(64), 1)?;
+    let a_rank = f.int("a_low_rank_dim", Some(64), 1)?;
+    let v_rank = f.int("v_low_rank_dim", Some(16), 1)?;
+    let gate_rank = f.int("gate_low_rank_dim", Some(128), 1)?;
+    let kk_norm = match f
+        .choice("kk_norm", &["l2", "normalize"], Some("l2"))?
+        .as_str()
+    {
+        "normalize" => KkNorm::Normalize,
+        _ => KkNorm::L2,
+    };
+    // fla: GroupNorm(eps = head_dim * norm_eps), in f64 then f32.
+    let g_norm_eps = f.positive("g_norm_eps", head_dim as f64 * norm_eps)? as f32;
+    Ok(LayerConfig::Rwkv7(Rwkv7Config {
+        num_heads,
+        head_dim,
+        head_v_dim,
+        decay_rank,
+        a_rank,
+        v_rank: if first { 0 } else { v_rank },
+        gate_rank,
+        value_first: first,
+        kk_norm,
+        g_norm_eps,
+    }))
+}
+
+/// A layer's block options (docs/spec.md §1.1): `mlp` and `pre_norm`, with
+/// the model's norm kind.
+fn parse_block(f: &mut Fields, norm: NormKind) -> Result<BlockConfig> {
+    let mlp = match f
+        .choice("mlp", &["swiglu", "none", "channel_mix"], Some("swiglu"))?
+        .as_str()
+    {
+        "none" => MlpKind::None,
+        "channel_mix" => MlpKind::ChannelMix,
+        _ => MlpKind::SwiGlu,
+    };
+    Ok(BlockConfig {
+        norm,
+        mlp,
+        pre_norm: f.flag("pre_norm", false)?,
+    })
+}
+
 /// A parsed `config.json`: the model record and one record per layer.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -395,6 +500,20 @@ pub struct Config {
     pub model: ModelConfig,
     /// One mixer configuration per layer.
     pub layers: Vec<LayerConfig>,
+    /// One block configuration per layer (docs/spec.md §1.1).
+    pub blocks: Vec<BlockConfig>,
+}
+
+impl Config {
+    /// A configuration whose every layer has the format-1 block.
+    pub fn with_plain_blocks(model: ModelConfig, layers: Vec<LayerConfig>) -> Config {
+        let blocks = vec![BlockConfig::RMS_SWIGLU; layers.len()];
+        Config {
+            model,
+            layers,
+            blocks,
+        }
+    }
 }
 
 /// The `model_type` of ferrite's own `config.json` (also its default).
@@ -405,11 +524,20 @@ pub fn parse(value: &Value) -> Result<Config> {
     let mut f = Fields::new(value, "config")?;
     f.choice("model_type", &[MODEL_TYPE], Some(MODEL_TYPE))?;
     let hidden = f.int("hidden_size", None, 1)?;
+    let norm_eps = f.positive("norm_eps", 1e-6)?;
+    let norm = match f
+        .choice("norm", &["rmsnorm", "layernorm"], Some("rmsnorm"))?
+        .as_str()
+    {
+        "layernorm" => NormKind::Layer,
+        _ => NormKind::Rms,
+    };
     let raw_layers = match f.take("layers") {
         Some(Value::Array(a)) if !a.is_empty() => a,
         _ => bail!("config: field 'layers' must be a non-empty list"),
     };
     let mut layers = Vec::with_capacity(raw_layers.len());
+    let mut blocks = Vec::with_capacity(raw_layers.len());
     for (i, raw) in raw_layers.iter().enumerate() {
         let mut lf = Fields::new(raw, format!("layers[{i}]"))?;
         // The runtime's kinds (its mixer table); each needs a parser below
@@ -421,19 +549,28 @@ pub fn parse(value: &Value) -> Result<Config> {
             "swa" => parse_swa(&mut lf, hidden)?,
             "bla" => parse_bla(&mut lf, hidden)?,
             "mla" => parse_mla(&mut lf, hidden)?,
+            "mamba2" => parse_mamba2(&mut lf)?,
+            "rwkv7" => parse_rwkv7(&mut lf, hidden, norm_eps, i == 0)?,
             other => bail!(
                 "{}: mixer {other:?} has no config.json parser in ferrite-tools",
                 lf.at
             ),
         };
+        blocks.push(parse_block(&mut lf, norm)?);
         lf.finish()?;
         layers.push(layer);
     }
+    // Required where a layer has an MLP; 0 (and absent) without one.
+    let intermediate_size = if blocks.iter().any(BlockConfig::has_mlp) {
+        f.int("intermediate_size", None, 1)?
+    } else {
+        f.int("intermediate_size", Some(0), 0)?
+    };
     let model = ModelConfig {
         vocab_size: f.int("vocab_size", None, 1)?,
         hidden_size: hidden,
-        intermediate_size: f.int("intermediate_size", None, 1)?,
-        norm_eps: f.positive("norm_eps", 1e-6)? as f32,
+        intermediate_size,
+        norm_eps: norm_eps as f32,
         tie_word_embeddings: f.flag("tie_word_embeddings", false)?,
         num_layers: layers.len() as u32,
         tokenizer: {
@@ -443,9 +580,14 @@ pub fn parse(value: &Value) -> Result<Config> {
         },
         provenance: 0,
         token_path: ferrite::TokenPath::F32,
+        final_norm: norm,
     };
     f.finish()?;
-    Ok(Config { model, layers })
+    Ok(Config {
+        model,
+        layers,
+        blocks,
+    })
 }
 
 #[cfg(test)]
@@ -484,6 +626,79 @@ mod tests {
             .to_string();
             assert!(err.contains("missing required field"), "{name}: {err}");
             assert!(!err.contains("'mixer'"), "{name}: {err}");
+        }
+    }
+
+    /// docs/spec.md §1.2: each layer's `mlp` and `pre_norm`, the model's
+    /// `norm`, `intermediate_size` 0 without an MLP, RWKV-7's layer 0
+    /// passing its value on, Mamba-2's defaults.
+    #[test]
+    fn block_options_and_the_new_families_parse_with_defaults() {
+        let c = parse(
+            &json!({"vocab_size": 256, "hidden_size": 64, "norm": "layernorm",
+            "norm_eps": 1e-5, "layers": [
+                {"mixer": "rwkv7", "num_heads": 4, "mlp": "channel_mix", "pre_norm": true},
+                {"mixer": "rwkv7", "num_heads": 4, "mlp": "none"},
+                {"mixer": "mamba2", "num_heads": 4, "head_dim": 32, "mlp": "none"}],
+            "intermediate_size": 32}),
+        )
+        .unwrap();
+        assert_eq!(c.model.final_norm, NormKind::Layer);
+        assert_eq!(
+            c.blocks
+                .iter()
+                .map(|b| (b.mlp, b.pre_norm))
+                .collect::<Vec<_>>(),
+            [
+                (MlpKind::ChannelMix, true),
+                (MlpKind::None, false),
+                (MlpKind::None, false)
+            ]
+        );
+        let (LayerConfig::Rwkv7(first), LayerConfig::Rwkv7(later)) = (c.layers[0], c.layers[1])
+        else {
+            panic!("{:?}", c.layers)
+        };
+        assert!(first.value_first && first.v_rank == 0 && !later.value_first);
+        assert_eq!(
+            (later.head_dim, later.head_v_dim, later.v_rank),
+            (16, 16, 16)
+        );
+        assert_eq!(later.g_norm_eps, (16.0 * 1e-5f64) as f32);
+        let LayerConfig::Mamba2(m) = c.layers[2] else {
+            panic!()
+        };
+        assert_eq!((m.state_size, m.n_groups, m.conv_size), (16, 1, 4));
+        assert!(m.conv_bias && m.gated_norm && !m.groups_interleaved);
+        // Without any MLP the width is 0 (and may be left out); with one it is required.
+        let none = parse(&json!({"vocab_size": 256, "hidden_size": 32,
+            "layers": [{"mixer": "mamba2", "num_heads": 2, "head_dim": 16, "mlp": "none"}]}))
+        .unwrap();
+        assert_eq!(none.model.intermediate_size, 0);
+        let err = parse(&json!({"vocab_size": 256, "hidden_size": 32,
+            "layers": [{"mixer": "mamba2", "num_heads": 2, "head_dim": 16}]}))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("intermediate_size"), "{err}");
+        for (layer, field) in [
+            (
+                json!({"mixer": "rwkv7", "num_heads": 4, "head_dim": 8}),
+                "hidden_size",
+            ),
+            (
+                json!({"mixer": "gdn", "num_heads": 2, "mlp": "geglu"}),
+                "mlp",
+            ),
+            (
+                json!({"mixer": "mamba2", "num_heads": 4, "head_dim": 8, "n_groups": 3}),
+                "n_groups",
+            ),
+        ] {
+            let err = parse(&json!({"vocab_size": 256, "hidden_size": 64,
+                "intermediate_size": 32, "layers": [layer]}))
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(field), "{field}: {err}");
         }
     }
 

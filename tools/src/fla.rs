@@ -1,7 +1,9 @@
 //! Importing flash-linear-attention (fla) checkpoints: `config.json` written by
-//! `save_pretrained` for `model_type` `gated_deltanet`, `delta_net` or `gsa`,
-//! with fla's hybrid `attn` entry mapped to ferrite `swa` layers. `delta_net`
-//! becomes a `gdn` layer of the DeltaNet configuration (no decay gate).
+//! `save_pretrained` for `model_type` `gated_deltanet`, `delta_net`, `gsa`,
+//! `mamba2` (`fla/mamba2.rs`) or `rwkv7` (`fla/rwkv7.rs`), with fla's hybrid `attn`
+//! entry mapped to ferrite `swa` layers. `delta_net` becomes a `gdn` layer
+//! of the DeltaNet configuration (no decay gate); the last two bring their
+//! own blocks (docs/spec.md §1.1) and tensor names ([`tensor_name`], [`tensor_shape`]).
 //!
 //! Every fla field is either mapped, known to leave inference maths unchanged
 //! (kernel choice, fused training ops, token ids, cache flags), or refused with
@@ -16,17 +18,12 @@ use serde_json::Value;
 
 use crate::config_json::{self, Config, Fields};
 
-/// Source-format codes of [`ModelConfig::provenance`] (bits 0-7).
-pub mod source {
-    /// A ferrite model directory.
-    pub const FERRITE: u32 = 0;
-    /// fla `gated_deltanet`.
-    pub const FLA_GATED_DELTANET: u32 = 1;
-    /// fla `gsa`.
-    pub const FLA_GSA: u32 = 2;
-    /// fla `delta_net`.
-    pub const FLA_DELTA_NET: u32 = 3;
-}
+mod common;
+mod mamba2;
+mod rwkv7;
+
+use common::{nullable, require, NO_MATHS};
+pub use common::{source, FlaImport, Mamba2Groups};
 
 /// The fla `model_type`s the importer runs, each with its source-format code
 /// ([`source`]); the one list `is_fla`, the parser, the refusal of other
@@ -35,6 +32,8 @@ pub const MODEL_TYPES: &[(&str, u32)] = &[
     ("gated_deltanet", source::FLA_GATED_DELTANET),
     ("gsa", source::FLA_GSA),
     ("delta_net", source::FLA_DELTA_NET),
+    ("mamba2", source::FLA_MAMBA2),
+    ("rwkv7", source::FLA_RWKV7),
 ];
 
 /// The names of [`MODEL_TYPES`].
@@ -42,33 +41,15 @@ fn model_type_names() -> Vec<&'static str> {
     MODEL_TYPES.iter().map(|&(name, _)| name).collect()
 }
 
-/// Fields that change nothing in single-stream f32 inference.
-const NO_MATHS: &[&str] = &[
-    "attn_mode",
-    "max_position_embeddings",
-    "use_cache",
-    "pad_token_id",
-    "bos_token_id",
-    "eos_token_id",
-    "initializer_range",
-    "fuse_norm",
-    "fuse_swiglu",
-    "fuse_cross_entropy",
-    "fuse_linear_cross_entropy",
-    "use_l2warp",
-    "architectures",
-    "transformers_version",
-    "torch_dtype",
-    "dtype",
-    "_name_or_path",
-    "auto_map",
-];
-
 /// Options of an fla import.
 #[derive(Clone, Debug, Default)]
 pub struct FlaOptions {
     /// Window for attention layers that have none (fla full attention).
     pub window: Option<u32>,
+    /// Which Mamba-2 head reads which group of B and C, for a `mamba2`
+    /// checkpoint with `n_groups > 1` (fla 0.6.0 has two: [`Mamba2Groups`]);
+    /// such a checkpoint is refused without it.
+    pub mamba2_groups: Option<Mamba2Groups>,
 }
 
 /// Whether `config.json` comes from fla (a model type of [`MODEL_TYPES`]).
@@ -100,32 +81,39 @@ pub fn check_model_type(value: &Value) -> Result<()> {
     }
 }
 
-/// Drops `name` when it is JSON `null`, so that its default applies.
-fn nullable(f: &mut Fields, value: &Value, name: &str) {
-    if value.get(name).is_some_and(Value::is_null) {
-        f.take(name);
+/// ferrite's name of a checkpoint tensor of `model_type` (docs/fla.md):
+/// `mamba2`'s `backbone.*` and `rwkv7`'s `ffn*` renamed; the other types'
+/// names are ferrite's already.
+pub fn tensor_name(model_type: &str, name: &str) -> String {
+    match model_type {
+        "mamba2" => mamba2::tensor_name(name),
+        "rwkv7" => rwkv7::tensor_name(name),
+        _ => name.to_string(),
     }
 }
 
-/// Refuses `name` unless it is absent or equal to `ok` (a value ferrite implements).
-fn require(f: &mut Fields, name: &str, ok: &Value, why: &str) -> Result<()> {
-    match f.take(name) {
-        Some(v) if &v != ok => bail!("{}: field '{name}' = {v} is not supported: {why}", f.at),
-        _ => Ok(()),
+/// ferrite's shape of the checkpoint tensor ferrite calls `name`:
+/// `rwkv7`'s `[1, 1, D]` interpolations are `[D]`.
+pub fn tensor_shape(model_type: &str, name: &str, shape: &[usize]) -> Vec<usize> {
+    match model_type {
+        "rwkv7" => rwkv7::tensor_shape(name, shape),
+        _ => shape.to_vec(),
     }
-}
-
-/// A parsed fla checkpoint config, plus warnings for the user.
-#[derive(Clone, Debug)]
-pub struct FlaImport {
-    /// The ferrite configuration.
-    pub config: Config,
-    /// Things the user should know (e.g. a window that training did not use).
-    pub warnings: Vec<String>,
 }
 
 /// Maps an fla `config.json` to a ferrite configuration.
 pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
+    match value.get("model_type").and_then(Value::as_str) {
+        Some("mamba2") | Some("rwkv7") if opts.window.is_some() => {
+            bail!("--window does nothing: the checkpoint has no attention layer")
+        }
+        Some(t) if t != "mamba2" && opts.mamba2_groups.is_some() => bail!(
+            "--mamba2-groups does nothing: the checkpoint's model_type is {t:?}, not \"mamba2\""
+        ),
+        Some("mamba2") => return mamba2::parse(value, opts.mamba2_groups),
+        Some("rwkv7") => return rwkv7::parse(value),
+        _ => {}
+    }
     let mut f = Fields::new(value, "config")?;
     for name in [
         "num_v_heads",
@@ -232,9 +220,10 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
         tokenizer: TokenizerKind::Bytes,
         provenance: source_format,
         token_path: ferrite::TokenPath::F32,
+        final_norm: ferrite::block::NormKind::Rms,
     };
     Ok(FlaImport {
-        config: Config { model, layers },
+        config: Config::with_plain_blocks(model, layers),
         warnings,
     })
 }
@@ -463,7 +452,7 @@ mod tests {
             .to_string()
             .contains("qkv_bias"));
         let mut c = gdn_config();
-        c["model_type"] = json!("mamba2");
+        c["model_type"] = json!("rwkv6");
         assert!(!is_fla(&c));
     }
 
@@ -473,19 +462,38 @@ mod tests {
         c["attn"]["window_size"] = Value::Null;
         let err = parse(&c, &FlaOptions::default()).unwrap_err().to_string();
         assert!(err.contains("--window"), "{err}");
-        let import = parse(&c, &FlaOptions { window: Some(64) }).unwrap();
+        let import = parse(
+            &c,
+            &FlaOptions {
+                window: Some(64),
+                ..FlaOptions::default()
+            },
+        )
+        .unwrap();
         assert!(matches!(import.config.layers[1], LayerConfig::Swa(s) if s.window == 64));
         assert_eq!(import.warnings.len(), 1);
         // A --window that no layer needs would do nothing: refused.
-        let err = parse(&gdn_config(), &FlaOptions { window: Some(64) })
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            &gdn_config(),
+            &FlaOptions {
+                window: Some(64),
+                ..FlaOptions::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("its own window_size"), "{err}");
         let mut c = gdn_config();
         c.as_object_mut().unwrap().remove("attn");
-        let err = parse(&c, &FlaOptions { window: Some(64) })
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            &c,
+            &FlaOptions {
+                window: Some(64),
+                ..FlaOptions::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("no attention layer"), "{err}");
     }
 
@@ -591,10 +599,10 @@ mod tests {
     /// those they do; theirs (and none) pass to their parsers.
     #[test]
     fn other_model_types_are_told_the_ones_that_run() {
-        let err = check_model_type(&json!({"model_type": "rwkv7"})).unwrap_err();
+        let err = check_model_type(&json!({"model_type": "rwkv6"})).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "config: model_type \"rwkv7\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\""
+            "config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\""
         );
         for ok in [
             json!({}),

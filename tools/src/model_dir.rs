@@ -156,6 +156,36 @@ pub fn read_weights(dir: &Path) -> Result<(BTreeMap<String, SourceTensor>, u32)>
     Ok((tensors, code))
 }
 
+/// Refuses a directory with RWKV's "world" tokenizer (65,536 tokens, a trie
+/// over `rwkv_vocab_v20230424.txt`, no `tokenizer.json` ferrite reads):
+/// run with the byte tokenizer it would be silently wrong (docs/fla.md).
+fn refuse_rwkv_world_tokenizer(dir: &Path) -> Result<()> {
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("rwkv_vocab") {
+            bail!(
+                "{name}: RWKV's world tokenizer (65,536 tokens) is not supported: ferrite runs byte-level tokens and tokenizer.json BPE"
+            );
+        }
+    }
+    let config = dir.join("tokenizer_config.json");
+    if let Ok(text) = std::fs::read_to_string(&config) {
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let class = value
+            .get("tokenizer_class")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        if class.to_ascii_lowercase().contains("rwkv") {
+            bail!(
+                "tokenizer_config.json: tokenizer_class {class:?} (RWKV's world tokenizer) is not supported: ferrite runs byte-level tokens and tokenizer.json BPE"
+            );
+        }
+    }
+    Ok(())
+}
+
 impl ModelDir {
     /// Reads a model directory with default import options.
     pub fn open(dir: &Path) -> Result<ModelDir> {
@@ -171,6 +201,7 @@ impl ModelDir {
         let value: serde_json::Value = serde_json::from_str(&text)
             .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
         fla::check_model_type(&value)?;
+        refuse_rwkv_world_tokenizer(dir)?;
         let (mut config, warnings) = if fla::is_fla(&value) {
             let import = fla::parse(&value, fla_options)?;
             (import.config, import.warnings)
@@ -183,7 +214,23 @@ impl ModelDir {
             }
             (config_json::parse(&value)?, Vec::new())
         };
-        let (tensors, dtype) = read_weights(dir)?;
+        let (mut tensors, dtype) = read_weights(dir)?;
+        if let Some(model_type) = value.get("model_type").and_then(|t| t.as_str()) {
+            if fla::is_fla(&value) {
+                let mut renamed = BTreeMap::new();
+                for (name, t) in std::mem::take(&mut tensors) {
+                    let to = fla::tensor_name(model_type, &name);
+                    let t = SourceTensor {
+                        shape: fla::tensor_shape(model_type, &to, &t.shape),
+                        values: t.values,
+                    };
+                    if renamed.insert(to.clone(), t).is_some() {
+                        bail!("tensor {name} and another both map to {to}");
+                    }
+                }
+                tensors = renamed;
+            }
+        }
         config.model.provenance |= dtype << 8;
         let source_dtype = SOURCE_DTYPES[dtype as usize].to_string();
         let tokenizer_path = dir.join("tokenizer.json");
@@ -243,6 +290,34 @@ mod tests {
         let err = format!("{:#}", read_weights(&dir).unwrap_err());
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(err.contains("s099999.safetensors"), "{err}");
+    }
+
+    /// RWKV's world tokenizer, by its vocabulary file or its class name, is
+    /// refused naming it; another tokenizer_config.json is not looked at
+    /// further.
+    #[test]
+    fn rwkv_world_tokenizers_are_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("ferrite-world-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        refuse_rwkv_world_tokenizer(&dir).unwrap();
+        std::fs::write(
+            dir.join("tokenizer_config.json"),
+            r#"{"tokenizer_class": "GPT2Tokenizer"}"#,
+        )
+        .unwrap();
+        refuse_rwkv_world_tokenizer(&dir).unwrap();
+        std::fs::write(
+            dir.join("tokenizer_config.json"),
+            r#"{"tokenizer_class": "RWKVWorldTokenizer"}"#,
+        )
+        .unwrap();
+        let err = refuse_rwkv_world_tokenizer(&dir).unwrap_err().to_string();
+        assert!(err.contains("RWKVWorldTokenizer"), "{err}");
+        std::fs::remove_file(dir.join("tokenizer_config.json")).unwrap();
+        std::fs::write(dir.join("rwkv_vocab_v20230424.txt"), "0 'a' 1\n").unwrap();
+        let err = refuse_rwkv_world_tokenizer(&dir).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("rwkv_vocab_v20230424.txt"), "{err}");
     }
 
     /// `\` and `:` would leave the directory on Windows (`..\x`, `C:\x`,

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use anyhow::{bail, Context, Result};
+use ferrite::block::NormKind;
 use ferrite::config::{LayerConfig, TokenPath, TokenizerKind};
 use ferrite::image::{
     DType, Header, Layout, Role, TensorEntry, TensorSpec, BPE_FORMAT_VERSION, CRC, CRC_FIELD,
@@ -251,8 +252,8 @@ pub fn bla_layer_count(config: &Config) -> usize {
 /// Every tensor a configuration needs, in canonical image order.
 pub fn expected_specs(config: &Config) -> Vec<TensorSpec> {
     let mut specs: Vec<TensorSpec> = global_specs(&config.model).into_iter().collect();
-    for (i, layer) in config.layers.iter().enumerate() {
-        specs.extend(block_specs(&config.model, layer, i as u16));
+    for (i, (layer, block)) in config.layers.iter().zip(&config.blocks).enumerate() {
+        specs.extend(block_specs(&config.model, layer, block, i as u16));
     }
     specs
 }
@@ -565,7 +566,13 @@ pub fn build_image(
         .model
         .encode()
         .into_iter()
-        .chain(config.layers.iter().flat_map(|l| l.encode()))
+        .chain(
+            config
+                .layers
+                .iter()
+                .zip(&config.blocks)
+                .flat_map(|(l, b)| l.encode_with(b)),
+        )
         .collect();
     let config_off = HEADER_LEN;
     let config_len = 4 * config_words.len();
@@ -582,8 +589,26 @@ pub fn build_image(
         }
         None => (Vec::new(), MIN_FORMAT_VERSION),
     };
-    for layer in &config.layers {
+    for (layer, block) in config.layers.iter().zip(&config.blocks) {
         version = version.max(layer.min_format_version());
+        version = version.max(block.min_format_version());
+    }
+    if config.model.final_norm != NormKind::Rms || config.model.intermediate_size == 0 {
+        version = version.max(ferrite::image::BLOCK_FORMAT_VERSION);
+    }
+    if config.blocks.len() != config.layers.len() {
+        bail!("internal: a block configuration per layer is needed");
+    }
+    if config.model.token_path == TokenPath::Int {
+        // docs/integer-path.md, "The block": RMSNorm blocks, SwiGLU or no MLP.
+        if config.model.final_norm != NormKind::Rms {
+            bail!("--path int: the final norm is a LayerNorm, which the integer token path does not run (RMSNorm only); use --path f32");
+        }
+        if let Some(i) = config.blocks.iter().position(|b| !b.integer_path_ok()) {
+            bail!(
+                "--path int: layer {i}'s block (LayerNorm, RWKV-7's channel mixing or the pre-norm) is not on the integer token path (RMSNorm blocks with a SwiGLU MLP or none); use --path f32"
+            );
+        }
     }
     if config.model.token_path == TokenPath::Int {
         version = version.max(INTEGER_PATH_FORMAT_VERSION);

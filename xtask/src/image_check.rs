@@ -30,6 +30,10 @@ pub struct ImageFacts {
     /// Whether the image is on the integer token path (format 6; the
     /// firmware then needs the runtime's `int-path` feature).
     pub int_path: bool,
+    /// Whether a layer's block has LayerNorms, RWKV-7's channel mixing or
+    /// the pre-norm, or the final norm is a LayerNorm (format 8; the
+    /// firmware then needs the runtime's `block-options` feature).
+    pub block_options: bool,
     /// Whether some tensor runs the integer path (tiled layout): then a
     /// board's logits must equal the host's bit for bit.
     pub tiled: bool,
@@ -65,6 +69,9 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
             })
             .collect(),
         int_path: model.config().token_path == ferrite::TokenPath::Int,
+        block_options: model.config().final_norm != ferrite::block::NormKind::Rms
+            || (0..model.config().num_layers as usize)
+                .any(|i| model.block(i).is_ok_and(|b| b.needs_feature())),
         tiled: false,
         dtype: DType::F32,
         narrowest: DType::F32,
@@ -205,6 +212,7 @@ mod tests {
             bpe: false,
             mixers: vec!["gdn"],
             int_path: false,
+            block_options: false,
             tiled: false,
             dtype: DType::F32,
             narrowest: DType::F32,

@@ -14,10 +14,12 @@
 //!   board also runs `generate` without the feature against the plain host
 //!   (boards/expected/<board>-libm.*); the recorded transcripts then show
 //!   one set of bits per image and module ([`bit_identity`]);
-//! - BPE, every format-4 fixture, constant memory over 10,000 tokens, OTA
-//!   updates on the signed firmware (a signed update accepted; unsigned,
-//!   another key, tampered, older (anti-rollback, in one boot and after a
-//!   simulated reset), cut, hostile and too large refused with A serving), an image too large for
+//! - BPE, every format-4 fixture, every format-8 fixture (Mamba-2, RWKV-7,
+//!   the generalized block) on m4f and m3, constant memory over 10,000
+//!   tokens, OTA updates on the signed firmware (a signed update accepted;
+//!   unsigned, another key, tampered, older (anti-rollback, in one boot and
+//!   after a simulated reset), cut, hostile and too large refused with A
+//!   serving), an image too large for
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
@@ -53,6 +55,10 @@ const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run every fixture whose int8 image is format 4 (the mixer
 /// options that version added): host and board must agree bit for bit.
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
+/// Boards that run every fixture whose int8 image is format 8 (Mamba-2,
+/// RWKV-7 and the generalized block, issue 27): host and board bit for bit,
+/// on an FPU core and a soft-float one.
+const FORMAT8_BOARDS: &[&str] = &["m4f", "m3"];
 /// The integer token path (format 6): models, each with every layer on its
 /// integer step, and the boards that run them with the firmware's
 /// `fast-math` module, against the plain host CLI, bit for bit (the path
@@ -288,6 +294,15 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
                 board.name
             ),
             |_| format4_matches_host(board),
+        );
+    }
+    for board in named(FORMAT8_BOARDS)? {
+        s.check(
+            &format!(
+                "{}: mamba2 and rwkv7 (format 8) generate like the host (int8)",
+                board.name
+            ),
+            |_| fixtures_of_version_match_host(board, 8),
         );
     }
     for &(model, names) in INT_PATH_RUNS {
@@ -643,6 +658,13 @@ fn kernel_calls(output: &str) -> Result<String> {
 /// Every fixture whose int8 image is format 4, on `board`: the host's
 /// tokens and final logits, bit for bit (the list read from the images' headers).
 fn format4_matches_host(board: &'static Board) -> Result<String> {
+    fixtures_of_version_match_host(board, 4)
+}
+
+/// Every fixture whose int8 image is format `version`, on `board`: the
+/// host's tokens and final logits, bit for bit (the list read from the
+/// images' headers).
+fn fixtures_of_version_match_host(board: &'static Board, version: u32) -> Result<String> {
     let mut names: Vec<String> = std::fs::read_dir(boards::root_dir().join("tests/fixtures"))?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().is_dir())
@@ -654,7 +676,7 @@ fn format4_matches_host(board: &'static Board) -> Result<String> {
         let image = host::fixture_image(fixture, "int8")?;
         // Header: magic (8 bytes), then the format version (u32 LE).
         let bytes = std::fs::read(&image)?;
-        if bytes.get(8..12) != Some(&4u32.to_le_bytes()[..]) {
+        if bytes.get(8..12) != Some(&version.to_le_bytes()[..]) {
             continue;
         }
         let req = RunRequest {
@@ -664,9 +686,9 @@ fn format4_matches_host(board: &'static Board) -> Result<String> {
         generate(&req).with_context(|| format!("fixture {fixture}"))?;
         ran += 1;
     }
-    ensure!(ran > 0, "no fixture has a format-4 image");
+    ensure!(ran > 0, "no fixture has a format-{version} image");
     Ok(format!(
-        "{ran} format-4 fixtures, 16 tokens each, logits bit-identical"
+        "{ran} format-{version} fixtures, 16 tokens each, logits bit-identical"
     ))
 }
 

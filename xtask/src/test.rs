@@ -224,11 +224,13 @@ fn feature_combinations() -> Result<bool> {
             "swa",
             "bla,int-path",
             "mla,int-path",
+            "mamba2,int-path",
+            "rwkv7,block-options",
             "fast-math",
             "fast-math-int",
             "verify",
             "verify,defmt",
-            "bpe,defmt,all-mixers,int-path,fast-math,verify",
+            "bpe,defmt,all-mixers,int-path,block-options,fast-math,verify",
         ] {
             let features = match features {
                 "" => String::new(),
@@ -247,8 +249,15 @@ fn feature_combinations() -> Result<bool> {
     commands.push(clippy(
         "--quiet -p ferrite-lm --no-default-features --all-targets",
     ));
-    // A family left out of the build refuses its layers (and only those).
-    for features in ["gdn", "gdn,gsa,swa"] {
+    // A family (or the format-8 block options) left out of the build refuses
+    // its layers (and only those).
+    for features in [
+        "gdn",
+        "gdn,gsa,swa",
+        "rwkv7,mamba2",
+        "block-options,mamba2",
+        "block-options,rwkv7,mamba2",
+    ] {
         commands.push(cargo(&format!(
             "test --quiet -p ferrite-lm --no-default-features --features {features} --test without_a_mixer"
         )));

@@ -33,7 +33,7 @@
 //! the session's 64-bit token position.
 
 use super::bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
-use super::{conv, push, push_conv_specs, width, Mixer, Specs, StepCtx};
+use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, StepResult};
 use crate::format::{dim_ok, Role};
 use crate::math::{dot, softmax_in_place, SinPi};
@@ -136,7 +136,7 @@ impl BlaConfig {
 }
 
 impl Mixer for BlaConfig {
-    fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+    fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
         let (h, k, v) = (self.num_heads, self.head_k_dim, self.head_v_dim);
         let (qk, vo) = (width(h, k), width(h, v));
         push(s, layer, Role::QProj, [qk, d, 0], true);

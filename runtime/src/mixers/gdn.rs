@@ -15,7 +15,7 @@
 pub use super::gdn_config::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 #[cfg(feature = "int-path")]
 use super::gdn_int as int_step;
-use super::{conv, push, push_conv_specs, width, Mixer, Specs, StepCtx};
+use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
@@ -23,7 +23,7 @@ use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
 impl Mixer for GdnConfig {
-    fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+    fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
         let (h, hv, k, v) = (
             self.num_heads,
             self.num_v_heads,

@@ -13,7 +13,7 @@
 //! v convolution caches.
 
 use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS};
-use super::{conv, push, push_conv_specs, width, Mixer, Specs, StepCtx};
+use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
@@ -29,7 +29,7 @@ fn apply(map: FeatureMap, x: &mut [f32]) {
 }
 
 impl Mixer for GsaConfig {
-    fn push_specs(&self, layer: u16, d: u32, s: &mut Specs) {
+    fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
         let (h, hkv, k, v, m) = (
             self.num_heads,
             self.num_kv_heads,

@@ -14,7 +14,7 @@
 
 use super::mla_config::MlaConfig;
 use super::swa::OnlineSoftmax;
-use super::{push, width, Mixer, Specs, StepCtx};
+use super::{push, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::dot;
@@ -34,7 +34,7 @@ fn rotate(cs: &[f32], x: &mut [f32]) {
 }
 
 impl Mixer for MlaConfig {
-    fn push_specs(&self, layer: u16, dm: u32, s: &mut Specs) {
+    fn push_specs(&self, layer: u16, dm: u32, s: &mut dyn SpecSink) {
         let h = self.num_heads;
         let qk = self.head_dim.saturating_add(self.rope_dim);
         let kv = self.head_dim.saturating_add(self.v_head_dim);

@@ -20,6 +20,8 @@ mod gsa;
 mod gsa_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod gsa_int;
+mod mamba2;
+mod mamba2_config;
 mod mla;
 mod mla_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
@@ -27,6 +29,8 @@ mod mla_int;
 mod rope;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod rope_int;
+mod rwkv7;
+mod rwkv7_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod slots_int;
 mod swa;
@@ -40,8 +44,10 @@ pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gsa_config::{FeatureMap, GsaConfig};
 pub(crate) use gsa_int::state_max_abs as gsa_state_max_abs;
+pub use mamba2_config::Mamba2Config;
 pub use mla_config::MlaConfig;
 pub(crate) use mla_int::state_max_abs as mla_state_max_abs;
+pub use rwkv7_config::{KkNorm, Rwkv7Config};
 pub use swa::SwaConfig;
 pub(crate) use swa_int::state_max_abs as swa_state_max_abs;
 
@@ -51,11 +57,30 @@ use crate::image::TensorSpec;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
 
-/// Most tensors one layer (mixer + block) may have.
-pub const MAX_LAYER_TENSORS: usize = 24;
+/// Most tensors one layer (mixer + block) may have (an RWKV-7 layer in
+/// fla's block: 33).
+pub const MAX_LAYER_TENSORS: usize = 40;
 
-/// A fixed-capacity list of tensor specs.
+/// A fixed-capacity list of tensor specs (one layer's, for the tools:
+/// [`crate::model::block_specs`]).
 pub type Specs = heapless::Vec<TensorSpec, MAX_LAYER_TENSORS>;
+
+/// Where a layer's tensor specs go, one at a time in canonical order: a
+/// list ([`Specs`]) or a check of each as it comes (`Model::load`, which so
+/// keeps no list of a layer's specs on the stack).
+pub trait SpecSink {
+    /// Takes the next spec.
+    fn add(&mut self, spec: TensorSpec);
+}
+
+impl SpecSink for Specs {
+    /// Appends; the capacity is sized for the largest layer, so a full
+    /// list is a bug in this crate, caught by the tests.
+    fn add(&mut self, spec: TensorSpec) {
+        let pushed = self.push(spec);
+        debug_assert!(pushed.is_ok(), "MAX_LAYER_TENSORS too small");
+    }
+}
 
 /// What a mixer needs to know about the stream besides its state.
 #[derive(Clone, Copy, Debug)]
@@ -94,8 +119,9 @@ pub trait Mixer {
         out: &mut [f32],
     ) -> StepResult<()>;
 
-    /// Appends the mixer's tensors (roles after `attn.`) in canonical order.
-    fn push_specs(&self, layer: u16, hidden: u32, specs: &mut Specs);
+    /// Gives the mixer's tensors (roles after `attn.`) to `specs` in
+    /// canonical order.
+    fn push_specs(&self, layer: u16, hidden: u32, specs: &mut dyn SpecSink);
 
     /// The integer step (docs/integer-path.md), run for a layer whose state
     /// format is not f32 in an image on the integer token path: reads the
@@ -135,7 +161,9 @@ pub trait Mixer {
     feature = "gsa",
     feature = "swa",
     feature = "bla",
-    feature = "mla"
+    feature = "mla",
+    feature = "mamba2",
+    feature = "rwkv7"
 )))]
 pub(crate) struct NotBuilt;
 
@@ -144,7 +172,9 @@ pub(crate) struct NotBuilt;
     feature = "gsa",
     feature = "swa",
     feature = "bla",
-    feature = "mla"
+    feature = "mla",
+    feature = "mamba2",
+    feature = "rwkv7"
 )))]
 impl Mixer for NotBuilt {
     fn step(
@@ -162,19 +192,17 @@ impl Mixer for NotBuilt {
         ))
     }
 
-    fn push_specs(&self, _: u16, _: u32, _: &mut Specs) {}
+    fn push_specs(&self, _: u16, _: u32, _: &mut dyn SpecSink) {}
 }
 
-/// Pushes a spec; the capacity is sized for the largest layer, so a full
-/// list is a bug in this crate, caught by the tests.
-pub(crate) fn push(specs: &mut Specs, layer: u16, role: Role, dims: [u32; 3], matrix: bool) {
-    let pushed = specs.push(TensorSpec {
+/// Gives `specs` the spec of layer `layer`'s tensor `role`.
+pub(crate) fn push(specs: &mut dyn SpecSink, layer: u16, role: Role, dims: [u32; 3], matrix: bool) {
+    specs.add(TensorSpec {
         layer: Some(layer),
         role,
         dims,
         matrix,
     });
-    debug_assert!(pushed.is_ok(), "MAX_LAYER_TENSORS too small");
 }
 
 /// The tensor dimension `a * b` (heads times head size, ...). Parsed configs
@@ -209,7 +237,12 @@ pub(crate) const fn sum(terms: &[u64]) -> u64 {
 }
 
 /// Pushes the three short-convolution kernels `[C, 1, W]` of q, k and v.
-pub(crate) fn push_conv_specs(specs: &mut Specs, layer: u16, channels: [u32; 3], width: u32) {
+pub(crate) fn push_conv_specs(
+    specs: &mut dyn SpecSink,
+    layer: u16,
+    channels: [u32; 3],
+    width: u32,
+) {
     for (role, c) in [Role::QConv, Role::KConv, Role::VConv]
         .into_iter()
         .zip(channels)

@@ -25,7 +25,7 @@
 //! when `use_short_conv` is set.
 
 pub use super::swa_config::SwaConfig;
-use super::{conv, push, push_conv_specs, width, Mixer, Specs, StepCtx};
+use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::dot;
@@ -73,7 +73,7 @@ impl<'o> OnlineSoftmax<'o> {
 }
 
 impl Mixer for SwaConfig {
-    fn push_specs(&self, layer: u16, dm: u32, s: &mut Specs) {
+    fn push_specs(&self, layer: u16, dm: u32, s: &mut dyn SpecSink) {
         let h = self.num_heads;
         let (q, kv) = (
             width(h, self.head_dim),

@@ -223,6 +223,7 @@ mod tests {
             tokenizer: TokenizerKind::Bytes,
             provenance: 0,
             token_path: TokenPath::F32,
+            final_norm: crate::block::NormKind::Rms,
         };
         let image = [0u8; 64];
         for vocab in [256, 257, 1 << 20] {

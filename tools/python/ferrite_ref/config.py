@@ -105,7 +105,49 @@ class MlaConfig:
     rope_theta: float
 
 
-MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig]
+@dataclass(frozen=True)
+class Mamba2Config:
+    """Mamba-2 (docs/spec.md §3.7): H heads of P channels, state N, G groups of B and C."""
+
+    kind: ClassVar[str] = "mamba2"  # the `mixer` field (ferrite_ref.kinds)
+    num_heads: int  # H
+    head_dim: int  # P
+    state_size: int  # N
+    n_groups: int  # G
+    conv_size: int  # W
+    conv_bias: bool
+    gated_norm: bool
+    norm_before_gate: bool
+    d_per_channel: bool
+    group_heads: str  # "blocked" (head h reads group h // (H/G)) | "interleaved" (h % G)
+
+
+@dataclass(frozen=True)
+class Rwkv7Config:
+    """RWKV-7 time mixing (docs/spec.md §3.8): H heads, K = hidden / H, V per head."""
+
+    kind: ClassVar[str] = "rwkv7"  # the `mixer` field (ferrite_ref.kinds)
+    num_heads: int  # H
+    head_dim: int  # K
+    head_v_dim: int  # V
+    decay_low_rank_dim: int
+    a_low_rank_dim: int
+    v_low_rank_dim: int
+    gate_low_rank_dim: int
+    kk_norm: str  # "l2" | "normalize"
+    g_norm_eps: float
+    value_first: bool  # layer 0: its value is passed to later layers (no v_lora)
+
+
+MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config, Rwkv7Config]
+
+
+@dataclass(frozen=True)
+class BlockConfig:
+    """The block around one layer's mixer (docs/spec.md §1.1)."""
+
+    mlp: str = "swiglu"  # "swiglu" | "none" | "channel_mix"
+    pre_norm: bool = False  # the residual stream replaced by its norm first
 
 
 @dataclass(frozen=True)
@@ -114,11 +156,17 @@ class ModelConfig:
 
     vocab_size: int
     hidden_size: int  # D
-    intermediate_size: int  # I
+    intermediate_size: int  # I (0 when no layer has an MLP)
     norm_eps: float
     tie_word_embeddings: bool
     tokenizer: str
     layers: tuple  # of MixerConfig
+    blocks: tuple = ()  # of BlockConfig, one per layer (empty: the format-1 block everywhere)
+    norm: str = "rmsnorm"  # "rmsnorm" | "layernorm": every norm of the blocks and the final one
+
+    def block(self, n: int) -> BlockConfig:
+        """Layer n's block options."""
+        return self.blocks[n] if self.blocks else BlockConfig()
 
 
 class _Fields:
@@ -329,20 +377,79 @@ def _parse_mla(f: _Fields, hidden: int) -> MlaConfig:
     )
 
 
+def _parse_mamba2(f: _Fields, hidden: int, norm_eps: float, index: int) -> Mamba2Config:
+    num_heads = f.integer("num_heads")
+    n_groups = f.integer("n_groups", 1)
+    if num_heads % n_groups != 0:
+        raise f.error(f"num_heads {num_heads} must be a multiple of n_groups {n_groups}")
+    conv_size = f.integer("conv_size", 4)
+    if conv_size > 64:
+        raise f.error(f"field 'conv_size' must be 1..=64, got {conv_size}")
+    gated_norm = f.flag("gated_norm", True)
+    norm_before_gate = f.flag("norm_before_gate", False)
+    if norm_before_gate and not gated_norm:
+        raise f.error("field 'norm_before_gate' needs 'gated_norm' = true")
+    return Mamba2Config(
+        num_heads=num_heads,
+        head_dim=f.integer("head_dim"),
+        state_size=f.integer("state_size", 16),
+        n_groups=n_groups,
+        conv_size=conv_size,
+        conv_bias=f.flag("conv_bias", True),
+        gated_norm=gated_norm,
+        norm_before_gate=norm_before_gate,
+        d_per_channel=f.flag("d_per_channel", False),
+        group_heads=f.choice("group_heads", ("blocked", "interleaved"), "blocked"),
+    )
+
+
+def _parse_rwkv7(f: _Fields, hidden: int, norm_eps: float, index: int) -> Rwkv7Config:
+    num_heads = f.integer("num_heads")
+    head_dim = _head_dim(f, hidden, num_heads)
+    if num_heads * head_dim != hidden:
+        raise f.error(f"num_heads {num_heads} * head_dim {head_dim} must be hidden_size {hidden} "
+                      "(RWKV-7's key width)")
+    first = index == 0
+    v_rank = f.integer("v_low_rank_dim", 16)
+    return Rwkv7Config(
+        num_heads=num_heads,
+        head_dim=head_dim,
+        head_v_dim=f.integer("head_v_dim", head_dim),
+        decay_low_rank_dim=f.integer("decay_low_rank_dim", 64),
+        a_low_rank_dim=f.integer("a_low_rank_dim", 64),
+        v_low_rank_dim=0 if first else v_rank,
+        gate_low_rank_dim=f.integer("gate_low_rank_dim", 128),
+        kk_norm=f.choice("kk_norm", ("l2", "normalize"), "l2"),
+        g_norm_eps=f.number("g_norm_eps", head_dim * norm_eps),
+        value_first=first,
+    )
+
+
+def _plain(parser):
+    """A parser of a mixer that needs neither norm_eps nor its layer index."""
+    return lambda f, hidden, norm_eps, index: parser(f, hidden)
+
+
 # One parser per kind of the runtime's table (ferrite_ref.kinds; tests/test_kinds.py checks it).
-_MIXER_PARSERS = {"gdn": _parse_gdn, "gsa": _parse_gsa, "swa": _parse_swa, "bla": _parse_bla, "mla": _parse_mla}
+_MIXER_PARSERS = {"gdn": _plain(_parse_gdn), "gsa": _plain(_parse_gsa), "swa": _plain(_parse_swa),
+                  "bla": _plain(_parse_bla), "mla": _plain(_parse_mla), "mamba2": _parse_mamba2,
+                  "rwkv7": _parse_rwkv7}
 #: The config class of each mixer kind.
-MIXER_CONFIGS = {cls.kind: cls for cls in (GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig)}
+MIXER_CONFIGS = {cls.kind: cls for cls in (GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config,
+                                           Rwkv7Config)}
 
 
-def _parse_layer(raw: Any, index: int, hidden: int) -> MixerConfig:
+def _parse_layer(raw: Any, index: int, hidden: int, norm_eps: float) -> tuple:
+    """(mixer config, block config) of layer ``index``."""
     f = _Fields(raw, f"layers[{index}]")
     kind = f.string("mixer")
     if kind not in _MIXER_PARSERS:
         raise f.error(f"unknown mixer kind {kind!r} (known: {sorted(_MIXER_PARSERS)})")
-    layer = _MIXER_PARSERS[kind](f, hidden)
+    layer = _MIXER_PARSERS[kind](f, hidden, norm_eps, index)
+    block = BlockConfig(mlp=f.choice("mlp", ("swiglu", "none", "channel_mix"), "swiglu"),
+                        pre_norm=f.flag("pre_norm", False))
     f.finish()
-    return layer
+    return layer, block
 
 
 def parse_config(raw: Any) -> ModelConfig:
@@ -350,15 +457,21 @@ def parse_config(raw: Any) -> ModelConfig:
     f = _Fields(raw, "config")
     f.choice("model_type", ("ferrite",), "ferrite")
     hidden = f.integer("hidden_size")
-    layers = f.nonempty_list("layers")
+    norm_eps = f.number("norm_eps", 1e-6)
+    norm = f.choice("norm", ("rmsnorm", "layernorm"), "rmsnorm")
+    parsed = [_parse_layer(raw_layer, i, hidden, norm_eps) for i, raw_layer in enumerate(f.nonempty_list("layers"))]
+    blocks = tuple(block for _, block in parsed)
+    has_mlp = any(block.mlp != "none" for block in blocks)
     config = ModelConfig(
         vocab_size=f.integer("vocab_size"),
         hidden_size=hidden,
-        intermediate_size=f.integer("intermediate_size"),
-        norm_eps=f.number("norm_eps", 1e-6),
+        intermediate_size=f.integer("intermediate_size") if has_mlp else f.integer("intermediate_size", 0, 0),
+        norm_eps=norm_eps,
         tie_word_embeddings=f.flag("tie_word_embeddings", False),
         tokenizer=f.string("tokenizer", "bytes"),
-        layers=tuple(_parse_layer(raw_layer, i, hidden) for i, raw_layer in enumerate(layers)),
+        layers=tuple(layer for layer, _ in parsed),
+        blocks=blocks,
+        norm=norm,
     )
     f.finish()
     return config

@@ -12,4 +12,6 @@ MIXER_KINDS = (
     "swa",  # 3: Sliding-window attention with sinks.
     "bla",  # 4: Blurry Window Attention.
     "mla",  # 5: Latent-compressed (MLA-style) sliding window (format 4).
+    "mamba2",  # 6: Mamba-2 (format 8).
+    "rwkv7",  # 7: RWKV-7 time mixing (format 8).
 )

@@ -3,7 +3,11 @@
 Scales are chosen so that every path matters and logits stay O(1)-O(10):
 linear weights N(0, 1/fan_in), embeddings N(0, 1), norm weights 1 + 0.1 N(0, 1),
 A_log = log U(1, 16), dt_bias = softplus^-1(dt) with dt log-uniform in
-[1e-3, 1e-1] (fla's initialisation), conv weights N(0, 1/W), sinks N(0, 1).
+[1e-3, 1e-1] (fla's initialisation), conv weights N(0, 1/W), sinks N(0, 1);
+biases (norms, Mamba-2's convolution) 0.1 N(0, 1), Mamba-2's D 1 + 0.1 N(0, 1);
+RWKV-7's token-shift interpolations U(0, 1), k_k U(0.6, 0.8), k_a U(0.9, 1.1),
+r_k 0.1 N(0, 1), and its low-rank biases in the ranges of fla's initialisation
+(decay U(-4, 2), learning rate U(-0.5, 0.5), value residual U(0.3, 1)).
 """
 
 from __future__ import annotations
@@ -34,6 +38,24 @@ def random_tensor(name: str, shape: tuple, rng: np.random.Generator) -> np.ndarr
         return rng.standard_normal(shape) / np.sqrt(shape[-1])
     if name.endswith("sinks"):
         return rng.standard_normal(shape)
+    if name.endswith(("x_r", "x_w", "x_k", "x_v", "x_a", "x_g")):
+        return rng.uniform(0.0, 1.0, shape)
+    if name.endswith("attn.k_k"):
+        return rng.uniform(0.6, 0.8, shape)
+    if name.endswith("attn.k_a"):
+        return rng.uniform(0.9, 1.1, shape)
+    if name.endswith("attn.r_k"):
+        return 0.1 * rng.standard_normal(shape)
+    if name.endswith("w_lora.lora.2.bias"):
+        return rng.uniform(-4.0, 2.0, shape)
+    if name.endswith("a_lora.lora.2.bias"):
+        return rng.uniform(-0.5, 0.5, shape)
+    if name.endswith("v_lora.lora.2.bias"):
+        return rng.uniform(0.3, 1.0, shape)
+    if name.endswith("attn.D"):
+        return 1.0 + 0.1 * rng.standard_normal(shape)
+    if name.endswith(".bias"):
+        return 0.1 * rng.standard_normal(shape)
     if len(shape) == 2:
         return rng.standard_normal(shape) / np.sqrt(shape[1])
     raise ValueError(f"no initialisation rule for tensor {name!r}")

@@ -28,6 +28,12 @@ def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
+def layernorm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)."""
+    centred = x - np.mean(x, axis=-1, keepdims=True)
+    return centred / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps) * weight + bias
+
+
 def l2norm(u: np.ndarray) -> np.ndarray:
     """u / sqrt(sum u^2 + 1e-6), over the last axis (docs/spec.md conventions)."""
     return u / np.sqrt(np.sum(u * u, axis=-1, keepdims=True) + 1e-6)

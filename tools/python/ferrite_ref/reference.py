@@ -7,9 +7,9 @@ from typing import Callable, NamedTuple, Union
 
 import numpy as np
 
-from . import bla, gdn, gsa, mla, swa
-from .config import ModelConfig, load_config
-from .ops import rmsnorm, swiglu_mlp
+from . import bla, gdn, gsa, mamba2, mla, rwkv7, swa
+from .config import BlockConfig, ModelConfig, load_config
+from .ops import layernorm, rmsnorm, swiglu_mlp
 from .safetensors_io import load_safetensors
 
 class MixerEntry(NamedTuple):
@@ -17,6 +17,7 @@ class MixerEntry(NamedTuple):
 
     tensor_shapes: Callable  # (cfg, D) -> {name: shape}
     build: Callable  # (cfg, weights, norm_eps, pinned) -> an object with reset() and step(x)
+    carries: bool = False  # step(x, carry): reads or writes the value passed across layers
 
 
 # Every mixer kind of the runtime's table (ferrite_ref.kinds; tests/test_kinds.py checks it).
@@ -26,26 +27,82 @@ MIXERS = {
     "swa": MixerEntry(swa.tensor_shapes, lambda cfg, w, eps, pinned: swa.SlidingWindowAttention(cfg, w, pinned)),
     "bla": MixerEntry(bla.tensor_shapes, lambda cfg, w, eps, pinned: bla.BlurryWindowAttention(cfg, w)),
     "mla": MixerEntry(mla.tensor_shapes, lambda cfg, w, eps, pinned: mla.LatentWindowAttention(cfg, w)),
+    "mamba2": MixerEntry(mamba2.tensor_shapes, lambda cfg, w, eps, pinned: mamba2.Mamba2(cfg, w, eps)),
+    "rwkv7": MixerEntry(rwkv7.tensor_shapes, lambda cfg, w, eps, pinned: rwkv7.Rwkv7TimeMix(cfg, w), carries=True),
 }
+
+
+def _norm_shapes(prefix: str, d: int, layernorm_kind: bool) -> dict:
+    """A norm's weight (and bias, for a LayerNorm)."""
+    shapes = {prefix + ".weight": (d,)}
+    if layernorm_kind:
+        shapes[prefix + ".bias"] = (d,)
+    return shapes
 
 
 def model_tensor_shapes(cfg: ModelConfig) -> dict:
     """Every tensor of a model directory (docs/spec.md §2 names) and its shape."""
     d, i = cfg.hidden_size, cfg.intermediate_size
+    ln = cfg.norm == "layernorm"
     shapes = {"model.embeddings.weight": (cfg.vocab_size, d)}
     for n, layer in enumerate(cfg.layers):
         prefix = f"model.layers.{n}."
-        shapes[prefix + "attn_norm.weight"] = (d,)
+        block = cfg.block(n)
+        if block.pre_norm:
+            shapes.update(_norm_shapes(prefix + "pre_norm", d, ln))
+        shapes.update(_norm_shapes(prefix + "attn_norm", d, ln))
         for name, shape in MIXERS[layer.kind].tensor_shapes(layer, d).items():
             shapes[prefix + "attn." + name] = shape
-        shapes[prefix + "mlp_norm.weight"] = (d,)
-        shapes[prefix + "mlp.gate_proj.weight"] = (i, d)
-        shapes[prefix + "mlp.up_proj.weight"] = (i, d)
-        shapes[prefix + "mlp.down_proj.weight"] = (d, i)
-    shapes["model.norm.weight"] = (d,)
+        if block.mlp == "swiglu":
+            shapes.update(_norm_shapes(prefix + "mlp_norm", d, ln))
+            shapes[prefix + "mlp.gate_proj.weight"] = (i, d)
+            shapes[prefix + "mlp.up_proj.weight"] = (i, d)
+            shapes[prefix + "mlp.down_proj.weight"] = (d, i)
+        elif block.mlp == "channel_mix":
+            shapes.update(_norm_shapes(prefix + "mlp_norm", d, ln))
+            shapes[prefix + "mlp.x_k"] = (d,)
+            shapes[prefix + "mlp.key.weight"] = (i, d)
+            shapes[prefix + "mlp.value.weight"] = (d, i)
+    shapes.update(_norm_shapes("model.norm", d, ln))
     if not cfg.tie_word_embeddings:
         shapes["lm_head.weight"] = (cfg.vocab_size, d)
     return shapes
+
+
+class Block:
+    """The block around one layer's mixer (docs/spec.md §1.1): its norms, MLP and,
+    for RWKV-7's channel mixing, the previous token's normed input."""
+
+    def __init__(self, cfg: BlockConfig, weights: dict, mixer, carries: bool, norm: str, eps: float):
+        self.cfg, self.w, self.mixer, self.carries = cfg, weights, mixer, carries
+        self.layernorm, self.eps = norm == "layernorm", eps
+        self.prev = np.zeros(weights["attn_norm.weight"].shape)
+
+    def reset(self) -> None:
+        self.mixer.reset()
+        self.prev[:] = 0.0
+
+    def norm(self, u: np.ndarray, name: str) -> np.ndarray:
+        if self.layernorm:
+            return layernorm(u, self.w[name + ".weight"], self.w[name + ".bias"], self.eps)
+        return rmsnorm(u, self.w[name + ".weight"], self.eps)
+
+    def step(self, h: np.ndarray, carry: dict) -> np.ndarray:
+        """The residual stream after this layer."""
+        w = self.w
+        if self.cfg.pre_norm:
+            h = self.norm(h, "pre_norm")
+        x = self.norm(h, "attn_norm")
+        h = h + (self.mixer.step(x, carry) if self.carries else self.mixer.step(x))
+        if self.cfg.mlp == "swiglu":
+            x = self.norm(h, "mlp_norm")
+            h = h + swiglu_mlp(x, w["mlp.gate_proj.weight"], w["mlp.up_proj.weight"], w["mlp.down_proj.weight"])
+        elif self.cfg.mlp == "channel_mix":
+            x = self.norm(h, "mlp_norm")
+            mixed = x + (self.prev - x) * w["mlp.x_k"]
+            self.prev = x
+            h = h + w["mlp.value.weight"] @ np.maximum(w["mlp.key.weight"] @ mixed, 0.0) ** 2
+        return h
 
 
 def check_tensors(tensors: dict, shapes: dict) -> None:
@@ -80,17 +137,19 @@ class Reference:
         t = {name: value.astype(np.float64) for name, value in raw.items()}
         self.embeddings = t["model.embeddings.weight"]
         self.lm_head = self.embeddings if self.config.tie_word_embeddings else t["lm_head.weight"]
-        self.norm = t["model.norm.weight"]
+        self.norm = {"weight": t["model.norm.weight"], "bias": t.get("model.norm.bias")}
         self.layers = []
         for n, layer in enumerate(self.config.layers):
             w = _sub_dict(t, f"model.layers.{n}.")
-            mixer = MIXERS[layer.kind].build(layer, _sub_dict(w, "attn."), self.config.norm_eps, pinned)
-            self.layers.append((w, mixer))
+            entry = MIXERS[layer.kind]
+            mixer = entry.build(layer, _sub_dict(w, "attn."), self.config.norm_eps, pinned)
+            block = self.config.block(n)
+            self.layers.append(Block(block, w, mixer, entry.carries, self.config.norm, self.config.norm_eps))
 
     def reset(self) -> None:
-        """Forget the stream: every mixer back to its zero state."""
-        for _, mixer in self.layers:
-            mixer.reset()
+        """Forget the stream: every mixer (and channel mixing) back to its zero state."""
+        for block in self.layers:
+            block.reset()
 
     def step(self, token: int) -> np.ndarray:
         """Feed one token; return the logits [vocab] for the next one."""
@@ -98,11 +157,12 @@ class Reference:
             raise ValueError(f"token {token} outside [0, {self.config.vocab_size})")
         eps = self.config.norm_eps
         h = self.embeddings[token].copy()
-        for w, mixer in self.layers:
-            h = h + mixer.step(rmsnorm(h, w["attn_norm.weight"], eps))
-            x = rmsnorm(h, w["mlp_norm.weight"], eps)
-            h = h + swiglu_mlp(x, w["mlp.gate_proj.weight"], w["mlp.up_proj.weight"], w["mlp.down_proj.weight"])
-        return self.lm_head @ rmsnorm(h, self.norm, eps)
+        carry = {}  # the value passed across layers (RWKV-7's v_first), per token
+        for block in self.layers:
+            h = block.step(h, carry)
+        if self.config.norm == "layernorm":
+            return self.lm_head @ layernorm(h, self.norm["weight"], self.norm["bias"], eps)
+        return self.lm_head @ rmsnorm(h, self.norm["weight"], eps)
 
     def logits(self, tokens) -> np.ndarray:
         """Reset, then feed ``tokens``; return the logits of every position [T, vocab]."""

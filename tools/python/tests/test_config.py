@@ -4,7 +4,8 @@ import copy
 
 import pytest
 
-from ferrite_ref.config import BlaConfig, GdnConfig, GsaConfig, SwaConfig, parse_config
+from ferrite_ref.config import (BlaConfig, BlockConfig, GdnConfig, GsaConfig, Mamba2Config, Rwkv7Config, SwaConfig,
+                                parse_config)
 
 SPEC_EXAMPLE = {
     "model_type": "ferrite", "vocab_size": 256, "hidden_size": 128,
@@ -120,6 +121,16 @@ def test_explicit_head_dim_needs_no_divisible_hidden():
     ({"mixer": "gdn", "num_heads": 2, "head_dim": 5, "expand_v": 1.5}, "expand_v"),
     ({"mixer": "gsa", "num_heads": 2, "feature_map": "elu"}, "feature_map"),
     ({"mixer": "gsa", "num_heads": 3}, "expand_k"),
+    ({"mixer": "mamba2", "num_heads": 4}, "head_dim"),
+    ({"mixer": "mamba2", "num_heads": 4, "head_dim": 8, "n_groups": 3}, "n_groups"),
+    ({"mixer": "mamba2", "num_heads": 4, "head_dim": 8, "conv_size": 65}, "conv_size"),
+    ({"mixer": "mamba2", "num_heads": 4, "head_dim": 8, "gated_norm": False, "norm_before_gate": True},
+     "norm_before_gate"),
+    ({"mixer": "mamba2", "num_heads": 4, "head_dim": 8, "group_heads": "random"}, "group_heads"),
+    ({"mixer": "rwkv7", "num_heads": 4, "head_dim": 8}, "hidden_size"),
+    ({"mixer": "rwkv7", "num_heads": 2, "kk_norm": "l1"}, "kk_norm"),
+    ({"mixer": "gdn", "num_heads": 2, "mlp": "geglu"}, "mlp"),
+    ({"mixer": "gdn", "num_heads": 2, "pre_norm": 1}, "pre_norm"),
 ])
 def test_layer_rejections(layer, message):
     with pytest.raises(ValueError, match=message):
@@ -139,6 +150,29 @@ def test_model_rejections(change, message):
     raw.update(change)
     with pytest.raises(ValueError, match=message):
         parse_config(raw)
+
+
+def test_block_options_and_the_new_families_take_their_defaults():
+    """docs/spec.md §1.2: every layer's `mlp` and `pre_norm`, the model's `norm`,
+    Mamba-2's and RWKV-7's defaults, layer 0 of RWKV-7 passing its value on."""
+    cfg = parse_config({"vocab_size": 256, "hidden_size": 64, "norm": "layernorm", "norm_eps": 1e-5,
+                        "layers": [{"mixer": "rwkv7", "num_heads": 4, "mlp": "none", "pre_norm": True},
+                                   {"mixer": "rwkv7", "num_heads": 4, "mlp": "none"},
+                                   {"mixer": "mamba2", "num_heads": 4, "head_dim": 32, "mlp": "none"}]})
+    assert cfg.norm == "layernorm" and cfg.intermediate_size == 0
+    assert [b.pre_norm for b in cfg.blocks] == [True, False, False]
+    first, later, mamba = cfg.layers
+    assert first == Rwkv7Config(num_heads=4, head_dim=16, head_v_dim=16, decay_low_rank_dim=64, a_low_rank_dim=64,
+                                v_low_rank_dim=0, gate_low_rank_dim=128, kk_norm="l2", g_norm_eps=16 * 1e-5,
+                                value_first=True)
+    assert later.value_first is False and later.v_low_rank_dim == 16
+    assert mamba == Mamba2Config(num_heads=4, head_dim=32, state_size=16, n_groups=1, conv_size=4, conv_bias=True,
+                                 gated_norm=True, norm_before_gate=False, d_per_channel=False, group_heads="blocked")
+    # An MLP needs a width; the default block is format 1's.
+    with pytest.raises(ValueError, match="intermediate_size"):
+        parse_config({"vocab_size": 256, "hidden_size": 64, "layers": [{"mixer": "gdn", "num_heads": 2}]})
+    plain = parse_config(minimal({"mixer": "gdn", "num_heads": 2}))
+    assert plain.norm == "rmsnorm" and plain.block(0) == BlockConfig()
 
 
 def test_missing_required_top_level_field():

@@ -45,17 +45,24 @@ def test_reference_tables_cover_exactly_the_runtime_kinds():
         assert importlib.util.find_spec(f"ferrite_ref.{kind}") is not None, kind
 
 
+#: Kinds the runtime runs that ferrite_train cannot train yet (issue 27 item 5: their
+#: PyTorch modules, MQAR and LM runs are the next step).
+NOT_TRAINABLE_YET = {"mamba2", "rwkv7"}
+
+
 def test_training_mixers_cover_exactly_the_runtime_kinds():
-    """One module per kind in ferrite_train/mixers (its files: importing them needs torch);
-    with torch, the registry itself."""
+    """One module per kind in ferrite_train/mixers (its files: importing them needs torch),
+    except the kinds named in NOT_TRAINABLE_YET; with torch, the registry itself."""
     import ferrite_train
 
+    trainable = set(MIXER_KINDS) - NOT_TRAINABLE_YET
+    assert NOT_TRAINABLE_YET <= set(MIXER_KINDS)
     mixers_dir = Path(ferrite_train.__file__).parent / "mixers"
-    assert {p.stem for p in mixers_dir.glob("*.py")} - {"__init__"} == set(MIXER_KINDS)
+    assert {p.stem for p in mixers_dir.glob("*.py")} - {"__init__"} == trainable
     pytest.importorskip("torch")
     from ferrite_train import mixers
 
-    assert set(mixers.MIXERS) == set(MIXER_KINDS)
+    assert set(mixers.MIXERS) == trainable
 
 
 def test_run_families_are_the_mixers_of_their_configs():

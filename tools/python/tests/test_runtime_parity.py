@@ -64,6 +64,21 @@ def _random_layer(rng: random.Random, hidden: int) -> dict:
         if layer["rope_positions"] == "absolute" and rng.random() < 0.5:
             layer.update(dilation=rng.choice([2, 3]))
         return layer
+    if kind == "mamba2":
+        groups = rng.choice([g for g in (1, 2, 4) if heads % g == 0])
+        gated = rng.random() < 0.7
+        return {"mixer": "mamba2", "num_heads": heads, "head_dim": rng.choice([4, 8, 16]),
+                "state_size": rng.choice([2, 8, 16]), "n_groups": groups,
+                "group_heads": rng.choice(["blocked", "interleaved"]), "conv_size": rng.choice([1, 2, 4]),
+                "conv_bias": rng.random() < 0.5, "gated_norm": gated,
+                "norm_before_gate": gated and rng.random() < 0.5, "d_per_channel": rng.random() < 0.5,
+                "mlp": rng.choice(["swiglu", "none", "channel_mix"])}
+    if kind == "rwkv7":
+        return {"mixer": "rwkv7", "num_heads": heads, "head_v_dim": rng.choice([4, 8]),
+                "decay_low_rank_dim": rng.choice([4, 8]), "a_low_rank_dim": rng.choice([4, 8]),
+                "v_low_rank_dim": rng.choice([4, 8]), "gate_low_rank_dim": rng.choice([8, 16]),
+                "kk_norm": rng.choice(["l2", "normalize"]), "mlp": rng.choice(["channel_mix", "swiglu", "none"]),
+                "pre_norm": rng.random() < 0.3}
     if kind != "bla":
         raise ValueError(f"no random {kind} layer: add one here (docs/adding-a-mixer.md)")
     period = rng.choice([4, 7, 10, 16])
@@ -82,7 +97,7 @@ def _random_config(seed: int) -> dict:
     hidden = rng.choice([16, 32])
     return {"model_type": "ferrite", "vocab_size": 256, "hidden_size": hidden,
             "intermediate_size": rng.choice([24, 48]), "norm_eps": rng.choice([1e-6, 1e-5]),
-            "tie_word_embeddings": rng.random() < 0.5,
+            "norm": rng.choice(["rmsnorm", "layernorm"]), "tie_word_embeddings": rng.random() < 0.5,
             "layers": [_random_layer(rng, hidden) for _ in range(rng.randint(1, 3))]}
 
 

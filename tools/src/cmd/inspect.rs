@@ -48,14 +48,30 @@ pub fn run(args: Args) -> Result<()> {
         signature_text(image.bytes(), model.header())
     )?;
     writeln!(out, "token path: {}", c.token_path.name())?;
+    if c.final_norm != ferrite::block::NormKind::Rms {
+        writeln!(out, "final norm: layernorm (with a bias)")?;
+    }
     for i in 0..c.num_layers as usize {
         let layer = model.layer(i).map_err(anyhow::Error::msg)?;
+        let block = model.block(i).map_err(anyhow::Error::msg)?;
+        // The layer's state: its mixer's and its block's (channel mixing).
+        let words = model.layer_state_len(i, 0).map_err(anyhow::Error::msg)?;
+        let block_text = if block == ferrite::block::BlockConfig::RMS_SWIGLU {
+            String::new()
+        } else {
+            format!(
+                "  block {:?} norm, {:?} mlp{}",
+                block.norm,
+                block.mlp,
+                if block.pre_norm { ", pre-norm" } else { "" }
+            )
+        };
         writeln!(
             out,
-            "layer {i}: {} state {} {} bytes  {:?}",
+            "layer {i}: {} state {} {} bytes{block_text}  {:?}",
             layer.kind_name(),
             layer.state_format().name(),
-            4 * layer.state_len(0),
+            4 * words,
             layer
         )?;
     }

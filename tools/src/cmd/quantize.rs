@@ -10,7 +10,7 @@ use ferrite::image::{DType, Layout};
 use ferrite::mixers::BlaPhiSource;
 use ferrite::{StateFormat, TokenPath};
 use ferrite_tools::calibrate::{self, Source};
-use ferrite_tools::fla::FlaOptions;
+use ferrite_tools::fla::{FlaOptions, Mamba2Groups};
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::mqar::{MqarParams, Queries};
 use ferrite_tools::quant::Scales;
@@ -64,6 +64,13 @@ pub struct Args {
     /// An error when no layer lacks a window_size.
     #[arg(long, allow_negative_numbers = true)]
     window: Option<u32>,
+    /// fla `mamba2` checkpoints with n_groups > 1: how heads read the
+    /// groups of B and C, `interleaved` (head h reads group h mod G: fla's
+    /// PyTorch forward, trained without mamba_ssm) or `blocked` (group
+    /// h / (H/G): mamba_ssm's kernels). fla 0.6.0 has both and a checkpoint
+    /// does not record which; such a checkpoint is refused without it.
+    #[arg(long, value_enum)]
+    mamba2_groups: Option<Mamba2GroupsArg>,
     /// BLA layers' write weights phi: `computed` (no table in the image;
     /// the runtime computes each token's row: format 5) or `table` (the
     /// f32 [P, N] table `attn.phi`, P*N*4 bytes per layer, and the lowest
@@ -219,6 +226,22 @@ impl From<BlaPhiArg> for BlaPhiSource {
     }
 }
 
+/// `--mamba2-groups`.
+#[derive(Clone, Copy, ValueEnum)]
+enum Mamba2GroupsArg {
+    Blocked,
+    Interleaved,
+}
+
+impl From<Mamba2GroupsArg> for Mamba2Groups {
+    fn from(g: Mamba2GroupsArg) -> Mamba2Groups {
+        match g {
+            Mamba2GroupsArg::Blocked => Mamba2Groups::Blocked,
+            Mamba2GroupsArg::Interleaved => Mamba2Groups::Interleaved,
+        }
+    }
+}
+
 /// `--path`.
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum PathArg {
@@ -269,6 +292,7 @@ pub fn run(args: Args) -> Result<()> {
         &args.model_dir,
         &FlaOptions {
             window: args.window,
+            mamba2_groups: args.mamba2_groups.map(Mamba2Groups::from),
         },
     )?;
     writer::check_options(&dir, &opts, args.dtype.is_some())?;

@@ -260,7 +260,8 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     if !own_package {
         features.push(board.name);
     }
-    // The BPE tokenizer's code, the mixer families and the integer token path only where the image
+    // The BPE tokenizer's code, the mixer families, the integer token path and the format-8 block
+    // options only where the image
     // needs them (and all of them for the OTA example, which may receive any image at run time, and
     // for firmware that embeds no image).
     let ota = req.firmware == Firmware::Ota;
@@ -273,6 +274,9 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     }
     if ota || facts.as_ref().is_some_and(|f| f.int_path) {
         features.push("int-path");
+    }
+    if ota || facts.as_ref().is_some_and(|f| f.block_options) {
+        features.push("block-options");
     }
     if req.defmt {
         features.push("defmt");
