@@ -156,19 +156,29 @@ fn host_test() -> Result<()> {
             .args(["-lm", "-o"])
             .arg(&exe),
     )?;
-    let out = Command::new(&exe)
-        .arg(root_dir().join("tests/images/tiny_int8.fer"))
-        .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
-        .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
-        .output()
-        .context("running test_capi")?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprint!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
-    ensure!(out.status.success(), "test_capi exited with {}", out.status);
-    ensure!(
-        !stderr.contains("Sanitizer") && !stderr.contains("runtime error"),
-        "a sanitizer reported"
-    );
+    // The committed int8 image (byte tokenizer) and the BPE test model.
+    for image in [
+        root_dir().join("tests/images/tiny_int8.fer"),
+        host::bpe_image("f32")?,
+    ] {
+        eprintln!(
+            "capi: test_capi {}",
+            short_path(&image.display().to_string())
+        );
+        let out = Command::new(&exe)
+            .arg(&image)
+            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
+            .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+            .output()
+            .context("running test_capi")?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprint!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
+        ensure!(out.status.success(), "test_capi exited with {}", out.status);
+        ensure!(
+            !stderr.contains("Sanitizer") && !stderr.contains("runtime error"),
+            "a sanitizer reported"
+        );
+    }
     Ok(())
 }
 
@@ -395,10 +405,12 @@ fn example() -> Result<()> {
         "m4f",
     )?;
     let host_lib = host_library()?;
+    let dir = capi_dir().join("examples/m4f");
     let build = work_dir().join("capi-m4f");
+    let cmake_build = work_dir().join("capi-m4f-cmake");
     run_cmd(
         Command::new("make")
-            .current_dir(capi_dir().join("examples/m4f"))
+            .current_dir(&dir)
             .arg("--quiet")
             .arg(format!("MODEL={}", image.display()))
             .arg(format!("LIB={}", lib.display()))
@@ -407,18 +419,25 @@ fn example() -> Result<()> {
             .arg(format!("PROMPT={DEFAULT_PROMPT}"))
             .arg(format!("N={DEFAULT_N}")),
     )?;
-    let elf = build.join("example.elf");
-    let run = boards::run_qemu(
-        board,
-        &elf,
-        &build,
-        false,
-        false,
-        boards::timeout_for(DEFAULT_N),
+    run_cmd(
+        Command::new("cmake")
+            .args(["-S"])
+            .arg(&dir)
+            .arg("-B")
+            .arg(&cmake_build)
+            .arg(format!("-DMODEL={}", image.display()))
+            .arg(format!("-DFERRITE_LIB={}", lib.display()))
+            .arg(format!("-DFERRITE_HOST_LIB={}", host_lib.display()))
+            .arg(format!("-DPROMPT={DEFAULT_PROMPT}"))
+            .arg(format!("-DN={DEFAULT_N}"))
+            .stdout(std::process::Stdio::null()),
     )?;
-    let output = String::from_utf8_lossy(&run.output).into_owned();
-    eprint!("{output}");
-    ensure!(run.status == 0, "the example exited with {}", run.status);
+    run_cmd(
+        Command::new("cmake")
+            .arg("--build")
+            .arg(&cmake_build)
+            .stdout(std::process::Stdio::null()),
+    )?;
     let expected_path = crate::paths::expected_dir().join("m4f.out");
     let expected = std::fs::read(&expected_path)?;
     let expected = String::from_utf8_lossy(&expected);
@@ -427,21 +446,47 @@ fn example() -> Result<()> {
             .find(|l| l.starts_with(prefix))
             .map(str::to_string)
     };
-    for prefix in [DEFAULT_PROMPT, "tokens: ", "tokens_hash: ", "checksum: "] {
-        let want = line(&expected, prefix)
-            .with_context(|| format!("{} has no {prefix:?} line", expected_path.display()))?;
-        let got = line(&output, prefix)
-            .with_context(|| format!("the example printed no {prefix:?} line"))?;
+    let mut output = String::new();
+    let mut sizes = boards::Sizes::default();
+    for (how, elf) in [
+        ("make", build.join("example.elf")),
+        ("cmake", cmake_build.join("example.elf")),
+    ] {
+        let run = boards::run_qemu(
+            board,
+            &elf,
+            &build,
+            false,
+            false,
+            boards::timeout_for(DEFAULT_N),
+        )?;
+        output = String::from_utf8_lossy(&run.output).into_owned();
+        sizes = run.sizes;
+        if how == "make" {
+            eprint!("{output}");
+        }
         ensure!(
-            got == want,
-            "the C example's {prefix:?} line differs from the Rust firmware's ({}):\n  C:    {got}\n  Rust: {want}",
-            expected_path.display()
+            run.status == 0,
+            "the example ({how}) exited with {}",
+            run.status
         );
+        for prefix in [DEFAULT_PROMPT, "tokens: ", "tokens_hash: ", "checksum: "] {
+            let want = line(&expected, prefix)
+                .with_context(|| format!("{} has no {prefix:?} line", expected_path.display()))?;
+            let got = line(&output, prefix)
+                .with_context(|| format!("the example ({how}) printed no {prefix:?} line"))?;
+            ensure!(
+                got == want,
+                "the C example's ({how}) {prefix:?} line differs from the Rust firmware's ({}):\n  C:    {got}\n  Rust: {want}",
+                expected_path.display()
+            );
+        }
     }
+    let run = sizes;
     eprintln!(
-        "capi: the C example on m4f: the Rust firmware's text, tokens and checksum; flash {} bytes, RAM {} bytes (without the stack); {}",
-        run.sizes.flash,
-        run.sizes.ram,
+        "capi: the C example on m4f (make and CMake): the Rust firmware's text, tokens and checksum; flash {} bytes, RAM {} bytes (without the stack); {}",
+        run.flash,
+        run.ram,
         line(&output, "run: ").unwrap_or_default()
     );
     Ok(())

@@ -202,11 +202,12 @@ pub fn ensure_qemu() -> Result<()> {
     })
 }
 
-/// Makes sure Debian's Arm GNU toolchain and newlib are installed (the C
-/// API's firmware example, `cargo xtask capi`), with apt-get as for QEMU.
+/// Makes sure Debian's Arm GNU toolchain, newlib and CMake are installed
+/// (the C API's firmware example, `cargo xtask capi`), with apt-get as for QEMU.
 pub fn ensure_arm_gcc() -> Result<()> {
-    let packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi";
+    let packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi cmake";
     let present = || {
+        runs("cmake") &&
         // newlib: the compiler finds its nano C library (else it echoes the name).
         Command::new("arm-none-eabi-gcc")
             .args([
