@@ -32,7 +32,11 @@ pub fn run(args: &Args) -> Result<ExitCode> {
 
 /// Every check of the C API, each run even when one before failed.
 pub fn check(bless: bool) -> Result<bool> {
-    let checks: [(&str, &dyn Fn() -> Result<()>); 4] = [
+    let checks: [(&str, &dyn Fn() -> Result<()>); 5] = [
+        (
+            "clippy -D warnings (host and thumbv7em) and rustdoc -D warnings",
+            &lint,
+        ),
         ("header is fresh (cbindgen)", &|| header(bless)),
         ("host C test under ASan and UBSan", &host_test),
         ("panic branches in the Cortex-M4F library", &panic_branches),
@@ -57,6 +61,26 @@ fn capi_dir() -> PathBuf {
 fn run_cmd(cmd: &mut Command) -> Result<()> {
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     ensure!(status.success(), "{cmd:?} exited with {status}");
+    Ok(())
+}
+
+/// The crate linted on the host (its tests too) and for the Cortex-M4F,
+/// with and without `panic-check`, and its docs built without warnings.
+fn lint() -> Result<()> {
+    let runs = [
+        "clippy --quiet --all-targets --features verify -- -D warnings",
+        "clippy --quiet --target thumbv7em-none-eabihf --features verify,fast-math -- -D warnings",
+        "clippy --quiet --target thumbv7em-none-eabihf --features panic-check -- -D warnings",
+        "doc --quiet --no-deps --document-private-items",
+    ];
+    for args in runs {
+        run_cmd(
+            cargo(args)
+                .current_dir(capi_dir())
+                .env("CARGO_TARGET_DIR", capi_dir().join("target").join("lint"))
+                .env("RUSTDOCFLAGS", "-D warnings"),
+        )?;
+    }
     Ok(())
 }
 

@@ -80,8 +80,8 @@ type Step = (&'static str, fn() -> Result<bool>);
 fn steps() -> [Step; 21] {
     [
         ("cargo fmt --check", || all([cargo("fmt --all -- --check")])),
-        ("cargo fmt --check (boards, boards/esp32c3, fuzz)", || {
-            let dirs = ["boards", "boards/esp32c3", "fuzz"];
+        ("cargo fmt --check (boards, boards/esp32c3, fuzz, capi)", || {
+            let dirs = ["boards", "boards/esp32c3", "fuzz", "capi"];
             all(dirs.map(|d| cargo(&format!("fmt --manifest-path {d}/Cargo.toml -- --check"))))
         }),
         ("cargo clippy -D warnings", || all([clippy("--workspace --all-targets")])),
