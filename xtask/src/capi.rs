@@ -155,53 +155,80 @@ fn host_library() -> Result<PathBuf> {
     )
 }
 
-/// tests/c/test_capi.c with gcc -fsanitize=address,undefined, run on the
-/// committed image tests/images/tiny_int8.fer.
+/// The host's shared library (`cargo rustc --crate-type cdylib`: the
+/// manifest names `staticlib` alone, so that the embedded builds warn about
+/// nothing), with the host library's features; its directory.
+fn shared_library() -> Result<PathBuf> {
+    let target_dir = capi_dir().join("target").join("shared");
+    run_cmd(
+        cargo("rustc --quiet --release --lib --crate-type cdylib --no-default-features")
+            .current_dir(capi_dir())
+            .args(["--features", "bpe,all-mixers,int-path,block-options,verify"])
+            .env("CARGO_TARGET_DIR", &target_dir),
+    )?;
+    Ok(target_dir.join("release"))
+}
+
+/// tests/c/test_capi.c with gcc -fsanitize=address,undefined, linked with
+/// the static library and with the shared one, each run on the committed
+/// image tests/images/tiny_int8.fer (byte tokenizer) and the BPE test model.
 fn host_test() -> Result<()> {
     let lib = host_library()?;
-    let exe = work_dir().join("test_capi");
+    let shared = shared_library()?;
     let c = capi_dir();
-    run_cmd(
-        Command::new("gcc")
-            .args([
-                "-std=c99",
-                "-D_ISOC11_SOURCE",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-                "-g",
-                "-O1",
-            ])
-            .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
-            .arg("-I")
-            .arg(c.join("include"))
-            .arg(c.join("tests/c/test_capi.c"))
-            .arg(&lib)
-            .args(["-lm", "-o"])
-            .arg(&exe),
+    let build = |exe: &Path, link: &[String]| {
+        run_cmd(
+            Command::new("gcc")
+                .args([
+                    "-std=c99",
+                    "-D_ISOC11_SOURCE",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                ])
+                .args(["-g", "-O1"])
+                .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
+                .arg("-I")
+                .arg(c.join("include"))
+                .arg(c.join("tests/c/test_capi.c"))
+                .args(link)
+                .args(["-lm", "-o"])
+                .arg(exe),
+        )
+    };
+    let exe = work_dir().join("test_capi");
+    let exe_shared = work_dir().join("test_capi_shared");
+    build(&exe, &[lib.display().to_string()])?;
+    build(
+        &exe_shared,
+        &[format!("-L{}", shared.display()), "-lferrite_capi".into()],
     )?;
-    // The committed int8 image (byte tokenizer) and the BPE test model.
-    for image in [
+    let images = [
         root_dir().join("tests/images/tiny_int8.fer"),
         host::bpe_image("f32")?,
-    ] {
-        eprintln!(
-            "capi: test_capi {}",
-            short_path(&image.display().to_string())
-        );
-        let out = Command::new(&exe)
-            .arg(&image)
-            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
-            .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
-            .output()
-            .context("running test_capi")?;
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        eprint!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
-        ensure!(out.status.success(), "test_capi exited with {}", out.status);
-        ensure!(
-            !stderr.contains("Sanitizer") && !stderr.contains("runtime error"),
-            "a sanitizer reported"
-        );
+    ];
+    for exe in [&exe, &exe_shared] {
+        for image in &images {
+            eprintln!(
+                "capi: {} {}",
+                exe.file_name().unwrap_or_default().to_string_lossy(),
+                short_path(&image.display().to_string())
+            );
+            let out = Command::new(exe)
+                .arg(image)
+                .env("LD_LIBRARY_PATH", &shared)
+                .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
+                .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+                .output()
+                .context("running test_capi")?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            eprint!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
+            ensure!(out.status.success(), "test_capi exited with {}", out.status);
+            ensure!(
+                !stderr.contains("Sanitizer") && !stderr.contains("runtime error"),
+                "a sanitizer reported"
+            );
+        }
     }
     Ok(())
 }
