@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::args::GenerateArgs;
 use crate::boards::{Board, BOARDS, CHIPS};
 use crate::{
-    bench, board, chip, eval_board, fuzz, ota, profile, setup, sigbench, soak, suite, table,
+    bench, board, capi, chip, eval_board, fuzz, ota, profile, setup, sigbench, soak, suite, table,
 };
 
 /// `cargo xtask`: build, run and check ferrite's firmware and everything else.
@@ -71,6 +71,10 @@ pub enum Command {
     Chip(ChipArgs),
     /// Every chip built with its default model and size-checked (part of `test`)
     Chips(ChipsArgs),
+    /// The C API (capi/, docs/c-api.md): ferrite.h fresh, the host C test under ASan and UBSan,
+    /// the panic branches left in the library, the C example on m4f under QEMU against the Rust
+    /// firmware (part of `test`; installs cbindgen and gcc-arm-none-eabi)
+    Capi(capi::Args),
     /// Install what the other commands need and a fresh machine lacks: the targets and
     /// components of rust-toolchain.toml (rustup), QEMU (apt-get), defmt-print (cargo install)
     Setup,
@@ -102,10 +106,13 @@ impl Command {
             Command::Fuzz(a) => fuzz::run(a.seconds, a.only.as_deref()).map(exit),
             Command::Chip(a) => chip::run(a.chip, &a.generate),
             Command::Chips(a) => chip::all(a.name.as_deref(), a.record).map(exit),
+            Command::Capi(args) => capi::run(&args),
             Command::Setup => {
                 setup::ensure_defmt_print()?;
+                setup::ensure_arm_gcc()?;
+                setup::ensure_cbindgen()?;
                 eprintln!(
-                    "setup: the targets, components, QEMU and defmt-print the commands need are installed"
+                    "setup: the targets, components, QEMU, defmt-print, gcc-arm-none-eabi and cbindgen the commands need are installed"
                 );
                 Ok(ExitCode::SUCCESS)
             }

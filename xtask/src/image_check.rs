@@ -108,6 +108,24 @@ pub fn check(path: &Path) -> Result<ImageFacts> {
 }
 
 impl ImageFacts {
+    /// The runtime features a firmware embedding this image needs (the
+    /// boards' and the C API library's features of the same names): `bpe`,
+    /// its mixer families, `int-path`, `block-options`.
+    pub fn features(&self) -> Vec<&'static str> {
+        let mut f = Vec::new();
+        if self.bpe {
+            f.push("bpe");
+        }
+        f.extend(self.mixers.iter().copied());
+        if self.int_path {
+            f.push("int-path");
+        }
+        if self.block_options {
+            f.push("block-options");
+        }
+        f
+    }
+
     /// Approximate image bytes at storage type `dtype` (payloads and scales;
     /// headers, tables and alignment are what the current image has on top).
     /// Scales as the image's layout stores them: tiled, one u8 multiplier

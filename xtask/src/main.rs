@@ -9,6 +9,7 @@ mod bench;
 mod bit_identity;
 mod board;
 mod boards;
+mod capi;
 mod chip;
 mod cli;
 mod eval_board;

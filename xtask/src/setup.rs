@@ -7,7 +7,7 @@
 //! is announced on stderr before it starts; a tool still missing afterwards
 //! is an error, never a skipped check.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -199,6 +199,62 @@ pub fn ensure_qemu() -> Result<()> {
     let packages = "qemu-system-arm qemu-system-misc";
     ensure_installed("QEMU", &format!("apt-get install {packages}"), qemu, || {
         apt_install(packages)
+    })
+}
+
+/// Makes sure Debian's Arm GNU toolchain, newlib and CMake are installed
+/// (the C API's firmware example, `cargo xtask capi`), with apt-get as for QEMU.
+pub fn ensure_arm_gcc() -> Result<()> {
+    let packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi cmake";
+    let present = || {
+        runs("cmake") &&
+        // newlib: the compiler finds its nano C library (else it echoes the name).
+        Command::new("arm-none-eabi-gcc")
+            .args([
+                "-mcpu=cortex-m4",
+                "-mthumb",
+                "-mfloat-abi=hard",
+                "-mfpu=fpv4-sp-d16",
+            ])
+            .arg("-print-file-name=libc_nano.a")
+            .output()
+            .is_ok_and(|o| {
+                o.status.success()
+                    && Path::new(String::from_utf8_lossy(&o.stdout).trim()).is_absolute()
+            })
+    };
+    ensure_installed(
+        "the Arm GNU toolchain with newlib (arm-none-eabi-gcc)",
+        &format!("apt-get install {packages}"),
+        present,
+        || apt_install(packages),
+    )
+}
+
+/// The cbindgen that writes capi/include/ferrite.h (its output is compared
+/// byte for byte, so one version).
+pub const CBINDGEN_VERSION: &str = "0.29.4";
+
+/// Makes sure `cbindgen` [`CBINDGEN_VERSION`] runs, installing it with
+/// `cargo install --locked` when it does not.
+pub fn ensure_cbindgen() -> Result<()> {
+    let how = format!("cargo install --locked cbindgen --version {CBINDGEN_VERSION}");
+    let present = || {
+        Command::new("cbindgen")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| {
+                String::from_utf8_lossy(&o.stdout).trim() == format!("cbindgen {CBINDGEN_VERSION}")
+            })
+    };
+    ensure_installed("cbindgen", &how, present, || {
+        let status = cargo(&format!(
+            "install --quiet --locked --force cbindgen --version {CBINDGEN_VERSION}"
+        ))
+        .status()
+        .context("cannot run cargo")?;
+        ensure!(status.success(), "it exited with {status}");
+        Ok(())
     })
 }
 

@@ -77,11 +77,11 @@ type Step = (&'static str, fn() -> Result<bool>);
 
 /// The steps, in order. (rustfmt leaves this table as it is: its longest
 /// names do not fit a line.)
-fn steps() -> [Step; 20] {
+fn steps() -> [Step; 21] {
     [
         ("cargo fmt --check", || all([cargo("fmt --all -- --check")])),
-        ("cargo fmt --check (boards, boards/esp32c3, fuzz)", || {
-            let dirs = ["boards", "boards/esp32c3", "fuzz"];
+        ("cargo fmt --check (boards, boards/esp32c3, fuzz, capi)", || {
+            let dirs = ["boards", "boards/esp32c3", "fuzz", "capi"];
             all(dirs.map(|d| cargo(&format!("fmt --manifest-path {d}/Cargo.toml -- --check"))))
         }),
         ("cargo clippy -D warnings", || all([clippy("--workspace --all-targets")])),
@@ -138,6 +138,9 @@ fn steps() -> [Step; 20] {
         ("cargo clippy -D warnings (chips: every real chip's firmware)", chip::clippy),
         ("chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)", || {
             chip::all(None, false)
+        }),
+        ("C API: header fresh, host C test under ASan/UBSan, panic branches named, the C example on the m4f under QEMU (cargo xtask capi)", || {
+            crate::capi::check(false)
         }),
         ("boards under QEMU (cargo xtask test-boards)", || {
             setup::ensure_qemu()?;

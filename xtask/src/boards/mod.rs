@@ -265,18 +265,15 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     // needs them (and all of them for the OTA example, which may receive any image at run time, and
     // for firmware that embeds no image).
     let ota = req.firmware == Firmware::Ota;
-    if ota || facts.as_ref().is_some_and(|f| f.bpe) {
-        features.push("bpe");
-    }
-    match &facts {
-        Some(f) if !ota => features.extend(f.mixers.iter().copied()),
-        _ => features.extend(ferrite::LayerConfig::KIND_NAMES.iter().copied()),
-    }
-    if ota || facts.as_ref().is_some_and(|f| f.int_path) {
-        features.push("int-path");
-    }
-    if ota || facts.as_ref().is_some_and(|f| f.block_options) {
-        features.push("block-options");
+    let every_family = ferrite::LayerConfig::KIND_NAMES.iter().copied();
+    match (&facts, ota) {
+        (Some(f), false) => features.extend(f.features()),
+        (_, true) => {
+            features.push("bpe");
+            features.extend(every_family);
+            features.extend(["int-path", "block-options"]);
+        }
+        (None, false) => features.extend(every_family),
     }
     if req.defmt {
         features.push("defmt");
