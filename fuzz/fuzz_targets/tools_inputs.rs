@@ -26,7 +26,13 @@ fuzz_target!(|data: &[u8]| {
             };
             if fla::is_fla(&value) {
                 let _ = fla::parse(&value, &FlaOptions::default());
-                let _ = fla::parse(&value, &FlaOptions { window: Some(16), ..FlaOptions::default() });
+                let _ = fla::parse(
+                    &value,
+                    &FlaOptions {
+                        window: Some(16),
+                        ..FlaOptions::default()
+                    },
+                );
             } else {
                 let _ = config_json::parse(&value);
             }

@@ -1,0 +1,176 @@
+"""Status: written on 2026-12-05 and not yet run: no GPU machine was lent that
+session. Its first run is the next step of issue 27, item 5.
+
+Train a byte-level LM with fla's own model classes (issue 27, item 5): RWKV-7
+(``RWKV7ForCausalLM``) or Mamba-2 (``Mamba2ForCausalLM``) at ``models/lm/en-m3``'s
+budget (the M3: 256 KB flash, 64 KB RAM), on the English text of
+``ferrite_train.corpus.english``. What it writes is an fla ``save_pretrained``
+directory, so the model reaches the board the way a user's own fla checkpoint
+does: ``ferrite quantize DIR -o model.fer --dtype int8``.
+
+    python -m ferrite_train.fla_lm --family rwkv7 --out OUT/rwkv7-m3 --time-budget 430
+    python -m ferrite_train.fla_lm --family mamba2 --out OUT/mamba2-m3 --time-budget 430
+
+Needs a GPU, PyTorch and fla 0.6.0 (not part of CI). The schedule is
+``ferrite_train.train``'s (10% warm-up from lr/25, cosine; progress is elapsed
+/ time budget); AdamW (0.9, 0.95), weight decay 0.1 on matrices, batch 32
+random windows of 513 bytes (numpy Generator(seed)), gradient clip 1, torch
+seed ``seed``. RWKV-7 trains under bf16 autocast (fla's f32 chunk kernels take
+minutes to compile); Mamba-2 runs fla's PyTorch forward (no mamba_ssm), in f32.
+The weights are saved in f32. ``metrics.json`` holds the settings, the steps run
+and the bits per byte PyTorch measures on both held-out texts (as ``ferrite eval
+--text`` does: 512-byte chunks, state reset per chunk), in the training precision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .corpus import DATA_DIR
+
+EVAL_CHUNK = 512
+HELDOUT = {"bits_per_byte": "english-heldout.txt", "bits_per_byte_fortunes": "heldout.txt"}
+
+
+def m3_config(family: str):
+    """fla configurations at en-m3's budget: about 150k parameters (an int8 image
+    of ~150 KB beside the firmware in 256 KB of flash) and under 32 KB of state."""
+    if family == "rwkv7":
+        from fla.models import RWKV7Config
+
+        # 3 layers, d 64, 4 heads of 16: state 3 x 4 x 16 x 16 f32 = 12 KB (+ token shifts).
+        return RWKV7Config(
+            hidden_size=64, num_hidden_layers=3, head_dim=16, decay_low_rank_dim=16,
+            gate_low_rank_dim=32, a_low_rank_dim=16, v_low_rank_dim=8, intermediate_size=128,
+            vocab_size=256, tie_word_embeddings=True, fuse_cross_entropy=False,
+        )
+    if family == "mamba2":
+        from fla.models import Mamba2Config
+
+        # 5 layers, d 64, expand 2: 8 heads of 16, state 8, one group:
+        # state 5 x 8 x 16 x 8 f32 = 20 KB, convolution rings 5 x 3 x 144 f32 = 8.6 KB.
+        return Mamba2Config(
+            hidden_size=64, num_hidden_layers=5, head_dim=16, expand=2, state_size=8,
+            n_groups=1, conv_kernel=4, chunk_size=64, vocab_size=256, tie_word_embeddings=True,
+            fuse_cross_entropy=False,
+        )
+    raise ValueError(f"unknown family {family!r} (rwkv7 or mamba2)")
+
+
+def model_class(family: str):
+    from fla.models import Mamba2ForCausalLM, RWKV7ForCausalLM
+
+    return {"rwkv7": RWKV7ForCausalLM, "mamba2": Mamba2ForCausalLM}[family]
+
+
+def lr_at(progress: float, lr: float, warmup: float = 0.1) -> float:
+    """ferrite_train.train's schedule: linear warm-up from lr/25, cosine to lr/25e4."""
+    if progress < warmup:
+        return lr / 25 + (lr - lr / 25) * progress / warmup
+    x = min(1.0, (progress - warmup) / (1 - warmup))
+    low = lr / 25 / 1e4
+    return low + (lr - low) * 0.5 * (1 + math.cos(math.pi * x))
+
+
+def logits_of(model, x, autocast: bool):
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        return model(input_ids=x).logits.float()
+
+
+@torch.no_grad()
+def bits_per_byte(model, data: bytes, device, autocast: bool, chunk=EVAL_CHUNK) -> float:
+    """As `ferrite eval --text`: reset every `chunk` bytes, predict each byte after the first."""
+    pieces = [data[i:i + chunk] for i in range(0, len(data), chunk)]
+    nats, count = 0.0, 0
+    full = [p for p in pieces if len(p) == chunk]
+    rest = [[p] for p in pieces if len(p) != chunk and len(p) >= 2]
+    for group in [full[i:i + 32] for i in range(0, len(full), 32)] + rest:
+        x = torch.tensor([list(p) for p in group], dtype=torch.long, device=device)
+        logits = logits_of(model, x[:, :-1], autocast).double()
+        nats += F.cross_entropy(logits.reshape(-1, 256), x[:, 1:].reshape(-1), reduction="sum").item()
+        count += x[:, 1:].numel()
+    return nats / count / math.log(2)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--family", choices=["rwkv7", "mamba2"], required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--time-budget", type=float, default=430.0)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seq-len", type=int, default=512)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args(argv)
+
+    torch.manual_seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    autocast = args.family == "rwkv7"
+    model = model_class(args.family)(m3_config(args.family)).to(args.device).float().train()
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{args.family}: {params} parameters", flush=True)
+
+    text = np.frombuffer((args.data_dir / "english-train.txt").read_bytes(), dtype=np.uint8)
+    rng = np.random.default_rng(args.seed)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": other, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95))
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = open(args.out / "loss.csv", "w", newline="")
+    writer = csv.writer(log)
+    writer.writerow(["step", "seconds", "lr", "loss_bits_per_byte"])
+    start, step, window = time.time(), 0, args.seq_len + 1
+    while True:
+        elapsed = time.time() - start
+        if elapsed >= args.time_budget:
+            break
+        lr = lr_at(elapsed / args.time_budget, args.lr)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        starts = rng.integers(0, len(text) - window, size=args.batch)
+        batch = np.stack([text[s:s + window] for s in starts]).astype(np.int64)
+        x = torch.from_numpy(batch).to(args.device)
+        logits = logits_of(model, x[:, :-1], autocast)
+        loss = F.cross_entropy(logits.reshape(-1, 256), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 50 == 0:
+            bpb = loss.item() / math.log(2)
+            writer.writerow([step, round(elapsed, 1), f"{lr:.3g}", f"{bpb:.4f}"])
+            if step % 500 == 0:
+                print(f"{args.family} step {step} {elapsed:.0f}s loss {bpb:.4f} bpb", flush=True)
+    log.close()
+    model.eval()
+    metrics = {
+        "family": args.family, "parameters": params, "steps": step,
+        "seconds": round(time.time() - start, 1), "lr": args.lr, "batch": args.batch,
+        "seq_len": args.seq_len, "seed": args.seed, "data": "english-train.txt",
+        "precision": "bf16 autocast" if autocast else "f32 (TF32 matmuls)",
+        "fla": __import__("fla").__version__, "torch": torch.__version__,
+    }
+    for key, name in HELDOUT.items():
+        metrics[f"pytorch_{key}"] = bits_per_byte(
+            model, (args.data_dir / name).read_bytes(), args.device, autocast)
+    print(args.family, json.dumps(metrics), flush=True)
+    model.save_pretrained(args.out)
+    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
