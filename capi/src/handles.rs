@@ -9,7 +9,8 @@ use core::mem::{align_of, size_of};
 
 use ferrite::{Model, Sampler, Session};
 
-use crate::{check_align, non_null, FERRITE_E_BAD_HANDLE};
+use crate::codes::FERRITE_E_BAD_HANDLE;
+use crate::pointers::{check_align, non_null};
 
 /// 8-byte words of a [`ferrite_model`].
 pub const FERRITE_MODEL_WORDS: usize = 48;

@@ -36,9 +36,9 @@ extern crate std;
 mod codes;
 mod handles;
 mod panic;
+mod pointers;
 
 use core::ffi::{c_char, c_void};
-use core::mem::size_of;
 
 use ferrite::{Model, Sampler, SamplerConfig, Session};
 
@@ -48,6 +48,7 @@ pub use handles::{
     FERRITE_SESSION_WORDS,
 };
 use handles::{model_ref, sampler_mut, session_mut, session_ref};
+use pointers::{check_align, fits_isize, non_null};
 
 /// The ABI version of this library and of `ferrite.h`: bumped whenever a
 /// function, a struct or a code changes meaning (new functions and codes
@@ -104,15 +105,6 @@ pub type ferrite_token_fn =
 pub type ferrite_read_fn =
     Option<unsafe extern "C" fn(buf: *mut u8, len: usize, user_data: *mut c_void) -> isize>;
 
-/// `Err(code)` on a null pointer.
-fn non_null<T>(p: *const T) -> Result<(), i32> {
-    if p.is_null() {
-        Err(FERRITE_E_NULL_POINTER)
-    } else {
-        Ok(())
-    }
-}
-
 /// Writes `value` through `out`, when `out` is not null (an optional output).
 ///
 /// # Safety
@@ -158,23 +150,6 @@ unsafe fn slice_mut<'a, T>(p: *mut T, len: usize) -> Result<&'a mut [T], i32> {
     fits_isize::<T>(len)?;
     // SAFETY: as in `slice`, and exclusive by the caller's contract.
     Ok(unsafe { core::slice::from_raw_parts_mut(p, len) })
-}
-
-/// `Err(FERRITE_E_MISALIGNED)` unless `p` is aligned for a `T`.
-fn check_align<T>(p: *const T) -> Result<(), i32> {
-    if (p as usize).is_multiple_of(core::mem::align_of::<T>()) {
-        Ok(())
-    } else {
-        Err(FERRITE_E_MISALIGNED)
-    }
-}
-
-/// `Err(FERRITE_E_BAD_ARGUMENT)` unless `len` `T`s fit `isize::MAX` bytes.
-fn fits_isize<T>(len: usize) -> Result<(), i32> {
-    match len.checked_mul(size_of::<T>()) {
-        Some(bytes) if bytes <= isize::MAX as usize => Ok(()),
-        _ => Err(FERRITE_E_BAD_ARGUMENT),
-    }
 }
 
 /// The status of a `Result<(), code>`.
