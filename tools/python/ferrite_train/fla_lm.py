@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from .corpus import DATA_DIR
+from .train import lr_at
 
 EVAL_CHUNK = 512
 HELDOUT = {"bits_per_byte": "english-heldout.txt", "bits_per_byte_fortunes": "heldout.txt"}
@@ -70,15 +71,6 @@ def model_class(family: str):
     from fla.models import Mamba2ForCausalLM, RWKV7ForCausalLM
 
     return {"rwkv7": RWKV7ForCausalLM, "mamba2": Mamba2ForCausalLM}[family]
-
-
-def lr_at(progress: float, lr: float, warmup: float = 0.1) -> float:
-    """ferrite_train.train's schedule: linear warm-up from lr/25, cosine to lr/25e4."""
-    if progress < warmup:
-        return lr / 25 + (lr - lr / 25) * progress / warmup
-    x = min(1.0, (progress - warmup) / (1 - warmup))
-    low = lr / 25 / 1e4
-    return low + (lr - low) * 0.5 * (1 + math.cos(math.pi * x))
 
 
 def logits_of(model, x, autocast: bool):
