@@ -31,7 +31,8 @@
 //!   their `kernel_calls:` line shows the module's assembly ran the products
 //!   with no fallback to portable code.
 //!
-//! Failures are gathered; the last line is `N passed, N failed`. `--only TEXT`
+//! Failures are gathered; the slowest checks are listed on stderr and the last
+//! line is `N passed, N failed`. `--only TEXT`
 //! runs the checks whose name contains TEXT (e.g. `kernels`, `m3:`).
 
 use std::path::Path;
@@ -164,6 +165,8 @@ struct Suite {
     only: Option<String>,
     passed: usize,
     failed: Vec<String>,
+    /// Wall-clock seconds of each check run, for the slowest-checks list.
+    seconds: Vec<(f64, String)>,
 }
 
 impl Suite {
@@ -176,7 +179,11 @@ impl Suite {
             return;
         }
         eprintln!("--- {name}");
-        match f(self) {
+        let start = std::time::Instant::now();
+        let outcome = f(self);
+        self.seconds
+            .push((start.elapsed().as_secs_f64(), name.to_string()));
+        match outcome {
             Ok(note) if note.is_empty() => println!("ok   {name}"),
             Ok(note) => println!("ok   {name} ({note})"),
             Err(e) => {
@@ -242,6 +249,7 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         only: only.map(str::to_string),
         passed: 0,
         failed: Vec::new(),
+        seconds: Vec::new(),
     };
     host::ferrite()?;
     let named = |names: &'static [&str]| {
@@ -434,6 +442,11 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
 
     if overwrite {
         println!("wrote {}", expected_dir().display());
+    }
+    s.seconds.sort_by(|a, b| b.0.total_cmp(&a.0));
+    eprintln!("slowest checks (wall clock, builds included):");
+    for (seconds, name) in s.seconds.iter().take(12) {
+        eprintln!("  {seconds:6.1} s  {name}");
     }
     for f in &s.failed {
         println!("failed: {f}");

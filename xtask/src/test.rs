@@ -122,7 +122,7 @@ fn steps() -> [Step; 21] {
         ("cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)", package),
         ("python tests (reference, fixtures, CLI parity)", || {
             let mut c = env(Command::new(python_env()?), "FERRITE_BIN", host::ferrite()?);
-            c.current_dir(root_dir().join("tools/python")).args(["-m", "pytest", "-q", "tests"]);
+            c.current_dir(root_dir().join("tools/python")).args(["-m", "pytest", "-q", "-n", "auto", "tests"]);
             all([c])
         }),
         ("soak: 100,000-token host streams, their claims asserted (cargo xtask soak --tokens 100000 --board-tokens 0)", || {
