@@ -19,10 +19,18 @@ pub struct Args {
     /// Rewrite capi/include/ferrite.h instead of failing when it is stale
     #[arg(long)]
     pub bless: bool,
+    /// Only build the static library for every embedded target of the
+    /// boards' and chips' table (riscv32imc for the ESP32-C3 included)
+    #[arg(long)]
+    pub all_targets: bool,
 }
 
 /// Runs every check; the failures are listed at the end.
 pub fn run(args: &Args) -> Result<ExitCode> {
+    if args.all_targets {
+        embedded_libraries()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     Ok(if check(args.bless)? {
         ExitCode::SUCCESS
     } else {
@@ -143,6 +151,29 @@ fn library(target: Option<&str>, features: &[&str], rustflags: &str, dir: &str) 
         features.join(",")
     );
     Ok(lib)
+}
+
+/// `libferrite_capi.a` for every target triple of the boards' and chips'
+/// table, with the host library's features (fast math where the boards
+/// build it: `fast-math`); fails at the first that does not build.
+pub fn embedded_libraries() -> Result<()> {
+    setup::ensure_toolchain()?;
+    for triple in ferrite_common::target::triples() {
+        library(
+            Some(triple),
+            &[
+                "bpe",
+                "all-mixers",
+                "int-path",
+                "block-options",
+                "verify",
+                "fast-math",
+            ],
+            "",
+            "embedded",
+        )?;
+    }
+    Ok(())
 }
 
 /// The host library: the default features and `verify`.

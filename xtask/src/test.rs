@@ -151,7 +151,7 @@ fn steps() -> [Step; 21] {
 
 /// The steps `--full` adds after [`steps`]: the `#[ignore]`d tests, each
 /// crate's `cargo test -- --ignored` (docs/testing.md, "--full").
-fn full_steps() -> [Step; 3] {
+fn full_steps() -> [Step; 4] {
     [
         (
             "ignored: fast-math error bounds over every f32 (both modules)",
@@ -168,6 +168,10 @@ fn full_steps() -> [Step; 3] {
                 .arg(host::ferrite()?);
             all([c])
         }),
+        (
+            "full: the C library built for every embedded target (cargo xtask capi --all-targets)",
+            || crate::capi::embedded_libraries().map(|()| true),
+        ),
     ]
 }
 
