@@ -81,6 +81,8 @@ pub fn generate<P: Platform>(
         } else if index > 0 && index == config::SNAPSHOT_AT {
             session.feed(token)?;
             let paused = p.now();
+            // On a line of its own, the text going on after it.
+            p.text(b"\n");
             p.line(format_args!(
                 "snapshot: at={index} bytes={} hex={}",
                 session.snapshot_len(),
