@@ -15,10 +15,12 @@ use crate::boards::{self, BuildOpts, Firmware, RunRequest};
 use crate::host;
 use crate::suite::compare_with_host;
 
-/// (board, model directory, dtype): an FPU core and a soft-float one.
+/// (board, model directory, dtype): an FPU core and a core without one.
 const CASES: &[(&str, &str, &str)] = &[
     ("m4f", "models/lm/en-m4f", "int8"),
-    ("m3", "models/lm/small", "int8"),
+    // Not the M3: small int8 and its 28 KB snapshot overflow its 256 KiB
+    // flash by 25 KB.
+    ("rv32imac", "models/lm/small", "int8"),
 ];
 /// Prompt lengths, in tokens.
 const PROMPTS: &[usize] = &[64, 256];

@@ -45,8 +45,8 @@ pub enum Command {
     /// Regenerate docs/boards.md (board x model sizes and speed)
     BoardTable,
     /// Instructions to the first generated token with a 64- and a 256-token prompt, fed or
-    /// baked (`ferrite bake`, restored from flash), on m4f (models/lm/en-m4f int8) and m3
-    /// (models/lm/small int8); prints the table of docs/snapshot-format.md
+    /// baked (`ferrite bake`, restored from flash), on m4f (models/lm/en-m4f int8) and
+    /// rv32imac (models/lm/small int8); prints the table of docs/snapshot-format.md
     BakeGain,
     /// Instructions per function while `generate` runs (QEMU counts every block it executes),
     /// from the first token on, also with the compiler builtins (soft float) each called, and

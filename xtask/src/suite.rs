@@ -14,6 +14,13 @@
 //!   board also runs `generate` without the feature against the plain host
 //!   (boards/expected/<board>-libm.*); the recorded transcripts then show
 //!   one set of bits per image and module ([`bit_identity`]);
+//! - every board: snapshots both ways (docs/snapshot-format.md, "Baked
+//!   prompts"), from one `generate` build with the default image and math
+//!   module: a snapshot baked on the host (by the CLI of the board's module)
+//!   restored on the board generates the tokens and final logit bits of one
+//!   uninterrupted host run; the snapshot the board writes after
+//!   [`SNAPSHOT_K`] tokens is the host's byte for byte, and the host going
+//!   on from it ends in the uninterrupted run's tokens, state and logits;
 //! - BPE, every format-4 fixture, every format-8 fixture (Mamba-2, RWKV-7,
 //!   the generalized block) on m4f and m3, constant memory over 10,000
 //!   tokens, OTA updates on the signed firmware (a signed update accepted;
