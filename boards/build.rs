@@ -8,6 +8,12 @@
 //! - `FERRITE_PROMPT` (default `"Once upon a time"`) and `FERRITE_N` (default 32):
 //!   the prompt and the number of tokens `generate` produces (for `eval --mqar`:
 //!   the number of sequences);
+//! - `FERRITE_SNAPSHOT`: path of a snapshot (`ferrite bake`) that `generate`
+//!   restores and starts from instead of feeding the prompt (unset: none;
+//!   docs/snapshot-format.md, "Baked prompts"), embedded as a second blob;
+//!   `FERRITE_SNAPSHOT_AT` (default 0 = never): `generate` also writes a
+//!   snapshot of its stream after this many generated tokens, in hex on a
+//!   `snapshot:` line (for the host to go on from);
 //! - `FERRITE_TEMPERATURE` (default 0 = greedy), `FERRITE_TOP_K` (0), `FERRITE_TOP_P` (1),
 //!   `FERRITE_SEED` (0): `generate`'s sampler, as `ferrite generate` takes them;
 //! - `eval`: `FERRITE_TEXT` (a file: score its bits per byte; unset: MQAR),
@@ -21,7 +27,8 @@
 //!   default [`BENCH_DEFAULT`]). Their weights are generated here
 //!   (splitmix64, fixed seed) and embedded in flash.
 //!
-//! Writes `$OUT_DIR/model.fer` (the image, copied), `$OUT_DIR/text.bin` (the
+//! Writes `$OUT_DIR/model.fer` (the image, copied), `$OUT_DIR/snapshot.bin`
+//! (the snapshot, empty without one), `$OUT_DIR/text.bin` (the
 //! text to score, empty for MQAR), the `bench` weights (`bench_*.bin`),
 //! `$OUT_DIR/memory.x` and `$OUT_DIR/build_config.rs`.
 
@@ -109,6 +116,7 @@ fn main() {
     // include_bytes! has a fixed path. Without an image the firmware fails
     // to build with "bad image".
     fs::write(out.join("model.fer"), file_var("FERRITE_IMAGE")).unwrap();
+    fs::write(out.join("snapshot.bin"), file_var("FERRITE_SNAPSHOT")).unwrap();
     let text = file_var("FERRITE_TEXT");
     assert!(text.len() != 1, "FERRITE_TEXT needs at least 2 bytes");
     fs::write(out.join("text.bin"), &text).unwrap();
@@ -117,6 +125,11 @@ fn main() {
     let prompt = env::var("FERRITE_PROMPT").unwrap_or_else(|_| "Once upon a time".into());
     assert!(!prompt.is_empty(), "FERRITE_PROMPT must not be empty");
     let n: usize = number("FERRITE_N", 32);
+    let snapshot_at: usize = number("FERRITE_SNAPSHOT_AT", 0);
+    assert!(
+        snapshot_at < n.max(1),
+        "FERRITE_SNAPSHOT_AT must be below FERRITE_N (0: no snapshot)"
+    );
     let temperature: f32 = number("FERRITE_TEMPERATURE", 0.0);
     let top_k: usize = number("FERRITE_TOP_K", 0);
     let top_p: f32 = number("FERRITE_TOP_P", 1.0);
@@ -141,6 +154,8 @@ fn main() {
          pub const PROMPT: &[u8] = &{prompt:?};\n\
          /// Tokens to generate, or MQAR sequences to score (FERRITE_N).\n\
          pub const N: usize = {n};\n\
+         /// `generate` writes a snapshot after this many tokens (FERRITE_SNAPSHOT_AT; 0: never).\n\
+         pub const SNAPSHOT_AT: usize = {snapshot_at};\n\
          /// The sampler of `generate` (FERRITE_TEMPERATURE, _TOP_K, _TOP_P, _SEED).\n\
          pub const SAMPLER: ferrite::SamplerConfig = ferrite::SamplerConfig {{ temperature: {temperature:?}, top_k: {top_k}, top_p: {top_p:?}, seed: {seed} }};\n\
          /// Whether `eval` scores a text (FERRITE_TEXT) rather than MQAR.\n\

@@ -1,18 +1,22 @@
 //! The one generation path of every target, [`generate`].
 
-use ferrite::{Model, Session};
+use core::fmt;
+
+use ferrite::{Model, Session, StepError};
 use ferrite_common::{checksum_line, report::Tokens, tokens_hash_line, Fnv1a};
 
 use crate::config;
+use crate::image::{SNAPSHOT, SNAPSHOT_BYTES};
 use crate::io::Platform;
 #[cfg(feature = "_qemu")]
 use crate::platform;
 
 /// What one generation measured.
 pub struct Outcome {
-    /// Prompt length in tokens.
+    /// Prompt length in tokens (with a baked snapshot: the tokens it covers).
     pub prompt_tokens: usize,
-    /// Tokens fed to the model (prompt + generated - 1).
+    /// Tokens fed to the model (prompt + generated - 1; baked: generated - 1;
+    /// at least 1).
     pub fed: usize,
     /// [`Platform::now`] from the first feed to the last token's text.
     pub elapsed: u64,
@@ -26,45 +30,94 @@ pub struct Outcome {
 /// `tokens_hash:`, `checksum:` (FNV-1a of the last step's logits and their
 /// f32 sum; `ferrite_common::report`'s lines, which xtask compares with the
 /// host) and the target's `run:` line.
+///
+/// With a baked snapshot in flash ([`SNAPSHOT`], `FERRITE_SNAPSHOT`) it
+/// restores it instead of feeding the prompt (printing a `baked:` line, not
+/// the prompt's text) and samples the first token from the snapshot's
+/// logits; the time measured includes the restore. With
+/// [`config::SNAPSHOT_AT`] `k > 0` it also writes the stream's snapshot
+/// after `k` generated tokens (the `k`-th fed, as `ferrite generate
+/// --save-state` does), in hex on a `snapshot:` line, and does not count
+/// the time that takes.
 pub fn generate<P: Platform>(
     p: &mut P,
     model: Model<'_>,
     buf: &mut [f32],
     log: &mut [u32],
 ) -> ferrite::Result<Outcome> {
+    let baked = !SNAPSHOT_BYTES.is_empty();
     let state_bytes = model.state_bytes(0)?;
     let session_bytes = 4 * buf.len();
     let mut session = Session::new(model, buf)?;
     let tokenizer = model.tokenizer();
     // No tokenizer makes more ids than bytes.
     let mut ids = [0u32; config::PROMPT.len()];
-    let k = tokenizer.encode(config::PROMPT, &mut ids)?;
+    let mut k = 0;
+    if !baked {
+        k = tokenizer.encode(config::PROMPT, &mut ids)?;
+        p.text(config::PROMPT);
+    }
     let mut sampler = ferrite::Sampler::new(config::SAMPLER)?;
-    p.text(config::PROMPT);
 
     let n = config::N;
     let (mut ids_fnv, mut logits_fnv, mut sum) = (Fnv1a::new(), Fnv1a::new(), 0f32);
-    let start = p.now();
+    let mut start = p.now();
     let mut end = start;
-    session.generate_with(&ids[..k], n, &mut sampler, |step| {
-        if step.index + 1 == n {
-            for &l in step.logits {
+    // The token to feed next (the prompt's last before any is generated).
+    let mut token = 0;
+    if baked {
+        session.restore(&SNAPSHOT.0)?;
+        k = session.stream_len() as usize;
+    } else {
+        let (&last, head) = ids[..k].split_last().ok_or(StepError::EmptyPrompt)?;
+        for &t in head {
+            session.feed(t)?;
+        }
+        token = last;
+    }
+    for index in 0..n {
+        let logits = if index == 0 && baked {
+            session.last_logits().ok_or(StepError::NoLogits)?
+        } else if index > 0 && index == config::SNAPSHOT_AT {
+            session.feed(token)?;
+            let paused = p.now();
+            // On a line of its own, the text going on after it.
+            p.text(b"\n");
+            p.line(format_args!(
+                "snapshot: at={index} bytes={} hex={}",
+                session.snapshot_len(),
+                Hex(&session)
+            ));
+            start += p.now() - paused;
+            session.last_logits().ok_or(StepError::NoLogits)?
+        } else {
+            session.feed(token)?
+        };
+        token = sampler.sample(logits);
+        if index + 1 == n {
+            for &l in logits {
                 logits_fnv.word(l.to_bits());
                 sum += l;
             }
         }
-        ids_fnv.word(step.token);
-        if let Some(slot) = log.get_mut(step.index) {
-            *slot = step.token;
+        ids_fnv.word(token);
+        if let Some(slot) = log.get_mut(index) {
+            *slot = token;
         }
-        p.text(tokenizer.decode(step.token));
+        p.text(tokenizer.decode(token));
         end = p.now();
-        true
-    })?;
+    }
     p.text(b"\n");
+    if baked {
+        p.line(format_args!(
+            "baked: restored a snapshot of {k} prompt tokens ({} bytes)",
+            SNAPSHOT_BYTES.len()
+        ));
+    }
+    let fed = if baked { n - 1 } else { k - 1 + n };
     let out = Outcome {
         prompt_tokens: k,
-        fed: k - 1 + n,
+        fed: fed.max(1),
         elapsed: end - start,
     };
     let shown = &log[..n.min(log.len())];
@@ -82,6 +135,26 @@ pub fn generate<P: Platform>(
         ferrite::kernels::calls::fallback()
     ));
     Ok(out)
+}
+
+/// A session's snapshot as hex digits ([`Session::snapshot_to`]: no buffer
+/// of its size, so the smallest boards can send theirs).
+struct Hex<'s, 'a, 'b>(&'s Session<'a, 'b>);
+
+impl fmt::Display for Hex<'_, '_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut written = Ok(());
+        self.0
+            .snapshot_to(|bytes| {
+                for b in bytes {
+                    if written.is_ok() {
+                        written = write!(f, "{b:02x}");
+                    }
+                }
+            })
+            .map_err(|_| fmt::Error)?;
+        written
+    }
 }
 
 /// The `run:` line of a QEMU board: instructions and the stack's peak.

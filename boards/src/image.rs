@@ -9,6 +9,15 @@ pub const IMAGE_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/model.f
 pub static IMAGE: Aligned<[u8; IMAGE_BYTES.len()]> =
     Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/model.fer")));
 
+/// The snapshot `generate` starts from (`FERRITE_SNAPSHOT`, made by
+/// `ferrite bake`), as xtask gave it; empty without one.
+pub const SNAPSHOT_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/snapshot.bin"));
+
+/// The snapshot in flash, a second blob next to the image (16-byte aligned
+/// like it; `Session::restore` reads it as bytes and checks it whole).
+pub static SNAPSHOT: Aligned<[u8; SNAPSHOT_BYTES.len()]> =
+    Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/snapshot.bin")));
+
 /// f32 words of state + scratch the image needs, at compile time: the
 /// firmware's session buffer is exactly this long.
 pub const SESSION_LEN: usize = match ferrite::session_len(IMAGE_BYTES, 0) {

@@ -46,7 +46,7 @@ pub mod rtt;
 #[cfg(feature = "_qemu")]
 pub use counter::instructions;
 pub use generate::{generate, Outcome};
-pub use image::{IMAGE, IMAGE_BYTES, SESSION_LEN, TOKEN_LOG};
+pub use image::{IMAGE, IMAGE_BYTES, SESSION_LEN, SNAPSHOT, SNAPSHOT_BYTES, TOKEN_LOG};
 pub use io::Platform;
 #[cfg(feature = "_qemu")]
 pub use qemu::{exit, fail, fail_with, Qemu};

@@ -384,7 +384,7 @@ impl<'a, 'b> Session<'a, 'b> {
     /// whole image once (the model hash). The session is not changed; the
     /// clamp counters ([`Session::clamps`]) are not part of a snapshot.
     pub fn snapshot(&self, out: &mut [u8]) -> Result<usize> {
-        use crate::snapshot::{SnapshotError, SnapshotHeader, FLAG_LOGITS, HEADER_LEN, VERSION};
+        use crate::snapshot::{SnapshotError, HEADER_LEN};
         let total = self.snapshot_len();
         if out.len() < total {
             return Err(SnapshotError::OutTooSmall {
@@ -393,13 +393,67 @@ impl<'a, 'b> Session<'a, 'b> {
             }
             .into());
         }
+        let header = self.snapshot_header()?;
+        let out = &mut out[..total];
+        header.encode(out);
+        let (state_out, logits_out) = out[HEADER_LEN..].split_at_mut(4 * self.state_len);
+        state_out.copy_from_slice(self.state());
+        match self.last_logits() {
+            Some(l) => logits_out.copy_from_slice(bytemuck::cast_slice(l)),
+            None => logits_out.fill(0),
+        }
+        crate::snapshot::seal(out, total);
+        Ok(total)
+    }
+
+    /// [`Session::snapshot`] without a buffer of its size: hands the same
+    /// bytes to `write` in pieces, in order (the header, the state, the
+    /// logits), and returns their total length, [`Session::snapshot_len`].
+    /// For a device that sends a snapshot out (a UART, a radio, flash written
+    /// as it comes) with less free RAM than a snapshot: the state and
+    /// logits are read from the session twice, once for the CRC and once
+    /// to write them. The session is not changed.
+    pub fn snapshot_to(&self, mut write: impl FnMut(&[u8])) -> Result<usize> {
+        use crate::snapshot::{CRC_FIELD, CRC_START, HEADER_LEN};
+        let header = self.snapshot_header()?;
+        let mut head = [0u8; HEADER_LEN];
+        header.encode(&mut head);
+        const ZEROS: [u8; 64] = [0; 64];
+        let logits_bytes = 4 * self.model.config().vocab_size as usize;
+        let logits = self.last_logits();
+        // The logits section as it is written: the logits' bytes, or zeros.
+        let section = |f: &mut dyn FnMut(&[u8])| match logits {
+            Some(l) => f(bytemuck::cast_slice(l)),
+            None => {
+                let mut left = logits_bytes;
+                while left > 0 {
+                    let n = left.min(ZEROS.len());
+                    f(&ZEROS[..n]);
+                    left -= n;
+                }
+            }
+        };
+        let mut crc = crate::image::CRC.digest();
+        crc.update(&head[CRC_START..]);
+        crc.update(self.state());
+        section(&mut |b| crc.update(b));
+        head[CRC_FIELD..CRC_FIELD + 4].copy_from_slice(&crc.finalize().to_le_bytes());
+        write(&head);
+        write(self.state());
+        section(&mut write);
+        Ok(self.snapshot_len())
+    }
+
+    /// The header of this session's snapshot, its CRC not yet computed.
+    fn snapshot_header(&self) -> Result<crate::snapshot::SnapshotHeader> {
+        use crate::snapshot::{SnapshotHeader, FLAG_LOGITS, VERSION};
         let too_large = Error::SizeOverflow {
             layer: None,
             what: "a snapshot field exceeds 32 bits",
         };
-        let header = SnapshotHeader {
+        Ok(SnapshotHeader {
             version: VERSION,
-            total_len: u32::try_from(total).map_err(|_| too_large)?,
+            total_len: u32::try_from(self.snapshot_len()).map_err(|_| too_large)?,
             crc32: 0,
             model_hash: crate::snapshot::model_hash(&self.model)?,
             math: crate::snapshot::math_code(),
@@ -412,17 +466,7 @@ impl<'a, 'b> Session<'a, 'b> {
             pinned: u32::try_from(self.pinned).map_err(|_| too_large)?,
             position: self.pos,
             stream_len: self.stream_len(),
-        };
-        let out = &mut out[..total];
-        header.encode(out);
-        let (state_out, logits_out) = out[HEADER_LEN..].split_at_mut(4 * self.state_len);
-        state_out.copy_from_slice(self.state());
-        match self.last_logits() {
-            Some(l) => logits_out.copy_from_slice(bytemuck::cast_slice(l)),
-            None => logits_out.fill(0),
-        }
-        crate::snapshot::seal(out, total);
-        Ok(total)
+        })
     }
 
     /// Restores a snapshot made by [`Session::snapshot`] of a session of

@@ -112,6 +112,7 @@ fn interrupted(image: &[u8], at: u64, k: usize, n: usize) -> (Vec<Recorded>, Vec
         s.feed(last).unwrap();
         let mut snap = vec![0u8; s.snapshot_len()];
         assert_eq!(s.snapshot(&mut snap).unwrap(), snap.len());
+        assert_eq!(streamed(&s), snap, "snapshot_to differs from snapshot");
         snap
     };
     let model = Model::load(image).unwrap();
@@ -211,6 +212,8 @@ fn a_snapshot_with_nothing_fed_keeps_the_position_and_has_no_logits() {
     s.seek(1 << 40);
     let mut snap = vec![0u8; s.snapshot_len()];
     s.snapshot(&mut snap).unwrap();
+    // Streamed, the logits section is the same zeros.
+    assert_eq!(streamed(&s), snap);
     let mut other = dirty_buffer(&model, 0);
     let mut r = Session::new(model, &mut other).unwrap();
     r.feed(9).unwrap();
@@ -229,6 +232,19 @@ fn a_snapshot_with_nothing_fed_keeps_the_position_and_has_no_logits() {
     let mut t = Session::new(model, &mut third).unwrap();
     t.seek(1 << 40);
     assert_eq!(bits(&a), bits(t.feed(5).unwrap()));
+}
+
+/// [`Session::snapshot_to`]'s pieces, joined; each piece is non-empty.
+fn streamed(s: &Session<'_, '_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let len = s
+        .snapshot_to(|piece| {
+            assert!(!piece.is_empty());
+            out.extend_from_slice(piece)
+        })
+        .unwrap();
+    assert_eq!(len, out.len());
+    out
 }
 
 fn bits(l: &[f32]) -> Vec<u32> {

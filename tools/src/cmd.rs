@@ -3,6 +3,7 @@
 //! its own; [`args`] holds the option groups several of them share.
 
 pub mod args;
+mod bake;
 mod eval;
 mod generate;
 mod inspect;
@@ -29,6 +30,7 @@ pub enum Command {
     Logits(logits::Args),
     Tokenize(tokenize::Args),
     Generate(generate::Args),
+    Bake(bake::Args),
     Eval(eval::Args),
     Soak(soak::Args),
     MqarSample(mqar_sample::Args),
@@ -46,6 +48,7 @@ impl Command {
             Command::Logits(args) => logits::run(args),
             Command::Tokenize(args) => tokenize::run(args),
             Command::Generate(args) => generate::run(args),
+            Command::Bake(args) => bake::run(args),
             Command::Eval(args) => eval::run(args),
             Command::Soak(args) => soak::run(args),
             Command::MqarSample(args) => mqar_sample::run(args),

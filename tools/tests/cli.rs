@@ -1494,3 +1494,75 @@ fn load_state_refuses_every_corrupt_snapshot_on_one_line() {
     }
     assert!(n >= 20, "corpus has only {n} snapshots");
 }
+
+/// `bake` (from `--prompt` and from `--prompt-file`) writes the snapshot of
+/// the stream after the prompt: `generate --load-state` of it prints the
+/// tokens of `generate --prompt`, and the file is the one `generate -n 0
+/// --save-state` writes. A module this CLI does not run is refused on one
+/// line that names the cargo feature of the CLI that does.
+#[test]
+fn bake_writes_the_state_after_the_prompt_and_refuses_another_math_module() {
+    let image = repo().join("tests/images/tiny_int8.fer");
+    let img = image.to_str().unwrap();
+    let ids = |o: &Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let whole = ferrite(&["generate", img, "--prompt", "Hello", "-n", "12", "--ids"]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    let (baked, from_file) = (tmp("baked.snap"), tmp("baked-file.snap"));
+    let (baked, from_file) = (baked.to_str().unwrap(), from_file.to_str().unwrap());
+    let o = ferrite(&["bake", img, "--prompt", "Hello", "-o", baked]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let prompt = tmp("prompt.txt");
+    std::fs::write(&prompt, "Hello").unwrap();
+    let p = prompt.to_str().unwrap();
+    let o = ferrite(&["bake", img, "--prompt-file", p, "-o", from_file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(baked).unwrap(),
+        std::fs::read(from_file).unwrap()
+    );
+    let saved = tmp("saved.snap");
+    let saved = saved.to_str().unwrap();
+    let o = ferrite(&[
+        "generate",
+        img,
+        "--prompt",
+        "Hello",
+        "-n",
+        "0",
+        "--save-state",
+        saved,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(baked).unwrap(), std::fs::read(saved).unwrap());
+    let resumed = ferrite(&["generate", img, "--load-state", baked, "-n", "12", "--ids"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(ids(&resumed), ids(&whole));
+
+    // This test's CLI is built without fast-math: libm.
+    let ok = ferrite(&["bake", img, "--prompt", "Hi", "-o", baked, "--math", "libm"]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    for (args, feature) in [
+        (&["--math", "float"][..], "--features fast-math`"),
+        (&["--math", "int"][..], "--features fast-math-int`"),
+        (&["--board", "m4f"][..], "--features fast-math`"),
+        (&["--board", "m3"][..], "--features fast-math-int`"),
+    ] {
+        let mut all = vec!["bake", img, "--prompt", "Hi", "-o", baked];
+        all.extend_from_slice(args);
+        let err = assert_one_line_failure(&ferrite(&all), "another module");
+        assert!(
+            err.contains("computes with the libm math module") && err.contains(feature),
+            "{args:?}: {err}"
+        );
+    }
+    let err = assert_one_line_failure(
+        &ferrite(&["bake", img, "--prompt", "Hi", "-o", baked, "--board", "z80"]),
+        "unknown board",
+    );
+    assert!(err.contains("--board z80: no such target"), "{err}");
+    let err = assert_one_line_failure(
+        &ferrite(&["bake", img, "--prompt-file", "/no/such/file", "-o", baked]),
+        "missing prompt file",
+    );
+    assert!(err.contains("cannot read /no/such/file"), "{err}");
+}

@@ -29,6 +29,11 @@ pub struct Opts {
     /// Print the firmware's defmt log, decoded by defmt-print
     #[arg(long)]
     pub defmt: bool,
+    /// Bake the prompt on the host (`ferrite bake`, by a CLI built with the
+    /// board's math module) and embed the snapshot: the firmware starts from
+    /// it and feeds no prompt token
+    #[arg(long)]
+    pub bake: bool,
 }
 
 /// The demo: `board m4f` with the demo's model and sampler where `opts` gives none.
@@ -52,12 +57,16 @@ pub fn run(board: &'static Board, opts: &Opts) -> Result<ExitCode> {
         crate::setup::ensure_defmt_print()?;
     }
     let image = g.image.resolve(|| host::default_image(board))?;
+    let mut build = g.build_opts();
+    if opts.bake {
+        build.snapshot = Some(host::bake(&image, g.prompt(), build.math(board))?);
+    }
     let req = RunRequest {
         prompt: g.prompt(),
         n: g.n(),
         defmt: opts.defmt,
         echo: true,
-        opts: g.build_opts(),
+        opts: build,
         ..RunRequest::new(board, Firmware::Generate, &image)
     };
     let run = boards::build_and_run(&req)?;

@@ -44,6 +44,10 @@ pub enum Command {
     TestBoards(SuiteArgs),
     /// Regenerate docs/boards.md (board x model sizes and speed)
     BoardTable,
+    /// Instructions to the first generated token with a 64- and a 256-token prompt, fed or
+    /// baked (`ferrite bake`, restored from flash), on m4f (models/lm/en-m4f int8) and
+    /// rv32imac (models/lm/small int8); prints the table of docs/snapshot-format.md
+    BakeGain,
     /// Instructions per function while `generate` runs (QEMU counts every block it executes),
     /// from the first token on, also with the compiler builtins (soft float) each called, and
     /// calls
@@ -99,6 +103,7 @@ impl Command {
             Command::Ota(args) => ota::run(&args),
             Command::TestBoards(a) => suite::run(a.overwrite, a.only.as_deref()),
             Command::BoardTable => table::run().map(|()| ExitCode::SUCCESS),
+            Command::BakeGain => crate::bake_gain::run().map(|()| ExitCode::SUCCESS),
             Command::Profile(args) => profile::run(&args),
             Command::BenchKernels(a) => bench::run(a.board, a.record),
             Command::BenchSignatures(a) => sigbench::run(a.board, a.record),
@@ -252,6 +257,8 @@ mod tests {
         ),
         ("test-boards", &["overwrite: false, only: None"]),
         ("board-table", &["BoardTable"]),
+        ("bake-gain", &["BakeGain"]),
+        ("board m4f --bake", &["bake: true"]),
         (
             "profile m3 --image d --dtype int8 --prompt P -n 2 --top 10 --math fast --math-calls",
             &[

@@ -205,6 +205,48 @@ pub fn generate_ids_with(
     parse_ids(&stdout(cmd.args(opts.sampler_args()), "ferrite generate")?)
 }
 
+/// `ferrite bake <image> --prompt P --math M` by the CLI that runs `math`
+/// (so the state is the bits a board with that module computes) into the
+/// xtask work dir; the snapshot's path.
+pub fn bake(image: &Path, prompt: &str, math: Math) -> Result<PathBuf> {
+    let dir = work_dir().join("snapshots");
+    std::fs::create_dir_all(&dir)?;
+    let stem = image
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
+    let tag = ferrite_common::fnv1a(prompt.bytes().map(u32::from));
+    let out = dir.join(format!("{stem}.{}.{tag:08x}.snap", math.name()));
+    let mut cmd = Command::new(ferrite_with(math)?);
+    cmd.arg("bake")
+        .arg(image)
+        .args(["--prompt", prompt, "--math", math.name(), "-o"])
+        .arg(&out);
+    stdout(&mut cmd, "ferrite bake")?;
+    Ok(out)
+}
+
+/// `ferrite generate <image> -n N --ids --save-state <save>`, from `--prompt
+/// P` or (`load`) from the snapshot in that file, greedy, by the CLI that
+/// runs `math`: the generated ids (the snapshot written after the last
+/// token was fed).
+pub fn generate_states(
+    image: &Path,
+    from: Result<&str, &Path>,
+    n: usize,
+    save: &Path,
+    math: Math,
+) -> Result<Vec<u32>> {
+    let mut cmd = Command::new(ferrite_with(math)?);
+    cmd.arg("generate").arg(image);
+    match from {
+        Ok(prompt) => cmd.args(["--prompt", prompt]),
+        Err(load) => cmd.arg("--load-state").arg(load),
+    };
+    cmd.args(["-n", &n.to_string(), "--ids", "--save-state"])
+        .arg(save);
+    parse_ids(&stdout(&mut cmd, "ferrite generate --save-state")?)
+}
+
 /// The last position's logits of `ferrite logits <image> --tokens ...`,
 /// parsed straight to f32 (shortest round-trip text gives the exact bits),
 /// by the CLI that runs `math`.

@@ -5,6 +5,7 @@
 //! Boards and chips: the target table of `ferrite_common::target` (m4f is the demo's). See boards/README.md.
 
 mod args;
+mod bake_gain;
 mod bench;
 mod bit_identity;
 mod board;

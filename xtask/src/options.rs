@@ -77,6 +77,12 @@ pub struct BuildOpts {
     /// Public keys the `ota` firmware trusts (`FERRITE_TRUSTED_KEYS`, hex,
     /// comma-separated); `None`: it verifies nothing.
     pub trusted_keys: Option<String>,
+    /// `generate`: a baked snapshot to start from instead of feeding the
+    /// prompt (`FERRITE_SNAPSHOT`, made by `ferrite bake`); `None`: none.
+    pub snapshot: Option<PathBuf>,
+    /// `generate`: write a snapshot in hex after this many tokens
+    /// (`FERRITE_SNAPSHOT_AT`); 0: never.
+    pub snapshot_at: usize,
 }
 
 impl Default for BuildOpts {
@@ -97,6 +103,8 @@ impl Default for BuildOpts {
             fast_math: None,
             features: Vec::new(),
             trusted_keys: None,
+            snapshot: None,
+            snapshot_at: 0,
         }
     }
 }

@@ -14,6 +14,13 @@
 //!   board also runs `generate` without the feature against the plain host
 //!   (boards/expected/<board>-libm.*); the recorded transcripts then show
 //!   one set of bits per image and module ([`bit_identity`]);
+//! - every board: snapshots both ways (docs/snapshot-format.md, "Baked
+//!   prompts"), from one `generate` build with the default image and math
+//!   module: a snapshot baked on the host (by the CLI of the board's module)
+//!   restored on the board generates the tokens and final logit bits of one
+//!   uninterrupted host run; the snapshot the board writes after
+//!   [`SNAPSHOT_K`] tokens is the host's byte for byte, and the host going
+//!   on from it ends in the uninterrupted run's tokens, state and logits;
 //! - BPE, every format-4 fixture, every format-8 fixture (Mamba-2, RWKV-7,
 //!   the generalized block) on m4f and m3, constant memory over 10,000
 //!   tokens, OTA updates on the signed firmware (a signed update accepted;
@@ -92,6 +99,12 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
     // 256 KiB flash (by ~29 KB).
     ("models/mqar-256/st-mla-1k-lr3e-3-s1", &["m4f", "rv32imac"]),
 ];
+
+/// Snapshots between host and board (issue 25 item 5), on every board with
+/// its default image and math module: tokens generated from a baked
+/// prompt, and the token after which the board writes its own snapshot.
+const SNAPSHOT_N: usize = 16;
+const SNAPSHOT_K: usize = 8;
 
 /// Boards that run the OTA example, and the fixture offered as the good update.
 /// The firmware runs only signed updates: it trusts the public test key
@@ -284,6 +297,24 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
                 };
                 board_matches_host(s, board, &libm, &format!("{name}-libm"))
             },
+        );
+        // One firmware build and run serves both directions.
+        let snap_run = std::cell::OnceCell::new();
+        let snap_run = || {
+            snap_run
+                .get_or_init(|| snapshot_run(board).map_err(|e| format!("{e:#}")))
+                .as_ref()
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        };
+        s.check(
+            &format!("{name}: a snapshot baked on the host continues on the board like one run"),
+            |_| baked_on_host(snap_run()?),
+        );
+        s.check(
+            &format!(
+                "{name}: a snapshot the board wrote at token {SNAPSHOT_K} continues on the host like one run"
+            ),
+            |_| written_on_board(snap_run()?),
         );
     }
     s.check(
@@ -543,7 +574,7 @@ fn generate_req<'a>(board: &'static Board, image: &'a Path) -> RunRequest<'a> {
 
 /// Tokens and the final-step logits checksum of a run with `prompt` and the
 /// sampler of `opts` against the host CLI that runs the same math.
-fn compare_with_host(
+pub(crate) fn compare_with_host(
     image: &Path,
     report: &Report,
     prompt: &str,
@@ -606,6 +637,120 @@ fn board_matches_host(
     let (run, report, note) = generate(&req)?;
     let stats = s.expect_run(stem, &run, &report, true)?;
     Ok(format!("{note}; math {}; {stats}", opts.math(board).name()))
+}
+
+/// The `generate` firmware of `board` (its default image and math module)
+/// built with a snapshot baked on the host from the default prompt by the
+/// CLI of the board's module, and writing its own snapshot after
+/// [`SNAPSHOT_K`] of [`SNAPSHOT_N`] tokens.
+struct SnapshotRun {
+    board: &'static Board,
+    image: std::path::PathBuf,
+    opts: BuildOpts,
+    run: Run,
+    report: Report,
+}
+
+fn snapshot_run(board: &'static Board) -> Result<SnapshotRun> {
+    let image = host::default_image(board)?;
+    let mut opts = BuildOpts::default();
+    let math = opts.math(board);
+    opts.snapshot = Some(host::bake(&image, boards::DEFAULT_PROMPT, math)?);
+    opts.snapshot_at = SNAPSHOT_K;
+    let req = RunRequest {
+        n: SNAPSHOT_N,
+        opts: opts.clone(),
+        ..generate_req(board, &image)
+    };
+    let run = boards::build_and_run(&req)?;
+    let report = run.report()?;
+    Ok(SnapshotRun {
+        board,
+        image,
+        opts,
+        run,
+        report,
+    })
+}
+
+/// Host -> board: the firmware restored the baked snapshot (its `baked:`
+/// line; it fed no prompt token) and generated the tokens and final-step
+/// logit bits of one uninterrupted host run of the prompt and
+/// [`SNAPSHOT_N`] tokens.
+fn baked_on_host(r: &SnapshotRun) -> Result<String> {
+    let text = String::from_utf8_lossy(&r.run.output);
+    let baked = text
+        .lines()
+        .find_map(|l| l.strip_prefix("baked: "))
+        .context("no `baked:` line: the firmware did not start from the snapshot")?;
+    let note = compare_with_host(&r.image, &r.report, boards::DEFAULT_PROMPT, &r.opts)?;
+    Ok(format!(
+        "{baked}; math {}; {note}",
+        r.opts.math(r.board).name()
+    ))
+}
+
+/// Board -> host: the snapshot the firmware wrote after [`SNAPSHOT_K`]
+/// tokens is byte for byte the host's at the same point, and the host
+/// restoring it (`ferrite generate --load-state`) generates the
+/// uninterrupted run's remaining tokens and ends in its state and logit
+/// bits (the two `--save-state` snapshots after the last token, equal
+/// byte for byte).
+fn written_on_board(r: &SnapshotRun) -> Result<String> {
+    let text = String::from_utf8_lossy(&r.run.output);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("snapshot: "))
+        .context("no `snapshot:` line")?;
+    let f = Fields(line);
+    ensure!(
+        f.get("at") == Some(&SNAPSHOT_K.to_string()),
+        "snapshot at {:?}, want {SNAPSHOT_K}",
+        f.get("at")
+    );
+    let hex = f.get("hex").context("no hex= on the snapshot line")?;
+    ensure!(hex.len() % 2 == 0, "odd number of hex digits");
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .context("bad hex on the snapshot line")?;
+    ensure!(
+        f.get("bytes") == Some(&bytes.len().to_string()),
+        "the line says bytes={:?}, the hex has {}",
+        f.get("bytes"),
+        bytes.len()
+    );
+    let dir = boards::work_dir().join(r.board.name).join("snapshots");
+    std::fs::create_dir_all(&dir)?;
+    let path = |what: &str| dir.join(format!("{what}.snap"));
+    std::fs::write(path("board"), &bytes)?;
+    let math = r.opts.math(r.board);
+    let prompt = Ok(boards::DEFAULT_PROMPT);
+    // The host's own stream: K tokens and its snapshot, then all N.
+    host::generate_states(&r.image, prompt, SNAPSHOT_K, &path("host-k"), math)?;
+    let whole = host::generate_states(&r.image, prompt, SNAPSHOT_N, &path("host-n"), math)?;
+    ensure!(
+        std::fs::read(path("host-k"))? == bytes,
+        "the board's snapshot at token {SNAPSHOT_K} differs from the host's"
+    );
+    let rest = SNAPSHOT_N - SNAPSHOT_K;
+    let board_snap = path("board");
+    let go_on = host::generate_states(&r.image, Err(&board_snap), rest, &path("resumed"), math)?;
+    ensure!(
+        go_on == whole[SNAPSHOT_K..],
+        "the host went on with {go_on:?} from the board's snapshot, the uninterrupted run with {:?}",
+        &whole[SNAPSHOT_K..]
+    );
+    ensure!(
+        std::fs::read(path("resumed"))? == std::fs::read(path("host-n"))?,
+        "after the last token the resumed stream's state or logits differ from the uninterrupted one's"
+    );
+    Ok(format!(
+        "{} bytes = the host's at token {SNAPSHOT_K}; the host went on with {rest} tokens, state and logit bits of the uninterrupted run (math {})",
+        bytes.len(),
+        math.name()
+    ))
 }
 
 /// `model` on the integer token path on `board`, built with the board's

@@ -322,6 +322,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         .env("FERRITE_MQAR_SEED", opts.mqar_seed.to_string())
         .env("FERRITE_MQAR_PAIRS", opts.pairs.to_string())
         .env("FERRITE_MQAR_SEQ_LEN", opts.seq_len.to_string())
+        .env("FERRITE_SNAPSHOT_AT", opts.snapshot_at.to_string())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped());
     let vars = [
@@ -330,6 +331,10 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
             opts.text.as_ref().map(|t| t.as_os_str().to_owned()),
         ),
         ("FERRITE_BENCH", opts.bench.as_ref().map(Into::into)),
+        (
+            "FERRITE_SNAPSHOT",
+            opts.snapshot.as_ref().map(|s| s.as_os_str().to_owned()),
+        ),
         (
             "FERRITE_TRUSTED_KEYS",
             opts.trusted_keys.as_ref().map(Into::into),
