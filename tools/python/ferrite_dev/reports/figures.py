@@ -485,6 +485,10 @@ def _claims() -> list:
                         "docs/quantization.md's size table (historical, 518ba12)"))
     claims.append(Claim("docs/fuzzing.md", r"merged again with `-merge=1` — (\d+ files, [\d.]+ [KM]B)",
                         lambda: (corpus("load_and_feed"),), "fuzz/corpus/load_and_feed/"))
+    for board, tokens in (("m4f", 64), ("m4f", 256), ("rv32imac", 64), ("rv32imac", 256)):
+        claims.append(Claim(README, rf"\| {board} \| [^|]+ \| {tokens} tokens \| ([\d,.]+M) \| ([\d,.]+M) \| ([\d.]+x) \|",
+                            lambda board=board, tokens=tokens: baked_row(board, tokens),
+                            "docs/snapshot-format.md's bake-gain block (cargo xtask bake-gain)"))
     for name in fuzz_targets():
         # A committed corpus (a fuzz run leaves an empty folder where none is).
         folder = ROOT / "fuzz" / "corpus" / name
@@ -492,6 +496,14 @@ def _claims() -> list:
             claims.append(Claim("docs/fuzzing.md", rf"`fuzz/corpus/{name}/` \((\d+ files, [\d.]+ [KM]B)\)",
                                 lambda name=name: (corpus(name),), f"fuzz/corpus/{name}/"))
     return claims
+
+
+def baked_row(board: str, tokens: int) -> tuple:
+    """README's rounding of docs/snapshot-format.md's bake-gain row for ``board`` and a ``tokens``-token prompt:
+    fed and baked instructions in millions, and the gain."""
+    fed, baked, gain = doc_match("docs/snapshot-format.md",
+                                 rf"\| {board} \| [^|]+ \| {tokens} \| ([\d,]+) \| ([\d,]+) \| ([\d.]+x) \|")
+    return (f"{int(fed.replace(',', '')) / 1e6:,.1f}M", f"{int(baked.replace(',', '')) / 1e6:,.1f}M", gain)
 
 
 def bpb_of(name: str) -> str:
