@@ -21,6 +21,7 @@
 )]
 #[cfg_attr(feature = "rp2350", path = "platform/rp2350.rs")]
 #[cfg_attr(feature = "rp2350-riscv", path = "platform/rp2350_riscv.rs")]
+#[cfg_attr(feature = "rp2040", path = "platform/rp2040.rs")]
 #[cfg_attr(feature = "nrf52840", path = "platform/nrf52840.rs")]
 #[cfg_attr(feature = "stm32f411", path = "platform/stm32f411.rs")]
 #[cfg(not(any(feature = "host", feature = "esp32c3")))]

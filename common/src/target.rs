@@ -274,6 +274,23 @@ pub const TARGETS: &[Target] = &[
         }),
     },
     Target {
+        name: "rp2040",
+        triple: "thumbv6m-none-eabi",
+        cpu: None,
+        core: "Cortex-M0+ (no FPU, no DSP)",
+        memory: Memory::Map("rp2040.x"),
+        model: CHIP_MODEL,
+        kind: Kind::Chip(Chip {
+            board: "Raspberry Pi Pico",
+            mcu: "RP2040",
+            package: "boards",
+            hal: "rp2040-hal 0.12 (clocks, timer), rp2040-boot2 0.3 (BOOT2), cortex-m-rt",
+            console: "defmt over RTT (probe-rs)",
+            flash_cmd: "probe-rs run --chip RP2040 {elf}",
+            clock_hz: 125_000_000,
+        }),
+    },
+    Target {
         name: "nrf52840",
         triple: "thumbv7em-none-eabihf",
         cpu: None,
@@ -468,17 +485,17 @@ mod tests {
             assert_eq!(Target::named(t.name), Some(t));
         }
         assert_eq!(Target::named("nope"), None);
-        assert_eq!((BOARDS.len(), CHIPS.len()), (8, 5));
+        assert_eq!((BOARDS.len(), CHIPS.len()), (8, 6));
     }
 
     #[test]
     fn kernels_and_float_follow_triple_and_cpu() {
-        let k: [&str; 13] = core::array::from_fn(|i| TARGETS[i].kernels());
+        let k: [&str; 14] = core::array::from_fn(|i| TARGETS[i].kernels());
         assert_eq!(
             k,
             [
                 "dsp", "dsp", "helium", "v7m", "rv32", "rv32", "dsp", "portable", // QEMU
-                "dsp", "rv32", "dsp", "dsp", "rv32" // chips
+                "dsp", "rv32", "portable", "dsp", "dsp", "rv32" // chips
             ]
         );
         assert_eq!(kernels("thumbv8m.main-none-eabihf", None), "portable");
