@@ -282,4 +282,33 @@ mod tests {
         assert!(differs_from_record(DOC, "rp2350", &built(172960, 275384, 34300)).is_some());
         assert!(differs_from_record(DOC, "esp32c3", &built(172960, 275384, 33504)).is_some());
     }
+
+    /// Every chip has a `cargo <chip>` alias (boards/.cargo/config.toml;
+    /// the ESP32-C3's in boards/esp32c3/) that enables every mixer family:
+    /// the chips' default image needs four of them, and without one the
+    /// firmware does not compile.
+    #[test]
+    fn every_chip_alias_enables_every_mixer_family() {
+        let read = |path: &str| std::fs::read_to_string(root_dir().join(path)).unwrap();
+        let text = read("boards/.cargo/config.toml") + &read("boards/esp32c3/.cargo/config.toml");
+        for chip in CHIPS {
+            let alias = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{} = ", chip.name)))
+                .unwrap_or_else(|| panic!("no `cargo {}` alias", chip.name));
+            let features = alias
+                .split("\"--features\", \"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_else(|| panic!("alias {}: no --features", chip.name));
+            let features: Vec<&str> = features.split(',').collect();
+            for family in ferrite::LayerConfig::KIND_NAMES {
+                assert!(
+                    features.contains(family),
+                    "`cargo {}` leaves out the {family} family",
+                    chip.name
+                );
+            }
+        }
+    }
 }
