@@ -570,8 +570,8 @@ fn restore_untouched(bytes: &[u8]) -> (String, String) {
         r
     };
     assert_eq!(
-        plain.clone().err(),
-        with.clone().err(),
+        plain.err(),
+        with.err(),
         "restore and restore_with_sampler differ"
     );
     match with {
@@ -945,14 +945,14 @@ fn hostile_sampler_sections_are_refused_and_leave_both_untouched() {
                 temperature_bits: f32::NAN.to_bits(),
                 ..good
             },
-            temperature.clone(),
+            temperature,
         ),
         (
             SamplerState {
                 temperature_bits: f32::INFINITY.to_bits(),
                 ..good
             },
-            temperature.clone(),
+            temperature,
         ),
         (
             SamplerState {
@@ -961,7 +961,7 @@ fn hostile_sampler_sections_are_refused_and_leave_both_untouched() {
             },
             temperature,
         ),
-        (SamplerState { top_k: 65, ..good }, top_k.clone()),
+        (SamplerState { top_k: 65, ..good }, top_k),
         (
             SamplerState {
                 top_k: u32::MAX,
@@ -974,21 +974,21 @@ fn hostile_sampler_sections_are_refused_and_leave_both_untouched() {
                 top_p_bits: 0,
                 ..good
             },
-            top_p.clone(),
+            top_p,
         ),
         (
             SamplerState {
                 top_p_bits: (-0.0f32).to_bits(),
                 ..good
             },
-            top_p.clone(),
+            top_p,
         ),
         (
             SamplerState {
                 top_p_bits: 1.0001f32.to_bits(),
                 ..good
             },
-            top_p.clone(),
+            top_p,
         ),
         (
             SamplerState {
@@ -1002,7 +1002,7 @@ fn hostile_sampler_sections_are_refused_and_leave_both_untouched() {
                 temperature_bits: 0,
                 ..good
             },
-            greedy.clone(),
+            greedy,
         ),
         (
             SamplerState {
