@@ -154,10 +154,10 @@ pub use config::{LayerConfig, ModelConfig, TokenPath};
 pub use error::{Error, Result, StepError};
 pub use format::StateFormat;
 pub use model::Model;
-pub use sampler::{Sampler, SamplerConfig};
+pub use sampler::{Sampler, SamplerConfig, SamplerState};
 pub use session::Session;
 pub use sizes::session_len;
-pub use snapshot::{snapshot_len, SnapshotError};
+pub use snapshot::{snapshot_len, snapshot_with_sampler_len, SnapshotError};
 #[cfg(feature = "bpe")]
 pub use tokenizer::BpeTokenizer;
 pub use tokenizer::{ByteTokenizer, Tokenizer};

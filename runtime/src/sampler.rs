@@ -1,6 +1,12 @@
 //! Token sampling: greedy, temperature, top-k and top-p, with a seeded PCG32
 //! so that host and board draw the same tokens for the same seed.
 //!
+//! A sampler's whole state is plain data ([`SamplerState`]: its options, its
+//! seed and how many numbers it has drawn), so it can go into a snapshot
+//! with the stream ([`crate::Session::snapshot_with_sampler`]) and come back
+//! exactly ([`Sampler::from_state`]: the generator is reseeded and advanced
+//! by the draw count in at most 64 steps, whatever the count).
+//!
 //! No allocation: top-k keeps its candidates in a `heapless::Vec`; top-p alone
 //! finds the nucleus threshold by bisection over the logits (exact up to
 //! logits closer than one f32 ulp), so it works for any vocabulary size.
@@ -43,6 +49,49 @@ impl Default for SamplerConfig {
 pub struct Sampler {
     config: SamplerConfig,
     rng: Pcg32,
+    /// Numbers drawn from `rng` since it was seeded, modulo 2^64 (the
+    /// generator's period, so the count always names its state).
+    draws: u64,
+}
+
+/// A sampler's whole state as plain data ([`Sampler::state`],
+/// [`Sampler::from_state`]): its options as their bits, its seed and the
+/// number of values drawn from its generator since it was seeded. What a
+/// snapshot's sampler section holds (docs/snapshot-format.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SamplerState {
+    /// `SamplerConfig::temperature`'s f32 bits.
+    pub temperature_bits: u32,
+    /// `SamplerConfig::top_k`.
+    pub top_k: u32,
+    /// `SamplerConfig::top_p`'s f32 bits.
+    pub top_p_bits: u32,
+    /// `SamplerConfig::seed`.
+    pub seed: u64,
+    /// Values drawn from the generator since it was seeded with `seed`,
+    /// modulo 2^64 (one per sample that is not greedy).
+    pub draws: u64,
+}
+
+impl SamplerState {
+    /// The options this state holds (not checked: [`Sampler::from_state`]
+    /// checks them).
+    pub fn config(&self) -> SamplerConfig {
+        SamplerConfig {
+            temperature: f32::from_bits(self.temperature_bits),
+            top_k: self.top_k as usize,
+            top_p: f32::from_bits(self.top_p_bits),
+            seed: self.seed,
+        }
+    }
+
+    /// Whether a sampler of these options ever draws: not when it is
+    /// greedy (temperature 0 or top-k 1), whose draw count stays 0.
+    pub fn draws_numbers(&self) -> bool {
+        let c = self.config();
+        c.temperature != 0.0 && c.top_k != 1
+    }
 }
 
 impl Sampler {
@@ -51,6 +100,7 @@ impl Sampler {
         Sampler {
             config: SamplerConfig::default(),
             rng: Pcg32::seed_from_u64(0),
+            draws: 0,
         }
     }
 
@@ -69,11 +119,54 @@ impl Sampler {
         Ok(Sampler {
             config,
             rng: Pcg32::seed_from_u64(config.seed),
+            draws: 0,
         })
+    }
+
+    /// The options this sampler was made with.
+    pub fn config(&self) -> SamplerConfig {
+        self.config
+    }
+
+    /// This sampler's whole state: its options, seed and draw count. A
+    /// sampler rebuilt from it ([`Sampler::from_state`]) samples exactly
+    /// the tokens this one samples next.
+    pub fn state(&self) -> SamplerState {
+        SamplerState {
+            temperature_bits: self.config.temperature.to_bits(),
+            // `new` refuses more than MAX_TOP_K (64).
+            top_k: self.config.top_k as u32,
+            top_p_bits: self.config.top_p.to_bits(),
+            seed: self.config.seed,
+            draws: self.draws,
+        }
+    }
+
+    /// The sampler whose state is `state`: its options checked as
+    /// [`Sampler::new`] checks them, its generator seeded with `state.seed`
+    /// and advanced by `state.draws` values (in at most 64 steps, whatever
+    /// the count: every count is a state of the generator, whose period is
+    /// 2^64). Refuses, with [`Error::BadSampler`], the options `new`
+    /// refuses and a nonzero draw count for options that never draw
+    /// (temperature 0 or top-k 1: greedy). No allocation, no panic.
+    pub fn from_state(state: SamplerState) -> Result<Sampler> {
+        if state.top_k > MAX_TOP_K as u32 {
+            return Err(Error::BadSampler("top_k is larger than MAX_TOP_K (64)"));
+        }
+        let mut s = Sampler::new(state.config())?;
+        if state.draws != 0 && !state.draws_numbers() {
+            return Err(Error::BadSampler(
+                "a greedy sampler (temperature 0 or top_k 1) never draws",
+            ));
+        }
+        s.rng.advance(state.draws);
+        s.draws = state.draws;
+        Ok(s)
     }
 
     /// A uniform draw in [0, 1).
     fn uniform(&mut self) -> f32 {
+        self.draws = self.draws.wrapping_add(1);
         (self.rng.next_u32() >> 8) as f32 * (1.0 / (1u32 << 24) as f32)
     }
 
@@ -344,6 +437,97 @@ mod tests {
         assert_eq!(argmax(&[f32::NAN, -inf, -inf]), 1);
         assert_eq!(argmax(&[f32::NAN, f32::NAN]), 0);
         assert_eq!(argmax(&[]), 0);
+    }
+
+    /// A sampler rebuilt from its state at any point samples what the
+    /// original samples next; so does one of a huge draw count (the
+    /// generator's period is 2^64: 2^64 - 1 draws and one more are the
+    /// seed's state).
+    #[test]
+    fn a_sampler_rebuilt_from_its_state_goes_on_exactly() {
+        let logits = [0.3f32, 0.1, 0.2, 0.4, -1.0, 0.25];
+        for (t, k, p) in [(1.0, 0, 1.0), (0.8, 3, 0.9), (1.3, 0, 0.7), (0.0, 0, 1.0)] {
+            let mut a = sampler(t, k, p, 9);
+            for cut in 0..40 {
+                let mut b = Sampler::from_state(a.state()).unwrap();
+                assert_eq!(b.state(), a.state());
+                let mut ahead = a.clone();
+                for _ in 0..5 {
+                    assert_eq!(b.sample(&logits), ahead.sample(&logits));
+                }
+                a.sample(&logits);
+                let want = if t == 0.0 { 0 } else { cut + 1 };
+                assert_eq!(a.state().draws, want);
+            }
+        }
+        let fresh = sampler(1.0, 0, 1.0, 77);
+        let mut last = Sampler::from_state(SamplerState {
+            draws: u64::MAX,
+            ..fresh.state()
+        })
+        .unwrap();
+        last.sample(&logits);
+        assert_eq!(last.state().draws, 0);
+        let (mut x, mut y) = (last, fresh);
+        for _ in 0..50 {
+            assert_eq!(x.sample(&logits), y.sample(&logits));
+        }
+    }
+
+    #[test]
+    fn hostile_states_are_refused() {
+        let good = sampler(1.0, 3, 0.9, 5).state();
+        for bad in [
+            SamplerState {
+                temperature_bits: f32::NAN.to_bits(),
+                ..good
+            },
+            SamplerState {
+                temperature_bits: (-0.5f32).to_bits(),
+                ..good
+            },
+            SamplerState {
+                temperature_bits: f32::INFINITY.to_bits(),
+                ..good
+            },
+            SamplerState { top_k: 65, ..good },
+            SamplerState {
+                top_k: u32::MAX,
+                ..good
+            },
+            SamplerState {
+                top_p_bits: 0f32.to_bits(),
+                ..good
+            },
+            SamplerState {
+                top_p_bits: 1.5f32.to_bits(),
+                ..good
+            },
+            SamplerState {
+                top_p_bits: f32::NAN.to_bits(),
+                ..good
+            },
+            SamplerState {
+                temperature_bits: 0,
+                draws: 1,
+                ..good
+            },
+            SamplerState {
+                top_k: 1,
+                draws: u64::MAX,
+                ..good
+            },
+        ] {
+            assert!(
+                matches!(Sampler::from_state(bad), Err(Error::BadSampler(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(Sampler::from_state(SamplerState {
+            draws: u64::MAX,
+            ..good
+        })
+        .is_ok());
     }
 
     #[test]

@@ -369,23 +369,54 @@ impl<'a, 'b> Session<'a, 'b> {
         self.buf.get(self.logits_range())
     }
 
-    /// Bytes of a snapshot of this session ([`Session::snapshot`]):
-    /// [`crate::snapshot_len`] of its image and pinned capacity.
+    /// Bytes of a snapshot of this session ([`Session::snapshot`], version
+    /// 1, no sampler): [`crate::snapshot_len`] of its image and pinned
+    /// capacity.
     pub fn snapshot_len(&self) -> usize {
         // The state and logits are words of the buffer, so this fits.
         crate::snapshot::HEADER_LEN + 4 * (self.state_len + self.model.config().vocab_size as usize)
+    }
+
+    /// Bytes of a snapshot of this session with a sampler
+    /// ([`Session::snapshot_with_sampler`], version 2):
+    /// [`Session::snapshot_len`] plus [`crate::snapshot::SAMPLER_LEN`], what
+    /// [`crate::snapshot::snapshot_with_sampler_len`] gives for its image
+    /// and pinned capacity.
+    pub fn snapshot_with_sampler_len(&self) -> usize {
+        self.snapshot_len()
+            .saturating_add(crate::snapshot::SAMPLER_LEN)
     }
 
     /// Writes a snapshot of the stream into `out` (at least
     /// [`Session::snapshot_len`] bytes; more is fine) and returns its
     /// length: what the model is (a hash of its content), the math module,
     /// the pinned capacity and count, position and stream length, the state
-    /// as stored and the last logits (docs/snapshot-format.md). Reads the
-    /// whole image once (the model hash). The session is not changed; the
-    /// clamp counters ([`Session::clamps`]) are not part of a snapshot.
+    /// as stored and the last logits (docs/snapshot-format.md, version 1).
+    /// Reads the whole image once (the model hash). The session is not
+    /// changed; the clamp counters ([`Session::clamps`]) are not part of a
+    /// snapshot, nor is a sampler: [`Session::snapshot_with_sampler`] adds
+    /// one, so that a sampled stream goes on as it would have.
     pub fn snapshot(&self, out: &mut [u8]) -> Result<usize> {
+        self.write_snapshot(None, out)
+    }
+
+    /// [`Session::snapshot`] and `sampler`'s state ([`Sampler::state`]:
+    /// its options, seed and draw count) in a sampler section, format
+    /// version 2: `out` needs [`Session::snapshot_with_sampler_len`] bytes.
+    /// [`Session::restore_with_sampler`] gives both back, so a sampled
+    /// stream cut here goes on with exactly the tokens and logit bits of
+    /// the uninterrupted one. Neither the session nor the sampler is
+    /// changed.
+    pub fn snapshot_with_sampler(&self, sampler: &Sampler, out: &mut [u8]) -> Result<usize> {
+        self.write_snapshot(Some(sampler), out)
+    }
+
+    fn write_snapshot(&self, sampler: Option<&Sampler>, out: &mut [u8]) -> Result<usize> {
         use crate::snapshot::{SnapshotError, HEADER_LEN};
-        let total = self.snapshot_len();
+        let total = match sampler {
+            Some(_) => self.snapshot_with_sampler_len(),
+            None => self.snapshot_len(),
+        };
         if out.len() < total {
             return Err(SnapshotError::OutTooSmall {
                 needed: total,
@@ -393,14 +424,19 @@ impl<'a, 'b> Session<'a, 'b> {
             }
             .into());
         }
-        let header = self.snapshot_header()?;
+        let header = self.snapshot_header(sampler.is_some())?;
         let out = &mut out[..total];
         header.encode(out);
-        let (state_out, logits_out) = out[HEADER_LEN..].split_at_mut(4 * self.state_len);
+        let (state_out, rest) = out[HEADER_LEN..].split_at_mut(4 * self.state_len);
         state_out.copy_from_slice(self.state());
+        let (logits_out, sampler_out) =
+            rest.split_at_mut(4 * self.model.config().vocab_size as usize);
         match self.last_logits() {
             Some(l) => logits_out.copy_from_slice(bytemuck::cast_slice(l)),
             None => logits_out.fill(0),
+        }
+        if let Some(s) = sampler {
+            sampler_out.copy_from_slice(&s.state().to_bytes());
         }
         crate::snapshot::seal(out, total);
         Ok(total)
@@ -413,14 +449,35 @@ impl<'a, 'b> Session<'a, 'b> {
     /// as it comes) with less free RAM than a snapshot: the state and
     /// logits are read from the session twice, once for the CRC and once
     /// to write them. The session is not changed.
-    pub fn snapshot_to(&self, mut write: impl FnMut(&[u8])) -> Result<usize> {
+    pub fn snapshot_to(&self, write: impl FnMut(&[u8])) -> Result<usize> {
+        self.stream_snapshot(None, write)
+    }
+
+    /// [`Session::snapshot_with_sampler`] without a buffer of its size, as
+    /// [`Session::snapshot_to`] streams [`Session::snapshot`]: the pieces
+    /// end with the sampler section. Returns
+    /// [`Session::snapshot_with_sampler_len`].
+    pub fn snapshot_with_sampler_to(
+        &self,
+        sampler: &Sampler,
+        write: impl FnMut(&[u8]),
+    ) -> Result<usize> {
+        self.stream_snapshot(Some(sampler), write)
+    }
+
+    fn stream_snapshot(
+        &self,
+        sampler: Option<&Sampler>,
+        mut write: impl FnMut(&[u8]),
+    ) -> Result<usize> {
         use crate::snapshot::{CRC_FIELD, CRC_START, HEADER_LEN};
-        let header = self.snapshot_header()?;
+        let header = self.snapshot_header(sampler.is_some())?;
         let mut head = [0u8; HEADER_LEN];
         header.encode(&mut head);
         const ZEROS: [u8; 64] = [0; 64];
         let logits_bytes = 4 * self.model.config().vocab_size as usize;
         let logits = self.last_logits();
+        let tail = sampler.map(|s| s.state().to_bytes());
         // The logits section as it is written: the logits' bytes, or zeros.
         let section = |f: &mut dyn FnMut(&[u8])| match logits {
             Some(l) => f(bytemuck::cast_slice(l)),
@@ -437,31 +494,44 @@ impl<'a, 'b> Session<'a, 'b> {
         crc.update(&head[CRC_START..]);
         crc.update(self.state());
         section(&mut |b| crc.update(b));
+        if let Some(t) = &tail {
+            crc.update(t);
+        }
         head[CRC_FIELD..CRC_FIELD + 4].copy_from_slice(&crc.finalize().to_le_bytes());
         write(&head);
         write(self.state());
         section(&mut write);
-        Ok(self.snapshot_len())
+        if let Some(t) = &tail {
+            write(t);
+        }
+        Ok(header.total_len as usize)
     }
 
-    /// The header of this session's snapshot, its CRC not yet computed.
-    fn snapshot_header(&self) -> Result<crate::snapshot::SnapshotHeader> {
-        use crate::snapshot::{SnapshotHeader, FLAG_LOGITS, VERSION};
+    /// The header of this session's snapshot (version 2 with a sampler
+    /// section when `with_sampler`), its CRC not yet computed.
+    fn snapshot_header(&self, with_sampler: bool) -> Result<crate::snapshot::SnapshotHeader> {
+        use crate::snapshot::{SnapshotHeader, FLAG_LOGITS, FLAG_SAMPLER, MIN_VERSION, VERSION};
         let too_large = Error::SizeOverflow {
             layer: None,
             what: "a snapshot field exceeds 32 bits",
         };
+        let (version, len, sampler_flag) = if with_sampler {
+            (VERSION, self.snapshot_with_sampler_len(), FLAG_SAMPLER)
+        } else {
+            (MIN_VERSION, self.snapshot_len(), 0)
+        };
         Ok(SnapshotHeader {
-            version: VERSION,
-            total_len: u32::try_from(self.snapshot_len()).map_err(|_| too_large)?,
+            version,
+            total_len: u32::try_from(len).map_err(|_| too_large)?,
             crc32: 0,
             model_hash: crate::snapshot::model_hash(&self.model)?,
             math: crate::snapshot::math_code(),
-            flags: if self.stream_len() > 0 {
-                FLAG_LOGITS
-            } else {
-                0
-            },
+            flags: sampler_flag
+                | if self.stream_len() > 0 {
+                    FLAG_LOGITS
+                } else {
+                    0
+                },
             pinned_max: u32::try_from(self.pinned_max).map_err(|_| too_large)?,
             pinned: u32::try_from(self.pinned).map_err(|_| too_large)?,
             position: self.pos,
@@ -480,8 +550,43 @@ impl<'a, 'b> Session<'a, 'b> {
     /// a position at which no token can follow, a field that contradicts
     /// the model) leaves the session untouched. Reads the whole image once
     /// (the model hash). Snapshots are not authenticated.
+    ///
+    /// A version 2 snapshot ([`Session::snapshot_with_sampler`]) is
+    /// restored too: its sampler section is checked like the rest (a bad
+    /// one refuses the snapshot) and then ignored, so the stream goes on
+    /// with whatever sampler the caller has;
+    /// [`Session::restore_with_sampler`] restores the sampler as well.
     pub fn restore(&mut self, bytes: &[u8]) -> Result<()> {
         let checked = crate::snapshot::check(bytes, &self.model, self.pinned_max, self.state_len)?;
+        self.apply(checked);
+        Ok(())
+    }
+
+    /// [`Session::restore`] and, from a version 2 snapshot
+    /// ([`Session::snapshot_with_sampler`]), `sampler`'s state: its options,
+    /// seed and draw count, so a sampled stream goes on with exactly the
+    /// tokens the uninterrupted one would have drawn. Returns `true` when
+    /// the snapshot carried a sampler. A version 1 snapshot (no sampler
+    /// section: [`Session::snapshot`], `ferrite bake`) restores the stream
+    /// and leaves `sampler` as it is, and returns `false`, so a caller can
+    /// tell a stream that goes on with its own sampler. A refused snapshot
+    /// leaves the session and the sampler untouched.
+    pub fn restore_with_sampler(&mut self, bytes: &[u8], sampler: &mut Sampler) -> Result<bool> {
+        let mut checked =
+            crate::snapshot::check(bytes, &self.model, self.pinned_max, self.state_len)?;
+        let restored = checked.sampler.take();
+        self.apply(checked);
+        Ok(match restored {
+            Some(s) => {
+                *sampler = s;
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// Writes a checked snapshot's stream into the session.
+    fn apply(&mut self, checked: crate::snapshot::Checked<'_>) {
         let h = checked.header;
         let logits = self.logits_range();
         let state: &mut [u8] = bytemuck::cast_slice_mut(&mut self.buf[..self.state_len]);
@@ -493,7 +598,6 @@ impl<'a, 'b> Session<'a, 'b> {
         self.pos = h.position;
         self.start = h.position - h.stream_len;
         self.pinned = h.pinned as usize;
-        Ok(())
     }
 
     /// Generates `n` tokens from [`Session::last_logits`] without feeding
@@ -501,7 +605,8 @@ impl<'a, 'b> Session<'a, 'b> {
     /// feeds it, samples the next, and so on (`n` samples, `n - 1` feeds).
     /// After a snapshot taken right after a feed and restored, this goes on
     /// with exactly the tokens and logits of the uninterrupted stream (with
-    /// a sampler in the same state: greedy, or one that was not drawn from).
+    /// a sampler in the same state: greedy, or one restored with the stream
+    /// by [`Session::restore_with_sampler`]).
     /// Errors with [`StepError::NoLogits`] when nothing was fed since the
     /// stream started, and with what `feed` returns.
     pub fn resume_with(

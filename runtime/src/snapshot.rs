@@ -9,23 +9,36 @@
 //! 64         state    the session's state bytes (Session::state), as stored
 //! 64 + S     logits   vocab f32 words: what the last feed returned (zero
 //!                     when nothing was fed since the stream started)
+//! 64 + S + 4V sampler version 2 only: 32 bytes, a sampler's state
+//!                     (crate::sampler::SamplerState)
 //! ```
 //!
-//! [`crate::Session::snapshot`] writes it, [`crate::Session::restore`]
-//! checks everything before it writes anything, so a refused snapshot
-//! leaves the session as it was ([`SnapshotError`] says why). Snapshots are
-//! not authenticated: the CRC finds accidents, not forgeries.
+//! [`crate::Session::snapshot`] writes version 1 (no sampler: the bytes of
+//! every snapshot made before version 2 existed),
+//! [`crate::Session::snapshot_with_sampler`] version 2 (flag bit 1 and the
+//! sampler section). [`crate::Session::restore`] and
+//! [`crate::Session::restore_with_sampler`] read both and check everything
+//! (the sampler section too) before they write anything, so a refused
+//! snapshot leaves the session, and the sampler, as they were
+//! ([`SnapshotError`] says why). Snapshots are not authenticated: the CRC
+//! finds accidents, not forgeries.
 
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::image::{self, Header};
 use crate::model::Model;
+use crate::sampler::{Sampler, SamplerState};
 pub use crate::snapshot_error::{math_name, SnapshotError};
 
 /// The first 8 bytes of every snapshot.
 pub const MAGIC: [u8; 8] = *b"FERSNAP\0";
-/// The snapshot format version this runtime writes and reads.
-pub const VERSION: u32 = 1;
+/// The newest snapshot format version this runtime reads and writes: 2,
+/// a snapshot with a sampler section ([`FLAG_SAMPLER`]).
+pub const VERSION: u32 = 2;
+/// The oldest snapshot format version this runtime reads: 1, a snapshot
+/// without a sampler section, which is still what
+/// [`crate::Session::snapshot`] writes.
+pub const MIN_VERSION: u32 = 1;
 /// Bytes of the snapshot header.
 pub const HEADER_LEN: usize = 64;
 /// Offset of the CRC-32 field; the CRC covers `CRC_START..total_len`.
@@ -34,6 +47,13 @@ pub const CRC_FIELD: usize = 20;
 pub const CRC_START: usize = 24;
 /// Flag bit 0: the logits section holds the last feed's logits.
 pub const FLAG_LOGITS: u32 = 1;
+/// Flag bit 1 (version 2, where it is always set): a sampler section of
+/// [`SAMPLER_LEN`] bytes follows the logits.
+pub const FLAG_SAMPLER: u32 = 2;
+/// Bytes of the sampler section of a version 2 snapshot: temperature bits,
+/// top-k, top-p bits, a reserved zero word (u32 each), seed and draw count
+/// (u64 each), little-endian.
+pub const SAMPLER_LEN: usize = 32;
 
 /// The 64-bit hash of a model's content ([`model_hash`]): CRC-64/XZ.
 pub const HASH: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_XZ);
@@ -80,6 +100,28 @@ pub const fn snapshot_len(image: &[u8], pinned_max: usize) -> Result<usize> {
         Err(e) => return Err(e),
     };
     bytes_for(len.state, cfg.vocab_size as usize)
+}
+
+/// Bytes of a version 2 snapshot (one with a sampler,
+/// [`crate::Session::snapshot_with_sampler`]) of a session over `image`
+/// with pinned capacity `pinned_max`: [`snapshot_len`] plus
+/// [`SAMPLER_LEN`]. `const`, like `snapshot_len`.
+pub const fn snapshot_with_sampler_len(image: &[u8], pinned_max: usize) -> Result<usize> {
+    match snapshot_len(image, pinned_max) {
+        Ok(len) => with_sampler(len),
+        Err(e) => Err(e),
+    }
+}
+
+/// `len + SAMPLER_LEN`, checked against the address space.
+pub(crate) const fn with_sampler(len: usize) -> Result<usize> {
+    match len.checked_add(SAMPLER_LEN) {
+        Some(n) if n <= isize::MAX as usize => Ok(n),
+        _ => Err(Error::SizeOverflow {
+            layer: None,
+            what: "the snapshot exceeds what this target can address",
+        }),
+    }
 }
 
 /// `HEADER_LEN + 4 * (state_words + vocab)`, checked against the address space.
@@ -148,7 +190,7 @@ pub struct SnapshotHeader {
     pub model_hash: u64,
     /// Math module ([`math_code`]).
     pub math: u32,
-    /// Flags ([`FLAG_LOGITS`]).
+    /// Flags ([`FLAG_LOGITS`], [`FLAG_SAMPLER`]).
     pub flags: u32,
     /// Pinned capacity of the session.
     pub pinned_max: u32,
@@ -195,7 +237,7 @@ pub fn parse_header(bytes: &[u8]) -> core::result::Result<SnapshotHeader, Snapsh
         return Err(SnapshotError::BadMagic);
     }
     let version = u32_at(bytes, 8);
-    if version != VERSION {
+    if !(MIN_VERSION..=VERSION).contains(&version) {
         return Err(SnapshotError::UnsupportedVersion {
             found: version,
             supported: VERSION,
@@ -267,11 +309,53 @@ pub(crate) fn seal(out: &mut [u8], total: usize) {
     }
 }
 
+impl SamplerState {
+    /// The sampler section's bytes ([`SAMPLER_LEN`], little-endian).
+    pub fn to_bytes(&self) -> [u8; SAMPLER_LEN] {
+        let mut b = [0u8; SAMPLER_LEN];
+        b[0..4].copy_from_slice(&self.temperature_bits.to_le_bytes());
+        b[4..8].copy_from_slice(&self.top_k.to_le_bytes());
+        b[8..12].copy_from_slice(&self.top_p_bits.to_le_bytes());
+        // 12..16: reserved, 0.
+        b[16..24].copy_from_slice(&self.seed.to_le_bytes());
+        b[24..32].copy_from_slice(&self.draws.to_le_bytes());
+        b
+    }
+}
+
+/// Reads a sampler section (its [`SAMPLER_LEN`] bytes, a shorter slice
+/// reads as zeros past its end) and checks it: the reserved word is 0
+/// ([`SnapshotError::BadField`]) and the options and draw count are a
+/// sampler's ([`crate::Sampler::from_state`];
+/// [`SnapshotError::BadSampler`] otherwise). What `ferrite inspect` shows
+/// of a version 2 snapshot.
+pub fn parse_sampler(section: &[u8]) -> core::result::Result<SamplerState, SnapshotError> {
+    if u32_at(section, 12) != 0 {
+        return Err(SnapshotError::BadField(
+            "the sampler section's reserved word is not 0",
+        ));
+    }
+    let state = SamplerState {
+        temperature_bits: u32_at(section, 0),
+        top_k: u32_at(section, 4),
+        top_p_bits: u32_at(section, 8),
+        seed: u64_at(section, 16),
+        draws: u64_at(section, 24),
+    };
+    match Sampler::from_state(state) {
+        Ok(_) => Ok(state),
+        Err(Error::BadSampler(reason)) => Err(SnapshotError::BadSampler(reason)),
+        Err(_) => Err(SnapshotError::BadSampler("not a sampler's state")),
+    }
+}
+
 /// What a checked snapshot gives [`crate::Session::restore`] to write.
 pub(crate) struct Checked<'s> {
     pub header: SnapshotHeader,
     pub state: &'s [u8],
     pub logits: Option<&'s [u8]>,
+    /// The sampler of a version 2 snapshot, checked and rebuilt.
+    pub sampler: Option<Sampler>,
 }
 
 /// Checks `bytes` against a session of `model` with pinned capacity
@@ -307,12 +391,27 @@ pub(crate) fn check<'s>(
         .into());
     }
     let vocab = model.config().vocab_size as usize;
-    let total = bytes_for(state_words, vocab)?;
+    let stream_total = bytes_for(state_words, vocab)?;
+    // Version 2 is version 1 and a sampler section.
+    let has_sampler = h.version == 2;
+    let total = if has_sampler {
+        with_sampler(stream_total)?
+    } else {
+        stream_total
+    };
     if h.total_len as usize != total {
         return Err(SnapshotError::BadField("length does not match the model's state").into());
     }
-    if h.flags & !FLAG_LOGITS != 0 {
+    let known = if has_sampler {
+        FLAG_LOGITS | FLAG_SAMPLER
+    } else {
+        FLAG_LOGITS
+    };
+    if h.flags & !known != 0 {
         return Err(SnapshotError::BadField("unknown flag bits").into());
+    }
+    if has_sampler && h.flags & FLAG_SAMPLER == 0 {
+        return Err(SnapshotError::BadField("version 2 without the sampler flag").into());
     }
     if h.pinned > h.pinned_max {
         return Err(SnapshotError::BadField("more pinned tokens than the capacity").into());
@@ -331,12 +430,22 @@ pub(crate) fn check<'s>(
         .get(HEADER_LEN..state_end)
         .ok_or(Error::Internal("snapshot state"))?;
     let logits = bytes
-        .get(state_end..total)
+        .get(state_end..stream_total)
         .ok_or(Error::Internal("snapshot logits"))?;
+    let sampler = if has_sampler {
+        let section = bytes
+            .get(stream_total..total)
+            .ok_or(Error::Internal("snapshot sampler"))?;
+        let state = parse_sampler(section)?;
+        Some(Sampler::from_state(state)?)
+    } else {
+        None
+    };
     Ok(Checked {
         header: h,
         state,
         logits: (h.flags & FLAG_LOGITS != 0).then_some(logits),
+        sampler,
     })
 }
 
@@ -372,7 +481,7 @@ mod tests {
     #[test]
     fn a_header_alone_parses() {
         let h = SnapshotHeader {
-            version: VERSION,
+            version: MIN_VERSION,
             total_len: HEADER_LEN as u32,
             crc32: 0,
             model_hash: 0x0123_4567_89ab_cdef,

@@ -16,7 +16,8 @@ pub enum SnapshotError {
     UnsupportedVersion {
         /// Version in the snapshot.
         found: u32,
-        /// The version this runtime reads.
+        /// The newest version this runtime reads (it reads every version
+        /// from 1, `crate::snapshot::MIN_VERSION`, to this one).
         supported: u32,
     },
     /// Fewer bytes than the header or its length field claims.
@@ -60,6 +61,10 @@ pub enum SnapshotError {
     PositionExhausted,
     /// A field contradicts the model or another field (see the reason).
     BadField(&'static str),
+    /// The sampler section of a version 2 snapshot is not a sampler's
+    /// state (see the reason: the options [`crate::Sampler::new`] refuses,
+    /// or draws by a sampler that never draws).
+    BadSampler(&'static str),
     /// The output buffer of [`crate::Session::snapshot`] is too small.
     OutTooSmall {
         /// Bytes the snapshot needs ([`crate::Session::snapshot_len`]).
@@ -75,7 +80,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::BadMagic => write!(f, "not a ferrite snapshot (bad magic bytes)"),
             SnapshotError::UnsupportedVersion { found, supported } => write!(
                 f,
-                "snapshot format version {found} is not supported (this runtime reads version {supported})"
+                "snapshot format version {found} is not supported (this runtime reads versions 1..={supported})"
             ),
             SnapshotError::Truncated { needed, len } => {
                 write!(f, "snapshot truncated: needs {needed} bytes, has {len}")
@@ -103,6 +108,9 @@ impl fmt::Display for SnapshotError {
                 "snapshot stream is at position 2^64 - 1: no token can follow"
             ),
             SnapshotError::BadField(reason) => write!(f, "bad snapshot: {reason}"),
+            SnapshotError::BadSampler(reason) => {
+                write!(f, "bad snapshot: sampler section: {reason}")
+            }
             SnapshotError::OutTooSmall { needed, got } => write!(
                 f,
                 "snapshot buffer too small: needs {needed} bytes, got {got}"

@@ -7,7 +7,10 @@
 //! untouched (its whole snapshot, so state, logits, position, stream length
 //! and pinned count, compared byte for byte); and the committed corpus of
 //! broken snapshots, `tests/corrupt-snapshot/`, is refused with exactly the
-//! errors its MANIFEST gives. Regenerate the corpus after a format change:
+//! errors its MANIFEST gives (with `restore_with_sampler`, the sampler
+//! untouched too). Sampled streams (format version 2, the sampler's state in
+//! the snapshot) continue exactly as well, and hostile sampler sections are
+//! refused with typed errors. Regenerate the corpus after a format change:
 //!
 //! ```text
 //! FERRITE_OVERWRITE=1 cargo test -p ferrite-tests --test snapshot
@@ -17,7 +20,10 @@ use std::path::{Path, PathBuf};
 
 use ferrite::image::DType;
 use ferrite::snapshot::{self, SnapshotError};
-use ferrite::{Aligned, Error, Model, Sampler, Session, StateFormat, StepError, TokenPath};
+use ferrite::{
+    Aligned, Error, Model, Sampler, SamplerConfig, SamplerState, Session, StateFormat, StepError,
+    TokenPath,
+};
 use ferrite_tests::{fixtures_dir, image_of};
 use ferrite_tools::run::AlignedImage;
 use ferrite_tools::writer::WriteOptions;
@@ -280,6 +286,13 @@ struct Case {
     damage: fn(&mut Vec<u8>),
     /// Re-seal the CRC after the damage, so the deeper check fires.
     reseal: bool,
+    /// Made from the version 2 snapshot (with a sampler section).
+    v2: bool,
+}
+
+/// Offset of a version 2 snapshot's sampler section.
+fn sampler_at(b: &[u8]) -> usize {
+    b.len() - snapshot::SAMPLER_LEN
 }
 
 fn cases() -> Vec<Case> {
@@ -287,6 +300,13 @@ fn cases() -> Vec<Case> {
         name,
         damage,
         reseal,
+        v2: false,
+    };
+    let v2 = |name, damage, reseal| Case {
+        name,
+        damage,
+        reseal,
+        v2: true,
     };
     vec![
         c("empty", |b| b.clear(), false),
@@ -295,7 +315,7 @@ fn cases() -> Vec<Case> {
         c("bad_magic", |b| b[3] ^= 0x20, false),
         c("an_image", |b| b[..8].copy_from_slice(b"FERRITE\0"), false),
         c("version_0", |b| put_u32(b, 8, 0), true),
-        c("version_newer", |b| put_u32(b, 8, 2), true),
+        c("version_newer", |b| put_u32(b, 8, 3), true),
         c("header_len", |b| put_u32(b, 12, 48), true),
         c("length_below_header", |b| put_u32(b, 16, 20), false),
         c("crc_flipped_state", |b| b[70] ^= 1, false),
@@ -341,6 +361,87 @@ fn cases() -> Vec<Case> {
             },
             true,
         ),
+        // Version 2: the sampler section (docs/snapshot-format.md).
+        v2("v2_truncated_sampler", |b| b.truncate(b.len() - 5), false),
+        v2(
+            "v2_crc_flipped_sampler",
+            |b| {
+                let at = sampler_at(b) + 17;
+                b[at] ^= 0x04;
+            },
+            false,
+        ),
+        v2(
+            "v2_without_the_section",
+            |b| {
+                let n = sampler_at(b);
+                b.truncate(n);
+                put_u32(b, 16, n as u32);
+            },
+            true,
+        ),
+        v2(
+            "v2_without_the_sampler_flag",
+            |b| put_u32(b, 36, snapshot::FLAG_LOGITS),
+            true,
+        ),
+        v2("v2_unknown_flag", |b| put_u32(b, 36, 7), true),
+        v2(
+            "v2_sampler_nan_temperature",
+            |b| {
+                let at = sampler_at(b);
+                put_u32(b, at, f32::NAN.to_bits());
+            },
+            true,
+        ),
+        v2(
+            "v2_sampler_negative_temperature",
+            |b| {
+                let at = sampler_at(b);
+                put_u32(b, at, (-0.5f32).to_bits());
+            },
+            true,
+        ),
+        v2(
+            "v2_sampler_top_k_over_max",
+            |b| {
+                let at = sampler_at(b) + 4;
+                put_u32(b, at, 65);
+            },
+            true,
+        ),
+        v2(
+            "v2_sampler_top_p_zero",
+            |b| {
+                let at = sampler_at(b) + 8;
+                put_u32(b, at, 0);
+            },
+            true,
+        ),
+        v2(
+            "v2_sampler_top_p_over_one",
+            |b| {
+                let at = sampler_at(b) + 8;
+                put_u32(b, at, 1.5f32.to_bits());
+            },
+            true,
+        ),
+        v2(
+            "v2_sampler_reserved_word",
+            |b| {
+                let at = sampler_at(b) + 12;
+                put_u32(b, at, 1);
+            },
+            true,
+        ),
+        v2(
+            "v2_greedy_sampler_that_drew",
+            |b| {
+                let at = sampler_at(b);
+                put_u32(b, at, 0);
+            },
+            true,
+        ),
     ]
 }
 
@@ -361,6 +462,51 @@ fn base_snapshot() -> Vec<u8> {
     snapshot_of(&s)
 }
 
+/// The sampler the version 2 corpus snapshots carry: temperature 0.8,
+/// top-k 5, top-p 0.9, seed 42, after 5 draws.
+fn corpus_sampler() -> Sampler {
+    let mut s = Sampler::new(SamplerConfig {
+        temperature: 0.8,
+        top_k: 5,
+        top_p: 0.9,
+        seed: 42,
+    })
+    .unwrap();
+    for _ in 0..5 {
+        s.sample(&[0.5, 0.25, 0.125, 1.0, 0.75, 0.0]);
+    }
+    s
+}
+
+/// [`base_snapshot`]'s stream with [`corpus_sampler`]: version 2.
+fn base_snapshot_v2() -> Vec<u8> {
+    let model = Model::load(&IMAGE.0).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.seek(1000);
+    for &t in PROMPT {
+        s.feed(t).unwrap();
+    }
+    with_sampler_of(&s, &corpus_sampler())
+}
+
+/// A session's snapshot with `sampler` (version 2), checked against the
+/// streamed one and the lengths.
+fn with_sampler_of(s: &Session<'_, '_>, sampler: &Sampler) -> Vec<u8> {
+    let mut out = vec![0u8; s.snapshot_with_sampler_len()];
+    assert_eq!(
+        s.snapshot_with_sampler(sampler, &mut out).unwrap(),
+        out.len()
+    );
+    assert_eq!(out.len(), s.snapshot_len() + snapshot::SAMPLER_LEN);
+    let mut streamed = Vec::new();
+    let n = s
+        .snapshot_with_sampler_to(sampler, |piece| streamed.extend_from_slice(piece))
+        .unwrap();
+    assert_eq!((n, &streamed), (out.len(), &out), "streamed v2 differs");
+    out
+}
+
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("corrupt-snapshot")
 }
@@ -378,8 +524,10 @@ fn describe(e: &Error) -> (String, String) {
     (variant, e.to_string())
 }
 
-/// Restores `bytes` into a session that holds a stream of its own, checks
-/// that a refusal left it untouched, and describes the outcome.
+/// Restores `bytes` into a session that holds a stream of its own, with
+/// `restore` and with `restore_with_sampler` (a sampler of its own), checks
+/// that both give the same outcome and that a refusal left the session and
+/// the sampler untouched, and describes the outcome.
 fn restore_untouched(bytes: &[u8]) -> (String, String) {
     let model = Model::load(&IMAGE.0).unwrap();
     let mut buf = dirty_buffer(&model, 0);
@@ -387,27 +535,60 @@ fn restore_untouched(bytes: &[u8]) -> (String, String) {
     for t in [5, 6, 7] {
         s.feed(t).unwrap();
     }
-    let before = snapshot_of(&s);
-    match s.restore(bytes) {
-        Ok(()) => ("restores".into(), String::new()),
-        Err(e) => {
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: 1.5,
+        top_k: 0,
+        top_p: 0.5,
+        seed: 9,
+    })
+    .unwrap();
+    sampler.sample(&[1.0, 2.0, 3.0]);
+    let before = with_sampler_of(&s, &sampler);
+    let with = s.restore_with_sampler(bytes, &mut sampler);
+    if let Err(e) = &with {
+        assert_eq!(
+            with_sampler_of(&s, &sampler),
+            before,
+            "a refusal ({e}) changed the session or the sampler"
+        );
+    }
+    let plain = {
+        let mut buf = dirty_buffer(&model, 0);
+        let mut s = Session::new(model, &mut buf).unwrap();
+        for t in [5, 6, 7] {
+            s.feed(t).unwrap();
+        }
+        let before = snapshot_of(&s);
+        let r = s.restore(bytes);
+        if let Err(e) = &r {
             assert_eq!(
                 snapshot_of(&s),
                 before,
                 "a refusal ({e}) changed the session"
             );
-            describe(&e)
         }
+        r
+    };
+    assert_eq!(
+        plain.err(),
+        with.err(),
+        "restore and restore_with_sampler differ"
+    );
+    match with {
+        Ok(_) => ("restores".into(), String::new()),
+        Err(e) => describe(&e),
     }
 }
 
 fn generate() -> Vec<(&'static str, Vec<u8>)> {
     let base = base_snapshot();
+    let base_v2 = base_snapshot_v2();
     assert_eq!(restore_untouched(&base).0, "restores");
+    assert_eq!(restore_untouched(&base_v2).0, "restores");
     cases()
         .into_iter()
         .map(|c| {
-            let mut b = base.clone();
+            let mut b = if c.v2 { base_v2.clone() } else { base.clone() };
             (c.damage)(&mut b);
             if c.reseal {
                 reseal(&mut b);
@@ -473,6 +654,7 @@ fn corrupt_snapshot_corpus_is_refused_with_the_manifest_errors_and_the_session_u
         "OtherPinnedCapacity",
         "PositionExhausted",
         "BadField",
+        "BadSampler",
     ] {
         assert!(
             manifest.iter().any(|m| m[1] == want),
@@ -586,4 +768,305 @@ fn the_model_hash_covers_the_maths_and_not_the_provenance() {
     let int = image_of(&fixtures_dir().join("gdn_gate"), &int_path());
     let im = Model::load(int.bytes()).unwrap();
     assert_ne!(snapshot::model_hash(&im).unwrap(), hash);
+}
+
+/// Sampling options of the sampled continuation tests: temperature alone,
+/// with top-k and top-p, with top-p alone.
+const SAMPLERS: [SamplerConfig; 3] = [
+    SamplerConfig {
+        temperature: 2.5,
+        top_k: 0,
+        top_p: 1.0,
+        seed: 7,
+    },
+    SamplerConfig {
+        temperature: 8.0,
+        top_k: 8,
+        top_p: 0.95,
+        seed: 3,
+    },
+    SamplerConfig {
+        temperature: 30.0,
+        top_k: 0,
+        top_p: 0.9,
+        seed: 11,
+    },
+];
+
+/// `generate_with(PROMPT, n)` with a sampler of `config`.
+fn uninterrupted_sampled(image: &[u8], config: SamplerConfig, n: usize) -> Vec<Recorded> {
+    let model = Model::load(image).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    let mut sampler = Sampler::new(config).unwrap();
+    let mut out = Vec::new();
+    s.generate_with(PROMPT, n, &mut sampler, |step| {
+        out.push(record(step.logits, step.token));
+        true
+    })
+    .unwrap();
+    out
+}
+
+/// The sampled stream cut after `k` tokens: the last one fed, a snapshot
+/// with the sampler (version 2); restored with `restore_with_sampler` into
+/// a fresh session and a greedy sampler, `n - k` more. Returns all `n`
+/// steps, the snapshot and the steps a plain `restore` with a fresh sampler
+/// of the same options gives (the generator not restored).
+fn interrupted_sampled(
+    image: &[u8],
+    config: SamplerConfig,
+    k: usize,
+    n: usize,
+) -> (Vec<Recorded>, Vec<u8>, Vec<Recorded>) {
+    let mut out = Vec::new();
+    let (snap, v1) = {
+        let model = Model::load(image).unwrap();
+        let mut buf = dirty_buffer(&model, 0);
+        let mut s = Session::new(model, &mut buf).unwrap();
+        let mut sampler = Sampler::new(config).unwrap();
+        let mut last = 0;
+        s.generate_with(PROMPT, k, &mut sampler, |step| {
+            out.push(record(step.logits, step.token));
+            last = step.token;
+            true
+        })
+        .unwrap();
+        s.feed(last).unwrap();
+        assert_eq!(sampler.state().draws, k as u64);
+        (with_sampler_of(&s, &sampler), snapshot_of(&s))
+    };
+    let h = snapshot::parse_header(&snap).unwrap();
+    assert_eq!(h.version, 2);
+    assert_eq!(h.flags, snapshot::FLAG_LOGITS | snapshot::FLAG_SAMPLER);
+    assert_eq!(
+        snap.len(),
+        snapshot::snapshot_with_sampler_len(image, 0).unwrap()
+    );
+    // Past the header, version 2 is version 1 and the sampler section.
+    assert_eq!(snap[64..v1.len()], v1[64..]);
+    let model = Model::load(image).unwrap();
+    let mut buf = dirty_buffer(&model, 0);
+    let mut s = Session::new(model, &mut buf).unwrap();
+    let mut sampler = Sampler::greedy();
+    assert!(s.restore_with_sampler(&snap, &mut sampler).unwrap());
+    assert_eq!(sampler.config(), config);
+    assert_eq!(
+        with_sampler_of(&s, &sampler),
+        snap,
+        "the restored snapshot differs"
+    );
+    s.resume_with(n - k, &mut sampler, |step| {
+        out.push(record(step.logits, step.token));
+        true
+    })
+    .unwrap();
+    // A plain restore: the same stream, a sampler seeded afresh.
+    let mut pbuf = dirty_buffer(&model, 0);
+    let mut p = Session::new(model, &mut pbuf).unwrap();
+    p.restore(&snap).unwrap();
+    assert_eq!(snapshot_of(&p), v1, "restore of version 2 lost the stream");
+    let mut fresh = Sampler::new(config).unwrap();
+    let mut plain = Vec::new();
+    p.resume_with(n - k, &mut fresh, |step| {
+        plain.push(record(step.logits, step.token));
+        true
+    })
+    .unwrap();
+    (out, snap, plain)
+}
+
+#[test]
+fn a_sampled_stream_restored_with_its_sampler_continues_exactly() {
+    let n = 24;
+    let mut fresh_differs = 0;
+    for (name, image) in images() {
+        let greedy = uninterrupted(image.bytes(), 0, n);
+        for config in SAMPLERS {
+            let whole = uninterrupted_sampled(image.bytes(), config, n);
+            // The run samples: it is not the greedy stream.
+            assert!(whole != greedy, "{name} {config:?} is the greedy stream");
+            for k in [1, 9, 23] {
+                let (cut, _, plain) = interrupted_sampled(image.bytes(), config, k, n);
+                assert_eq!(cut.len(), n, "{name} k={k}");
+                for (i, (a, b)) in whole.iter().zip(&cut).enumerate() {
+                    assert!(a == b, "{name} {config:?}: cut at {k}, step {i} differs");
+                }
+                fresh_differs += usize::from(plain != whole[k..]);
+            }
+        }
+    }
+    // The generator's state matters (a fresh one goes on otherwise), so
+    // the comparison can tell a sampler that was not restored.
+    eprintln!("a fresh generator went on otherwise in {fresh_differs} of 72 cuts");
+    assert!(
+        fresh_differs >= 60,
+        "a fresh generator differed only {fresh_differs} times"
+    );
+}
+
+/// A session and a sampler of their own, what the refusals must leave.
+fn own_session_and_sampler<'a, 'b>(
+    model: Model<'a>,
+    buf: &'b mut [f32],
+) -> (Session<'a, 'b>, Sampler) {
+    let mut s = Session::new(model, buf).unwrap();
+    s.seek(77);
+    for t in [9, 8, 7, 6] {
+        s.feed(t).unwrap();
+    }
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: 0.5,
+        top_k: 2,
+        top_p: 1.0,
+        seed: 1234,
+    })
+    .unwrap();
+    for _ in 0..3 {
+        sampler.sample(&[0.0, 1.0, 0.5]);
+    }
+    (s, sampler)
+}
+
+#[test]
+fn hostile_sampler_sections_are_refused_and_leave_both_untouched() {
+    let base = base_snapshot_v2();
+    let at = sampler_at(&base);
+    let good = snapshot::parse_sampler(&base[at..]).unwrap();
+    assert_eq!(good, corpus_sampler().state());
+    let bad_sampler = |r: &'static str| Error::BadSnapshot(SnapshotError::BadSampler(r));
+    let temperature = bad_sampler("temperature must be finite and >= 0");
+    let top_k = bad_sampler("top_k is larger than MAX_TOP_K (64)");
+    let top_p = bad_sampler("top_p must be in (0, 1]");
+    let greedy = bad_sampler("a greedy sampler (temperature 0 or top_k 1) never draws");
+    let cases: Vec<(SamplerState, Error)> = vec![
+        (
+            SamplerState {
+                temperature_bits: f32::NAN.to_bits(),
+                ..good
+            },
+            temperature,
+        ),
+        (
+            SamplerState {
+                temperature_bits: f32::INFINITY.to_bits(),
+                ..good
+            },
+            temperature,
+        ),
+        (
+            SamplerState {
+                temperature_bits: (-1.0f32).to_bits(),
+                ..good
+            },
+            temperature,
+        ),
+        (SamplerState { top_k: 65, ..good }, top_k),
+        (
+            SamplerState {
+                top_k: u32::MAX,
+                ..good
+            },
+            top_k,
+        ),
+        (
+            SamplerState {
+                top_p_bits: 0,
+                ..good
+            },
+            top_p,
+        ),
+        (
+            SamplerState {
+                top_p_bits: (-0.0f32).to_bits(),
+                ..good
+            },
+            top_p,
+        ),
+        (
+            SamplerState {
+                top_p_bits: 1.0001f32.to_bits(),
+                ..good
+            },
+            top_p,
+        ),
+        (
+            SamplerState {
+                top_p_bits: f32::NAN.to_bits(),
+                ..good
+            },
+            top_p,
+        ),
+        (
+            SamplerState {
+                temperature_bits: 0,
+                ..good
+            },
+            greedy,
+        ),
+        (
+            SamplerState {
+                top_k: 1,
+                draws: u64::MAX,
+                ..good
+            },
+            greedy,
+        ),
+    ];
+    let model = Model::load(&IMAGE.0).unwrap();
+    for (state, want) in cases {
+        let mut b = base.clone();
+        b[at..].copy_from_slice(&state.to_bytes());
+        reseal(&mut b);
+        let mut buf = dirty_buffer(&model, 0);
+        let (mut s, mut sampler) = own_session_and_sampler(model, &mut buf);
+        let before = with_sampler_of(&s, &sampler);
+        assert_eq!(
+            s.restore_with_sampler(&b, &mut sampler).unwrap_err(),
+            want,
+            "{state:?}"
+        );
+        assert_eq!(with_sampler_of(&s, &sampler), before, "{state:?}");
+        assert_eq!(s.restore(&b).unwrap_err(), want, "{state:?}");
+        assert_eq!(with_sampler_of(&s, &sampler), before, "{state:?}");
+    }
+
+    // A huge draw count is a state of the generator (its period is 2^64):
+    // restored in at most 64 steps, and the next draw wraps to 0 draws.
+    let mut b = base.clone();
+    b[at..].copy_from_slice(
+        &SamplerState {
+            draws: u64::MAX,
+            ..good
+        }
+        .to_bytes(),
+    );
+    reseal(&mut b);
+    let mut buf = dirty_buffer(&model, 0);
+    let (mut s, mut sampler) = own_session_and_sampler(model, &mut buf);
+    assert!(s.restore_with_sampler(&b, &mut sampler).unwrap());
+    assert_eq!(sampler.state().draws, u64::MAX);
+    sampler.sample(s.last_logits().unwrap());
+    assert_eq!(sampler.state(), SamplerState { draws: 0, ..good });
+
+    // Other refusals of a version 2 snapshot leave both untouched too
+    // (the corpus checks each of its files the same way), and a version 1
+    // snapshot restores the stream and leaves the sampler as it is.
+    let mut buf = dirty_buffer(&model, 0);
+    let (mut s, mut sampler) = own_session_and_sampler(model, &mut buf);
+    let before = with_sampler_of(&s, &sampler);
+    let mut other_math = base.clone();
+    put_u32(&mut other_math, 32, 1);
+    reseal(&mut other_math);
+    assert!(matches!(
+        s.restore_with_sampler(&other_math, &mut sampler)
+            .unwrap_err(),
+        Error::BadSnapshot(SnapshotError::OtherNumericPath { .. })
+    ));
+    assert_eq!(with_sampler_of(&s, &sampler), before);
+    let own = sampler.state();
+    let v1 = base_snapshot();
+    assert!(!s.restore_with_sampler(&v1, &mut sampler).unwrap());
+    assert_eq!(sampler.state(), own);
+    assert_eq!(snapshot_of(&s), v1);
 }

@@ -1443,6 +1443,118 @@ fn generate_save_and_load_state_continue_the_uninterrupted_run() {
     assert!(err.contains("snapshot belongs to another model"), "{err}");
 }
 
+/// A sampling run (`--temperature`, `--top-k`, `--top-p`, `--seed`) cut
+/// with `--save-state` and resumed with `--load-state` prints exactly the
+/// uninterrupted run's tokens: the snapshot carries the sampler (format
+/// version 2, shown by `inspect`); without it (a fresh generator of the same
+/// seed) the continuation differs. Sampling options given at the load that
+/// differ from the snapshot's are replaced, with a warning.
+#[test]
+fn generate_save_and_load_state_continue_a_sampled_run() {
+    let image = repo().join("tests/images/tiny_int8.fer");
+    let img = image.to_str().unwrap();
+    let snap = tmp("sampled.snap");
+    let snap = snap.to_str().unwrap();
+    let ids = |o: &Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let sampling = [
+        "--temperature",
+        "2",
+        "--top-k",
+        "20",
+        "--top-p",
+        "0.95",
+        "--seed",
+        "5",
+    ];
+    let run = |extra: &[&str]| {
+        let mut a = vec!["generate", img, "--ids"];
+        a.extend_from_slice(extra);
+        let o = ferrite(&a);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        o
+    };
+    let whole = run(&[&["--prompt", "Hello", "-n", "20"][..], &sampling].concat());
+    let greedy = run(&["--prompt", "Hello", "-n", "20"]);
+    assert_ne!(
+        ids(&whole),
+        ids(&greedy),
+        "the sampled run is the greedy one"
+    );
+    let first = run(&[
+        &["--prompt", "Hello", "-n", "8", "--save-state", snap][..],
+        &sampling,
+    ]
+    .concat());
+    let report = String::from_utf8(ferrite(&["inspect", snap]).stdout).unwrap();
+    assert!(
+        report.starts_with("ferrite snapshot v2: ")
+            && report.contains("\nsampler: temperature 2 top_k 20 top_p 0.95 seed 5 draws 8\n"),
+        "{report}"
+    );
+    // Resumed with no sampling options: the snapshot's sampler goes on.
+    let second = run(&["--load-state", snap, "-n", "12"]);
+    assert_eq!(format!("{},{}", ids(&first), ids(&second)), ids(&whole));
+    assert!(stderr(&second).is_empty(), "{}", stderr(&second));
+    // With other options: replaced by the snapshot's, with a warning.
+    let other = run(&[
+        "--load-state",
+        snap,
+        "-n",
+        "12",
+        "--temperature",
+        "0.5",
+        "--seed",
+        "9",
+    ]);
+    assert_eq!(ids(&other), ids(&second));
+    assert!(
+        stderr(&other).contains("carries its sampler"),
+        "{}",
+        stderr(&other)
+    );
+    // A greedy snapshot of the same stream (version 1, no sampler) resumed
+    // with the same options draws from a fresh generator: another stream.
+    let v1 = tmp("sampled_v1.snap");
+    let v1 = v1.to_str().unwrap();
+    let mut bytes = std::fs::read(snap).unwrap();
+    let len = bytes.len() - 32;
+    bytes.truncate(len);
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    bytes[16..20].copy_from_slice(&(len as u32).to_le_bytes());
+    bytes[36..40].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32(&bytes[24..]);
+    bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(v1, &bytes).unwrap();
+    let fresh = run(&[&["--load-state", v1, "-n", "12"][..], &sampling].concat());
+    assert_ne!(
+        ids(&fresh),
+        ids(&second),
+        "a fresh generator went on the same way"
+    );
+    // Saved again after the resumed run: the sampler has drawn 20 times.
+    let again = tmp("sampled_again.snap");
+    let again = again.to_str().unwrap();
+    run(&["--load-state", snap, "-n", "12", "--save-state", again]);
+    let report = String::from_utf8(ferrite(&["inspect", again]).stdout).unwrap();
+    assert!(report.contains(" seed 5 draws 20\n"), "{report}");
+}
+
+/// CRC-32/ISO-HDLC (the snapshot's), bit by bit.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
 /// Every broken snapshot of `tests/corrupt-snapshot/` is refused by
 /// `generate --load-state` with its MANIFEST message on one line, and
 /// `inspect` refuses those whose header or CRC is wrong the same way.

@@ -44,14 +44,20 @@ pub struct Args {
     pin: usize,
     /// After generating, feed the last token and write a snapshot of the
     /// stream to F (docs/snapshot-format.md), to go on with --load-state.
+    /// When the sampler draws (--temperature above 0, --top-k not 1) the
+    /// snapshot carries it too (format version 2: options, seed and the
+    /// number of draws); greedy runs write version 1.
     #[arg(long, value_name = "F")]
     save_state: Option<PathBuf>,
     /// Start from the snapshot in F (of this image, made by --save-state)
     /// instead of an empty stream: feed --prompt if given, then generate
-    /// from the snapshot's last logits. Greedy decoding then goes on with
-    /// exactly the tokens of one uninterrupted run; a sampling run draws
-    /// from a fresh generator of --seed (the sampler is not in the
-    /// snapshot). The pinned count is the snapshot's (no --pin).
+    /// from the snapshot's last logits. Greedy decoding, and sampling from
+    /// a snapshot that carries its sampler (--save-state of a sampling
+    /// run), then go on with exactly the tokens of one uninterrupted run:
+    /// the snapshot's sampler replaces the sampling options (a warning
+    /// says so when options other than the defaults differ from it). From a snapshot without a sampler
+    /// (a greedy run's, `bake`) a sampling run draws from a fresh generator
+    /// of --seed. The pinned count is the snapshot's (no --pin).
     #[arg(long, value_name = "F", conflicts_with = "pin")]
     load_state: Option<PathBuf>,
 }
@@ -95,10 +101,21 @@ fn read_state(path: &Path) -> Result<(Vec<u8>, usize)> {
     Ok((bytes, header.pinned_max as usize))
 }
 
-/// Writes `session`'s snapshot to `path`.
-fn write_state(session: &Session<'_, '_>, path: &Path) -> Result<()> {
-    let mut bytes = vec![0u8; session.snapshot_len()];
-    session.snapshot(&mut bytes).map_err(anyhow::Error::msg)?;
+/// Writes `session`'s snapshot to `path`: with `sampler` (version 2) when
+/// it draws, so that a sampling run goes on as it would have; version 1
+/// for greedy decoding (the bytes a board and `bake` write).
+fn write_state(session: &Session<'_, '_>, sampler: &Sampler, path: &Path) -> Result<()> {
+    let bytes = if sampler.state().draws_numbers() {
+        let mut b = vec![0u8; session.snapshot_with_sampler_len()];
+        session
+            .snapshot_with_sampler(sampler, &mut b)
+            .map_err(anyhow::Error::msg)?;
+        b
+    } else {
+        let mut b = vec![0u8; session.snapshot_len()];
+        session.snapshot(&mut b).map_err(anyhow::Error::msg)?;
+        b
+    };
     std::fs::write(path, &bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -174,9 +191,25 @@ fn generate(
     let mut session =
         Session::with_pinned_capacity(model, &mut buf, pin).map_err(anyhow::Error::msg)?;
     match (&loaded, states.load) {
-        (Some((bytes, _)), Some(path)) => session
-            .restore(bytes)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+        (Some((bytes, _)), Some(path)) => {
+            let given = sampler.config();
+            let restored = session
+                .restore_with_sampler(bytes, &mut sampler)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let c = sampler.config();
+            // Options left at their defaults are not "given".
+            if restored && c != given && given != SamplerConfig::default() {
+                eprintln!(
+                    "warning: {} carries its sampler (--temperature {} --top-k {} --top-p {} --seed {}, {} draws): the sampling options given are not used",
+                    path.display(),
+                    c.temperature,
+                    c.top_k,
+                    c.top_p,
+                    c.seed,
+                    sampler.state().draws
+                );
+            }
+        }
         _ => session.reset_pinned(pin).map_err(anyhow::Error::msg)?,
     }
     let mut out = std::io::stdout().lock();
@@ -227,7 +260,7 @@ fn generate(
         if let Some(token) = pending {
             session.feed(token).map_err(anyhow::Error::msg)?;
         }
-        write_state(&session, path)?;
+        write_state(&session, &sampler, path)?;
     }
     Ok(())
 }

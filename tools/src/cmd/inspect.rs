@@ -139,6 +139,20 @@ fn snapshot(bytes: &[u8], out: &mut impl Write) -> Result<()> {
         if h.flags & ferrite::snapshot::FLAG_LOGITS != 0 { "yes" } else { "no" },
         h.total_len
     )?;
+    // Version 2: the sampler section, the last SAMPLER_LEN bytes.
+    if h.flags & ferrite::snapshot::FLAG_SAMPLER != 0 {
+        let end = h.total_len as usize;
+        let section = bytes
+            .get(end.saturating_sub(ferrite::snapshot::SAMPLER_LEN)..end)
+            .unwrap_or_default();
+        let st = ferrite::snapshot::parse_sampler(section).map_err(anyhow::Error::msg)?;
+        let c = st.config();
+        writeln!(
+            out,
+            "sampler: temperature {} top_k {} top_p {} seed {} draws {}",
+            c.temperature, c.top_k, c.top_p, c.seed, st.draws
+        )?;
+    }
     Ok(())
 }
 
