@@ -142,7 +142,7 @@ impl fmt::Display for SignatureError {
     }
 }
 
-/// Why [`crate::Model::load_signed`] refused an image.
+/// Why `Model::load_signed` (feature `verify`) refused an image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum LoadError {
