@@ -45,3 +45,21 @@ pub(crate) fn rows(ran: bool) -> bool {
 pub(crate) fn fell_back() {
     bump(&FALLBACK);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counters move as the assembly modules report: one whole-matrix
+    /// call taken, one refused, one per-group product refused. (On the host
+    /// nothing else counts: the portable module has no assembly.)
+    #[test]
+    fn each_report_moves_its_counter() {
+        let (assembly_before, fallback_before) = (assembly(), fallback());
+        assert!(rows(true));
+        assert!(!rows(false));
+        fell_back();
+        assert_eq!(assembly(), assembly_before + 1);
+        assert_eq!(fallback(), fallback_before + 2);
+    }
+}
