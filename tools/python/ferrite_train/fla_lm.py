@@ -1,5 +1,16 @@
-"""Status: written on 2026-12-05 and not yet run: no GPU machine was lent that
-session. Its first run is the next step of issue 27, item 5.
+"""Status (2026-12-06): run once, on an H100, both families at --time-budget 330
+(seed 1, lr 3e-3, defaults otherwise); the weights did not come back from the
+device (too many files in $OUT: tools/python/research/rounds/fla-lm-call.sh now
+tars them), so nothing is shipped yet. What the run printed:
+- Mamba-2 (151,688 parameters, f32 with TF32): 6,826 steps, PyTorch bits per byte
+  2.0060 on english-heldout.txt and 2.1236 on heldout.txt, against en-m3's 2.0141 /
+  2.1395 (450 s + a resumed stage) at the same budget: worth shipping.
+- RWKV-7 (145,152 parameters, bf16 autocast): 1,659 steps (its first step compiled
+  fla's kernels for ~6 minutes on the cold machine, inside the budget) and 3.2137 /
+  3.3683, loss still 3.30 at step 1,500: it had barely started. Next: a warm
+  Triton cache or a larger budget, and check lr 3e-3 against RWKV-7's own recipe
+  (fla's defaults use a lower lr and a longer warm-up).
+The next step of issue 27, item 5: run fla-lm-call.sh, then `ferrite quantize`.
 
 Train a byte-level LM with fla's own model classes (issue 27, item 5): RWKV-7
 (``RWKV7ForCausalLM``) or Mamba-2 (``Mamba2ForCausalLM``) at ``models/lm/en-m3``'s
