@@ -161,14 +161,7 @@ pub fn embedded_libraries() -> Result<()> {
     for triple in ferrite_common::target::triples() {
         library(
             Some(triple),
-            &[
-                "bpe",
-                "all-mixers",
-                "int-path",
-                "block-options",
-                "verify",
-                "fast-math",
-            ],
+            &[LIBRARY_FEATURES, &["fast-math"]].concat(),
             "",
             "embedded",
         )?;
@@ -176,11 +169,14 @@ pub fn embedded_libraries() -> Result<()> {
     Ok(())
 }
 
+/// The library's features everywhere it is built: the defaults and `verify`.
+const LIBRARY_FEATURES: &[&str] = &["bpe", "all-mixers", "int-path", "block-options", "verify"];
+
 /// The host library: the default features and `verify`.
 fn host_library() -> Result<PathBuf> {
     library(
         None,
-        &["bpe", "all-mixers", "int-path", "block-options", "verify"],
+        LIBRARY_FEATURES,
         "",
         "host",
     )
@@ -282,15 +278,7 @@ const M4F: [&str; 4] = [
 /// on input" rests on its checks and fuzzing for, not on the optimiser).
 fn panic_branches() -> Result<()> {
     setup::ensure_arm_gcc()?;
-    let features = [
-        "bpe",
-        "all-mixers",
-        "int-path",
-        "block-options",
-        "verify",
-        "fast-math",
-        "panic-check",
-    ];
+    let features = [LIBRARY_FEATURES, &["fast-math", "panic-check"]].concat();
     let lib = library(Some("thumbv7em-none-eabihf"), &features, "", "panic-check")?;
     let elf = work_dir().join("link_all.elf");
     let link = |extra: &[&str]| {
