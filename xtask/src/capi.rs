@@ -174,12 +174,7 @@ const LIBRARY_FEATURES: &[&str] = &["bpe", "all-mixers", "int-path", "block-opti
 
 /// The host library: the default features and `verify`.
 fn host_library() -> Result<PathBuf> {
-    library(
-        None,
-        LIBRARY_FEATURES,
-        "",
-        "host",
-    )
+    library(None, LIBRARY_FEATURES, "", "host")
 }
 
 /// The host's shared library (`cargo rustc --crate-type cdylib`: the
