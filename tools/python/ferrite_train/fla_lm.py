@@ -78,6 +78,28 @@ def m3_config(family: str):
     raise ValueError(f"unknown family {family!r} (rwkv7 or mamba2)")
 
 
+def trim_autotune(max_warps: int = 4, max_stages: int = 3) -> None:
+    """Before fla is imported: keep only the autotune configurations of every
+    ``triton.autotune`` with at most ``max_warps`` warps and ``max_stages`` stages
+    (else the one with fewest). fla tries up to 15 per kernel (warps 2..32 x stages
+    2..4) and a cold machine compiles each: ~6 minutes for RWKV-7's chunk kernels.
+    The launch configuration changes speed, not the maths of the model."""
+    import functools
+
+    import triton
+
+    original = triton.autotune
+
+    @functools.wraps(original)
+    def autotune(configs, *args, **kwargs):
+        kept = [c for c in configs
+                if (c.num_warps or 4) <= max_warps and (c.num_stages or 3) <= max_stages]
+        return original(kept or [min(configs, key=lambda c: (c.num_warps or 4, c.num_stages or 3))],
+                        *args, **kwargs)
+
+    triton.autotune = autotune
+
+
 def model_class(family: str):
     from fla.models import Mamba2ForCausalLM, RWKV7ForCausalLM
 
@@ -115,7 +137,14 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-dir", type=Path, default=DATA_DIR)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--end-by", type=float, default=None,
+                    help="Unix time by which training stops (the budget shrinks to fit)")
+    ap.add_argument("--trim-autotune", action="store_true",
+                    help="fewer Triton autotune configurations (see trim_autotune)")
     args = ap.parse_args(argv)
+    launched = time.time()
+    if args.trim_autotune:
+        trim_autotune()
 
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -135,12 +164,29 @@ def main(argv=None) -> None:
     log = open(args.out / "loss.csv", "w", newline="")
     writer = csv.writer(log)
     writer.writerow(["step", "seconds", "lr", "loss_bits_per_byte"])
-    start, step, window = time.time(), 0, args.seq_len + 1
+    window = args.seq_len + 1
+    # Compile fla's kernels before the clock starts (a cold machine spends minutes
+    # in Triton): one forward and backward on the first window of the text, no
+    # optimizer step, and the evaluation's shapes; the schedule then covers training.
+    warm = torch.from_numpy(np.stack([text[:window]] * args.batch).astype(np.int64)).to(args.device)
+    F.cross_entropy(logits_of(model, warm[:, :-1], autocast).reshape(-1, 256),
+                    warm[:, 1:].reshape(-1)).backward()
+    opt.zero_grad(set_to_none=True)
+    model.eval()
+    bits_per_byte(model, text[:EVAL_CHUNK * args.batch + 100].tobytes(), args.device, autocast)
+    model.train()
+    torch.cuda.synchronize()
+    warmup = time.time() - launched
+    budget = args.time_budget
+    if args.end_by is not None:
+        budget = min(budget, args.end_by - time.time())
+    print(f"{args.family}: warm-up {warmup:.0f}s, training for {budget:.0f}s", flush=True)
+    start, step = time.time(), 0
     while True:
         elapsed = time.time() - start
-        if elapsed >= args.time_budget:
+        if elapsed >= budget:
             break
-        lr = lr_at(elapsed / args.time_budget, args.lr)
+        lr = lr_at(elapsed / budget, args.lr)
         for g in opt.param_groups:
             g["lr"] = lr
         starts = rng.integers(0, len(text) - window, size=args.batch)
@@ -160,18 +206,23 @@ def main(argv=None) -> None:
                 print(f"{args.family} step {step} {elapsed:.0f}s loss {bpb:.4f} bpb", flush=True)
     log.close()
     model.eval()
+    model.save_pretrained(args.out)
     metrics = {
         "family": args.family, "parameters": params, "steps": step,
-        "seconds": round(time.time() - start, 1), "lr": args.lr, "batch": args.batch,
+        "seconds": round(time.time() - start, 1), "time_budget": round(budget, 1),
+        "warmup_seconds": round(warmup, 1), "trim_autotune": args.trim_autotune,
+        "lr": args.lr, "batch": args.batch,
         "seq_len": args.seq_len, "seed": args.seed, "data": "english-train.txt",
         "precision": "bf16 autocast" if autocast else "f32 (TF32 matmuls)",
+        "eval_precision": "bf16 autocast" if autocast else "f32 (no TF32)",
         "fla": __import__("fla").__version__, "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(),
     }
+    torch.backends.cuda.matmul.allow_tf32 = False
     for key, name in HELDOUT.items():
         metrics[f"pytorch_{key}"] = bits_per_byte(
             model, (args.data_dir / name).read_bytes(), args.device, autocast)
     print(args.family, json.dumps(metrics), flush=True)
-    model.save_pretrained(args.out)
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
 
 
