@@ -4,6 +4,14 @@
 #   bash tools/python/research/rounds/fla-lm-call.sh [MAMBA2_BUDGET [RWKV7_BUDGET [END]]]
 # Carry: target/wheels (fla-core + flash-linear-attention 0.6.0, `pip download --no-deps`)
 # and tools/python/data (ferrite_train.corpus.fortunes / .english).
+# The device copies the session's own checkout (not a helper's worktree) and at
+# most 64 MiB with what is carried (the tracked tree is ~60 MiB): stage the
+# script, ferrite_train and data/english-train.txt.gz in an ignored folder of that
+# checkout (e.g. target/flalm-py, 3.3 MB with target/wheels), carry it and run
+#   cd target/flalm-py && gunzip -c data/english-train.txt.gz > data/english-train.txt &&
+#   cp ../../models/lm/heldout-english.txt data/english-heldout.txt &&
+#   cp ../../models/lm/heldout.txt data/heldout.txt && cd ../.. &&
+#   FLA_LM_PY=target/flalm-py bash target/flalm-py/fla-lm-call.sh 420 540 505
 # Both train at once on the one GPU; each compiles fla's kernels before its clock
 # starts, and training ends by END seconds after this script starts (default 505),
 # whatever the budget, so that the evaluation and the tar fit a 600 s call.
