@@ -475,6 +475,7 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         println!("wrote {}", expected_dir().display());
     }
     s.seconds.sort_by(|a, b| b.0.total_cmp(&a.0));
+    write_check_times(&s.seconds);
     eprintln!("slowest checks (wall clock, builds included):");
     for (seconds, name) in s.seconds.iter().take(12) {
         eprintln!("  {seconds:6.1} s  {name}");
@@ -488,6 +489,20 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Every check's wall-clock seconds, slowest first, into
+/// target/test-boards-times.tsv (where the suite's time goes; best effort:
+/// the suite's verdict does not depend on it).
+fn write_check_times(seconds: &[(f64, String)]) {
+    let path = crate::paths::root_dir().join("target/test-boards-times.tsv");
+    let rows: String = seconds
+        .iter()
+        .map(|(t, name)| format!("{t:.1}\t{name}\n"))
+        .collect();
+    if let Err(e) = std::fs::write(&path, rows) {
+        eprintln!("(could not write {}: {e})", path.display());
+    }
 }
 
 /// The counter reads 2,000,000 instructions for a loop of 2,000,000, within

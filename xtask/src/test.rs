@@ -6,7 +6,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Child, Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
@@ -75,6 +75,75 @@ const FAST_MATH: [&str; 2] = ["fast-math", "fast-math-int"];
 /// A step: its name (printed) and what runs it (`Ok(true)`: it passed).
 type Step = (&'static str, fn() -> Result<bool>);
 
+/// The QEMU suite's step, the longest: when other steps run too, it runs
+/// from the start in a process of its own beside them ([`Background`]).
+const BOARDS_STEP: &str = "boards under QEMU (cargo xtask test-boards)";
+
+/// The QEMU suite as a child process (`xtask test-boards` in the `suite`
+/// lane: its own firmware target directory, ELF copies and images, see
+/// [`crate::paths::LANE_VAR`]), started before the other steps so that its
+/// QEMU runs and single-threaded LTO links overlap their compiles; its
+/// output goes to a log, printed when its step comes. Killed if dropped
+/// unfinished.
+struct Background {
+    child: Option<Child>,
+    log: PathBuf,
+    start: Instant,
+}
+
+impl Background {
+    /// Installs what the suite needs that a concurrent step could also be
+    /// installing (QEMU), then starts it.
+    fn start() -> Result<Background> {
+        setup::ensure_qemu()?;
+        let log = root_dir().join("target").join("test-boards.log");
+        std::fs::create_dir_all(root_dir().join("target"))?;
+        let out = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
+        let child = Command::new(std::env::current_exe()?)
+            .arg("test-boards")
+            .current_dir(root_dir())
+            .env(crate::paths::LANE_VAR, "suite")
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .context("starting `xtask test-boards` in the background")?;
+        eprintln!(
+            "==> {BOARDS_STEP}: started in the background; its output goes to {} and is printed when its step comes",
+            log.display()
+        );
+        Ok(Background {
+            child: Some(child),
+            log,
+            start: Instant::now(),
+        })
+    }
+
+    /// Waits for the suite, prints its output; whether it passed.
+    fn finish(mut self) -> Result<bool> {
+        let mut child = self
+            .child
+            .take()
+            .context("the suite was already waited for")?;
+        let status = child.wait().context("waiting for `xtask test-boards`")?;
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        eprint!("{text}");
+        eprintln!(
+            "(the suite ran in the background for {:.0?}, beside the steps above)",
+            self.start.elapsed()
+        );
+        Ok(status.success())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// The steps, in order. (rustfmt leaves this table as it is: its longest
 /// names do not fit a line.)
 fn steps() -> [Step; 21] {
@@ -142,7 +211,7 @@ fn steps() -> [Step; 21] {
         ("C API: header fresh, host C test under ASan/UBSan, panic branches named, the C example on the m4f under QEMU (cargo xtask capi)", || {
             crate::capi::check(false)
         }),
-        ("boards under QEMU (cargo xtask test-boards)", || {
+        (BOARDS_STEP, || {
             setup::ensure_qemu()?;
             Ok(suite::run(false, None)? == ExitCode::SUCCESS)
         }),
@@ -430,11 +499,22 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     );
     // A fresh machine has only the host target: add what the checks build for.
     setup::ensure_toolchain()?;
+    let runs_suite = steps.iter().any(|(name, _)| *name == BOARDS_STEP);
+    let mut background = if runs_suite && steps.len() > 1 {
+        Some(Background::start()?)
+    } else {
+        None
+    };
     let mut failed = Vec::new();
     for (name, step) in &steps {
         eprintln!("\n==> {name}");
         let start = Instant::now();
-        let ok = step().unwrap_or_else(|e| {
+        let outcome = if *name == BOARDS_STEP {
+            background.take().map_or_else(*step, Background::finish)
+        } else {
+            step()
+        };
+        let ok = outcome.unwrap_or_else(|e| {
             eprintln!("error: {e:#}");
             false
         });

@@ -300,7 +300,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
     // Each `-C target-cpu` of a triple builds in a directory of its own (m33
     // and m55 share theirs), and so does each variant of the runtime.
     let variant = opts.variant();
-    let mut target_dir = package.join("target");
+    let mut target_dir = crate::paths::firmware_target_dir(&package);
     if let Some(cpu) = board.cpu {
         target_dir = target_dir.join(format!("cpu-{cpu}"));
     }
