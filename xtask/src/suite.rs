@@ -30,6 +30,11 @@
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
+//! - m4f and m3: `generate` with the default image built with the
+//!   `roofline` feature generates like the host; its `roofline:` line's
+//!   MACs per token are `ferrite inspect`'s and what its products counted,
+//!   and its kernel + other instructions per token are the recorded default
+//!   build's (boards/expected/<board>.stats) within [`ROOFLINE_REL_TOL`].
 //! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` on
 //!   every board, `models/mqar/swa-w32` (SWA with a short convolution;
 //!   swa-w64 needs 216 B more static RAM than the M0 has) and
@@ -99,6 +104,14 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
     // 256 KiB flash (by ~29 KB).
     ("models/mqar-256/st-mla-1k-lr3e-3-s1", &["m4f", "rv32imac"]),
 ];
+
+/// Boards whose `generate` also runs with the `roofline` feature (the
+/// default image and math module): an FPU core and a soft-float one.
+const ROOFLINE_BOARDS: &[&str] = &["m4f", "m3"];
+/// How far the kernel and other instructions of a roofline run may sum
+/// from the default build's recorded instructions per token: code placed
+/// differently around the timed products (measured: within 0.1%).
+const ROOFLINE_REL_TOL: f64 = 0.01;
 
 /// Snapshots between host and board (issue 25 item 5), on every board with
 /// its default image and math module: tokens generated from a baked
@@ -354,6 +367,15 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
                 |_| int_path_matches_host(board, model),
             );
         }
+    }
+    for board in named(ROOFLINE_BOARDS)? {
+        s.check(
+            &format!(
+                "{}: the roofline line: the host's MACs per token, kernel + other = the default build's instructions",
+                board.name
+            ),
+            |_| roofline(board),
+        );
     }
     for board in named(BPE_BOARDS)? {
         s.check(
@@ -779,6 +801,60 @@ fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
         "{note} (board math {}, host libm); {calls}; {}",
         req.opts.math(board).name(),
         report.stats_line().trim_start_matches("stats: ")
+    ))
+}
+
+/// `generate` with the default image built with `roofline`: the same
+/// tokens and logits as the host; its `roofline:` line's MACs per token
+/// are `ferrite inspect`'s and what the products counted; kernel, other and
+/// timing instructions sum to the run's instructions per token (to one per
+/// term: each is rounded down), and kernel + other is the default build's
+/// recorded count (boards/expected/<board>.stats) within
+/// [`ROOFLINE_REL_TOL`].
+fn roofline(board: &'static Board) -> Result<String> {
+    let image = host::default_image(board)?;
+    let req = RunRequest {
+        opts: BuildOpts {
+            roofline: true,
+            ..BuildOpts::default()
+        },
+        ..generate_req(board, &image)
+    };
+    let (_, report, note) = generate(&req)?;
+    let r = report
+        .roofline
+        .context("no `roofline:` line (the roofline firmware prints one)")?;
+    let macs = host::macs_per_token(&image)?;
+    ensure!(
+        r.macs_per_token == macs && r.measured_macs_per_token == macs,
+        "MACs per token: the board says {} and counted {}, the host {macs}",
+        r.macs_per_token,
+        r.measured_macs_per_token
+    );
+    let total: u64 = report.number("instructions_per_token")?;
+    let (kernel, other) = (
+        r.kernel_instructions_per_token,
+        r.other_instructions_per_token,
+    );
+    let sum = kernel + other + r.timing_instructions_per_token;
+    ensure!(
+        kernel > 0 && other > 0 && sum <= total && total - sum <= 3,
+        "kernel {kernel} + other {other} + timing {} = {sum}, the run's instructions per token {total}",
+        r.timing_instructions_per_token
+    );
+    let stats = std::fs::read_to_string(expected_dir().join(format!("{}.stats", board.name)))?;
+    let recorded = Fields(stats.trim().trim_start_matches("stats: "))
+        .number("instructions_per_token")
+        .context("no instructions_per_token= in the recorded stats")?;
+    let off = (kernel + other) as f64 / recorded as f64 - 1.0;
+    ensure!(
+        off.abs() <= ROOFLINE_REL_TOL,
+        "kernel {kernel} + other {other} is {:+.2}% off the default build's {recorded} instructions per token",
+        off * 100.0
+    );
+    Ok(format!(
+        "{note}; {r}; kernel + other {:+.2}% off the default build's {recorded}",
+        off * 100.0
     ))
 }
 
