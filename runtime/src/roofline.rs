@@ -138,9 +138,9 @@ impl Drop for Product {
 /// product's share to about one instruction.
 const CALIBRATION: u64 = 256;
 
-/// Measures what timing costs per product by timing [`CALIBRATION`]
-/// empty products; the totals are left as they were. `whole` also holds a
-/// loop iteration and 1/[`CALIBRATION`] of a read: a few instructions.
+/// Measures what timing costs per product by timing 256 empty products;
+/// the totals are left as they were. `whole` also holds a loop iteration
+/// and 1/256 of a read: a few instructions.
 pub fn overhead() -> Overhead {
     let saved = totals();
     reset();
