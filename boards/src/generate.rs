@@ -29,7 +29,8 @@ pub struct Outcome {
 /// image's BPE); then prints `tokens:` (the first `log.len()` ids),
 /// `tokens_hash:`, `checksum:` (FNV-1a of the last step's logits and their
 /// f32 sum; `ferrite_common::report`'s lines, which xtask compares with the
-/// host) and the target's `run:` line.
+/// host) and the target's `run:` line; with the `roofline` feature (QEMU
+/// boards) also the `roofline:` line.
 ///
 /// With a baked snapshot in flash ([`SNAPSHOT`], `FERRITE_SNAPSHOT`) it
 /// restores it instead of feeding the prompt (printing a `baked:` line, not
@@ -58,6 +59,8 @@ pub fn generate<P: Platform>(
         p.text(config::PROMPT);
     }
     let mut sampler = ferrite::Sampler::new(config::SAMPLER)?;
+    #[cfg(all(feature = "roofline", feature = "_qemu"))]
+    let (macs_per_token, overhead) = (model.macs_per_token()?, crate::roofline::start());
 
     let n = config::N;
     let (mut ids_fnv, mut logits_fnv, mut sum) = (Fnv1a::new(), Fnv1a::new(), 0f32);
@@ -125,6 +128,8 @@ pub fn generate<P: Platform>(
     p.line(tokens_hash_line!(ids_fnv.0, n));
     p.line(checksum_line!(logits_fnv.0, sum.to_bits()));
     run_line(p, &out, state_bytes, session_bytes);
+    #[cfg(all(feature = "roofline", feature = "_qemu"))]
+    crate::roofline::line(p, macs_per_token, overhead, out.fed, out.elapsed);
     // On the integer token path every product is a tiled one: say which
     // kernels ran it (the suite requires the assembly and no fallback).
     #[cfg(feature = "int-path")]

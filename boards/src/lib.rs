@@ -41,6 +41,8 @@ mod io;
 mod qemu;
 #[cfg(feature = "_qemu")]
 pub mod ram_flash;
+#[cfg(all(feature = "roofline", feature = "_qemu"))]
+mod roofline;
 #[cfg(feature = "_rtt")]
 pub mod rtt;
 

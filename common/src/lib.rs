@@ -10,6 +10,7 @@ pub mod fnv;
 pub mod mqar;
 pub mod nll;
 pub mod report;
+pub mod roofline;
 pub mod status;
 pub mod target;
 

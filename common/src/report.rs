@@ -13,6 +13,7 @@
 //! eval: text ... nats_bits=0x..       eval_text_line!    -> Fields
 //! accuracy=0.9660 / bits_per_byte=2.2006               -> last_value
 //! kernels: board=.. module=.. cases=.. failed=.. max_cols=..
+//! roofline: macs_per_token=.. ...  (crate::roofline::Roofline: Display, parse)
 //! ```
 
 /// Prefix of the generated ids line.

@@ -91,6 +91,10 @@
 //! - `probe`: hosts only (nothing on targets without an OS): a per-thread
 //!   hook that sees the input of every matrix-vector product
 //!   (`probe::set`), what `ferrite quantize --calibrate` measures with.
+//! - `roofline`: every matrix-vector product timed with a clock the
+//!   firmware supplies and counted with its multiply-accumulates
+//!   ([`roofline`]): the boards' `roofline:` line. Off, nothing of it is
+//!   compiled; on, it needs a `critical-section` implementation.
 //!
 //! Every combination of `bpe` and `defmt`, one mixer family at a time, each
 //! fast-math module, `verify` (alone and with `defmt`) and all of them
@@ -131,12 +135,15 @@ pub mod image;
 #[cfg(feature = "int-path")]
 mod int_token;
 pub mod kernels;
+mod macs;
 pub mod math;
 pub mod mixers;
 pub mod model;
 #[cfg(all(feature = "probe", not(target_os = "none")))]
 pub mod probe;
 pub mod rollback;
+#[cfg(feature = "roofline")]
+pub mod roofline;
 pub mod sampler;
 pub mod session;
 pub mod signature;

@@ -435,7 +435,7 @@ impl<'a> Model<'a> {
         })
     }
 
-    fn config_section(&self) -> &'a [u8] {
+    pub(crate) fn config_section(&self) -> &'a [u8] {
         section(self.image, self.header.config_off, self.header.config_len)
     }
 

@@ -315,13 +315,16 @@ impl<'a> Tensor<'a> {
         matches!(self.data, TensorData::TiledI8(_) | TensorData::TiledI4(_))
     }
 
-    /// `y = W x` with `x` of `cols` values and `y` of `rows`.
+    /// `y = W x` with `x` of `cols` values and `y` of `rows` (timed and
+    /// counted with the `roofline` feature: [`crate::roofline`]).
     pub fn matvec(&self, x: &Input<'_>, y: &mut [f32]) -> StepResult<()> {
         if x.f.len() != self.cols || y.len() != self.rows {
             return Err(StepError::Internal(
                 "matrix-vector product of mismatched lengths",
             ));
         }
+        #[cfg(feature = "roofline")]
+        let _timed = crate::roofline::Product::start(self.len());
         let xf = x.f;
         #[cfg(all(feature = "probe", not(target_os = "none")))]
         crate::probe::record(self.payload_addr(), xf);

@@ -63,13 +63,15 @@ impl<'a> Tensor<'a> {
     /// `y = W x` on the integer token path, `y` as a normal block of
     /// `rows` mantissas; returns its exponent. Only tiled tensors run it
     /// (an image on the integer token path has every matrix tiled: checked
-    /// at load).
+    /// at load). Timed and counted with the `roofline` feature.
     pub fn matvec_int(&self, x: &IntInput<'_>, y: &mut [i32]) -> Result<i32> {
         if x.q.q.len() != self.cols() || y.len() != self.rows() {
             return Err(Error::Internal(
                 "matrix-vector product of mismatched lengths",
             ));
         }
+        #[cfg(feature = "roofline")]
+        let _timed = crate::roofline::Product::start(self.len());
         let (shift, d) = match *self.data() {
             TensorData::TiledI8(w) => (tiled::totals_i8(&w, &x.q, y), w.row_scales),
             TensorData::TiledI4(w) => (tiled::totals_i4(&w, &x.q, y), w.row_scales),

@@ -25,6 +25,8 @@ const ORDER: &[&str] = &[
     "fixed",
     "kernels",
     "probe",
+    // The `roofline` feature's timing of the products (the products call it).
+    "roofline",
     "tensor",
     // The integer token path's products and lookups.
     "tensor_int",
@@ -41,6 +43,8 @@ const ORDER: &[&str] = &[
     // `session_len` and the buffer's parts.
     "sizes",
     "model",
+    // `Model::macs_per_token`: the products' cost, from the model's specs.
+    "macs",
     // One token on the integer token path.
     "int_token",
     // Snapshot bytes: header, hash, checks (the session calls them).

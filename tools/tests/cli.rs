@@ -275,6 +275,26 @@ fn inspect_reports_dtype_group_bytes_error_flash_and_ram() {
     let err: f32 = f[5].parse().unwrap();
     assert!(err > 0.01 && err < 0.2, "{q}");
     assert_eq!(f[6], "tiled", "{q}");
+    // hybrid_all4_untied (d 32, intermediate 48, vocab 256, untied), by
+    // hand, rows x 32 columns but the MLP's down (32 x 48) and the mixers'
+    // o (32 x 32): MLPs 4 x (48 + 48 + down); gdn q 16, k 16, v 32, a 4,
+    // b 4, g 32, o; gsa q 32, k 16, v 16, f 12, o; swa q 32, k 16, v 16,
+    // o; bla q, k, v 32 each, o; the head 256.
+    let (down, o) = (32 * 48, 32 * 32);
+    let macs = 4 * ((48 + 48) * 32 + down)
+        + (16 + 16 + 32 + 4 + 4 + 32) * 32
+        + o
+        + (32 + 16 + 16 + 12) * 32
+        + o
+        + (32 + 16 + 16) * 32
+        + o
+        + 3 * 32 * 32
+        + o
+        + 256 * 32;
+    assert!(
+        report.contains(&format!("\nproducts: macs_per_token={macs}\n")),
+        "{report}"
+    );
     let last = report.lines().last().unwrap();
     let flash = std::fs::metadata(out).unwrap().len();
     assert!(

@@ -1,6 +1,7 @@
 //! `cargo xtask board <name>` and `cargo xtask demo`: the `generate`
 //! firmware built for a board and run under QEMU; prints its text, its
-//! `tokens:` line and a `stats:` line.
+//! `tokens:` line and a `stats:` line (and with `--roofline` the
+//! `roofline:` line).
 
 use std::process::ExitCode;
 
@@ -34,6 +35,13 @@ pub struct Opts {
     /// it and feeds no prompt token
     #[arg(long)]
     pub bake: bool,
+    /// Time every matrix-vector product (the firmware's `roofline`
+    /// feature) and print the `roofline:` line: MACs per token and the
+    /// instructions in the products and in the rest (docs/benchmarks.md).
+    /// Timing costs instructions of its own, which the line states: the
+    /// `stats:` line's counts are then not the default build's
+    #[arg(long)]
+    pub roofline: bool,
 }
 
 /// The demo: `board m4f` with the demo's model and sampler where `opts` gives none.
@@ -58,6 +66,7 @@ pub fn run(board: &'static Board, opts: &Opts) -> Result<ExitCode> {
     }
     let image = g.image.resolve(|| host::default_image(board))?;
     let mut build = g.build_opts();
+    build.roofline = opts.roofline;
     if opts.bake {
         build.snapshot = Some(host::bake(&image, g.prompt(), build.math(board))?);
     }
@@ -78,6 +87,10 @@ pub fn run(board: &'static Board, opts: &Opts) -> Result<ExitCode> {
             ExitCode::FAILURE
         });
     }
-    println!("{}", run.report()?.stats_line());
+    let report = run.report()?;
+    println!("{}", report.stats_line());
+    if let Some(r) = report.roofline {
+        println!("{r}");
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -172,6 +172,16 @@ pub fn tokenize(image: &Path, text: &str) -> Result<Vec<u32>> {
     )?)
 }
 
+/// The multiply-accumulates of a token's products (`Model::macs_per_token`),
+/// as `ferrite inspect <image>` prints them.
+pub fn macs_per_token(image: &Path) -> Result<u64> {
+    let mut cmd = Command::new(ferrite()?);
+    let text = stdout(cmd.arg("inspect").arg(image), "ferrite inspect")?;
+    ferrite_common::report::last_value(&text, "products: macs_per_token=")
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no `products: macs_per_token=` line in:\n{text}"))
+}
+
 /// Comma-separated token ids.
 fn parse_ids(text: &str) -> Result<Vec<u32>> {
     let ids = text.trim().split(',').filter(|s| !s.is_empty());

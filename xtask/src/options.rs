@@ -83,6 +83,9 @@ pub struct BuildOpts {
     /// `generate`: write a snapshot in hex after this many tokens
     /// (`FERRITE_SNAPSHOT_AT`); 0: never.
     pub snapshot_at: usize,
+    /// `generate` on a QEMU board: the `roofline` feature (every product
+    /// timed, the `roofline:` line), built in a directory of its own.
+    pub roofline: bool,
 }
 
 impl Default for BuildOpts {
@@ -105,6 +108,7 @@ impl Default for BuildOpts {
             trusted_keys: None,
             snapshot: None,
             snapshot_at: 0,
+            roofline: false,
         }
     }
 }
@@ -125,13 +129,18 @@ impl BuildOpts {
             .collect()
     }
 
-    /// The environment settings that build in a directory of their own
-    /// (`kernels-portable`, `math-noinline`, both joined by `-`); `None` for
-    /// the default build.
+    /// The settings that build in a directory of their own
+    /// (`kernels-portable`, `math-noinline`, `roofline`, joined by `-`);
+    /// `None` for the default build.
     pub(crate) fn variant(&self) -> Option<String> {
         let kernels = self.kernels.map(|k| format!("kernels-{k}"));
         let noinline = self.math_noinline.then(|| "math-noinline".to_string());
-        let parts: Vec<String> = kernels.into_iter().chain(noinline).collect();
+        let roofline = self.roofline.then(|| "roofline".to_string());
+        let parts: Vec<String> = kernels
+            .into_iter()
+            .chain(noinline)
+            .chain(roofline)
+            .collect();
         (!parts.is_empty()).then(|| parts.join("-"))
     }
 }

@@ -30,6 +30,12 @@
 //!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
 //!   bits per byte with the `eval` firmware) against the host and their
 //!   recorded metrics.
+//! - m4f and m3: `generate` with the default image built with the
+//!   `roofline` feature generates like the host; its `roofline:` line's
+//!   MACs per token are `ferrite inspect`'s and what its products counted,
+//!   and its kernel + other instructions per token are the default build's
+//!   (this suite's run, else boards/expected/<board>.stats) within
+//!   [`ROOFLINE_REL_TOL`].
 //! - the integer token path (format 6): `models/mqar/gdn-2k-lr3e-3` on
 //!   every board, `models/mqar/swa-w32` (SWA with a short convolution;
 //!   swa-w64 needs 216 B more static RAM than the M0 has) and
@@ -99,6 +105,16 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
     // 256 KiB flash (by ~29 KB).
     ("models/mqar-256/st-mla-1k-lr3e-3-s1", &["m4f", "rv32imac"]),
 ];
+
+/// Boards whose `generate` also runs with the `roofline` feature (the
+/// default image and math module): an FPU core and a soft-float one.
+const ROOFLINE_BOARDS: &[&str] = &["m4f", "m3"];
+/// How far the kernel and other instructions of a roofline run may sum
+/// from the default build's recorded instructions per token: code placed
+/// differently around the timed products (measured: +0.25% on m4f, +0.16%
+/// on m3, -0.22% to +0.12% with `models/lm/small`). Tight enough that the
+/// timing counted as work (1.2% of the m4f's token) fails.
+const ROOFLINE_REL_TOL: f64 = 0.005;
 
 /// Snapshots between host and board (issue 25 item 5), on every board with
 /// its default image and math module: tokens generated from a baked
@@ -180,6 +196,10 @@ struct Suite {
     failed: Vec<String>,
     /// Wall-clock seconds of each check run, for the slowest-checks list.
     seconds: Vec<(f64, String)>,
+    /// Instructions per token of each board's default `generate` run in
+    /// this suite ("<board>: generate matches host"), for the roofline
+    /// checks.
+    default_counts: std::cell::RefCell<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 impl Suite {
@@ -263,6 +283,7 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         passed: 0,
         failed: Vec::new(),
         seconds: Vec::new(),
+        default_counts: Default::default(),
     };
     host::ferrite()?;
     let named = |names: &'static [&str]| {
@@ -285,7 +306,11 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             |_| kernels_match(board),
         );
         s.check(&format!("{name}: generate matches host"), |s| {
-            board_matches_host(s, board, &BuildOpts::default(), name)
+            let note = board_matches_host(s, board, &BuildOpts::default(), name)?;
+            if let Some(count) = instructions_per_token(&note) {
+                s.default_counts.borrow_mut().insert(name, count);
+            }
+            Ok(note)
         });
         // The libm build too, so that the path without fast math stays checked.
         s.check(
@@ -354,6 +379,15 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
                 |_| int_path_matches_host(board, model),
             );
         }
+    }
+    for board in named(ROOFLINE_BOARDS)? {
+        s.check(
+            &format!(
+                "{}: generate matches host with the roofline line (the host's MACs per token, kernel + other = the default build's instructions)",
+                board.name
+            ),
+            |s| roofline(s, board),
+        );
     }
     for board in named(BPE_BOARDS)? {
         s.check(
@@ -797,6 +831,78 @@ fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
     ))
 }
 
+/// The `instructions_per_token=` of a check's note (its stats).
+fn instructions_per_token(note: &str) -> Option<u64> {
+    last_value(note, "instructions_per_token=")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `generate` with the default image built with `roofline`: the same
+/// tokens and logits as the host; its `roofline:` line's MACs per token
+/// are `ferrite inspect`'s and what the products counted; kernel, other and
+/// timing instructions sum to the run's instructions per token (to one per
+/// term: each is rounded down), and kernel + other is the default build's
+/// count within [`ROOFLINE_REL_TOL`]: this suite's run of it ("<board>:
+/// generate matches host") when it ran, else the recorded one
+/// (boards/expected/<board>.stats).
+fn roofline(s: &Suite, board: &'static Board) -> Result<String> {
+    let image = host::default_image(board)?;
+    let req = RunRequest {
+        opts: BuildOpts {
+            roofline: true,
+            ..BuildOpts::default()
+        },
+        ..generate_req(board, &image)
+    };
+    let (_, report, note) = generate(&req)?;
+    let r = report
+        .roofline
+        .context("no `roofline:` line (the roofline firmware prints one)")?;
+    let macs = host::macs_per_token(&image)?;
+    ensure!(
+        r.macs_per_token == macs && r.measured_macs_per_token == macs,
+        "MACs per token: the board says {} and counted {}, the host {macs}",
+        r.macs_per_token,
+        r.measured_macs_per_token
+    );
+    let total: u64 = report.number("instructions_per_token")?;
+    let (kernel, other) = (
+        r.kernel_instructions_per_token,
+        r.other_instructions_per_token,
+    );
+    let sum = kernel + other + r.timing_instructions_per_token;
+    ensure!(
+        kernel > 0 && other > 0 && sum <= total && total - sum <= 3,
+        "kernel {kernel} + other {other} + timing {} = {sum}, the run's instructions per token {total}",
+        r.timing_instructions_per_token
+    );
+    let ran = s.default_counts.borrow().get(board.name).copied();
+    let (recorded, source) = match ran {
+        Some(count) => (count, "this suite's default build"),
+        None => {
+            let file = expected_dir().join(format!("{}.stats", board.name));
+            let stats = std::fs::read_to_string(file)?;
+            let count = Fields(stats.trim().trim_start_matches("stats: "))
+                .number("instructions_per_token")
+                .context("no instructions_per_token= in the recorded stats")?;
+            (count, "the recorded default build")
+        }
+    };
+    let off = (kernel + other) as f64 / recorded as f64 - 1.0;
+    ensure!(
+        off.abs() <= ROOFLINE_REL_TOL,
+        "kernel {kernel} + other {other} is {:+.2}% off {source}'s {recorded} instructions per token",
+        off * 100.0
+    );
+    Ok(format!(
+        "{note}; {r}; kernel + other {:+.2}% off {source}'s {recorded}",
+        off * 100.0
+    ))
+}
+
 /// Checks the `kernel_calls:` line of an integer-path run: with a module
 /// that has assembly, the assembly ran products and no wrapper refused one
 /// (`ferrite::kernels::calls`); returns the line's fields for the note.
@@ -1233,6 +1339,13 @@ fn text_on_board(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_default_count_of_a_note() {
+        let note = "32 tokens, logits bit-identical; math float; board=m4f tokens=32 instructions_per_token=300234 flash_bytes=302976";
+        assert_eq!(instructions_per_token(note), Some(300234));
+        assert_eq!(instructions_per_token("32 tokens"), None);
+    }
 
     #[test]
     fn reads_the_kernels_summary() {

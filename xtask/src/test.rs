@@ -165,7 +165,9 @@ fn steps() -> [Step; 21] {
             all([doc("-p ferrite-lm -p ferrite-asm --all-features --target thumbv7em-none-eabihf")])
         }),
         ("cargo test (host workspace, checked: optimised, overflow checks and debug assertions on)", || {
-            all([test("--workspace")])
+            // The runtime's `roofline` feature: its products counted as
+            // `Model::macs_per_token` says (runtime/tests/roofline.rs).
+            all([test("--workspace"), test("-p ferrite-lm --features roofline --test roofline --lib")])
         }),
         ("cargo test with fast-math (runtime tests, reference parity; both modules, checked)", || {
             all(FAST_MATH.into_iter().flat_map(|f| {
@@ -251,14 +253,17 @@ fn boards_clippy() -> Result<bool> {
     let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
     let mut commands = Vec::new();
     // Each board as the suite builds it, the signed `ota` firmware too
-    // (`verify`); the `sigbench` firmware with each crate it compares (one
+    // (`verify`), `generate` with `roofline`; the `sigbench` firmware with each crate it compares (one
     // at a time: they are alternatives), on the m4f.
     let sigbench = crate::sigbench::CRATES
         .iter()
         .map(|(f, _)| ("m4f", *f, "--bin sigbench"));
+    // `generate` with the `roofline` line on an Arm and a RISC-V board.
+    let roofline = ["m4f", "rv32imac"].map(|b| (b, "roofline", "--bin generate"));
     let runs = ["m4f", "m0", "rv32imac"]
         .into_iter()
         .flat_map(|b| [(b, "", "--bins"), (b, "verify", "--bins")])
+        .chain(roofline)
         .chain(sigbench.filter(|(_, f, _)| !f.is_empty()));
     for (name, extra, bins) in runs {
         let board = boards::named(name)?;

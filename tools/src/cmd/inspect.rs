@@ -20,7 +20,8 @@ pub struct Args {
 }
 
 /// Prints the header line, the source, one line per layer, a table of the
-/// tensors and the flash and RAM totals.
+/// tensors, the multiply-accumulates of a token's products and the flash
+/// and RAM totals.
 pub fn run(args: Args) -> Result<()> {
     let image = args.image.read()?;
     let mut out = std::io::stdout().lock();
@@ -100,6 +101,13 @@ pub fn run(args: Args) -> Result<()> {
             e.layout.name()
         )?;
     }
+    // The products' cost per token (`Model::macs_per_token`): what the
+    // boards' `roofline:` line divides by the kernels' instructions.
+    writeln!(
+        out,
+        "products: macs_per_token={}",
+        model.macs_per_token().map_err(anyhow::Error::msg)?
+    )?;
     writeln!(
         out,
         "snapshots: model_hash={:#018x} math {} snapshot_bytes={}",

@@ -279,6 +279,9 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         features.push("defmt");
     }
     features.extend(opts.features.iter().copied());
+    if opts.roofline {
+        features.push("roofline");
+    }
     let fast_math = opts.fast_math.unwrap_or(true);
     if fast_math {
         features.push("fast-math");
@@ -289,6 +292,9 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         .unwrap_or_default();
     if opts.math_noinline {
         forced.push_str(", FERRITE_MATH_NOINLINE=1");
+    }
+    if opts.roofline {
+        forced.push_str(", roofline");
     }
     if fast_math {
         forced.push_str(&format!(", fast-math ({})", opts.math(board).name()));

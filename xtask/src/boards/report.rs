@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use ferrite_common::report::{self as line, Checksum, Fields, TokensHash};
+use ferrite_common::roofline::{Roofline, ROOFLINE};
 
 use super::Sizes;
 
@@ -31,6 +32,8 @@ pub struct Report {
     pub run: BTreeMap<String, String>,
     /// Flash and RAM of the ELF.
     pub sizes: Sizes,
+    /// `generate` built with `roofline`: its `roofline:` line.
+    pub roofline: Option<Roofline>,
 }
 
 /// The `key=value` pairs of a line, owned.
@@ -78,6 +81,12 @@ impl Report {
             TokensHash::parse(rest).with_context(|| format!("{board}: bad tokens_hash: {rest}"))?;
         let rest = find(board, text, line::CHECKSUM)?;
         let ck = Checksum::parse(rest).with_context(|| format!("{board}: bad checksum: {rest}"))?;
+        let roofline = match line::last_value(text, ROOFLINE) {
+            Some(rest) => Some(
+                Roofline::parse(rest).with_context(|| format!("{board}: bad roofline: {rest}"))?,
+            ),
+            None => None,
+        };
         Ok(Report {
             board,
             tokens,
@@ -87,6 +96,7 @@ impl Report {
             logits_fnv: ck.fnv,
             run,
             sizes,
+            roofline,
             ..Report::default()
         })
     }
