@@ -290,7 +290,10 @@ mod tests {
             "fuzz --seconds 5 --only bpe",
             &["Fuzz(Args { seconds: 5, only: Some(\"bpe\") })"],
         ),
-        ("fuzz", &["Fuzz(Args { seconds: 60, only: None })"]),
+        (
+            "fuzz",
+            &["Fuzz(Args { seconds: 60, only: None, lane: [] })"],
+        ),
         (
             "chip rp2350 --image d --dtype int4 --prompt P -n 9 --temperature 1 --top-k 2 \
              --top-p 0.5 --seed 3 --math libm",
@@ -310,23 +313,23 @@ mod tests {
         ("setup", &["Setup"]),
         (
             "test",
-            &["Test(Args { list: false, full: false, only: None })"],
+            &["Test(Args { list: false, full: false, only: None, lane: [] })"],
         ),
         (
             "test --list",
-            &["Test(Args { list: true, full: false, only: None })"],
+            &["Test(Args { list: true, full: false, only: None, lane: [] })"],
         ),
         (
             "test --only 32-bit",
-            &["Test(Args { list: false, full: false, only: Some(\"32-bit\") })"],
+            &["Test(Args { list: false, full: false, only: Some(\"32-bit\"), lane: [] })"],
         ),
         (
             "test --full",
-            &["Test(Args { list: false, full: true, only: None })"],
+            &["Test(Args { list: false, full: true, only: None, lane: [] })"],
         ),
         (
             "test --full --list",
-            &["Test(Args { list: true, full: true, only: None })"],
+            &["Test(Args { list: true, full: true, only: None, lane: [] })"],
         ),
     ];
 

@@ -28,6 +28,10 @@ pub struct Args {
     /// Run only the steps whose name contains TEXT (as `--list` prints them)
     #[arg(long, value_name = "TEXT")]
     pub only: Option<String>,
+    /// (Internal) run these steps, in the background lane that a run of
+    /// several steps starts ([`Background`])
+    #[arg(long, hide = true, value_name = "STEP")]
+    pub lane: Vec<String>,
 }
 
 /// `c` with `key=value` in its environment.
@@ -75,63 +79,98 @@ const FAST_MATH: [&str; 2] = ["fast-math", "fast-math-int"];
 /// A step: its name (printed) and what runs it (`Ok(true)`: it passed).
 type Step = (&'static str, fn() -> Result<bool>);
 
-/// The QEMU suite's step, the longest: when other steps run too, it runs
-/// from the start in a process of its own beside them ([`Background`]).
+/// The QEMU suite's step, the longest.
 const BOARDS_STEP: &str = "boards under QEMU (cargo xtask test-boards)";
+/// The chips' lint step.
+const CHIPS_CLIPPY_STEP: &str = "cargo clippy -D warnings (chips: every real chip's firmware)";
+/// The chips' build and size step.
+const CHIPS_STEP: &str = "chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)";
+/// The C API's step.
+const CAPI_STEP: &str = "C API: header fresh, host C test under ASan/UBSan, panic branches named, the C example on the m4f under QEMU (cargo xtask capi)";
 
-/// The QEMU suite as a child process (`xtask test-boards` in the `suite`
-/// lane: its own firmware target directory, ELF copies and images, see
-/// [`crate::paths::LANE_VAR`]), started before the other steps so that its
-/// QEMU runs and single-threaded LTO links overlap their compiles; its
-/// output goes to a log, printed when its step comes. Killed if dropped
+/// The steps of the background lane, in the order it runs them: when a run
+/// has these and others, these run in a second process beside the others
+/// ([`Background`]). The QEMU suite first: its QEMU runs and fat-LTO links
+/// are single-threaded, so a compile beside them has the other core; then
+/// the firmware and C steps, which bring the two processes to about the
+/// same length on two cores.
+const LANE_STEPS: [&str; 4] = [BOARDS_STEP, CHIPS_CLIPPY_STEP, CHIPS_STEP, CAPI_STEP];
+
+/// The background lane: `xtask test --lane STEP...` as a child process with
+/// `FERRITE_XTASK_LANE=suite` (its own firmware target directories, ELF
+/// copies and images: [`crate::paths::LANE_VAR`]), started before the
+/// other steps. Its output goes to a log, printed after the other steps with
+/// its steps' verdicts (the child writes them to a file). Killed if dropped
 /// unfinished.
 struct Background {
     child: Option<Child>,
+    steps: Vec<&'static str>,
     log: PathBuf,
+    verdicts: PathBuf,
     start: Instant,
 }
 
 impl Background {
-    /// Installs what the suite needs that a concurrent step could also be
-    /// installing (QEMU), then starts it.
-    fn start() -> Result<Background> {
+    /// Installs first what the lane's steps would otherwise install while
+    /// a step beside them may run apt-get too (QEMU; the Arm GNU toolchain
+    /// for the C API), then starts the lane.
+    fn start(steps: Vec<&'static str>) -> Result<Background> {
         setup::ensure_qemu()?;
-        let log = root_dir().join("target").join("test-boards.log");
-        std::fs::create_dir_all(root_dir().join("target"))?;
+        if steps.contains(&CAPI_STEP) {
+            setup::ensure_arm_gcc()?;
+        }
+        let dir = root_dir().join("target");
+        std::fs::create_dir_all(&dir)?;
+        let (log, verdicts) = (dir.join("test-lane.log"), lane_verdicts());
+        let _ = std::fs::remove_file(&verdicts);
         let out = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
-        let child = Command::new(std::env::current_exe()?)
-            .arg("test-boards")
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.arg("test");
+        for step in &steps {
+            cmd.args(["--lane", step]);
+        }
+        let child = cmd
             .current_dir(root_dir())
             .env(crate::paths::LANE_VAR, "suite")
             .stdout(out.try_clone()?)
             .stderr(out)
             .spawn()
-            .context("starting `xtask test-boards` in the background")?;
+            .context("starting `xtask test --lane` in the background")?;
         eprintln!(
-            "==> {BOARDS_STEP}: started in the background; its output goes to {} and is printed when its step comes",
+            "==> started in the background ({} steps; output in {}, printed at the end):",
+            steps.len(),
             log.display()
         );
+        steps.iter().for_each(|s| eprintln!("    {s}"));
         Ok(Background {
             child: Some(child),
+            steps,
             log,
+            verdicts,
             start: Instant::now(),
         })
     }
 
-    /// Waits for the suite, prints its output; whether it passed.
-    fn finish(mut self) -> Result<bool> {
-        let mut child = self
-            .child
-            .take()
-            .context("the suite was already waited for")?;
-        let status = child.wait().context("waiting for `xtask test-boards`")?;
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        eprint!("{text}");
+    /// Waits for the lane and prints its output; its steps with whether
+    /// each passed (a step the lane did not report as passed failed).
+    fn finish(mut self) -> Vec<(&'static str, bool)> {
+        eprintln!("\n==> the background lane");
+        if let Some(mut child) = self.child.take() {
+            match child.wait() {
+                Ok(status) => eprintln!("(the lane exited: {status})"),
+                Err(e) => eprintln!("error: waiting for `xtask test --lane`: {e}"),
+            }
+        }
+        eprint!("{}", std::fs::read_to_string(&self.log).unwrap_or_default());
         eprintln!(
-            "(the suite ran in the background for {:.0?}, beside the steps above)",
+            "<== the background lane: done after {:.0?}",
             self.start.elapsed()
         );
-        Ok(status.success())
+        let reported = std::fs::read_to_string(&self.verdicts).unwrap_or_default();
+        self.steps
+            .iter()
+            .map(|&step| (step, reported.lines().any(|l| l == format!("ok\t{step}"))))
+            .collect()
     }
 }
 
@@ -206,11 +245,11 @@ fn steps() -> [Step; 21] {
             Ok(soak::run(&args)? == ExitCode::SUCCESS)
         }),
         ("fuzz smoke (cargo xtask fuzz --seconds 60)", || fuzz::run(60, None)),
-        ("cargo clippy -D warnings (chips: every real chip's firmware)", chip::clippy),
-        ("chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)", || {
+        (CHIPS_CLIPPY_STEP, chip::clippy),
+        (CHIPS_STEP, || {
             chip::all(None, false)
         }),
-        ("C API: header fresh, host C test under ASan/UBSan, panic branches named, the C example on the m4f under QEMU (cargo xtask capi)", || {
+        (CAPI_STEP, || {
             crate::capi::check(false)
         }),
         (BOARDS_STEP, || {
@@ -487,7 +526,16 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     if args.full {
         steps.extend(full_steps());
     }
-    if let Some(only) = &args.only {
+    if !args.lane.is_empty() {
+        // This process is the background lane of another ([`Background`]):
+        // its steps in the order given.
+        let find = |l: &String| steps.iter().find(|(name, _)| name == l).copied();
+        steps = args
+            .lane
+            .iter()
+            .map(|l| find(l).with_context(|| format!("--lane {l:?}: no such step (see --list)")))
+            .collect::<Result<_>>()?;
+    } else if let Some(only) = &args.only {
         steps.retain(|(name, _)| name.contains(only.as_str()));
         ensure!(
             !steps.is_empty(),
@@ -504,38 +552,47 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     );
     // A fresh machine has only the host target: add what the checks build for.
     setup::ensure_toolchain()?;
-    let runs_suite = steps.iter().any(|(name, _)| *name == BOARDS_STEP);
-    let mut background = if runs_suite && steps.len() > 1 {
-        Some(Background::start()?)
+    // The lane's steps run in a second process when others run here too.
+    let (mut lane, here): (Vec<Step>, Vec<Step>) = steps
+        .iter()
+        .partition(|(name, _)| args.lane.is_empty() && LANE_STEPS.contains(name));
+    let (background, here) = if lane.is_empty() || here.is_empty() {
+        (None, steps.clone())
     } else {
-        None
+        lane.sort_by_key(|(name, _)| LANE_STEPS.iter().position(|l| l == name));
+        let names = lane.iter().map(|(name, _)| *name).collect();
+        (Some(Background::start(names)?), here)
     };
-    let mut failed = Vec::new();
-    for (name, step) in &steps {
+    let mut verdicts = Vec::new();
+    for (name, step) in &here {
         eprintln!("\n==> {name}");
         let start = Instant::now();
-        let outcome = if *name == BOARDS_STEP {
-            background.take().map_or_else(*step, Background::finish)
-        } else {
-            step()
-        };
-        let ok = outcome.unwrap_or_else(|e| {
+        let ok = step().unwrap_or_else(|e| {
             eprintln!("error: {e:#}");
             false
         });
         let verdict = if ok { "ok" } else { "FAILED" };
         eprintln!("<== {name}: {verdict} in {:.0?}", start.elapsed());
-        if !ok {
-            failed.push(name);
-        }
+        verdicts.push((*name, ok));
+    }
+    if let Some(lane) = background {
+        verdicts.extend(lane.finish());
+    }
+    if !args.lane.is_empty() {
+        let lines: String = verdicts
+            .iter()
+            .map(|(name, ok)| format!("{}\t{name}\n", if *ok { "ok" } else { "FAILED" }))
+            .collect();
+        std::fs::write(lane_verdicts(), lines).context("writing the lane's verdicts")?;
     }
     println!();
+    let failed: Vec<&str> = verdicts.iter().filter(|v| !v.1).map(|v| v.0).collect();
     for name in &failed {
         println!("FAILED: {name}");
     }
     println!(
         "{} passed, {} failed",
-        steps.len() - failed.len(),
+        verdicts.len() - failed.len(),
         failed.len()
     );
     Ok(if failed.is_empty() {
@@ -543,6 +600,12 @@ pub fn run(args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Where the background lane writes its steps' verdicts (`ok` or `FAILED`,
+/// a tab, the step's name; a line each).
+fn lane_verdicts() -> PathBuf {
+    root_dir().join("target").join("test-lane.verdicts")
 }
 
 #[cfg(test)]
@@ -559,6 +622,17 @@ mod tests {
         assert!(!is_version_of("ferrite-lm-extra-0.1.0", "ferrite-lm"));
         assert!(!is_version_of("ferrite-lmx-0.1.0", "ferrite-lm"));
         assert!(!is_version_of("ferrite-lm", "ferrite-lm"));
+    }
+
+    /// Each step of the background lane is a step of the table (a renamed
+    /// one would otherwise quietly run in the foreground), once.
+    #[test]
+    fn the_lane_steps_are_steps() {
+        let names: Vec<&str> = steps().iter().map(|(name, _)| *name).collect();
+        for (i, step) in LANE_STEPS.iter().enumerate() {
+            assert!(names.contains(step), "{step:?} is not a step");
+            assert!(!LANE_STEPS[..i].contains(step), "{step:?} twice");
+        }
     }
 
     #[test]
