@@ -290,10 +290,7 @@ mod tests {
             "fuzz --seconds 5 --only bpe",
             &["Fuzz(Args { seconds: 5, only: Some(\"bpe\") })"],
         ),
-        (
-            "fuzz",
-            &["Fuzz(Args { seconds: 60, only: None, lane: [] })"],
-        ),
+        ("fuzz", &["Fuzz(Args { seconds: 60, only: None })"]),
         (
             "chip rp2350 --image d --dtype int4 --prompt P -n 9 --temperature 1 --top-k 2 \
              --top-p 0.5 --seed 3 --math libm",
