@@ -93,7 +93,7 @@
 //!   (`probe::set`), what `ferrite quantize --calibrate` measures with.
 //! - `roofline`: every matrix-vector product timed with a clock the
 //!   firmware supplies and counted with its multiply-accumulates
-//!   ([`roofline`]): the boards' `roofline:` line. Off, nothing of it is
+//!   (module `roofline`): the boards' `roofline:` line. Off, nothing of it is
 //!   compiled; on, it needs a `critical-section` implementation.
 //!
 //! Every combination of `bpe` and `defmt`, one mixer family at a time, each

@@ -316,7 +316,7 @@ impl<'a> Tensor<'a> {
     }
 
     /// `y = W x` with `x` of `cols` values and `y` of `rows` (timed and
-    /// counted with the `roofline` feature: [`crate::roofline`]).
+    /// counted with the `roofline` feature: module `roofline`).
     pub fn matvec(&self, x: &Input<'_>, y: &mut [f32]) -> StepResult<()> {
         if x.f.len() != self.cols || y.len() != self.rows {
             return Err(StepError::Internal(
