@@ -613,6 +613,164 @@ mod tests {
         }
     }
 
+    /// The typed fields at their edges: an integer at its minimum and at
+    /// `u32::MAX` taken, below or above refused; a positive number refusing
+    /// 0 and negatives; a quotient a whole number in 1..=u32::MAX.
+    #[test]
+    fn fields_take_their_edges_and_refuse_past_them() {
+        let max = u64::from(u32::MAX);
+        let mut f = Fields::new(
+            &json!({"a": 3, "b": 2, "c": max, "d": max + 1, "z": 0.0, "n": -1.0, "p": 1e-300}),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(f.int("a", None, 3).unwrap(), 3);
+        assert!(f.int("b", None, 3).is_err());
+        assert_eq!(f.int("c", None, 1).unwrap(), u32::MAX);
+        assert!(f.int("d", None, 1).is_err());
+        assert!(f.positive("z", 1.0).is_err());
+        assert!(f.positive("n", 1.0).is_err());
+        assert_eq!(f.positive("p", 1.0).unwrap(), 1e-300);
+        assert_eq!(f.exact_div(4.0, 4, "q").unwrap(), 1);
+        assert!(f.exact_div(0.0, 4, "q").is_err());
+        assert!(f.exact_div(6.0, 4, "q").is_err());
+        assert_eq!(f.exact_div(max as f64, 1, "q").unwrap(), u32::MAX);
+        assert!(f.exact_div((max + 1) as f64, 1, "q").is_err());
+    }
+
+    /// One layer in a model of width 64 (vocab 256, MLP 32).
+    fn one_layer(layer: Value) -> Result<LayerConfig> {
+        parse(
+            &json!({"vocab_size": 256, "hidden_size": 64, "intermediate_size": 32,
+            "layers": [layer]}),
+        )
+        .map(|c| c.layers[0])
+    }
+
+    /// Every option value maps to its own variant (not to the default's),
+    /// and each family's bounds hold at their edges.
+    #[test]
+    fn layer_options_map_to_their_variants_and_bounds_hold_at_the_edges() {
+        let gdn = |extra: Value| {
+            let mut layer = json!({"mixer": "gdn", "num_heads": 2});
+            layer
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            match one_layer(layer) {
+                Ok(LayerConfig::Gdn(c)) => Ok(c),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e),
+            }
+        };
+        assert!(matches!(
+            gdn(json!({"decay": "none"})).unwrap().decay,
+            GdnDecay::None
+        ));
+        assert!(matches!(
+            gdn(json!({"decay": "retention"})).unwrap().decay,
+            GdnDecay::Retention
+        ));
+        assert!(gdn(json!({})).unwrap().delta_rule);
+        let additive = gdn(json!({"update": "additive", "qk_norm": "none"})).unwrap();
+        assert!(!additive.delta_rule && matches!(additive.qk_norm, QkNorm::None));
+        assert!(matches!(
+            gdn(json!({"qk_norm": "sum"})).unwrap().qk_norm,
+            QkNorm::Sum
+        ));
+        assert!(matches!(
+            gdn(json!({"qk_activation": "elu"})).unwrap().qk_activation,
+            QkActivation::EluPlusOne
+        ));
+        assert!(matches!(
+            gdn(json!({"qk_activation": "identity"}))
+                .unwrap()
+                .qk_activation,
+            QkActivation::Identity
+        ));
+        assert_eq!(gdn(json!({"conv_size": 64})).unwrap().conv_size, 64);
+        assert!(gdn(json!({"conv_size": 65})).is_err());
+
+        let Ok(LayerConfig::Gsa(g)) =
+            one_layer(json!({"mixer": "gsa", "num_heads": 2, "expand_k": 2.0, "expand_v": 0.5}))
+        else {
+            panic!()
+        };
+        assert_eq!((g.head_k_dim, g.head_v_dim), (64, 16));
+
+        let swa = |extra: Value| {
+            let mut layer = json!({"mixer": "swa", "num_heads": 2, "window": 8});
+            layer
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            one_layer(layer)
+        };
+        let Ok(LayerConfig::Swa(cached)) = swa(json!({"rope_positions": "cache"})) else {
+            panic!()
+        };
+        assert!(cached.cache_positions);
+        let Ok(LayerConfig::Swa(plain)) = swa(json!({})) else {
+            panic!()
+        };
+        assert!(!plain.cache_positions);
+        assert!(swa(json!({"dilation": 2, "rope_positions": "cache"})).is_err());
+        assert!(swa(json!({"dilation": 2})).is_ok());
+
+        let bla = |extra: Value| {
+            let mut layer = json!({"mixer": "bla", "num_heads": 2, "period": 16, "modes": 4});
+            layer
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            match one_layer(layer) {
+                Ok(LayerConfig::Bla(c)) => Ok(c),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e),
+            }
+        };
+        assert_eq!(bla(json!({"modes": 8})).unwrap().modes, 8);
+        assert!(bla(json!({"modes": 9})).is_err());
+        assert_eq!(bla(json!({"gamma": 0.5})).unwrap().gamma, 0.5);
+        assert!(bla(json!({"gamma": 1.5})).is_err());
+        assert!(matches!(
+            bla(json!({"kernel": "fejer"})).unwrap().kernel,
+            BlaKernel::Fejer
+        ));
+        assert!(matches!(
+            bla(json!({"decay": "scalar"})).unwrap().decay,
+            BlaDecay::Scalar
+        ));
+        assert!(matches!(
+            bla(json!({"decay": "none"})).unwrap().decay,
+            BlaDecay::None
+        ));
+
+        let mla = |rope_dim: u32| {
+            one_layer(json!({"mixer": "mla", "num_heads": 2, "rope_dim": rope_dim,
+                "kv_lora_rank": 8, "window": 8}))
+        };
+        assert!(mla(2).is_ok());
+        assert!(mla(3).is_err());
+
+        let mamba2 = |extra: Value| {
+            let mut layer = json!({"mixer": "mamba2", "num_heads": 2, "head_dim": 16});
+            layer
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            one_layer(layer)
+        };
+        assert!(mamba2(json!({"conv_size": 64})).is_ok());
+        assert!(mamba2(json!({"conv_size": 65})).is_err());
+        assert!(mamba2(json!({"norm_before_gate": true})).is_ok());
+        assert!(mamba2(json!({"norm_before_gate": true, "gated_norm": false})).is_err());
+        assert!(mamba2(json!({"gated_norm": false})).is_ok());
+
+        let empty = parse(&json!({"vocab_size": 256, "hidden_size": 64, "layers": []}));
+        assert!(empty.unwrap_err().to_string().contains("non-empty"));
+    }
+
     /// Every mixer kind of the runtime's table (`config::mixer_table!`,
     /// whose `KIND_NAMES` is the list `mixer` takes) has a parser here: a
     /// layer with only its `mixer` field fails on a field of that kind, not
