@@ -638,6 +638,13 @@ mod tests {
         assert!(f.exact_div((max + 1) as f64, 1, "q").is_err());
     }
 
+    /// `base` with the fields of `extra` added (or replaced).
+    fn with(mut base: Value, extra: Value) -> Value {
+        let extra = extra.as_object().unwrap().clone();
+        base.as_object_mut().unwrap().extend(extra);
+        base
+    }
+
     /// One layer in a model of width 64 (vocab 256, MLP 32).
     fn one_layer(layer: Value) -> Result<LayerConfig> {
         parse(
@@ -652,11 +659,7 @@ mod tests {
     #[test]
     fn layer_options_map_to_their_variants_and_bounds_hold_at_the_edges() {
         let gdn = |extra: Value| {
-            let mut layer = json!({"mixer": "gdn", "num_heads": 2});
-            layer
-                .as_object_mut()
-                .unwrap()
-                .extend(extra.as_object().unwrap().clone());
+            let layer = with(json!({"mixer": "gdn", "num_heads": 2}), extra);
             match one_layer(layer) {
                 Ok(LayerConfig::Gdn(c)) => Ok(c),
                 Ok(other) => panic!("{other:?}"),
@@ -699,11 +702,7 @@ mod tests {
         assert_eq!((g.head_k_dim, g.head_v_dim), (64, 16));
 
         let swa = |extra: Value| {
-            let mut layer = json!({"mixer": "swa", "num_heads": 2, "window": 8});
-            layer
-                .as_object_mut()
-                .unwrap()
-                .extend(extra.as_object().unwrap().clone());
+            let layer = with(json!({"mixer": "swa", "num_heads": 2, "window": 8}), extra);
             one_layer(layer)
         };
         let Ok(LayerConfig::Swa(cached)) = swa(json!({"rope_positions": "cache"})) else {
@@ -718,11 +717,10 @@ mod tests {
         assert!(swa(json!({"dilation": 2})).is_ok());
 
         let bla = |extra: Value| {
-            let mut layer = json!({"mixer": "bla", "num_heads": 2, "period": 16, "modes": 4});
-            layer
-                .as_object_mut()
-                .unwrap()
-                .extend(extra.as_object().unwrap().clone());
+            let layer = with(
+                json!({"mixer": "bla", "num_heads": 2, "period": 16, "modes": 4}),
+                extra,
+            );
             match one_layer(layer) {
                 Ok(LayerConfig::Bla(c)) => Ok(c),
                 Ok(other) => panic!("{other:?}"),
@@ -754,11 +752,10 @@ mod tests {
         assert!(mla(3).is_err());
 
         let mamba2 = |extra: Value| {
-            let mut layer = json!({"mixer": "mamba2", "num_heads": 2, "head_dim": 16});
-            layer
-                .as_object_mut()
-                .unwrap()
-                .extend(extra.as_object().unwrap().clone());
+            let layer = with(
+                json!({"mixer": "mamba2", "num_heads": 2, "head_dim": 16}),
+                extra,
+            );
             one_layer(layer)
         };
         assert!(mamba2(json!({"conv_size": 64})).is_ok());
