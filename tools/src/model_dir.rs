@@ -269,6 +269,235 @@ impl ModelDir {
 mod tests {
     use super::*;
 
+    /// A tensor of a test file: name, dtype, shape, bytes.
+    type Entry<'a> = (&'a str, &'a str, &'a [usize], &'a [u8]);
+
+    /// A safetensors file: the 8-byte header length, the JSON header (padded
+    /// with spaces to 8 bytes) and each tensor's bytes in turn.
+    fn safetensors(tensors: &[Entry]) -> Vec<u8> {
+        let (mut header, mut data) = (serde_json::Map::new(), Vec::new());
+        for &(name, dtype, shape, bytes) in tensors {
+            let at = [data.len(), data.len() + bytes.len()];
+            header.insert(
+                name.into(),
+                serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": at}),
+            );
+            data.extend_from_slice(bytes);
+        }
+        let mut head = serde_json::Value::Object(header).to_string();
+        while head.len() % 8 != 0 {
+            head.push(' ');
+        }
+        let mut out = (head.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(&data);
+        out
+    }
+
+    /// A fresh, empty directory under the system's temporary one.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ferrite-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// f32, f16 and bf16 decode little-endian to their values (1.5 is
+    /// 0x3E00 in f16, -2.0 is 0xC000 in bf16); other dtypes are refused
+    /// naming the tensor and the dtype.
+    #[test]
+    fn each_source_dtype_decodes_to_its_values() {
+        let f32s: Vec<u8> = [0.25f32, -3.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(to_f32(Dtype::F32, &f32s, "w").unwrap(), [0.25, -3.0]);
+        let f16s = [0x00, 0x3E, 0x00, 0xBC];
+        assert_eq!(to_f32(Dtype::F16, &f16s, "w").unwrap(), [1.5, -1.0]);
+        let bf16s = [0x00, 0xC0, 0x80, 0x3F];
+        assert_eq!(to_f32(Dtype::BF16, &bf16s, "w").unwrap(), [-2.0, 1.0]);
+        let err = to_f32(Dtype::I32, &[0; 4], "w").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "tensor w: dtype I32 is not supported (use f32, f16 or bf16)"
+        );
+    }
+
+    /// The provenance code of each dtype is its index in `SOURCE_DTYPES`,
+    /// and a file's code is that of its least precise tensor.
+    #[test]
+    fn a_files_dtype_code_is_its_least_precise_tensors() {
+        for (dtype, name) in [
+            (Dtype::F32, "f32"),
+            (Dtype::F16, "f16"),
+            (Dtype::BF16, "bf16"),
+        ] {
+            assert_eq!(SOURCE_DTYPES[dtype_code(dtype) as usize], name);
+        }
+        let one = 1.0f32.to_le_bytes();
+        let cases: [(&[Entry], u32); 4] = [
+            (&[("a", "F32", &[1], &one)], 0),
+            (
+                &[("a", "F32", &[1], &one), ("b", "F16", &[1], &[0x00, 0x3C])],
+                1,
+            ),
+            (
+                &[("a", "BF16", &[1], &[0x80, 0x3F]), ("b", "F32", &[1], &one)],
+                2,
+            ),
+            (
+                &[
+                    ("a", "F16", &[1], &[0x00, 0x3C]),
+                    ("b", "BF16", &[1], &[0x80, 0x3F]),
+                ],
+                2,
+            ),
+        ];
+        for (file, code) in cases {
+            let mut tensors = BTreeMap::new();
+            assert_eq!(
+                parse_safetensors(&safetensors(file), &mut tensors).unwrap(),
+                code
+            );
+            assert_eq!(tensors.len(), file.len());
+            for t in tensors.values() {
+                assert_eq!(
+                    (t.shape.as_slice(), t.values.as_slice()),
+                    (&[1][..], &[1.0][..])
+                );
+            }
+        }
+    }
+
+    /// A tensor already read (from another shard) is refused by name.
+    #[test]
+    fn a_tensor_in_two_shards_is_refused() {
+        let file = safetensors(&[("w", "F16", &[1], &[0x00, 0x3C])]);
+        let mut tensors = BTreeMap::new();
+        parse_safetensors(&file, &mut tensors).unwrap();
+        let err = parse_safetensors(&file, &mut tensors)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "tensor w appears in more than one shard");
+    }
+
+    /// `model.safetensors` is read when it is there (an index beside it is
+    /// ignored) and when there is no index (then its absence is the error);
+    /// without it, the index's shards are read, each once.
+    #[test]
+    fn weights_come_from_the_single_file_or_the_shards_of_the_index() {
+        let dir = scratch("weights");
+        let err = format!("{:#}", read_weights(&dir).unwrap_err());
+        assert!(
+            err.starts_with("cannot read ") && err.contains("model.safetensors:"),
+            "{err}"
+        );
+        let index = serde_json::json!({"weight_map": {"a": "s1", "b": "s2", "c": "s1"}});
+        std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+        let s1 = safetensors(&[
+            ("a", "F32", &[1], &2.0f32.to_le_bytes()),
+            ("c", "F16", &[2], &[0x00, 0x3C, 0x00, 0x40]),
+        ]);
+        std::fs::write(dir.join("s1"), s1).unwrap();
+        std::fs::write(
+            dir.join("s2"),
+            safetensors(&[("b", "BF16", &[1], &[0x40, 0x40])]),
+        )
+        .unwrap();
+        let (tensors, code) = read_weights(&dir).unwrap();
+        assert_eq!(code, 2);
+        let values: Vec<(&str, &[f32])> = tensors
+            .iter()
+            .map(|(k, t)| (k.as_str(), t.values.as_slice()))
+            .collect();
+        assert_eq!(
+            values,
+            [("a", &[2.0][..]), ("b", &[3.0][..]), ("c", &[1.0, 2.0][..])]
+        );
+        std::fs::write(
+            dir.join("model.safetensors"),
+            safetensors(&[("w", "F16", &[1], &[0x00, 0x3C])]),
+        )
+        .unwrap();
+        let (tensors, code) = read_weights(&dir).unwrap();
+        assert_eq!(
+            (tensors.keys().collect::<Vec<_>>(), code),
+            (vec![&"w".to_string()], 1)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The index must name each tensor's shard: a tensor its shard lacks and
+    /// a shard outside the directory are refused naming both.
+    #[test]
+    fn an_index_naming_a_tensor_its_shard_lacks_is_refused() {
+        let dir = scratch("shard-lacks");
+        std::fs::write(dir.join("s1"), safetensors(&[("a", "F32", &[1], &[0; 4])])).unwrap();
+        let index = serde_json::json!({"weight_map": {"a": "s1", "z": "s1"}});
+        std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+        let err = read_weights(&dir).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "weight_map names tensor z in \"s1\", which does not contain it"
+        );
+        let index = serde_json::json!({"weight_map": {"a": "../s1"}});
+        std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+        let err = read_weights(&dir).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            err,
+            "weight_map entry a points outside the model directory: ../s1"
+        );
+    }
+
+    /// A ferrite config.json's model gets the source dtype in bits 8-15 of
+    /// its provenance (bf16: 2), its name for reports, and no tokenizer
+    /// without a tokenizer.json.
+    #[test]
+    fn opening_a_directory_records_the_source_dtype_in_the_provenance() {
+        let dir = scratch("open-bf16");
+        let config = serde_json::json!({"vocab_size": 256, "hidden_size": 8, "intermediate_size": 16,
+            "layers": [{"mixer": "gdn", "num_heads": 1, "head_dim": 8, "expand_v": 1.0, "conv_size": 2}]});
+        std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+        let w = safetensors(&[("w", "BF16", &[2], &[0x80, 0x3F, 0x00, 0xC0])]);
+        std::fs::write(dir.join("model.safetensors"), w).unwrap();
+        let m = ModelDir::open(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(m.config.model.provenance, 2 << 8);
+        assert_eq!(m.source_dtype, "bf16");
+        assert_eq!(m.tensors["w"].values, [1.0, -2.0]);
+        assert!(m.tokenizer.is_none());
+    }
+
+    /// The model's vocabulary must hold every token of the tokenizer: as
+    /// many is enough, one more is refused with both counts.
+    #[test]
+    fn the_tokenizer_must_fit_the_vocabulary() {
+        let config = config_json::parse(&serde_json::json!({"vocab_size": 300, "hidden_size": 8,
+            "intermediate_size": 16, "layers": [{"mixer": "gdn", "num_heads": 1, "head_dim": 8}]}))
+        .unwrap();
+        let with = |tokens: usize| ModelDir {
+            config: config.clone(),
+            tensors: BTreeMap::new(),
+            source_dtype: "f32".into(),
+            warnings: Vec::new(),
+            tokenizer: Some(BpeSpec {
+                tokens: vec![vec![0]; tokens],
+                merges: Vec::new(),
+            }),
+        };
+        with(299).check_tokenizer().unwrap();
+        with(300).check_tokenizer().unwrap();
+        let err = with(301).check_tokenizer().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "tokenizer.json has 301 tokens but the model's vocab_size is 300"
+        );
+        let mut none = with(0);
+        none.tokenizer = None;
+        none.check_tokenizer().unwrap();
+    }
+
     /// An index of 100 000 distinct shards is refused at its first missing
     /// shard in the map's order, without a quadratic pass over the names
     /// first (`Vec::contains`: 19 s in the checked profile, now 0.35 s; the
