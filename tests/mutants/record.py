@@ -3,10 +3,18 @@
 
     python3 tests/mutants/record.py FIRST_RUN_DIR... [--verify VERIFY_DIR...]
     python3 tests/mutants/record.py --add COMMIT FIRST_RUN_DIR... [--verify VERIFY_DIR...]
+    python3 tests/mutants/record.py --add COMMIT RERUN_DIR... --first-missed LIST
 
 Each FIRST_RUN_DIR is a `-o` directory of a first run (it holds
 `mutants.out/outcomes.json`); each VERIFY_DIR one of the re-run of the
-missed mutants after tests were added. Without `--add` the record is
+missed mutants after tests were added. `--first-missed LIST` is for a
+first run whose `outcomes.json` was not kept, only the list of the mutants
+it missed (LIST: one `location: mutant` a line, `#` comments): the
+directories are then those of a re-run of every mutant on the same code
+with the tests added, and a mutant's first-run outcome is `missed` where
+LIST names it and the re-run's otherwise (caught stays caught and unviable
+stays unviable when only tests were added; a first run with timeouts cannot
+be recorded this way). Without `--add` the record is
 rewritten from these runs alone; with `--add COMMIT` the rows of the files
 these runs mutated replace that file's old rows (if any) and the others are
 kept, under a comment naming the tree they were run on. docs/testing.md
@@ -31,9 +39,23 @@ def main(argv):
     add = None
     if argv[:1] == ["--add"]:
         add, argv = argv[1], argv[2:]
+    first_missed = None
+    if "--first-missed" in argv:
+        i = argv.index("--first-missed")
+        text = pathlib.Path(argv[i + 1]).read_text()
+        first_missed = {l for l in text.splitlines() if l.strip() and not l.startswith("#")}
+        argv = argv[:i] + argv[i + 2 :]
     split = argv.index("--verify") if "--verify" in argv else len(argv)
     first, verify = argv[:split], argv[split + 1 :]
     again = dict(kv for d in verify for kv in outcomes(d))
+    if first_missed is not None:
+        if verify:
+            sys.exit("--first-missed: the directories are the re-run's; no --verify")
+        rerun = dict(kv for d in first for kv in outcomes(d))
+        for name in sorted(first_missed):
+            if rerun.get(name, "unviable") == "unviable":
+                sys.exit(f"listed as missed but not a viable mutant of the re-run: {name}")
+        again = rerun
     out = pathlib.Path(__file__).with_name("outcomes.tsv")
     lines = [
         '# cargo mutants 27.1.0 on the tree of fb1eea3 (docs/testing.md, "Mutation testing").',
@@ -46,6 +68,8 @@ def main(argv):
         lines.append(f"# {', '.join(sorted(files))}: cargo mutants 27.1.0 on the tree of {add}.")
     for d in first:
         for name, result in outcomes(d):
+            if first_missed is not None:
+                result = "missed" if name in first_missed else result
             if result == "missed" and name not in again:
                 sys.exit(f"missed mutant not re-run: {name}")
             location, mutant = name.split(": ", 1)
