@@ -336,3 +336,294 @@ fn quantize_is_exact_near_halves() {
         assert_eq!(qi as f64, want, "x {x}");
     }
 }
+
+/// Deterministic values for the fixed cases below (xorshift64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn int(&mut self, lo: i32, hi: i32) -> i32 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i32
+    }
+}
+
+/// A case of random values (`q` in `qlo..=qhi`, `x` in -127..=127, every
+/// multiplier and scale drawn) of the given shape.
+fn random_case(
+    rng: &mut Rng,
+    (rows, cols, group): (usize, usize, usize),
+    qlo: i32,
+    qhi: i32,
+) -> Case {
+    let prows = padded_rows(rows);
+    Case {
+        rows,
+        cols,
+        group,
+        q: (0..rows * cols).map(|_| rng.int(qlo, qhi) as i8).collect(),
+        d: (0..prows)
+            .map(|_| rng.int(-1000, 1000) as f32 / 512.0)
+            .collect(),
+        m: (0..prows * (cols / group))
+            .map(|_| rng.int(0, 255) as u8)
+            .collect(),
+        x: (0..cols).map(|_| rng.int(-127, 127) as i8).collect(),
+        scale: 0.0123,
+    }
+}
+
+/// The least right shift that brings `qmax * 127 * 255 * cols` (the
+/// largest magnitude of a row total of `totals_i8` / `totals_i4`) below
+/// 2^31, found one bit at a time.
+fn least_fitting_shift(cols: usize, qmax: u128) -> u32 {
+    let bound = qmax * 127 * 255 * cols as u128;
+    let mut shift = 0;
+    while bound >> shift >= 1 << 31 {
+        shift += 1;
+    }
+    shift
+}
+
+#[test]
+fn total_shift_is_the_least_that_keeps_row_totals_in_an_i32() {
+    for cols in (16..=65536).step_by(16) {
+        assert_eq!(
+            tiled::total_shift(cols, 128),
+            least_fitting_shift(cols, 128),
+            "int8, {cols}"
+        );
+        assert_eq!(
+            tiled::total_shift(cols, 8),
+            least_fitting_shift(cols, 8),
+            "int4, {cols}"
+        );
+    }
+    // Int8 needs none up to 512 columns, int4 up to 8288.
+    assert_eq!(tiled::total_shift(512, 128), 0);
+    assert_eq!(tiled::total_shift(528, 128), 1);
+    assert_eq!(tiled::total_shift(4096, 128), 3);
+    assert_eq!(tiled::total_shift(8288, 8), 0);
+    assert_eq!(tiled::total_shift(8304, 8), 1);
+}
+
+/// What `totals_i8` / `totals_i4` must give, written out: per row,
+/// `Σ_g m[r][g] Σ_{c in g} W[r][c] x[c]` in i64, shifted right by
+/// [`least_fitting_shift`]; and that shift.
+fn expected_totals(c: &Case, qmax: u128) -> (Vec<i32>, u32) {
+    let groups = c.cols / c.group;
+    let shift = least_fitting_shift(c.cols, qmax);
+    let totals = (0..c.rows)
+        .map(|r| {
+            let total: i64 = (0..groups)
+                .map(|g| {
+                    let sum: i64 = (g * c.group..(g + 1) * c.group)
+                        .map(|col| i64::from(c.q[r * c.cols + col]) * i64::from(c.x[col]))
+                        .sum();
+                    i64::from(c.m[r * groups + g]) * sum
+                })
+                .sum();
+            i32::try_from(total >> shift).unwrap()
+        })
+        .collect();
+    (totals, shift)
+}
+
+/// The integer token path's products: one group per row with no shift
+/// (the whole-block call: whole blocks and a partial one), several groups
+/// (groups of 16, and wider than a tile), and widths that need a shift,
+/// with random values and with every weight, activation and multiplier at
+/// its extreme; `out` starts as garbage, so each row must be written.
+#[test]
+fn integer_totals_are_the_exact_group_sums_shifted() {
+    let shapes = [
+        (1, 16, 16),
+        (3, 32, 32),
+        (4, 16, 16),
+        (8, 64, 64),
+        (13, 512, 512),
+        (5, 64, 16),
+        (9, 128, 32),
+        (6, 96, 48),
+        (7, 1024, 1024),
+        (6, 1024, 256),
+        (4, 4096, 4096),
+    ];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for shape in shapes {
+        let mut cases = vec![random_case(&mut rng, shape, -128, 127)];
+        let extreme = Case {
+            q: vec![-128; shape.0 * shape.1],
+            m: vec![255; cases[0].m.len()],
+            x: vec![-127; shape.1],
+            ..cases[0].clone()
+        };
+        cases.push(extreme);
+        for c in &cases {
+            let payload = c.i8_payload();
+            let wide = prepared(&c.x);
+            let w = TiledI8 {
+                rows: c.rows,
+                cols: c.cols,
+                group: c.group,
+                q: &payload,
+                row_scales: &c.d,
+                mults: &c.m,
+            };
+            let x = QVec {
+                q: &c.x,
+                wide: &wide,
+                scale: c.scale,
+            };
+            let mut out = vec![0x5a5a_5a5a; c.rows];
+            let shift = tiled::totals_i8(&w, &x, &mut out);
+            let (want, want_shift) = expected_totals(c, 128);
+            assert_eq!((out, shift), (want, want_shift), "int8 {shape:?}");
+        }
+    }
+    // Int4: as int8, and 8320 columns (groups of 2080), the first width
+    // past 8288 where its totals need a shift.
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for shape in shapes.into_iter().chain([(2, 8320, 2080)]) {
+        let mut cases = vec![random_case(&mut rng, shape, -8, 7)];
+        let extreme = Case {
+            q: vec![-8; shape.0 * shape.1],
+            m: vec![255; cases[0].m.len()],
+            x: vec![-127; shape.1],
+            ..cases[0].clone()
+        };
+        cases.push(extreme);
+        for c in &cases {
+            let payload = c.i4_payload();
+            let wide = prepared(&c.x);
+            let w = TiledI4 {
+                rows: c.rows,
+                cols: c.cols,
+                group: c.group,
+                q: &payload,
+                row_scales: &c.d,
+                mults: &c.m,
+            };
+            let x = QVec {
+                q: &c.x,
+                wide: &wide,
+                scale: c.scale,
+            };
+            let mut out = vec![0x5a5a_5a5a; c.rows];
+            let shift = tiled::totals_i4(&w, &x, &mut out);
+            let (want, want_shift) = expected_totals(c, 8);
+            assert_eq!((out, shift), (want, want_shift), "int4 {shape:?}");
+        }
+    }
+}
+
+/// `y` shorter than the matrix's rows: the rows it has, as the reference
+/// computes them, and no panic (`matvec_i8`'s whole-block call is bounded by
+/// `y` too).
+#[test]
+fn a_short_output_gets_the_rows_it_has() {
+    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    for shape in [(8, 32, 32), (12, 64, 64), (9, 64, 16)] {
+        let c = random_case(&mut rng, shape, -128, 127);
+        let payload = c.i8_payload();
+        let wide = prepared(&c.x);
+        let w = TiledI8 {
+            rows: c.rows,
+            cols: c.cols,
+            group: c.group,
+            q: &payload,
+            row_scales: &c.d,
+            mults: &c.m,
+        };
+        let x = QVec {
+            q: &c.x,
+            wide: &wide,
+            scale: c.scale,
+        };
+        let mut want = vec![f32::NAN; c.rows];
+        matvec_tiled_i8(&w, &x, &mut want);
+        for len in 0..c.rows {
+            let mut y = vec![f32::NAN; len];
+            tiled::matvec_i8(&w, &x, &mut y);
+            same_bits(&y, &want[..len]).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_nan_or_an_infinity_gives_zero_steps() {
+    for bad in [f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let x = [1.0, bad, -3e38, 2.0, 0.0, 1e-40];
+        let mut q = [5i8; 6];
+        let scale = tiled::quantize(&x, &mut q);
+        assert_eq!(q, [0; 6], "{bad}");
+        assert_eq!(scale.is_nan(), bad.is_nan());
+        assert!(scale.is_nan() || scale == f32::INFINITY);
+    }
+}
+
+/// Maxima below `127 / f32::MAX` (about 3.7e-37), where `127 / max`
+/// overflows and every value takes the exact integer route even with an
+/// FPU: subnormal and normal maxima, values of both signs, and at the
+/// subnormal maximum 254 * 2^-149 every quotient `k / 2` (ties away from
+/// zero), against the quotient in f64.
+#[test]
+fn tiny_maxima_quantize_exactly() {
+    let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+    for abits in [
+        0x0000_00fe_u32,
+        0x0000_0001,
+        0x0012_3457,
+        0x007f_ffff,
+        0x0080_0000,
+        0x0234_5678,
+        0x02fc_0000,
+    ] {
+        let amax = f32::from_bits(abits);
+        assert!(!(127.0 / amax).is_finite(), "{amax:e}");
+        let mut x = vec![amax, -amax];
+        for k in 0..=abits.min(254) {
+            x.push(f32::from_bits(k));
+            x.push(-f32::from_bits(k));
+        }
+        for _ in 0..200 {
+            let v = f32::from_bits((rng.next() % (u64::from(abits) + 1)) as u32);
+            x.push(if rng.next() % 2 == 0 { v } else { -v });
+        }
+        let mut q = vec![0i8; x.len()];
+        let scale = tiled::quantize(&x, &mut q);
+        assert_eq!(scale.to_bits(), (amax / 127.0).to_bits());
+        for (&xi, &qi) in x.iter().zip(&q) {
+            let want = (127.0 * f64::from(xi) / f64::from(amax)).round();
+            assert_eq!(f64::from(qi), want, "x {xi:e} max {amax:e}");
+        }
+    }
+}
+
+/// Values whose f32 product `x * (127 / max)` lands below a half that the
+/// exact quotient reaches, in a vector with no value near an integer step
+/// (`max * (127 / max)` is 126.99999 here): the exact route must still
+/// decide them.
+#[test]
+fn a_product_just_below_a_half_is_decided_exactly() {
+    let amax = f32::from_bits(0x404b_15e4); // 3.1732111
+    let inv = 127.0 / amax;
+    assert!(amax * inv < 127.0);
+    for (xbits, step) in [(0x3fc7_e327_u32, 63i8), (0x3fcb_15e4, 64)] {
+        let x = f32::from_bits(xbits);
+        let exact = 127.0 * f64::from(x) / f64::from(amax);
+        assert!(exact >= f64::from(step) - 0.5 && exact < f64::from(step) - 0.5 + 1e-6);
+        assert!(
+            x * inv < f32::from(step) - 0.5,
+            "the f32 product rounds down"
+        );
+        let mut q = [0i8; 3];
+        tiled::quantize(&[amax, x, -x], &mut q);
+        assert_eq!(q, [127, step, -step], "x {x}");
+    }
+}

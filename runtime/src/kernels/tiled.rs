@@ -376,3 +376,45 @@ fn store_totals(out: &mut [i32], rb: usize, total: &[i64; TILE_ROWS], shift: u32
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `exact_step` (the route of every value on cores without an FPU)
+    /// against the quotient in f64, where `127 |x|` is exact and the one
+    /// rounding of the division cannot move a value across a half: for
+    /// maxima subnormal, normal and the largest finite, and values from the
+    /// maximum down to 0, through exponents more than 8 below the maximum's
+    /// (step 0 without a division; a shift of the maximum's significand by
+    /// that many bits would overflow).
+    #[test]
+    fn exact_step_is_the_rounded_quotient_at_every_distance() {
+        for abits in [
+            0x0000_00fe_u32, // 254 * 2^-149: 127 k / 254 = k / 2, ties
+            0x007f_ffff,     // largest subnormal
+            0x0080_0000,     // smallest normal
+            0x3f80_0000,     // 1
+            0x3f9d_f3b6,     // 1.2339
+            0x7f7f_ffff,     // f32::MAX
+        ] {
+            let (ma, ea) = significand(abits);
+            let amax = f64::from(f32::from_bits(abits));
+            let mut xbits = abits;
+            let mut far = 0;
+            loop {
+                let x = f64::from(f32::from_bits(xbits));
+                let want = (127.0 * x / amax).round() as u32;
+                assert_eq!(exact_step(xbits, ma, ea), want, "x {x:e}, max {amax:e}");
+                if significand(xbits).1 + 8 < ea {
+                    far += 1;
+                }
+                if xbits == 0 {
+                    break;
+                }
+                xbits -= (xbits / 7).max(1);
+            }
+            assert!(abits < 0x0500_0000 || far > 10, "{abits:#x}");
+        }
+    }
+}
