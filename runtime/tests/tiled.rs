@@ -593,7 +593,7 @@ fn tiny_maxima_quantize_exactly() {
         }
         for _ in 0..200 {
             let v = f32::from_bits((rng.next() % (u64::from(abits) + 1)) as u32);
-            x.push(if rng.next() % 2 == 0 { v } else { -v });
+            x.push(if rng.next() & 1 == 0 { v } else { -v });
         }
         let mut q = vec![0i8; x.len()];
         let scale = tiled::quantize(&x, &mut q);
