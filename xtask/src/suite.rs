@@ -26,10 +26,10 @@
 //!   tokens, OTA updates on the signed firmware (a signed update accepted;
 //!   unsigned, another key, tampered, older (anti-rollback, in one boot and
 //!   after a simulated reset), cut, hostile and too large refused with A
-//!   serving), an image too large for
-//!   the M3, a defmt build; the trained models (the demo, lm-en-m3, MQAR and
-//!   bits per byte with the `eval` firmware) against the host and their
-//!   recorded metrics.
+//!   serving), an image too large for the M3, a defmt build; the trained
+//!   models (the demo, the M3's LMs en-m3, rwkv7-m3 and mamba2-m3, MQAR
+//!   and bits per byte with the `eval` firmware) against the host and
+//!   their recorded metrics.
 //! - m4f and m3: `generate` with the default image built with the
 //!   `roofline` feature generates like the host; its `roofline:` line's
 //!   MACs per token are `ferrite inspect`'s and what its products counted,
@@ -176,6 +176,10 @@ const MQAR_MODELS: &[(&str, &str)] = &[
     ("m4f", "bla-m7"),
     ("m0", "gdn-2k-lr3e-3"),
 ];
+/// The byte-level LMs trained for the M3's budget (models/lm): ferrite's
+/// hybrid and fla's RWKV-7 and Mamba-2 (issue 27), each generating on the m3
+/// like the host, its stats recorded (boards/expected/lm-<name>-m3.*).
+const M3_LMS: [&str; 3] = ["en-m3", "rwkv7-m3", "mamba2-m3"];
 /// MQAR sequences of seed 0 on the board (the first 100 of the recorded 1,000).
 const MQAR_N: usize = 100;
 /// Held-out excerpts scored on the boards: (board, model, dtype, bytes, chunk).
@@ -478,18 +482,23 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             s.expect_run("demo-m4f", &run, &report, true)?
         ))
     });
-    s.check("m3: models/lm/en-m3 int8 generates like the host", |s| {
-        let board = boards::named("m3")?;
-        let image = host::shipped_image("models/lm/en-m3", "int8")?;
-        let (run, report, note) = generate(&generate_req(board, &image))?;
-        let stats = s.expect_run("lm-en-m3-m3", &run, &report, true)?;
-        let (flash, ram) = boards::budget(board)?;
-        let sizes = report.sizes;
-        Ok(format!(
-            "{note}; flash {} of {flash} B, static RAM {} of {ram} B; {stats}",
-            sizes.flash, sizes.ram
-        ))
-    });
+    for name in M3_LMS {
+        s.check(
+            &format!("m3: models/lm/{name} int8 generates like the host"),
+            |s| {
+                let board = boards::named("m3")?;
+                let image = host::shipped_image(&format!("models/lm/{name}"), "int8")?;
+                let (run, report, note) = generate(&generate_req(board, &image))?;
+                let stats = s.expect_run(&format!("lm-{name}-m3"), &run, &report, true)?;
+                let (flash, ram) = boards::budget(board)?;
+                let sizes = report.sizes;
+                Ok(format!(
+                    "{note}; flash {} of {flash} B, static RAM {} of {ram} B; {stats}",
+                    sizes.flash, sizes.ram
+                ))
+            },
+        );
+    }
     for &(board, name) in MQAR_MODELS {
         s.check(
             &format!("{board}: MQAR {name} int8, {MQAR_N} sequences, like the host and the record"),

@@ -1,30 +1,14 @@
-"""Status (2026-12-06): run once, on an H100, both families at --time-budget 330
-(seed 1, lr 3e-3, defaults otherwise); the weights did not come back from the
-device (too many files in $OUT: tools/python/research/rounds/fla-lm-call.sh now
-tars them), so nothing is shipped yet. What the run printed:
-- Mamba-2 (151,688 parameters, f32 with TF32): 6,826 steps, PyTorch bits per byte
-  2.0060 on english-heldout.txt and 2.1236 on heldout.txt, against en-m3's 2.0141 /
-  2.1395 (450 s + a resumed stage) at the same budget: worth shipping.
-- RWKV-7 (145,152 parameters, bf16 autocast): 1,659 steps (its first step compiled
-  fla's kernels for ~6 minutes on the cold machine, inside the budget, so the
-  schedule had mostly decayed before it trained) and 3.2137 / 3.3683, loss still
-  3.30 at step 1,500: it had barely started.
-Since then (not yet run: the session's device time was spent before the second
-call): the warm-up (one forward and backward, no optimizer step, and the
-evaluation's shapes) compiles the kernels before the clock starts; --end-by
-stops training at a wall-clock time whatever the budget; --trim-autotune keeps
-at most 4 warps and 3 stages of fla's autotune configurations (up to 15 a
-kernel) to cut RWKV-7's compile; the weights are saved before the evaluation;
-the evaluation runs without TF32. The one call that trains both and tars them:
-    bash tools/python/research/rounds/fla-lm-call.sh 420 540 505
-(Mamba-2 420 s, RWKV-7 up to 540 s, training ends 505 s after the start; see
-the script's header for the carry; FLA_LM_PY points it at another copy of
-ferrite_train). Both m3-size configurations below were
-checked without weights (random ones, same shapes): `ferrite quantize` reads
-them, and their int8 images run on the m3 under QEMU: RWKV-7 174,400-byte image,
-234,556 bytes flash / 20,880 RAM; Mamba-2 178,528-byte image, 233,516 flash /
-33,584 RAM (of 256 KB / 64 KB). Next: the call, then `ferrite quantize`, `eval
---text` against the PyTorch numbers, and models/lm/{rwkv7,mamba2}-m3.
+"""Status (2026-12-06): shipped as models/lm/rwkv7-m3 and models/lm/mamba2-m3
+(settings, steps and bits per byte in models/lm/README.md and each metrics.json),
+from one device call that trains both at once and tars them back:
+    FLA_LM_PY=target/flalm-py bash tools/python/research/rounds/fla-lm-call.sh 420 540 505
+(Mamba-2 420 s, RWKV-7 up to 540 s, training ends 505 s after the start; see the
+script's header for the carry), then ``python -m ferrite_train.fla_ship``. The
+warm-up (one forward and backward, no optimizer step, and the evaluation's shapes)
+compiles fla's kernels before the clock starts; --end-by stops training at a
+wall-clock time whatever the budget; --trim-autotune keeps at most 4 warps and 3
+stages of fla's autotune configurations to cut RWKV-7's compile (still 211 s on a
+cold H100, which left RWKV-7 287 s of training in the call).
 
 Train a byte-level LM with fla's own model classes (issue 27, item 5): RWKV-7
 (``RWKV7ForCausalLM``) or Mamba-2 (``Mamba2ForCausalLM``) at ``models/lm/en-m3``'s

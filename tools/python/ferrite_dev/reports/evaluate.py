@@ -69,6 +69,19 @@ MQAR_SEED, MQAR_N = 0, 1000
 # tolerance covers only the decimal round trip of the printed figure).
 QUICK_VARIANTS = ("f32", "int8_tiled", "int8_int")
 QUICK_MQAR_N, QUICK_TEXT_BYTES, QUICK_REL_TOL = 16, 1024, 1e-9
+# Families whose models the integer token path (`int8_int`) refuses, and why: `ferrite
+# quantize --path int` refuses them with the same reason, so they have no such figure.
+NO_TOKEN_PATH = {"rwkv7": "LayerNorm (with bias): the integer token path runs RMSNorm only"}
+
+
+def token_path_refusal(metrics: dict):
+    """Why the integer token path refuses this model (None when it runs it)."""
+    return NO_TOKEN_PATH.get(metrics["family"].split("-")[0])
+
+
+def variants_of(metrics: dict, variants) -> list:
+    """``variants`` less the integer token path where it refuses the model."""
+    return [v for v in variants if not (v == "int8_int" and token_path_refusal(metrics))]
 
 
 def run(cmd: list, stderr_too: bool = False) -> str:
@@ -110,6 +123,7 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
     metrics = json.loads(metrics_path.read_text())
     task = metrics["task"]
     runtime = dict(metrics.get("runtime", {}))
+    variants = variants_of(metrics, variants)
     for variant in variants:
         image = tmp / f"{model_dir.parent.name}-{model_dir.name}-{variant}.fer"
         args = VARIANTS[variant] + (CALIBRATION[task] if variant == "int4_calibrated" else [])
@@ -119,7 +133,7 @@ def measure(bin_path: Path, model_dir: Path, tmp: Path, variants: list, check: b
         entry = {"image_bytes": flash, "ram_bytes": int(ram.group(1)), "state_bytes": int(ram.group(2))}
         if variant == "f32":
             inspect = run([bin_path, "inspect", image], True)
-            runtime["state_bytes_per_layer"] = [int(x) for x in re.findall(r"state (\d+) bytes", inspect)]
+            runtime["state_bytes_per_layer"] = [int(x) for x in re.findall(r"state (?:[a-z0-9]+ )?(\d+) bytes", inspect)]
         entry.update(score(bin_path, image, task, heldout_texts(metrics)))
         if check and variant in runtime:
             recorded = {k: runtime[variant][k] for k in entry if k in runtime[variant]}
@@ -156,7 +170,7 @@ def quick(bin_path: Path, model_dir: Path, tmp: Path) -> dict:
     metrics = json.loads((model_dir / "metrics.json").read_text())
     task = metrics["task"]
     figures = {}
-    for variant in QUICK_VARIANTS:
+    for variant in variants_of(metrics, QUICK_VARIANTS):
         image = tmp / f"quick-{model_dir.parent.name}-{model_dir.name}-{variant}.fer"
         run([bin_path, "quantize", model_dir, "-o", image, *VARIANTS[variant]])
         if task == "mqar":

@@ -210,6 +210,8 @@ def note(command: str) -> str:
 # with `generate` on the board they are made for. The boards' default images come first.
 TRAINED_ROWS = [
     ("lm-en-m3-m3", "lm-en-m3 int8 (trained on English text, 151k params)"),
+    ("lm-rwkv7-m3-m3", "lm-rwkv7-m3 int8 (fla's RWKV-7, English text, 145k params)"),
+    ("lm-mamba2-m3-m3", "lm-mamba2-m3 int8 (fla's Mamba-2, English text, 152k params)"),
     ("demo-m4f", "lm-en-m4f int8 (trained on English text, 1.8M params; `cargo xtask demo`: prompt \"A man \", "
                  "200 sampled tokens)"),
 ]

@@ -17,6 +17,7 @@ import json
 import sys
 
 from .. import REPO_ROOT as ROOT
+from . import evaluate
 from .families import present, rank
 
 COMMAND = "ferrite-models-report"
@@ -66,17 +67,30 @@ def lm_table() -> str:
     return "\n".join(out)
 
 
+# The LMs trained on the English text: ferrite's own hybrids, then fla's RWKV-7 and
+# Mamba-2 (ferrite_train.fla_lm, issue 27) at en-m3's budget.
+ENGLISH_LMS = ("en-m3", "en-m4f", "rwkv7-m3", "mamba2-m3")
+
+
+def layers_of(cfg: dict) -> str:
+    """A model's layers as the tables show them: ferrite's mixer per layer, or an fla
+    checkpoint's model type and depth."""
+    if "layers" in cfg:
+        return "/".join(layer["mixer"] for layer in cfg["layers"])
+    return f"{cfg['model_type']} x {cfg['num_hidden_layers']}"
+
+
 def english_lm_table() -> str:
     """The LMs trained on the English text (models/lm/README.md): bits per byte on its
     held-out part and on the fortunes' held-out text, PyTorch and the runtime (f32 and
     the default int8 / int4 images: tiled layout)."""
     out = ["| model | params | layers | held-out text | PyTorch | runtime f32 | int8 | int4 | int8 image | RAM (session) | state |",
            "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name in ("en-m3", "en-m4f"):
+    for name in ENGLISH_LMS:
         d = json.loads((ROOT / "models/lm" / name / "metrics.json").read_text())
         cfg = json.loads((ROOT / "models/lm" / name / "config.json").read_text())
         rt = d["runtime"]
-        layers = "/".join(layer["mixer"] for layer in cfg["layers"])
+        layers = layers_of(cfg)
         for key, text in (("bits_per_byte", "heldout-english.txt"), ("bits_per_byte_fortunes", "heldout.txt")):
             first = key == "bits_per_byte"
             out.append(f"| `models/lm/{name}` | {d['params'] if first else ''} "
@@ -176,14 +190,20 @@ def token_path_table() -> str:
     for d in mqar:
         rt = d["runtime"]
         out.append(f"| `mqar/{d['name']}` | MQAR accuracy | {cells(rt, 'accuracy')} | {states(rt)} |")
-    for name in ("small", "large", "en-m3", "en-m4f"):
-        rt = json.loads((ROOT / "models/lm" / name / "metrics.json").read_text())["runtime"]
+    for name in ("small", "large", *ENGLISH_LMS):
+        d = json.loads((ROOT / "models/lm" / name / "metrics.json").read_text())
+        rt, refusal = d["runtime"], evaluate.token_path_refusal(d)
         texts = [("bits_per_byte", "heldout.txt")]
         if "bits_per_byte_fortunes" in rt["f32"]:
             texts = [("bits_per_byte", "heldout-english.txt"), ("bits_per_byte_fortunes", "heldout.txt")]
         for i, (key, text) in enumerate(texts):
-            out.append(f"| {'`lm/' + name + '`' if i == 0 else ''} | bits per byte, {text} | {cells(rt, key)} "
-                       f"| {states(rt) if i == 0 else ''} |")
+            if refusal:  # no integer-path image: the quantizer refuses it
+                row = f"{rt['f32'][key]:.4f} | {rt['int8_tiled'][key]:.4f} | refused: {refusal}"
+                state = f"{rt['f32']['state_bytes']:,} / —"
+            else:
+                row, state = cells(rt, key), states(rt)
+            out.append(f"| {'`lm/' + name + '`' if i == 0 else ''} | bits per byte, {text} | {row} "
+                       f"| {state if i == 0 else ''} |")
     return "\n".join(out)
 
 
