@@ -225,7 +225,7 @@ fn recorded_figures_meet_the_targets() {
         .filter(|p| p.join("metrics.json").exists())
         .collect();
     dirs.sort();
-    assert_eq!(dirs.len(), 23, "4 LMs and 19 MQAR models");
+    assert_eq!(dirs.len(), 25, "6 LMs and 19 MQAR models");
     for dir in dirs {
         let m: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("metrics.json")).unwrap()).unwrap();
