@@ -416,6 +416,22 @@ def _claims() -> list:
         Claim("docs/fla.md", r"ferrite's logits agree to ([\d.e-]+ - [\d.e-]+) relative \(bound 1e-4",
               lambda: doc_match("docs/testing.md", r"1e-4 relative to the largest logit \| ([\d.e-]+ - [\d.e-]+) \|"),
               "docs/testing.md's tolerance table (tests/tests/fla.rs's printed figures)"),
+        Claim("docs/fla.md", r"host: RWKV-7 ([\d,]+) bytes flash and ([\d,]+) bytes RAM \(([\d,]+) state\), "
+                             r"Mamba-2 ([\d,]+) and ([\d,]+) \(([\d,]+) state\)",
+              lambda: tuple(f"{int(stats(f'lm-{m}-m3-m3')[k]):,}" for m in ("rwkv7", "mamba2")
+                            for k in ("flash_bytes", "ram_bytes", "state_bytes")),
+              "boards/expected/lm-rwkv7-m3-m3.stats, lm-mamba2-m3-m3.stats"),
+        Claim("docs/models.md", r"Mamba-2 \(([\d,]+) steps, f32\) is the best M3-sized LM here: ([\d.]+) on the "
+                                r"English text at int8 against `en-m3`'s ([\d.]+),",
+              lambda: (f"{metrics('lm')['mamba2-m3']['training']['steps']:,}",
+                       *(f"{metrics('lm')[m]['runtime']['int8_tiled']['bits_per_byte']:.3f}" for m in ("mamba2-m3", "en-m3"))),
+              "models/lm/{mamba2-m3,en-m3}/metrics.json"),
+        Claim("docs/models.md", r"RWKV-7 \(([\d,]+) steps in bf16: fla's kernel compiles took (\d+) of the call's "
+                                r"seconds\) reaches ([\d.]+);",
+              lambda: (f"{metrics('lm')['rwkv7-m3']['training']['steps']:,}",
+                       f"{metrics('lm')['rwkv7-m3']['training']['warmup_seconds']:.0f}",
+                       f"{metrics('lm')['rwkv7-m3']['runtime']['int8_tiled']['bits_per_byte']:.3f}"),
+              "models/lm/rwkv7-m3/metrics.json"),
         Claim("docs/models.md", r"int8 next to the firmware: ([\d,]+) of 262,144 bytes",
               lambda: (f"{int(stats('lm-en-m3-m3')['flash_bytes']):,}",), "boards/expected/lm-en-m3-m3.stats"),
         Claim("docs/models.md", r"int8 is within ([\d.]+) of it \(the target",
