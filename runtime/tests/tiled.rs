@@ -456,15 +456,7 @@ fn integer_totals_are_the_exact_group_sums_shifted() {
     ];
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for shape in shapes {
-        let mut cases = vec![random_case(&mut rng, shape, -128, 127)];
-        let extreme = Case {
-            q: vec![-128; shape.0 * shape.1],
-            m: vec![255; cases[0].m.len()],
-            x: vec![-127; shape.1],
-            ..cases[0].clone()
-        };
-        cases.push(extreme);
-        for c in &cases {
+        for c in &random_and_extreme(&mut rng, shape, -128, 127) {
             let payload = c.i8_payload();
             let wide = prepared(&c.x);
             let w = TiledI8 {
@@ -490,15 +482,7 @@ fn integer_totals_are_the_exact_group_sums_shifted() {
     // past 8288 where its totals need a shift.
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     for shape in shapes.into_iter().chain([(2, 8320, 2080)]) {
-        let mut cases = vec![random_case(&mut rng, shape, -8, 7)];
-        let extreme = Case {
-            q: vec![-8; shape.0 * shape.1],
-            m: vec![255; cases[0].m.len()],
-            x: vec![-127; shape.1],
-            ..cases[0].clone()
-        };
-        cases.push(extreme);
-        for c in &cases {
+        for c in &random_and_extreme(&mut rng, shape, -8, 7) {
             let payload = c.i4_payload();
             let wide = prepared(&c.x);
             let w = TiledI4 {
@@ -520,6 +504,25 @@ fn integer_totals_are_the_exact_group_sums_shifted() {
             assert_eq!((out, shift), (want, want_shift), "int4 {shape:?}");
         }
     }
+}
+
+/// A random case of `shape` with weights in `qlo..=qhi`, and the same shape
+/// at the extremes: every weight `qlo`, every multiplier 255, every
+/// activation -127.
+fn random_and_extreme(
+    rng: &mut Rng,
+    shape: (usize, usize, usize),
+    qlo: i32,
+    qhi: i32,
+) -> [Case; 2] {
+    let random = random_case(rng, shape, qlo, qhi);
+    let extreme = Case {
+        q: vec![qlo as i8; shape.0 * shape.1],
+        m: vec![255; random.m.len()],
+        x: vec![-127; shape.1],
+        ..random.clone()
+    };
+    [random, extreme]
 }
 
 /// `y` shorter than the matrix's rows: the rows it has, as the reference
