@@ -280,10 +280,13 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
+/// What makes a broken snapshot from a valid one.
+type Damage = dyn Fn(&mut Vec<u8>);
+
 /// One broken snapshot: its name and how it is made from a valid one.
 struct Case {
     name: &'static str,
-    damage: fn(&mut Vec<u8>),
+    damage: Box<Damage>,
     /// Re-seal the CRC after the damage, so the deeper check fires.
     reseal: bool,
     /// Made from the version 2 snapshot (with a sampler section).
@@ -295,19 +298,38 @@ fn sampler_at(b: &[u8]) -> usize {
     b.len() - snapshot::SAMPLER_LEN
 }
 
-fn cases() -> Vec<Case> {
-    let c = |name, damage, reseal| Case {
+/// A broken version 1 snapshot.
+fn c(name: &'static str, damage: impl Fn(&mut Vec<u8>) + 'static, reseal: bool) -> Case {
+    Case {
         name,
-        damage,
+        damage: Box::new(damage),
         reseal,
         v2: false,
-    };
-    let v2 = |name, damage, reseal| Case {
-        name,
-        damage,
-        reseal,
+    }
+}
+
+/// A broken version 2 snapshot.
+fn v2(name: &'static str, damage: impl Fn(&mut Vec<u8>) + 'static, reseal: bool) -> Case {
+    Case {
         v2: true,
-    };
+        ..c(name, damage, reseal)
+    }
+}
+
+/// A version 2 snapshot whose sampler section has `word` at byte `offset`
+/// (the CRC resealed, so the sampler's own check fires).
+fn sampler_word(name: &'static str, offset: usize, word: u32) -> Case {
+    v2(
+        name,
+        move |b| {
+            let at = sampler_at(b) + offset;
+            put_u32(b, at, word);
+        },
+        true,
+    )
+}
+
+fn cases() -> Vec<Case> {
     vec![
         c("empty", |b| b.clear(), false),
         c("truncated_header", |b| b.truncate(40), false),
@@ -386,62 +408,13 @@ fn cases() -> Vec<Case> {
             true,
         ),
         v2("v2_unknown_flag", |b| put_u32(b, 36, 7), true),
-        v2(
-            "v2_sampler_nan_temperature",
-            |b| {
-                let at = sampler_at(b);
-                put_u32(b, at, f32::NAN.to_bits());
-            },
-            true,
-        ),
-        v2(
-            "v2_sampler_negative_temperature",
-            |b| {
-                let at = sampler_at(b);
-                put_u32(b, at, (-0.5f32).to_bits());
-            },
-            true,
-        ),
-        v2(
-            "v2_sampler_top_k_over_max",
-            |b| {
-                let at = sampler_at(b) + 4;
-                put_u32(b, at, 65);
-            },
-            true,
-        ),
-        v2(
-            "v2_sampler_top_p_zero",
-            |b| {
-                let at = sampler_at(b) + 8;
-                put_u32(b, at, 0);
-            },
-            true,
-        ),
-        v2(
-            "v2_sampler_top_p_over_one",
-            |b| {
-                let at = sampler_at(b) + 8;
-                put_u32(b, at, 1.5f32.to_bits());
-            },
-            true,
-        ),
-        v2(
-            "v2_sampler_reserved_word",
-            |b| {
-                let at = sampler_at(b) + 12;
-                put_u32(b, at, 1);
-            },
-            true,
-        ),
-        v2(
-            "v2_greedy_sampler_that_drew",
-            |b| {
-                let at = sampler_at(b);
-                put_u32(b, at, 0);
-            },
-            true,
-        ),
+        sampler_word("v2_sampler_nan_temperature", 0, f32::NAN.to_bits()),
+        sampler_word("v2_sampler_negative_temperature", 0, (-0.5f32).to_bits()),
+        sampler_word("v2_sampler_top_k_over_max", 4, 65),
+        sampler_word("v2_sampler_top_p_zero", 8, 0),
+        sampler_word("v2_sampler_top_p_over_one", 8, 1.5f32.to_bits()),
+        sampler_word("v2_sampler_reserved_word", 12, 1),
+        sampler_word("v2_greedy_sampler_that_drew", 0, 0),
     ]
 }
 
