@@ -32,6 +32,40 @@ struct Case {
 }
 
 impl Case {
+    /// The case's weights as the int8 tiled kernel takes them (`payload`:
+    /// [`Case::i8_payload`]).
+    fn tiled_i8<'a>(&'a self, payload: &'a [i8]) -> TiledI8<'a> {
+        TiledI8 {
+            rows: self.rows,
+            cols: self.cols,
+            group: self.group,
+            q: payload,
+            row_scales: &self.d,
+            mults: &self.m,
+        }
+    }
+
+    /// The same for int4 (`payload`: [`Case::i4_payload`]).
+    fn tiled_i4<'a>(&'a self, payload: &'a [u8]) -> TiledI4<'a> {
+        TiledI4 {
+            rows: self.rows,
+            cols: self.cols,
+            group: self.group,
+            q: payload,
+            row_scales: &self.d,
+            mults: &self.m,
+        }
+    }
+
+    /// The case's activations (`wide`: [`prepared`] from them).
+    fn qvec<'a>(&'a self, wide: &'a [i16]) -> QVec<'a> {
+        QVec {
+            q: &self.x,
+            wide,
+            scale: self.scale,
+        }
+    }
+
     fn i8_payload(&self) -> Vec<i8> {
         let mut p = vec![0i8; padded_rows(self.rows) * self.cols];
         for r in 0..self.rows {
@@ -101,19 +135,8 @@ fn same_bits(got: &[f32], want: &[f32]) -> Result<(), TestCaseError> {
 fn check_i8(c: &Case) -> Result<(), TestCaseError> {
     let payload = c.i8_payload();
     let wide = prepared(&c.x);
-    let w = TiledI8 {
-        rows: c.rows,
-        cols: c.cols,
-        group: c.group,
-        q: &payload,
-        row_scales: &c.d,
-        mults: &c.m,
-    };
-    let x = QVec {
-        q: &c.x,
-        wide: &wide,
-        scale: c.scale,
-    };
+    let w = c.tiled_i8(&payload);
+    let x = c.qvec(&wide);
     let (mut got, mut want) = (vec![f32::NAN; c.rows], vec![f32::NAN; c.rows]);
     tiled::matvec_i8(&w, &x, &mut got);
     matvec_tiled_i8(&w, &x, &mut want);
@@ -134,19 +157,8 @@ fn check_i8(c: &Case) -> Result<(), TestCaseError> {
 fn check_i4(c: &Case) -> Result<(), TestCaseError> {
     let payload = c.i4_payload();
     let wide = prepared(&c.x);
-    let w = TiledI4 {
-        rows: c.rows,
-        cols: c.cols,
-        group: c.group,
-        q: &payload,
-        row_scales: &c.d,
-        mults: &c.m,
-    };
-    let x = QVec {
-        q: &c.x,
-        wide: &wide,
-        scale: c.scale,
-    };
+    let w = c.tiled_i4(&payload);
+    let x = c.qvec(&wide);
     let (mut got, mut want) = (vec![f32::NAN; c.rows], vec![f32::NAN; c.rows]);
     tiled::matvec_i4(&w, &x, &mut got);
     matvec_tiled_i4(&w, &x, &mut want);
@@ -459,19 +471,8 @@ fn integer_totals_are_the_exact_group_sums_shifted() {
         for c in &random_and_extreme(&mut rng, shape, -128, 127) {
             let payload = c.i8_payload();
             let wide = prepared(&c.x);
-            let w = TiledI8 {
-                rows: c.rows,
-                cols: c.cols,
-                group: c.group,
-                q: &payload,
-                row_scales: &c.d,
-                mults: &c.m,
-            };
-            let x = QVec {
-                q: &c.x,
-                wide: &wide,
-                scale: c.scale,
-            };
+            let w = c.tiled_i8(&payload);
+            let x = c.qvec(&wide);
             let mut out = vec![0x5a5a_5a5a; c.rows];
             let shift = tiled::totals_i8(&w, &x, &mut out);
             let (want, want_shift) = expected_totals(c, 128);
@@ -485,19 +486,8 @@ fn integer_totals_are_the_exact_group_sums_shifted() {
         for c in &random_and_extreme(&mut rng, shape, -8, 7) {
             let payload = c.i4_payload();
             let wide = prepared(&c.x);
-            let w = TiledI4 {
-                rows: c.rows,
-                cols: c.cols,
-                group: c.group,
-                q: &payload,
-                row_scales: &c.d,
-                mults: &c.m,
-            };
-            let x = QVec {
-                q: &c.x,
-                wide: &wide,
-                scale: c.scale,
-            };
+            let w = c.tiled_i4(&payload);
+            let x = c.qvec(&wide);
             let mut out = vec![0x5a5a_5a5a; c.rows];
             let shift = tiled::totals_i4(&w, &x, &mut out);
             let (want, want_shift) = expected_totals(c, 8);
@@ -535,19 +525,8 @@ fn a_short_output_gets_the_rows_it_has() {
         let c = random_case(&mut rng, shape, -128, 127);
         let payload = c.i8_payload();
         let wide = prepared(&c.x);
-        let w = TiledI8 {
-            rows: c.rows,
-            cols: c.cols,
-            group: c.group,
-            q: &payload,
-            row_scales: &c.d,
-            mults: &c.m,
-        };
-        let x = QVec {
-            q: &c.x,
-            wide: &wide,
-            scale: c.scale,
-        };
+        let w = c.tiled_i8(&payload);
+        let x = c.qvec(&wide);
         let mut want = vec![f32::NAN; c.rows];
         matvec_tiled_i8(&w, &x, &mut want);
         for len in 0..c.rows {
