@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ferrite_dev.reports import evaluate
+from ferrite_dev.reports import models as models_report
 from ferrite_dev.reports import study as study_report
 from ferrite_dev.reports.families import kind_of
 from ferrite_ref import mqar
@@ -24,7 +25,7 @@ MQAR_DIRS = sorted(p.parent for p in (ROOT / "models/mqar").glob("*/metrics.json
 LM_DIRS = [ROOT / "models/lm/small", ROOT / "models/lm/large"]
 # Trained on the English text (models/lm/README.md), scored on two held-out texts.
 # (rwkv7-m3 and mamba2-m3: fla's RWKV-7 and Mamba-2 at en-m3's budget, issue 27.)
-ENGLISH_LM_DIRS = [ROOT / "models/lm" / name for name in ("en-m3", "en-m4f", "rwkv7-m3", "mamba2-m3")]
+ENGLISH_LM_DIRS = [ROOT / "models/lm" / name for name in models_report.ENGLISH_LMS]
 ENGLISH_TEXTS = {"bits_per_byte": "models/lm/heldout-english.txt", "bits_per_byte_fortunes": "models/lm/heldout.txt"}
 FERRITE_BIN = os.environ.get("FERRITE_BIN")
 # The runtime's f32 figures are recorded to 4 decimals: "agree to the 4 printed decimals"

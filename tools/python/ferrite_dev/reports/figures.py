@@ -421,6 +421,27 @@ def _claims() -> list:
               lambda: tuple(f"{int(stats(f'lm-{m}-m3-m3')[k]):,}" for m in ("rwkv7", "mamba2")
                             for k in ("flash_bytes", "ram_bytes", "state_bytes")),
               "boards/expected/lm-rwkv7-m3-m3.stats, lm-mamba2-m3-m3.stats"),
+        *(Claim("models/lm/README.md", rf"`{m}/` \| ([\d,]+) \|.*?lm3s6965: int8 image ([\d,]+) B, session RAM "
+                                       r"([\d,]+) B \(([\d,]+) state\)",
+                lambda m=m: (f"{metrics('lm')[m]['params']:,}",
+                             *(f"{metrics('lm')[m]['runtime']['int8_tiled'][k]:,}"
+                               for k in ("image_bytes", "ram_bytes", "state_bytes"))),
+                f"models/lm/{m}/metrics.json") for m in ("rwkv7-m3", "mamba2-m3")),
+        Claim("models/lm/README.md", r"420 s after a (\d+) s warm-up \(kernel compiles outside the clock\), ([\d,]+) "
+                                     r"steps\. PyTorch bits per byte \(f32, no TF32\) ([\d.]+) / ([\d.]+):",
+              lambda: (f"{metrics('lm')['mamba2-m3']['training']['warmup_seconds']:.0f}",
+                       f"{metrics('lm')['mamba2-m3']['training']['steps']:,}",
+                       *(f"{metrics('lm')['mamba2-m3']['pytorch'][k]:.4f}" for k in ("bits_per_byte", "bits_per_byte_fortunes"))),
+              "models/lm/mamba2-m3/metrics.json"),
+        Claim("models/lm/README.md", r"took (\d+) s, so the call's end time left it (\d+) s: ([\d,]+) steps, ([\d.]+) / "
+                                     r"([\d.]+) \(PyTorch in bf16; the runtime's f32 ([\d.]+) / ([\d.]+)\)",
+              lambda: (f"{metrics('lm')['rwkv7-m3']['training']['warmup_seconds']:.0f}",
+                       f"{metrics('lm')['rwkv7-m3']['training']['seconds']:.0f}",
+                       f"{metrics('lm')['rwkv7-m3']['training']['steps']:,}",
+                       *(f"{figures[k]:.4f}" for figures in (metrics('lm')['rwkv7-m3']['pytorch'],
+                                                             metrics('lm')['rwkv7-m3']['runtime']['f32'])
+                         for k in ("bits_per_byte", "bits_per_byte_fortunes"))),
+              "models/lm/rwkv7-m3/metrics.json"),
         Claim("docs/models.md", r"Mamba-2 \(([\d,]+) steps, f32\) is the best M3-sized LM here: ([\d.]+) on the "
                                 r"English text at int8 against `en-m3`'s ([\d.]+),",
               lambda: (f"{metrics('lm')['mamba2-m3']['training']['steps']:,}",
