@@ -57,7 +57,10 @@ def main(argv=None) -> None:
     ap.add_argument("trained", type=Path, help="an fla_lm --out directory")
     ap.add_argument("out", type=Path, help="models/lm/<name>")
     args = ap.parse_args(argv)
-    m = ship(args.trained, args.out)
+    try:
+        m = ship(args.trained, args.out)
+    except (OSError, ValueError) as e:  # one line, non-zero exit
+        raise SystemExit(f"fla_ship: {e}") from None
     print(f"{args.out}: {m['params']} params, PyTorch bits per byte "
           + " / ".join(f"{m['pytorch'][k]:.4f}" for k in PYTORCH_KEYS))
 

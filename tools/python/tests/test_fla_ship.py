@@ -38,3 +38,10 @@ def test_ship_copies_the_checkpoint_and_writes_metrics(tmp_path):
     fla_ship.ship(trained, out)
     assert all((out / n).read_bytes() == n.encode() for n in fla_ship.COPIED)
     assert json.loads((out / "metrics.json").read_text())["name"] == "mamba2-m3"
+
+
+def test_the_cli_fails_in_one_line(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        fla_ship.main([str(tmp_path / "missing"), str(tmp_path / "out")])
+    assert str(e.value).startswith("fla_ship: ") and "\n" not in str(e.value)
+    assert not (tmp_path / "out").exists()
