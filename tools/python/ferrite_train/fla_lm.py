@@ -104,6 +104,49 @@ def model_class(family: str):
     return {"rwkv7": RWKV7ForCausalLM, "mamba2": Mamba2ForCausalLM}[family]
 
 
+class FlaLM(torch.nn.Module):
+    """An fla RWKV-7 or Mamba-2 model behind the interface ``ferrite_train.train`` uses for
+    ferrite's own (``forward(tokens)``, ``logits_at(tokens, positions)``), so the state study
+    trains it on MQAR with the same recipe (``ferrite_train.fla_shapes``). RWKV-7 runs under
+    bf16 autocast (fla's f32 chunk kernels take minutes to compile), Mamba-2 in f32."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        from fla.models import Mamba2Config, RWKV7Config
+
+        kind = config["model_type"]
+        kwargs = {k: v for k, v in config.items() if k != "model_type"}
+        fla_config = {"rwkv7": RWKV7Config, "mamba2": Mamba2Config}[kind](**kwargs)
+        self.inner = model_class(kind)(fla_config)
+        self.autocast = kind == "rwkv7"
+
+    @property
+    def precision(self) -> str:
+        return "bf16 autocast" if self.autocast else "float32"
+
+    def _hidden(self, tokens):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            return self.inner.model(input_ids=tokens, use_cache=False)[0]
+
+    def forward(self, tokens):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            return self.inner.lm_head(self._hidden(tokens)).float()
+
+    def logits_at(self, tokens, positions):
+        """The logits at ``positions`` ([P] shared, or [B, P] per sequence): [B, P, vocab]."""
+        h = self._hidden(tokens)
+        if positions.dim() == 1:
+            h = h[:, positions]
+        else:
+            h = h.gather(1, positions[..., None].expand(-1, -1, h.shape[-1]))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            return self.inner.lm_head(h).float()
+
+    def save(self, run_dir) -> None:
+        """fla's ``save_pretrained`` (config.json and model.safetensors, f32)."""
+        self.inner.save_pretrained(run_dir)
+
+
 def logits_of(model, x, autocast: bool):
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
         return model(input_ids=x).logits.float()

@@ -33,6 +33,9 @@ def main(argv=None):
     ap.add_argument("--steps", type=int)
     ap.add_argument("--lm-stage2", help="LM runs resume from DIR/<run> at LM_STAGE2_LR")
     ap.add_argument("--deadline", type=float, help="seconds after which survivors are killed")
+    ap.add_argument("--end-by", type=float,
+                    help="seconds after the launch by which every run's training stops (a run whose start "
+                         "compiles for minutes, as fla's RWKV-7, trains in what is left of its budget)")
     ap.add_argument("--jobs", type=int, help="at most this many runs at once (queued in the order given)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs")
     ap.add_argument("--init-dir", help="each run starts from DIR/<run> (a stage 2: fresh optimizer and schedule)")
@@ -62,6 +65,8 @@ def main(argv=None):
             cmd += ["--steps", str(args.steps)]
         if args.eager:
             cmd += ["--eager"]
+        if args.end_by:
+            cmd += ["--end-by", f"{t0 + args.end_by:.0f}"]
         if args.init_dir:
             cmd += ["--init-from", str(Path(args.init_dir).resolve() / name)]
         if args.lm_stage2 and name in LM_STAGE2_LR:

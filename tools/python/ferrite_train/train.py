@@ -45,6 +45,7 @@ from ferrite_ref import mqar
 from . import qat
 from .corpus import DATA_DIR
 from .export import export_model_dir
+from .fla_shapes import is_fla, state_floats as fla_state_floats
 from .mixers import layer_core_state_floats, layer_state_floats
 from .model import FerriteLM
 from .runs import DEFAULT_REGISTRY, load_registry
@@ -139,14 +140,25 @@ def _precise(flag: bool) -> None:
 
 
 def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_dir=None, log_every=25,
-          overrides=None, init_from=None, graph=None, runs=None) -> dict:
-    """Train run ``name`` of ``runs`` (default: the shipped models' registry) into ``out/name``."""
+          overrides=None, init_from=None, graph=None, runs=None, end_by=None) -> dict:
+    """Train run ``name`` of ``runs`` (default: the shipped models' registry) into ``out/name``;
+    ``end_by`` (Unix time) shortens the time budget so that training stops by then."""
     spec = dict((runs if runs is not None else load_registry())[name])
     if steps:
         spec["steps"] = steps
     spec.update({k: v for k, v in (overrides or {}).items() if v is not None})
     torch.manual_seed(spec["seed"])
-    model = FerriteLM(spec["config"]).to(device)
+    fla = is_fla(spec["config"])
+    if fla:
+        # fla's RWKV-7 or Mamba-2 (the state study, ferrite_train.fla_shapes): GPU only.
+        from .fla_lm import FlaLM, trim_autotune
+        if spec["config"]["model_type"] == "rwkv7":
+            trim_autotune()
+        if spec.get("qat") or spec.get("init_from") or init_from:
+            raise ValueError(f"{name}: fla models train from scratch without QAT")
+        model = FlaLM(spec["config"]).to(device)
+    else:
+        model = FerriteLM(spec["config"]).to(device)
     stage1 = None
     if not init_from and spec.get("init_from"):
         init_from = Path(__file__).resolve().parents[3] / spec["init_from"]
@@ -157,7 +169,7 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
         model.load_state_dict(load_model_dir(init_from).state_dict())
         stage1 = json.loads((init_from / "metrics.json").read_text())
         stage1 = {"pytorch": stage1["pytorch"], "training": stage1["training"]}
-    cfg = model.cfg
+    cfg = None if fla else model.cfg
     n_params = sum(p.numel() for p in model.parameters())
     qat_names = []
     if spec.get("qat"):
@@ -176,6 +188,12 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
 
     def exported():
         return qat.frozen_copy(model) if qat_names else model
+
+    def save():
+        if fla:
+            model.save(run_dir)
+        else:
+            export_model_dir(exported(), run_dir)
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
     if init_from:
@@ -238,9 +256,26 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
             torch.cuda.empty_cache()  # many runs share the GPU: give the evaluation's memory back
         return result
 
+    if fla:
+        # Compile fla's Triton kernels before the clock starts (minutes on a cold machine for
+        # RWKV-7): a forward and backward at every shape the run trains on, no optimizer step,
+        # and the evaluation's shape.
+        warm_t0 = time.time()
+        shapes = [dict(task, pairs=p, seq_len=n) for _, p, n in spec.get("curriculum", [])] + [task]
+        for i, shape in enumerate(shapes):
+            step_loss(*batch(i, shape)).backward()
+        opt.zero_grad(set_to_none=True)
+        model.eval()
+        mqar_accuracy(model, device, n=100, seed=VAL_SEED, task=task)
+        model.train()
+        torch.cuda.synchronize()
+        print(f"[{name}] fla warm-up {time.time() - warm_t0:.0f}s", flush=True)
     rows = []
     t0 = time.time()
     budget = time_budget if time_budget else float("inf")
+    if end_by is not None:
+        budget = max(1.0, min(budget, end_by - t0))
+        time_budget = budget
     checkpoints = {0.25, 0.5, 0.75}
     step, running, n_running = 0, 0.0, 0
     last_eval = {}
@@ -308,7 +343,7 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
                 checkpoints -= set(done)
                 last_eval = evaluate()
                 row.update(last_eval)
-                export_model_dir(exported(), run_dir)
+                save()
             rows.append(row)
             with open(run_dir / "loss.csv", "w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=csv_keys(spec), extrasaction="ignore")
@@ -322,13 +357,17 @@ def train(name: str, out: Path, device: str, steps=None, time_budget=None, data_
         w = csv.DictWriter(f, fieldnames=csv_keys(spec), extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    export_model_dir(exported(), run_dir)
-    state = [4 * layer_state_floats(layer) for layer in cfg.layers]
-    core = [4 * layer_core_state_floats(layer) for layer in cfg.layers]
+    save()
+    if fla:
+        state = [4 * fla_state_floats(spec["config"])[0]] * spec["config"]["num_hidden_layers"]
+        core = [4 * fla_state_floats(spec["config"])[1]] * spec["config"]["num_hidden_layers"]
+    else:
+        state = [4 * layer_state_floats(layer) for layer in cfg.layers]
+        core = [4 * layer_core_state_floats(layer) for layer in cfg.layers]
     metrics = {
         "name": name, "task": spec["task"], "family": spec["family"], "params": n_params,
         "state_bytes_per_layer": state, "core_state_bytes_per_layer": core,
-        "pytorch": {**final, "dtype": "float32", "device": device},
+        "pytorch": {**final, "dtype": model.precision if fla else "float32", "device": device},
         "training": {
             "steps_planned": spec["steps"], "steps_run": step, "time_budget_s": time_budget,
             "train_seconds": round(train_s, 1), "batch": spec["batch"], "optimizer": "AdamW",
@@ -383,6 +422,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int)
     ap.add_argument("--init-from", help="start from this model dir's weights (stage 2)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graph: run every step op by op")
+    ap.add_argument("--end-by", type=float, help="Unix time by which training stops (the budget shrinks to fit)")
     args = ap.parse_args(argv)
     runs = load_registry(args.registry)
     if args.run not in runs:
@@ -390,7 +430,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     train(args.run, Path(args.out), args.device, args.steps, args.time_budget, args.data,
           overrides={"lr": args.lr, "batch": args.batch, "seed": args.seed}, init_from=args.init_from,
-          graph=False if args.eager else None, runs=runs)
+          graph=False if args.eager else None, runs=runs, end_by=args.end_by)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ The device rounds that ran them are research/rounds/r1.sh .. r11.sh; the second 
 
 from __future__ import annotations
 
+from ferrite_train import fla_shapes
 from ferrite_train import runs as shipped
 from ferrite_train.runs import D_MQAR, model_config
 
@@ -114,17 +115,36 @@ def z2_name(family: str, kb: int, lr: float, seed: int) -> str:
     return f"z2-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
 
 
+# fla's own RWKV-7 and Mamba-2 (issue 28 item 5, from round 19): two layers at d_model 64 whose
+# core state per layer is the size's (ferrite_train.fla_shapes.study_config); RWKV-7 from 4 KB
+# (fla needs value_dim >= hidden_size).
+Z2_FLA_FAMILIES = ("rwkv7", "mamba2")
+
+
+def z2_sizes(family: str) -> tuple:
+    """The state sizes (KB per layer) a family runs at."""
+    if family == "rwkv7":
+        return tuple(kb for kb in Z2_KB if kb in fla_shapes.RWKV7_KV)
+    return Z2_KB
+
+
+def z2_config(family: str, kb: int) -> dict:
+    """The model of one point: two layers of ``study_layer`` (ferrite's families) or fla's."""
+    if family in Z2_FLA_FAMILIES:
+        return fla_shapes.study_config(family, kb, Z2_VOCAB, d=D_MQAR, layers=2)
+    layer = study_layer(family, kb)
+    return model_config([layer, dict(layer)], D_MQAR, 2 * D_MQAR, vocab=Z2_VOCAB)
+
+
 def z2_runs() -> dict:
     """Every (family, size, lr, seed) the second edition may run (seeds 1-5)."""
     out = {}
-    for family in Z2_FAMILIES:
-        for kb in Z2_KB:
-            layer = study_layer(family, kb)
+    for family in Z2_FAMILIES + Z2_FLA_FAMILIES:
+        for kb in z2_sizes(family):
             for lr in Z2_LRS:
                 for seed in range(1, 6):
                     out[z2_name(family, kb, lr, seed)] = {
-                        "task": "mqar", "family": family, "state_kb": kb,
-                        "config": model_config([layer, dict(layer)], D_MQAR, 2 * D_MQAR, vocab=Z2_VOCAB),
+                        "task": "mqar", "family": family, "state_kb": kb, "config": z2_config(family, kb),
                         "steps": Z2_STEPS, "batch": 64, "lr": lr, "wd": 0.1, "seed": seed, "stop_at": Z2_STOP_AT,
                         "curriculum": Z2_CURRICULUM, **Z2_TASK}
     return out

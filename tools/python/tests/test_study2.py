@@ -93,3 +93,50 @@ def test_second_edition_runs_follow_the_protocol():
         for r in p["by_lr"][p["seeds_lr"]].values():
             assert int(r["steps"]) <= 2400
             assert r["end"] in ("solved", "cap", "time")
+
+
+def test_fla_families_hold_the_state_their_size_names():
+    """fla's RWKV-7 and Mamba-2 in the study (item 5): each size's core state is exactly its KB,
+    counted both ways, and an fla config.json as save_pretrained writes it (RWKV-7's value_dim
+    a list per layer) counts the same."""
+    from ferrite_train import fla_shapes
+    from research.study_runs import Z2_FLA_FAMILIES, z2_config, z2_sizes
+
+    for family in Z2_FLA_FAMILIES:
+        for kb in z2_sizes(family):
+            config = z2_config(family, kb)
+            assert fla_shapes.is_fla(config) and config["vocab_size"] == 8192
+            total, core = fla_shapes.state_floats(config)
+            assert core == kb * 256 < total, (family, kb)
+            slots, width = fla_shapes.slots_and_width(config)
+            assert slots * width == core, (family, kb)
+            if family == "rwkv7":
+                saved = dict(config, value_dim=[config["value_dim"]] * 2)
+                assert fla_shapes.state_floats(saved) == (total, core)
+    assert z2_sizes("rwkv7") == (4, 8, 16, 32, 64) and z2_sizes("mamba2")[0] == 1
+
+
+def test_fla_state_sizes_are_the_runtimes_on_the_shipped_models():
+    """The counts the study reports for RWKV-7 and Mamba-2 are the bytes the runtime keeps:
+    models/lm/{rwkv7,mamba2}-m3's metrics (from `ferrite inspect`) against their config.json."""
+    import json
+
+    from ferrite_train import fla_shapes
+
+    for name in ("rwkv7-m3", "mamba2-m3"):
+        folder = study2.ROOT / "models" / "lm" / name
+        config = json.loads((folder / "config.json").read_text())
+        runtime = json.loads((folder / "metrics.json").read_text())["runtime"]["state_bytes_per_layer"]
+        total, _ = fla_shapes.state_floats(config)
+        assert runtime == [4 * total] * config["num_hidden_layers"], name
+
+
+def test_fla_shapes_refuse_what_fla_cannot_build():
+    from ferrite_train import fla_shapes
+
+    with pytest.raises(ValueError, match="value_dim >= hidden_size"):
+        fla_shapes.study_config("rwkv7", 2, 8192)
+    with pytest.raises(ValueError, match="unknown fla family"):
+        fla_shapes.study_config("gla", 4, 8192)
+    with pytest.raises(ValueError, match="not an fla configuration"):
+        fla_shapes.state_floats({"model_type": "ferrite", "hidden_size": 64})

@@ -23,13 +23,15 @@ import re
 import statistics
 from pathlib import Path
 
+from ferrite_train import fla_shapes
+
 from .. import REPO_ROOT as ROOT
 
 OUT = ROOT / "models" / "mqar-zoology"
 DOC = ROOT / "docs" / "state-study.md"
 README = ROOT / "README.md"
 COMMAND = "ferrite-study2-report"
-FAMILIES = ("swa", "bla", "gdn", "gsa", "mla")
+FAMILIES = ("swa", "bla", "gdn", "gsa", "mla", "rwkv7", "mamba2")
 GRID = (1e-3, 3e-3, 1e-2)
 LEVELS = (0.5, 0.9, 0.99)
 CAP = 2400  # the protocol's step cap
@@ -57,7 +59,10 @@ def slots_and_width(layer: dict) -> tuple:
 
 def row_of(metrics: dict, config: dict, round_name: str) -> dict:
     tr = metrics["training"]
-    slots, width = slots_and_width(config["layers"][0])
+    if fla_shapes.is_fla(config):  # fla's RWKV-7 and Mamba-2: their own config.json
+        slots, width = fla_shapes.slots_and_width(config)
+    else:
+        slots, width = slots_and_width(config["layers"][0])
     if tr.get("stopped_early_at"):
         end = "solved"
     elif tr["steps_run"] >= tr["steps_planned"]:
