@@ -8,7 +8,8 @@
 # GPU machine, carrying target/wheels (fla-core and flash-linear-attention 0.6.0, `pip download
 # --no-deps`):
 #   r19.sh RUNS_FILE TIME_BUDGET END [TAG]
-# RUNS_FILE: one run name a line (research/rounds/r19-mamba2.txt, r19-rwkv7.txt); every run
+# RUNS_FILE: one run name a line (research/rounds/r19-all.txt: r19-rwkv7.txt, then r19-mamba2.txt,
+# as the one call that ran; or each list in a call of its own); every run
 # trains for TIME_BUDGET seconds after its warm-up (fla's Triton compile, outside the budget)
 # or until END seconds after the launch, whichever is first; survivors are killed at END + 45.
 # Brings back $OUT/r19-TAG.tar (metrics.json, config.json and loss.csv of every run, the logs; no
