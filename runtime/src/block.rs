@@ -250,7 +250,9 @@ impl BlockConfig {
     ) -> Result<()> {
         if cfg!(feature = "block-options") && self.pre_norm {
             self.norm_into(w, Role::PreNorm, Role::PreNormBias, eps, h, x)?;
-            h.copy_from_slice(x);
+            // Both are the hidden size (the session's views); zip copies
+            // without `copy_from_slice`'s length panic.
+            h.iter_mut().zip(x.iter()).for_each(|(h, x)| *h = *x);
         }
         self.norm_into(w, Role::AttnNorm, Role::AttnNormBias, eps, h, x)
     }

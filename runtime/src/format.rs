@@ -14,23 +14,19 @@
 
 /// Reads a little-endian `u32` at `off`, or `None` past the end.
 pub(crate) const fn read_u32(bytes: &[u8], off: usize) -> Option<u32> {
-    if off > bytes.len() || bytes.len() - off < 4 {
-        return None;
+    // Slice patterns, not indexing: no bounds check left to panic.
+    match bytes.split_at_checked(off) {
+        Some((_, [a, b, c, d, ..])) => Some(u32::from_le_bytes([*a, *b, *c, *d])),
+        _ => None,
     }
-    Some(u32::from_le_bytes([
-        bytes[off],
-        bytes[off + 1],
-        bytes[off + 2],
-        bytes[off + 3],
-    ]))
 }
 
 /// Reads a little-endian `u16` at `off`, or `None` past the end.
 pub(crate) const fn read_u16(bytes: &[u8], off: usize) -> Option<u16> {
-    if off > bytes.len() || bytes.len() - off < 2 {
-        return None;
+    match bytes.split_at_checked(off) {
+        Some((_, [a, b, ..])) => Some(u16::from_le_bytes([*a, *b])),
+        _ => None,
     }
-    Some(u16::from_le_bytes([bytes[off], bytes[off + 1]]))
 }
 
 /// Words in the model record.

@@ -132,10 +132,15 @@ impl<'a> Model<'a> {
             return Err(Error::ImageMisaligned);
         }
         let header = Header::parse(image)?;
-        let image = &image[..header.file_len as usize];
-        // Header::parse checked 64 <= signed_len <= file_len (the signature
-        // section, when there is one, is outside the CRC).
-        let computed = CRC.checksum(&image[CRC_START..header.signed_len() as usize]);
+        // Header::parse checked 64 <= signed_len <= file_len <= image.len()
+        // (the signature section, when there is one, is outside the CRC).
+        let image = image
+            .get(..header.file_len as usize)
+            .ok_or(Error::Internal("file length"))?;
+        let covered = image
+            .get(CRC_START..header.signed_len() as usize)
+            .ok_or(Error::Internal("signed length"))?;
+        let computed = CRC.checksum(covered);
         if computed != header.crc32 {
             return Err(Error::CrcMismatch {
                 stored: header.crc32,
@@ -361,7 +366,9 @@ impl<'a> Model<'a> {
             if let Some(l) = spec.layer {
                 if current_layer != Some(l) {
                     current_layer = Some(l);
-                    layer_first[l as usize] = index as u16;
+                    *layer_first
+                        .get_mut(l as usize)
+                        .ok_or(Error::Internal("layer index"))? = index as u16;
                 }
             }
             index += 1;
@@ -372,7 +379,9 @@ impl<'a> Model<'a> {
                 "tensor table has entries the config does not use",
             ));
         }
-        layer_first[self.config.num_layers as usize] = index as u16;
+        *layer_first
+            .get_mut(self.config.num_layers as usize)
+            .ok_or(Error::Internal("layer count"))? = index as u16;
         self.layer_first = layer_first;
         Ok(())
     }

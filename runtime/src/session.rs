@@ -48,6 +48,18 @@ pub struct Session<'a, 'b> {
 }
 
 /// Splits `n` words off the front of `buf`.
+/// Copies `src` into `dst` when their lengths are equal (`None` when not):
+/// `copy_from_slice` without its panic.
+fn copy_exact<T: Copy>(dst: &mut [T], src: &[T]) -> Option<()> {
+    if dst.len() != src.len() {
+        return None;
+    }
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+    Some(())
+}
+
 fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
     let all = core::mem::take(buf);
     let (head, tail) = all.split_at_mut(n.min(all.len()));
@@ -96,7 +108,10 @@ impl<'a, 'b> Session<'a, 'b> {
         };
         s.reset();
         let clamps = s.used - s.act_len - s.clamp_len;
-        s.buf[clamps..clamps + s.clamp_len].fill(0.0);
+        s.buf
+            .get_mut(clamps..s.used - s.act_len)
+            .ok_or(Error::Internal("clamps"))?
+            .fill(0.0);
         Ok(s)
     }
 
@@ -132,7 +147,10 @@ impl<'a, 'b> Session<'a, 'b> {
     /// start. This is how tests run past 2^24 and 2^32 without feeding the
     /// tokens before, and how a device can resume a clock.
     pub fn seek(&mut self, pos: u64) {
-        self.buf[..self.state_len].fill(0.0);
+        // The state is inside the buffer (checked when the session was made).
+        if let Some(state) = self.buf.get_mut(..self.state_len) {
+            state.fill(0.0);
+        }
         self.pos = pos;
         self.start = pos;
     }
@@ -156,7 +174,8 @@ impl<'a, 'b> Session<'a, 'b> {
     /// format, the integer step's own layout otherwise (for instance
     /// `mixers::gdn_int`'s); [`Session::layer_state`] splits it.
     pub fn state(&self) -> &[u8] {
-        bytemuck::cast_slice(&self.buf[..self.state_len])
+        // The state is inside the buffer (checked when the session was made).
+        bytemuck::cast_slice(self.buf.get(..self.state_len).unwrap_or_default())
     }
 
     /// Layer `layer`'s part of [`Session::state`], with its format.
@@ -269,14 +288,20 @@ impl<'a, 'b> Session<'a, 'b> {
             .used
             .checked_sub(self.act_len)
             .ok_or(Error::Internal("act"))?;
-        let (used, act_words) = used.split_at_mut(act_start);
+        let (used, act_words) = used
+            .split_at_mut_checked(act_start)
+            .ok_or(Error::Internal("act"))?;
         let mut act = ActBuf::new(act_words, self.act_len > 0);
         let clamp_start = act_start
             .checked_sub(self.clamp_len)
             .ok_or(Error::Internal("clamps"))?;
         #[allow(unused_variables)] // read by the integer token path only
-        let (used, clamp_words) = used.split_at_mut(clamp_start);
-        let (mut state, mut scratch) = used.split_at_mut(self.state_len);
+        let (used, clamp_words) = used
+            .split_at_mut_checked(clamp_start)
+            .ok_or(Error::Internal("clamps"))?;
+        let (mut state, mut scratch) = used
+            .split_at_mut_checked(self.state_len)
+            .ok_or(Error::Internal("state"))?;
         let h = take(&mut scratch, d);
         let x = take(&mut scratch, d);
         let out = take(&mut scratch, d);
@@ -425,18 +450,25 @@ impl<'a, 'b> Session<'a, 'b> {
             .into());
         }
         let header = self.snapshot_header(sampler.is_some())?;
-        let out = &mut out[..total];
+        // The pieces' lengths add up to `total` (snapshot_len); a mismatch
+        // is a bug, refused rather than a panic.
+        let internal = || Error::Internal("snapshot layout");
+        let out = out.get_mut(..total).ok_or_else(internal)?;
         header.encode(out);
-        let (state_out, rest) = out[HEADER_LEN..].split_at_mut(4 * self.state_len);
-        state_out.copy_from_slice(self.state());
-        let (logits_out, sampler_out) =
-            rest.split_at_mut(4 * self.model.config().vocab_size as usize);
+        let (_, body) = out.split_at_mut_checked(HEADER_LEN).ok_or_else(internal)?;
+        let (state_out, rest) = body
+            .split_at_mut_checked(4 * self.state_len)
+            .ok_or_else(internal)?;
+        copy_exact(state_out, self.state()).ok_or_else(internal)?;
+        let (logits_out, sampler_out) = rest
+            .split_at_mut_checked(4 * self.model.config().vocab_size as usize)
+            .ok_or_else(internal)?;
         match self.last_logits() {
-            Some(l) => logits_out.copy_from_slice(bytemuck::cast_slice(l)),
+            Some(l) => copy_exact(logits_out, bytemuck::cast_slice(l)).ok_or_else(internal)?,
             None => logits_out.fill(0),
         }
         if let Some(s) = sampler {
-            sampler_out.copy_from_slice(&s.state().to_bytes());
+            copy_exact(sampler_out, &s.state().to_bytes()).ok_or_else(internal)?;
         }
         crate::snapshot::seal(out, total);
         Ok(total)
@@ -558,8 +590,7 @@ impl<'a, 'b> Session<'a, 'b> {
     /// [`Session::restore_with_sampler`] restores the sampler as well.
     pub fn restore(&mut self, bytes: &[u8]) -> Result<()> {
         let checked = crate::snapshot::check(bytes, &self.model, self.pinned_max, self.state_len)?;
-        self.apply(checked);
-        Ok(())
+        self.apply(checked)
     }
 
     /// [`Session::restore`] and, from a version 2 snapshot
@@ -575,7 +606,7 @@ impl<'a, 'b> Session<'a, 'b> {
         let mut checked =
             crate::snapshot::check(bytes, &self.model, self.pinned_max, self.state_len)?;
         let restored = checked.sampler.take();
-        self.apply(checked);
+        self.apply(checked)?;
         Ok(match restored {
             Some(s) => {
                 *sampler = s;
@@ -585,19 +616,38 @@ impl<'a, 'b> Session<'a, 'b> {
         })
     }
 
-    /// Writes a checked snapshot's stream into the session.
-    fn apply(&mut self, checked: crate::snapshot::Checked<'_>) {
+    /// Writes a checked snapshot's stream into the session. `check` made
+    /// the lengths this session's and the stream length at most the
+    /// position; should either not hold (a bug), the session is left as it
+    /// was and the error is [`Error::Internal`], never a panic.
+    fn apply(&mut self, checked: crate::snapshot::Checked<'_>) -> Result<()> {
+        let internal = || Error::Internal("snapshot restore");
         let h = checked.header;
+        let start = h.position.checked_sub(h.stream_len).ok_or_else(internal)?;
         let logits = self.logits_range();
-        let state: &mut [u8] = bytemuck::cast_slice_mut(&mut self.buf[..self.state_len]);
-        state.copy_from_slice(checked.state);
+        let (state, rest) = self
+            .buf
+            .split_at_mut_checked(self.state_len)
+            .ok_or_else(internal)?;
+        let state: &mut [u8] = bytemuck::cast_slice_mut(state);
+        let logits_out = rest
+            .get_mut(logits.start.saturating_sub(self.state_len)..)
+            .and_then(|r| r.get_mut(..logits.len()))
+            .ok_or_else(internal)?;
+        let logits_out: &mut [u8] = bytemuck::cast_slice_mut(logits_out);
+        if state.len() != checked.state.len()
+            || checked.logits.is_some_and(|l| l.len() != logits_out.len())
+        {
+            return Err(internal());
+        }
+        copy_exact(state, checked.state).ok_or_else(internal)?;
         if let Some(l) = checked.logits {
-            let out: &mut [u8] = bytemuck::cast_slice_mut(&mut self.buf[logits]);
-            out.copy_from_slice(l);
+            copy_exact(logits_out, l).ok_or_else(internal)?;
         }
         self.pos = h.position;
-        self.start = h.position - h.stream_len;
+        self.start = start;
         self.pinned = h.pinned as usize;
+        Ok(())
     }
 
     /// Generates `n` tokens from [`Session::last_logits`] without feeding

@@ -220,9 +220,14 @@ impl<'a> Tensor<'a> {
                 if scales.len() != (4 * prows + mults_len).next_multiple_of(4) {
                     return Err(bad("scale count does not match shape and group size"));
                 }
-                let (d, m) = scales.split_at(4 * prows);
+                // The length check above leaves room for both.
+                let (d, m) = scales
+                    .split_at_checked(4 * prows)
+                    .ok_or(bad("scale count does not match shape and group size"))?;
                 let row_scales: &[f32] = cast(d, index)?;
-                let mults = &m[..mults_len];
+                let mults = m
+                    .get(..mults_len)
+                    .ok_or(bad("scale count does not match shape and group size"))?;
                 if dtype == DType::I8 {
                     TensorData::TiledI8(TiledI8 {
                         rows,
@@ -367,22 +372,29 @@ impl<'a> Tensor<'a> {
         if r >= self.rows {
             return;
         }
+        // Loading checked every payload's length against rows x cols and
+        // the group size, so these views exist; `get` instead of indexing
+        // keeps a panic out of the lookup.
         let range = r * self.cols..(r + 1) * self.cols;
         match self.data {
             TensorData::F32(w) => {
-                for (o, v) in out.iter_mut().zip(&w[range]) {
+                for (o, v) in out.iter_mut().zip(w.get(range).unwrap_or_default()) {
                     *o = *v;
                 }
             }
             TensorData::F16(w) => {
-                for (o, v) in out.iter_mut().zip(&w[range]) {
+                for (o, v) in out.iter_mut().zip(w.get(range).unwrap_or_default()) {
                     *o = v.to_f32();
                 }
             }
             TensorData::I8 { q, scales, group } => {
-                let row_scales = &scales[r * (self.cols / group)..];
-                for (i, (o, v)) in out.iter_mut().zip(&q[range]).enumerate() {
-                    *o = *v as f32 * row_scales[i / group];
+                let group = group.max(1);
+                let row = q.get(range).unwrap_or_default();
+                let row_scales = scales.get(r * (self.cols / group)..).unwrap_or_default();
+                for ((o, v), s) in out.chunks_mut(group).zip(row.chunks(group)).zip(row_scales) {
+                    for (o, v) in o.iter_mut().zip(v) {
+                        *o = *v as f32 * s;
+                    }
                 }
             }
             TensorData::I4 { .. } | TensorData::TiledI8(_) | TensorData::TiledI4(_) => {

@@ -41,8 +41,9 @@ impl<'s> ActBuf<'s> {
             return Err(Error::Internal("activation scratch too small"));
         }
         let wide_len = if arch::WIDE { 2 * n } else { 0 };
-        let (wide_bytes, rest) = bytes.split_at_mut(wide_len);
-        let q: &mut [i8] = bytemuck::cast_slice_mut(&mut rest[..n]);
+        let internal = || Error::Internal("activation scratch too small");
+        let (wide_bytes, rest) = bytes.split_at_mut_checked(wide_len).ok_or_else(internal)?;
+        let q: &mut [i8] = bytemuck::cast_slice_mut(rest.get_mut(..n).ok_or_else(internal)?);
         let scale = block::quantize(x, q);
         let wide: &mut [i16] = bytemuck::try_cast_slice_mut(wide_bytes)
             .map_err(|_| Error::Internal("activation scratch misaligned"))?;

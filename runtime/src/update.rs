@@ -143,7 +143,10 @@ pub fn receive(
             }
         }
         let end = want.min(got + chunk);
-        let n = read(&mut slot[got..end]).map_err(|()| Refusal::ReadError { got })?;
+        // got < want <= slot.len() (the loop's condition and the checks
+        // above); an empty piece would read nothing and end the loop.
+        let piece = slot.get_mut(got..end).unwrap_or_default();
+        let n = read(piece).map_err(|()| Refusal::ReadError { got })?;
         if n == 0 {
             return Err(match claimed {
                 None => Refusal::NoHeader { got },

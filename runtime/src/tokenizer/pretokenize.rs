@@ -29,9 +29,11 @@ pub(crate) enum Class {
 }
 
 /// Decodes the character at the start of `s`: (code point, byte length).
-/// Invalid UTF-8 gives `(None, 1)`. `s` must not be empty.
+/// Invalid UTF-8, and an empty `s`, give `(None, 1)`.
 fn decode(s: &[u8]) -> (Option<u32>, usize) {
-    let b0 = s[0];
+    let Some(&b0) = s.first() else {
+        return (None, 1);
+    };
     let (len, init) = match b0 {
         0x00..=0x7F => return (Some(b0 as u32), 1),
         0xC2..=0xDF => (2, (b0 & 0x1F) as u32),
@@ -39,11 +41,11 @@ fn decode(s: &[u8]) -> (Option<u32>, usize) {
         0xF0..=0xF4 => (4, (b0 & 0x07) as u32),
         _ => return (None, 1),
     };
-    if s.len() < len {
+    let Some(tail) = s.get(1..len) else {
         return (None, 1);
-    }
+    };
     let mut cp = init;
-    for &b in &s[1..len] {
+    for &b in tail {
         if b & 0xC0 != 0x80 {
             return (None, 1);
         }
