@@ -190,12 +190,57 @@ pub(crate) fn code_scale(c: u8) -> Fx {
     )
 }
 
-/// The exact dot product of two int8 vectors (`|Σ| < 2^31` for `d < 2^17`).
-#[inline]
-fn dot8(a: &[i8], b: &[i8]) -> i32 {
+/// The exact dot product of two int8 vectors (`|Σ| < 2^31` for `d < 2^17`);
+/// `D > 0` unrolls it for vectors of `D` values (the same sum: integer).
+#[inline(always)]
+fn dot8<const D: usize>(a: &[i8], b: &[i8]) -> i32 {
+    if D > 0 {
+        if let (Some(a), Some(b)) = (a.first_chunk::<D>(), b.first_chunk::<D>()) {
+            return a
+                .iter()
+                .zip(b.iter())
+                .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32));
+        }
+    }
     a.iter()
         .zip(b)
         .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
+}
+
+/// `acc += w v` element by element (`|w v| < 2^31` per term); `D > 0`
+/// unrolls it for `D` values (the same sums).
+#[inline(always)]
+fn accumulate<const D: usize>(acc: &mut [i64], w: i32, v: &[i8]) {
+    if D > 0 {
+        if let (Some(acc), Some(v)) = (acc.first_chunk_mut::<D>(), v.first_chunk::<D>()) {
+            for (a, &x) in acc.iter_mut().zip(v.iter()) {
+                *a += w as i64 * x as i64;
+            }
+            return;
+        }
+    }
+    for (a, &x) in acc.iter_mut().zip(v) {
+        *a += w as i64 * x as i64;
+    }
+}
+
+/// One slot's share of the second pass: its weight `e^(l - max)` in Q30
+/// (returned, for the denominator) and `acc += w × step(vc) × 2^(vc/8 -
+/// vtop) × v` with that factor a Q23 `i32` (below `2^24`).
+#[inline(always)]
+fn weigh<const D: usize>(acc: &mut [i64], max: i32, vtop: u8, l: i32, v: &[i8], vc: u8) -> u64 {
+    let w = exp_neg((max as i64 - l as i64) as u32); // Q30, (0, 2^30]
+                                                     // w × step (< 2^46) to Q23 of the largest octave: below 2^24.
+    let sh = 22 + vtop.saturating_sub(vc >> 3) as u32;
+    let wv = if sh >= 64 {
+        0
+    } else {
+        let p = mul_u32(w, STEP_Q15[(vc & 7) as usize]);
+        ((p + (1 << (sh - 1))) >> sh) as i32
+    };
+    // |wv x| < 2^24 × 127 < 2^31.
+    accumulate::<D>(acc, wv, v);
+    w as u64
 }
 
 /// One head's query as the logits read it: its int8 values and, per scale
@@ -222,9 +267,15 @@ impl<'q> Scorer<'q> {
     }
 
     /// The Q16 logit of the key `k` with scale code `c`, clamped to `±2^30`.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn logit(&self, k: &[i8], c: u8) -> i32 {
-        let p = mul_i32_u32(dot8(self.q, k), self.mult[(c & 7) as usize]);
+        self.logit_d::<0>(k, c)
+    }
+
+    /// [`Scorer::logit`] with the dot product unrolled for `D` values.
+    #[inline(always)]
+    fn logit_d<const D: usize>(&self, k: &[i8], c: u8) -> i32 {
+        let p = mul_i32_u32(dot8::<D>(self.q, k), self.mult[(c & 7) as usize]);
         let sh = self.base + (c >> 3) as i32;
         let l = if sh >= 0 {
             if sh > 30 || p.unsigned_abs() >= (LOGIT_LIMIT as u64) >> sh {
@@ -320,6 +371,24 @@ pub(crate) fn attend(
     acc: &mut [i64],
     out: &mut [i32],
 ) -> i32 {
+    // The common head sizes unrolled (the same integer arithmetic).
+    match out.len() {
+        8 => attend_d::<8>(scorers, cache, vis, sink, row, acc, out),
+        16 => attend_d::<16>(scorers, cache, vis, sink, row, acc, out),
+        _ => attend_d::<0>(scorers, cache, vis, sink, row, acc, out),
+    }
+}
+
+/// [`attend`] with the per-key loops unrolled for `D` values (`0`: any).
+fn attend_d<const D: usize>(
+    scorers: [&Scorer<'_>; 2],
+    cache: &Cache<'_>,
+    vis: &Visible<'_>,
+    sink: Option<i32>,
+    row: &mut [i32],
+    acc: &mut [i64],
+    out: &mut [i32],
+) -> i32 {
     let row = match row.get_mut(..vis.count) {
         Some(r) => r,
         None => {
@@ -336,7 +405,7 @@ pub(crate) fn attend(
     let mut at = vis.ring0;
     for l in row.iter_mut() {
         let (k, kc, _, vc) = cache.slot(vis.sink_cap + at);
-        *l = plain.logit(k, kc);
+        *l = plain.logit_d::<D>(k, kc);
         max = max.max(*l);
         vtop = vtop.max(vc >> 3);
         at += vis.step;
@@ -351,7 +420,7 @@ pub(crate) fn attend(
     let alt = scorers[vis.alt & 1];
     (vis.sinks)(&mut |si| {
         let (k, kc, _, vc) = cache.slot(si);
-        max = max.max(alt.logit(k, kc));
+        max = max.max(alt.logit_d::<D>(k, kc));
         vtop = vtop.max(vc >> 3);
         n += 1;
     });
@@ -362,26 +431,10 @@ pub(crate) fn attend(
     }
     // Pass 2: weights, their sum, and the weighted values.
     let mut sum = sink.map_or(0u64, |l| exp_neg((max as i64 - l as i64) as u32) as u64);
-    let add = |acc: &mut [i64], l: i32, v: &[i8], vc: u8| -> u64 {
-        let w = exp_neg((max as i64 - l as i64) as u32); // Q30, (0, 2^30]
-                                                         // w × step (< 2^46) to Q23 of the largest octave: below 2^24.
-        let sh = 22 + (vtop - (vc >> 3)) as u32;
-        let wv = if sh >= 64 {
-            0
-        } else {
-            let p = mul_u32(w, STEP_Q15[(vc & 7) as usize]);
-            ((p + (1 << (sh - 1))) >> sh) as i32
-        };
-        for (a, &x) in acc.iter_mut().zip(v) {
-            // |wv x| < 2^24 × 127 < 2^31.
-            *a += (wv * x as i32) as i64;
-        }
-        w as u64
-    };
     let mut at = vis.ring0;
     for &l in row.iter() {
         let (_, _, v, vc) = cache.slot(vis.sink_cap + at);
-        sum += add(acc, l, v, vc);
+        sum += weigh::<D>(acc, max, vtop, l, v, vc);
         at += vis.step;
         if at >= vis.span {
             at -= vis.span;
@@ -392,7 +445,7 @@ pub(crate) fn attend(
     }
     (vis.sinks)(&mut |si| {
         let (k, kc, v, vc) = cache.slot(si);
-        sum += add(acc, alt.logit(k, kc), v, vc);
+        sum += weigh::<D>(acc, max, vtop, alt.logit_d::<D>(k, kc), v, vc);
     });
     // Σ wv x = 2^(23 + B - vtop) Σ w v (w, v real): out = acc 2^(vtop - B + 7) / sum,
     // and `finish` takes acc × 2^-24 × f.
