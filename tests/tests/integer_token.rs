@@ -329,12 +329,41 @@ fn swa_layers_take_the_log_scale_int8_kv_cache() {
     assert_eq!(bytes, 4 * (18 + 144 + 51 + 2 * 27));
 }
 
+/// FNV-1a of the bits of a logit table.
+fn logits_fnv(table: &[Vec<f32>]) -> u32 {
+    table.iter().flatten().fold(0x811c_9dc5u32, |h, v| {
+        v.to_bits()
+            .to_le_bytes()
+            .iter()
+            .fold(h, |h, &b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+    })
+}
+
+/// The logits of the SWA fixtures' state-format-2 images (scale words) on
+/// their recorded tokens, as [`logits_fnv`], recorded with the log-scale
+/// KV's runtime (9439013). Its format-2 step was checked bit-identical to
+/// the runtime before the log-scale KV (5f0b3ca) with `ferrite logits` on
+/// 120 random tokens (every SWA fixture's, `hybrid_gdn_swa`'s,
+/// `mqar/swa-w32`'s and `lm/small`'s format-2 image, quantized by 5f0b3ca's
+/// CLI); a change to the old step's bits fails here.
+const SCALE_WORD_FNV: &[(&str, u32)] = &[
+    ("swa_gqa", 0xa066_444d),
+    ("swa_sinks_cache", 0xff81_76e4),
+    ("swa_sinks_absolute", 0x0afa_85d4),
+    ("swa_sink_logits", 0x7bde_96bf),
+    ("swa_dilated", 0xfd91_edee),
+    ("swa_pinned", 0x4273_b821),
+    ("swa_short_conv", 0x261d_e04a),
+];
+
 /// SWA images with the older int8 KV (scale words, state code 2) still run
-/// their own step within the stated bounds (the same as the log scales'),
-/// and the two formats give different logits (the log-scale step is not
-/// the old one under another code).
+/// their own step, bit for bit as before ([`SCALE_WORD_FNV`]) and within
+/// the stated bounds (the same as the log scales'), and the two formats give
+/// different logits (the log-scale step is not the old one under another
+/// code).
 #[test]
 fn swa_scale_word_images_still_run() {
+    let mut hashes = Vec::new();
     for &(name, max_bound, rms_bound) in BOUNDS.iter().filter(|b| b.0.starts_with("swa")) {
         let dir = fixtures_dir().join(name);
         let exp = expected(&dir);
@@ -349,7 +378,9 @@ fn swa_scale_word_images_still_run() {
             "{name}: {d_max} {d_rms}"
         );
         assert_ne!(got, got_new, "{name}");
+        hashes.push((name, logits_fnv(&got)));
     }
+    assert_eq!(hashes, SCALE_WORD_FNV);
 }
 
 /// GSA layers take the int16 state on the integer path, and it is the
