@@ -397,14 +397,16 @@ impl ModelConfig {
 impl LayerConfig {
     /// The integer state format this layer's mixer has an integer step for
     /// (docs/integer-path.md): int16 for a GDN layer with normalised keys
-    /// and for GSA and BLA layers; int8 KV for SWA and MLA layers; `None`
+    /// and for GSA and BLA layers; int8 KV with log scales for SWA layers
+    /// (their int8 KV with scale words, `Int8Kv`, still loads and runs);
+    /// int8 KV for MLA layers; `None`
     /// for GDN without normalised keys (its f32 step only).
     pub const fn integer_state(&self) -> Option<StateFormat> {
         match self {
             LayerConfig::Gdn(c) if !matches!(c.qk_norm, crate::mixers::QkNorm::None) => {
                 Some(StateFormat::Int16)
             }
-            LayerConfig::Swa(_) => Some(StateFormat::Int8Kv),
+            LayerConfig::Swa(_) => Some(StateFormat::Int8KvLog),
             LayerConfig::Gsa(_) => Some(StateFormat::Int16),
             LayerConfig::Bla(_) => Some(StateFormat::Int16),
             LayerConfig::Mla(_) => Some(StateFormat::Int8Kv),
@@ -413,8 +415,8 @@ impl LayerConfig {
     }
 
     /// This layer with state format `state`: f32 for every layer, an
-    /// integer format only where [`LayerConfig::integer_state`] offers it
-    /// (`None` otherwise).
+    /// integer format only where [`LayerConfig::integer_state`] offers it,
+    /// and for SWA layers also the older int8 KV (`None` otherwise).
     pub fn with_state(&self, state: StateFormat) -> Option<LayerConfig> {
         if state == StateFormat::F32 {
             return Some(match *self {
@@ -431,7 +433,11 @@ impl LayerConfig {
             LayerConfig::Gdn(c) if self.integer_state() == Some(state) => {
                 Some(LayerConfig::Gdn(GdnConfig { state, ..c }))
             }
-            LayerConfig::Swa(c) if self.integer_state() == Some(state) => {
+            // SWA: the log-scale KV it is quantized with, or the older
+            // int8 KV with scale words (images written before it).
+            LayerConfig::Swa(c)
+                if matches!(state, StateFormat::Int8Kv | StateFormat::Int8KvLog) =>
+            {
                 Some(LayerConfig::Swa(SwaConfig { state, ..c }))
             }
             LayerConfig::Gsa(c) if self.integer_state() == Some(state) => {

@@ -86,9 +86,13 @@ pub enum StateFormat {
     /// keeps (per head for recurrent states, per slot for convolution
     /// windows); the integer step's own layout (e.g. `mixers::gdn`).
     Int16 = 1,
-    /// An int8 KV cache (`swa`): per slot (position and kv head) `d` int8
-    /// values and one packed scale word (`mixers::swa_int`).
+    /// An int8 KV cache (`swa`, `mla`): per slot (position and kv head) `d`
+    /// int8 values and one packed scale word (`mixers::swa_int`).
     Int8Kv = 2,
+    /// An int8 KV cache with one-byte logarithmic scales (`swa` only): per
+    /// slot `d` int8 values and one scale code, `2^(code/8 - 20)`, scored
+    /// in fixed point once per key (`mixers::swa_logkv`).
+    Int8KvLog = 3,
 }
 
 impl StateFormat {
@@ -98,6 +102,7 @@ impl StateFormat {
             0 => Some(StateFormat::F32),
             1 => Some(StateFormat::Int16),
             2 => Some(StateFormat::Int8Kv),
+            3 => Some(StateFormat::Int8KvLog),
             _ => None,
         }
     }
@@ -108,6 +113,7 @@ impl StateFormat {
             StateFormat::F32 => "f32",
             StateFormat::Int16 => "int16",
             StateFormat::Int8Kv => "int8",
+            StateFormat::Int8KvLog => "int8-log",
         }
     }
 }
@@ -236,11 +242,12 @@ mod tests {
             (0, StateFormat::F32, "f32"),
             (1, StateFormat::Int16, "int16"),
             (2, StateFormat::Int8Kv, "int8"),
+            (3, StateFormat::Int8KvLog, "int8-log"),
         ];
         for (code, format, name) in expected {
             assert_eq!(StateFormat::from_code(code), Some(format));
             assert_eq!(format.name(), name);
         }
-        assert_eq!(StateFormat::from_code(3), None);
+        assert_eq!(StateFormat::from_code(4), None);
     }
 }

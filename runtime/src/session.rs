@@ -217,6 +217,10 @@ impl<'a, 'b> Session<'a, 'b> {
                     let slots = c.sinks as usize + self.pinned_max + c.span() as usize;
                     crate::mixers::swa_state_max_abs(&c, slots, bytemuck::cast_slice(bytes))
                 }
+                (crate::format::StateFormat::Int8KvLog, LayerConfig::Swa(c)) => {
+                    let slots = c.sinks as usize + self.pinned_max + c.span() as usize;
+                    crate::mixers::swa_log_state_max_abs(&c, slots, bytemuck::cast_slice(bytes))
+                }
                 (crate::format::StateFormat::Int8Kv, LayerConfig::Mla(c)) => {
                     crate::mixers::mla_state_max_abs(&c, bytemuck::cast_slice(bytes))
                 }

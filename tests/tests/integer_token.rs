@@ -39,6 +39,14 @@ fn int_path() -> WriteOptions {
     }
 }
 
+/// The integer path with SWA layers on the older int8 KV (scale words).
+fn int_path_scale_words() -> WriteOptions {
+    WriteOptions {
+        state: StateFormat::Int8Kv,
+        ..int_path()
+    }
+}
+
 /// Relative RMS difference `‖a - b‖ / ‖b‖` of two logit tables.
 fn rel_rms(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
     let (mut err, mut norm) = (0f64, 0f64);
@@ -56,7 +64,9 @@ fn rel_rms(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
 /// docs/spec.md §5). The GDN rows run the int16 integer step except the
 /// layers whose keys are not normalised (`qk_norm: none`:
 /// `gdn_linear_attention`, `gdn_retention`'s first layer; the output lists
-/// each layer's state format); the SWA rows the int8 KV step, the GSA row
+/// each layer's state format); the SWA rows the int8 KV step with log
+/// scales (`swa_scale_word_images_still_run` holds the older int8 KV to
+/// the same bounds), the GSA row
 /// the int16 step, the BLA rows the int16 step (every kernel, decay and
 /// phi shape of the fixtures).
 const BOUNDS: &[(&str, f32, f64)] = &[
@@ -273,42 +283,104 @@ fn reset_reproduces_the_first_run_on_the_integer_path() {
     assert_eq!(state, session.state());
 }
 
-/// SWA layers take the int8 KV cache on the integer path, with a short
-/// convolution too, and the cache is the stated size: per slot and kv head
-/// two scale words and `2d` int8 values, against `2d` f32 words.
+/// SWA layers take the int8 KV cache with log scales on the integer path,
+/// with a short convolution too, and the cache is the stated size: per
+/// slot and kv head two scale bytes and `2d` int8 values (`2d + 2` bytes),
+/// against `2d` f32 words, and against `2d + 8` bytes with the older
+/// scale words (which an image can still ask for, and which still runs).
 #[test]
-fn swa_layers_take_the_int8_kv_cache() {
+fn swa_layers_take_the_log_scale_int8_kv_cache() {
     for name in ["swa_gqa", "swa_sinks_cache", "swa_short_conv"] {
         let image = image_of(&fixtures_dir().join(name), &int_path());
         let model = image.model().unwrap();
         let format = model.layer(0).unwrap().state_format();
+        assert_eq!(format, StateFormat::Int8KvLog, "{name}");
+        let old = image_of(&fixtures_dir().join(name), &int_path_scale_words());
+        let format = old.model().unwrap().layer(0).unwrap().state_format();
         assert_eq!(format, StateFormat::Int8Kv, "{name}");
     }
     // swa_gqa: window 8, no sinks, 2 kv heads of 8: 8 slots.
     let dir = fixtures_dir().join("swa_gqa");
-    let f32_bytes = image_of(&dir, &int8())
-        .model()
-        .unwrap()
-        .state_bytes(0)
-        .unwrap();
-    let int_bytes = image_of(&dir, &int_path())
-        .model()
-        .unwrap()
-        .state_bytes(0)
-        .unwrap();
+    let state_bytes = |opts: &WriteOptions| {
+        image_of(&dir, opts)
+            .model()
+            .unwrap()
+            .state_bytes(0)
+            .unwrap()
+    };
+    let (f32_bytes, int_bytes, old_bytes) = (
+        state_bytes(&int8()),
+        state_bytes(&int_path()),
+        state_bytes(&int_path_scale_words()),
+    );
     assert_eq!(f32_bytes, 8 * 2 * 2 * 8 * 4);
-    assert_eq!(int_bytes, 8 * 2 * (2 * 4 + 2 * 8));
+    assert_eq!(int_bytes, 8 * 2 * (2 + 2 * 8));
+    assert_eq!(old_bytes, 8 * 2 * (2 * 4 + 2 * 8));
     assert!(
-        int_bytes * 100 <= f32_bytes * 38,
+        int_bytes * 100 <= f32_bytes * 29,
         "{int_bytes} of {f32_bytes}"
     );
     // swa_short_conv: 2 sinks + window 16 = 18 slots of 2 kv heads of 8
-    // (72 scale words, 2 x 72 words of int8), then the convolution rings of
-    // width 4 (3 exponent words and 3 slots of i16 per channel): q 32
-    // channels (51 words), k and v 16 each (27 words each).
+    // (72 code bytes: 18 words; 2 x 72 words of int8), then the convolution
+    // rings of width 4 (3 exponent words and 3 slots of i16 per channel): q
+    // 32 channels (51 words), k and v 16 each (27 words each).
     let conv = image_of(&fixtures_dir().join("swa_short_conv"), &int_path());
     let bytes = conv.model().unwrap().state_bytes(0).unwrap();
-    assert_eq!(bytes, 4 * (72 + 144 + 51 + 2 * 27));
+    assert_eq!(bytes, 4 * (18 + 144 + 51 + 2 * 27));
+}
+
+/// FNV-1a of the bits of a logit table.
+fn logits_fnv(table: &[Vec<f32>]) -> u32 {
+    table.iter().flatten().fold(0x811c_9dc5u32, |h, v| {
+        v.to_bits()
+            .to_le_bytes()
+            .iter()
+            .fold(h, |h, &b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+    })
+}
+
+/// The logits of the SWA fixtures' state-format-2 images (scale words) on
+/// their recorded tokens, as [`logits_fnv`], recorded with the log-scale
+/// KV's runtime (9439013). Its format-2 step was checked bit-identical to
+/// the runtime before the log-scale KV (5f0b3ca) with `ferrite logits` on
+/// 120 random tokens (every SWA fixture's, `hybrid_gdn_swa`'s,
+/// `mqar/swa-w32`'s and `lm/small`'s format-2 image, quantized by 5f0b3ca's
+/// CLI); a change to the old step's bits fails here.
+const SCALE_WORD_FNV: &[(&str, u32)] = &[
+    ("swa_gqa", 0xa066_444d),
+    ("swa_sinks_cache", 0xff81_76e4),
+    ("swa_sinks_absolute", 0x0afa_85d4),
+    ("swa_sink_logits", 0x7bde_96bf),
+    ("swa_dilated", 0xfd91_edee),
+    ("swa_pinned", 0x4273_b821),
+    ("swa_short_conv", 0x261d_e04a),
+];
+
+/// SWA images with the older int8 KV (scale words, state code 2) still run
+/// their own step, bit for bit as before ([`SCALE_WORD_FNV`]) and within
+/// the stated bounds (the same as the log scales'), and the two formats give
+/// different logits (the log-scale step is not the old one under another
+/// code).
+#[test]
+fn swa_scale_word_images_still_run() {
+    let mut hashes = Vec::new();
+    for &(name, max_bound, rms_bound) in BOUNDS.iter().filter(|b| b.0.starts_with("swa")) {
+        let dir = fixtures_dir().join(name);
+        let exp = expected(&dir);
+        let old = image_of(&dir, &int_path_scale_words());
+        let new = image_of(&dir, &int_path());
+        let got = logits(old.model().unwrap(), &exp.tokens, exp.pinned).unwrap();
+        let got_new = logits(new.model().unwrap(), &exp.tokens, exp.pinned).unwrap();
+        let (d_max, d_rms) = (max_abs_diff(&got, &exp.logits), rel_rms(&got, &exp.logits));
+        println!("{name:<26} int8 KV with scale words: {d_max:.3} / {d_rms:.2e}");
+        assert!(
+            d_max <= max_bound && d_rms <= rms_bound,
+            "{name}: {d_max} {d_rms}"
+        );
+        assert_ne!(got, got_new, "{name}");
+        hashes.push((name, logits_fnv(&got)));
+    }
+    assert_eq!(hashes, SCALE_WORD_FNV);
 }
 
 /// GSA layers take the int16 state on the integer path, and it is the

@@ -50,8 +50,11 @@ pub struct WriteOptions {
     pub token_path: TokenPath,
     /// Integer states or f32 (`--state`; only with the integer token path):
     /// any value but f32 gives every layer whose mixer has an integer step
-    /// its mixer's integer format (int16 for GDN and GSA, int8 KV for SWA); other
-    /// layers keep f32 states and run their f32 step.
+    /// its mixer's integer format (int16 for GDN, GSA and BLA, int8 KV with
+    /// log scales for SWA, int8 KV for MLA); other layers keep f32 states
+    /// and run their f32 step. [`StateFormat::Int8Kv`] does the same but
+    /// gives SWA layers the older int8 KV with scale words (the images
+    /// written before the log scales; tests and comparisons).
     pub state: StateFormat,
 }
 
@@ -214,9 +217,16 @@ pub fn stored_config(config: &Config, opts: &WriteOptions) -> Config {
             c.phi_source = opts.bla_phi;
         }
         // An integer state: each layer's own integer format (int16 for
-        // GDN, GSA and BLA, int8 KV for SWA), where its mixer has one.
+        // GDN, GSA and BLA, int8 KV with log scales for SWA, int8 KV for
+        // MLA), where its mixer has one; `Int8Kv` asks SWA layers for the
+        // older int8 KV with scale words.
         if opts.token_path == TokenPath::Int && opts.state != StateFormat::F32 {
-            if let Some(l) = layer.integer_state().and_then(|s| layer.with_state(s)) {
+            let own = layer.integer_state();
+            let pick = match (opts.state, own) {
+                (StateFormat::Int8Kv, Some(StateFormat::Int8KvLog)) => Some(StateFormat::Int8Kv),
+                _ => own,
+            };
+            if let Some(l) = pick.and_then(|s| layer.with_state(s)) {
                 *layer = l;
             }
         }

@@ -1318,14 +1318,15 @@ fn quantize_path_int_writes_format_6_and_inspect_shows_the_state_formats() {
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("format v6"), "{err}");
-    // Both layers have an integer step: GDN's int16 state, SWA's int8 KV cache.
+    // Both layers have an integer step: GDN's int16 state, SWA's int8 KV cache
+    // with log scales.
     assert!(!err.contains("have no integer step"), "{err}");
     let o = ferrite(&["inspect", out]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("token path: int"), "{text}");
     assert!(text.contains("layer 0: gdn state int16"), "{text}");
-    assert!(text.contains("layer 1: swa state int8"), "{text}");
+    assert!(text.contains("layer 1: swa state int8-log"), "{text}");
     // --state f32 keeps every layer on its f32 step (still format 6).
     let o = ferrite(&[
         "quantize", d, "-o", out, "--dtype", "int8", "--path", "int", "--state", "f32",

@@ -127,7 +127,7 @@ impl BlaConfig {
             },
         };
         ensure!(
-            !matches!(c.state, StateFormat::Int8Kv),
+            !matches!(c.state, StateFormat::Int8Kv | StateFormat::Int8KvLog),
             layer,
             "this mixer has no step for that state format"
         );

@@ -200,7 +200,7 @@ impl GdnConfig {
             "an int16 gdn state needs normalised keys (qk_norm l2 or sum)"
         );
         ensure!(
-            !matches!(c.state, StateFormat::Int8Kv),
+            !matches!(c.state, StateFormat::Int8Kv | StateFormat::Int8KvLog),
             layer,
             "this mixer has no step for that state format"
         );
@@ -285,7 +285,7 @@ impl GdnConfig {
             }
             StateFormat::Int16 => int16_state_words(h, hv, k, v, self.conv_size),
             // Refused by `from_words`: a size no buffer has.
-            StateFormat::Int8Kv => u64::MAX,
+            StateFormat::Int8Kv | StateFormat::Int8KvLog => u64::MAX,
         }
     }
 

@@ -86,7 +86,7 @@ impl GsaConfig {
             },
         };
         ensure!(
-            !matches!(c.state, StateFormat::Int8Kv),
+            !matches!(c.state, StateFormat::Int8Kv | StateFormat::Int8KvLog),
             layer,
             "this mixer has no step for that state format"
         );

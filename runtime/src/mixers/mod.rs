@@ -37,6 +37,8 @@ mod swa;
 mod swa_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod swa_int;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
+mod swa_logkv;
 
 pub use bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub(crate) use bla_int::state_max_abs as bla_state_max_abs;
@@ -50,6 +52,7 @@ pub(crate) use mla_int::state_max_abs as mla_state_max_abs;
 pub use rwkv7_config::{KkNorm, Rwkv7Config};
 pub use swa::SwaConfig;
 pub(crate) use swa_int::state_max_abs as swa_state_max_abs;
+pub(crate) use swa_logkv::state_max_abs as swa_log_state_max_abs;
 
 use crate::error::StepResult;
 use crate::format::Role;

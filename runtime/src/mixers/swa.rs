@@ -117,8 +117,13 @@ impl Mixer for SwaConfig {
         out: &mut [i32],
         clamps: &mut u32,
     ) -> StepResult<i32> {
-        super::swa_int::step(self, ctx, w, state, scratch, act, x, out, clamps)
-            .map_err(Error::at_step)
+        match self.state {
+            crate::format::StateFormat::Int8KvLog => {
+                super::swa_logkv::step(self, ctx, w, state, scratch, act, x, out, clamps)
+            }
+            _ => super::swa_int::step(self, ctx, w, state, scratch, act, x, out, clamps),
+        }
+        .map_err(Error::at_step)
     }
 }
 
@@ -272,6 +277,38 @@ mod tests {
         .state_len(0);
         assert_eq!(wide.state_len(0), 4 * (2 + 2 * 16));
         assert!(wide.state_len(0) * 100 <= f32_words * 27);
+    }
+
+    /// State format 3 (log scales) round-trips, is `d + 1` bytes per slot
+    /// and tensor (each part padded to a word), and adds the logit row
+    /// (`span` words) to the scratch.
+    #[test]
+    fn log_scale_kv_is_checked_and_sized() {
+        let log = SwaConfig {
+            state: StateFormat::Int8KvLog,
+            window: 512,
+            num_kv_heads: 4,
+            num_heads: 8,
+            ..config(8, 10_000.0)
+        };
+        assert_eq!(SwaConfig::from_words(&log.to_words(), None), Ok(log));
+        assert_eq!(log.min_format_version(), INTEGER_PATH_FORMAT_VERSION);
+        // The 512-window model's layer: 512 slots x 4 kv heads x (2 + 16) bytes.
+        assert_eq!(4 * log.state_len(0), 512 * 4 * 18);
+        assert_eq!(4 * log.state_len(3), 515 * 4 * 18);
+        let old = SwaConfig {
+            state: StateFormat::Int8Kv,
+            ..log
+        };
+        assert_eq!(4 * old.state_len(0), 512 * 4 * (8 + 16));
+        assert_eq!(log.scratch_len(), old.scratch_len() + 512);
+        // 5 slots of one kv head: 10 code bytes padded to 3 words, then
+        // 40 bytes of keys and of values.
+        let small = SwaConfig {
+            state: StateFormat::Int8KvLog,
+            ..config(8, 10_000.0)
+        };
+        assert_eq!(small.state_len(1), 3 + 2 * 10);
     }
 
     fn config(head_dim: u32, rope_theta: f32) -> SwaConfig {

@@ -47,9 +47,10 @@ pub struct SwaConfig {
     pub conv_size: u32,
     /// Distance between the window's keys (1 = a plain window).
     pub dilation: u32,
-    /// How the KV cache is kept (record word 15, format 6): f32, or int8
-    /// with per-slot scales for the integer step (`mixers/swa_int.rs`; not
-    /// with a short convolution yet).
+    /// How the KV cache is kept (record word 15, format 6): f32, int8 with
+    /// per-slot scale words (`mixers/swa_int.rs`), or int8 with one-byte
+    /// log scales (`mixers/swa_logkv.rs`, what `ferrite quantize --path
+    /// int` writes).
     pub state: StateFormat,
 }
 
@@ -187,11 +188,21 @@ impl SwaConfig {
     /// State words: f32, `(S + pinned_max + span) * Hkv * 2d` plus the
     /// convolution caches; int8 KV, per slot and kv head two scale words
     /// (key, value) and `2d` bytes, padded to a word, then the q, k and v
-    /// convolution rings of `mixers::conv_int` (`mixers/swa_int.rs`)
-    /// (saturating: an absurd `pinned_max` yields a size no buffer has).
+    /// convolution rings of `mixers::conv_int` (`mixers/swa_int.rs`); int8
+    /// KV with log scales, per slot and kv head two scale bytes (key, value)
+    /// padded to a word over all slots, then `2d` bytes, then the same rings
+    /// (`mixers/swa_logkv.rs`) (saturating: an absurd `pinned_max` yields a
+    /// size no buffer has).
     pub const fn state_len(&self, pinned_max: usize) -> u64 {
         let (h, hkv, d) = self.dims64();
         let slots = sum(&[self.sinks as u64, self.span(), pinned_max as u64]);
+        if let StateFormat::Int8KvLog = self.state {
+            return sum(&[
+                log_kv_state_words(slots, hkv, d),
+                conv_int::state_words(product(&[h, d]), self.conv_size),
+                product(&[2, conv_int::state_words(product(&[hkv, d]), self.conv_size)]),
+            ]);
+        }
         if let StateFormat::Int8Kv = self.state {
             return sum(&[
                 int8_kv_state_words(slots, hkv, d),
@@ -208,11 +219,13 @@ impl SwaConfig {
 
     /// Scratch words: q, o (`H*d` each), k, v (`Hkv*d` each), RoPE tables and
     /// the sink-rotated query (`3d`); the integer step also its two int8
-    /// queries (`2d` more: the int8 KV state only).
+    /// queries (`2d` more: the int8 KV states only), and with log scales one
+    /// head's logits over the window (`span` more).
     pub const fn scratch_len(&self) -> u64 {
         let (h, hkv, d) = self.dims64();
         let extra = match self.state {
             StateFormat::Int8Kv => product(&[2, d]),
+            StateFormat::Int8KvLog => sum(&[product(&[2, d]), self.span()]),
             _ => 0,
         };
         sum(&[
@@ -284,6 +297,18 @@ impl SwaConfig {
 pub(crate) const fn int8_kv_state_words(slots: u64, hkv: u64, d: u64) -> u64 {
     let bytes = product(&[slots, hkv, d]);
     sum(&[product(&[2, slots, hkv]), product(&[2, bytes.div_ceil(4)])])
+}
+
+/// State words of an int8 KV cache with one-byte log scales of `slots`
+/// positions, `hkv` kv heads of size `d` (saturating): the scale codes
+/// `[slots][hkv][2]` as bytes, then the keys and the values `[slots][hkv][d]`
+/// as bytes, each part padded to a word.
+pub(crate) const fn log_kv_state_words(slots: u64, hkv: u64, d: u64) -> u64 {
+    let bytes = product(&[slots, hkv, d]);
+    sum(&[
+        product(&[2, slots, hkv]).div_ceil(4),
+        product(&[2, bytes.div_ceil(4)]),
+    ])
 }
 
 /// The keys token `t` sees: the window `{t - i r : i < W}` within

@@ -167,7 +167,12 @@ pub(crate) fn attend_scored<'a, I: Iterator<Item = (Fx, &'a [i8], u32)>>(
         }
     }
     // out = acc × 2^-24 × vmax / sum.
-    let f = vmax * sum.recip();
+    finish(acc, vmax * sum.recip(), out)
+}
+
+/// The weighted sum `out = acc × 2^-24 × f` of a head as a normal block
+/// (all zero, exponent 0, for a zero sum or factor); returns its exponent.
+pub(crate) fn finish(acc: &[i64], f: Fx, out: &mut [i32]) -> i32 {
     let amax = acc.iter().map(|a| a.unsigned_abs()).max().unwrap_or(0);
     if amax == 0 || f.is_zero() {
         out.fill(0);
@@ -264,6 +269,63 @@ pub(crate) fn state_max_abs(c: &SwaConfig, slots: usize, state: &[i32]) -> f32 {
     f32::from_bits(top.to_f32_bits())
 }
 
+/// The token's q (`[H*d]`) and k, v (`kv`, `[2 Hkv d]`) as blocks: the
+/// projections of `x`, the short convolutions (with SiLU, their rings in
+/// `convs`) where the layer has them, then RoPE on q and k, `cs` (`[d]`)
+/// left holding the token's cosines and sines. Returns the exponents of q,
+/// k and v.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn project(
+    c: &SwaConfig,
+    ctx: &StepCtx,
+    w: &LayerWeights<'_>,
+    act: &mut ActBuf<'_>,
+    x: Block<'_>,
+    q: &mut [i32],
+    kv_acc: &mut [i32],
+    cs: &mut [i32],
+    convs: &mut [i32],
+) -> Result<[i32; 3]> {
+    let (h, hkv, d) = (
+        c.num_heads as usize,
+        c.num_kv_heads as usize,
+        c.head_dim as usize,
+    );
+    let half = d / 2;
+    let bad_state = Error::Internal("swa state of the wrong size");
+    let (mut eq, mut ek, ev) = {
+        let xin = act.input_int(x)?;
+        let (k, v) = kv_acc.split_at_mut(hkv * d);
+        let v = &mut v[..hkv * d];
+        let mut e = [
+            w.get(Role::QProj)?.matvec_int(&xin, q)?,
+            w.get(Role::KProj)?.matvec_int(&xin, k)?,
+            w.get(Role::VProj)?.matvec_int(&xin, v)?,
+        ];
+        if c.conv_size > 0 {
+            // As the f32 step: q, k, v convolved (with SiLU) before RoPE.
+            let width = c.conv_size as usize;
+            let q_words = conv_int::state_words((h * d) as u64, c.conv_size) as usize;
+            let kv_words = conv_int::state_words((hkv * d) as u64, c.conv_size) as usize;
+            let (cq, rest) = convs.split_at_mut_checked(q_words).ok_or(bad_state)?;
+            let (ck, rest) = rest.split_at_mut_checked(kv_words).ok_or(bad_state)?;
+            let cv = rest.get_mut(..kv_words).ok_or(bad_state)?;
+            let conv = |role| w.get(role);
+            e[0] = conv_int::step(&conv(Role::QConv)?, width, cq, ctx.pos, q, e[0], true)?;
+            e[1] = conv_int::step(&conv(Role::KConv)?, width, ck, ctx.pos, k, e[1], true)?;
+            e[2] = conv_int::step(&conv(Role::VConv)?, width, cv, ctx.pos, v, e[2], true)?;
+        }
+        (e[0], e[1], e[2])
+    };
+    let (cos, sin) = cs.split_at_mut(half);
+    if c.use_rope {
+        table_q15(c.rope_theta.to_bits(), c.head_dim, ctx.abs_pos, cos, sin);
+        eq = rotate(q, eq, cos, sin);
+        ek = rotate(&mut kv_acc[..hkv * d], ek, cos, sin);
+    }
+    Ok([eq, ek, ev])
+}
+
 /// One token of `swa` with an int8 KV cache ([`crate::mixers::Mixer::step_int`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn step(
@@ -309,36 +371,8 @@ pub(crate) fn step(
     let keys: &mut [i8] = bytemuck::cast_slice_mut(kw);
     let values: &mut [i8] = bytemuck::cast_slice_mut(vw);
 
-    let (mut eq, mut ek, ev) = {
-        let xin = act.input_int(x)?;
-        let (k, v) = kv_acc.split_at_mut(hkv * d);
-        let v = &mut v[..hkv * d];
-        let mut e = [
-            w.get(Role::QProj)?.matvec_int(&xin, q)?,
-            w.get(Role::KProj)?.matvec_int(&xin, k)?,
-            w.get(Role::VProj)?.matvec_int(&xin, v)?,
-        ];
-        if c.conv_size > 0 {
-            // As the f32 step: q, k, v convolved (with SiLU) before RoPE.
-            let width = c.conv_size as usize;
-            let q_words = conv_int::state_words((h * d) as u64, c.conv_size) as usize;
-            let kv_words = conv_int::state_words((hkv * d) as u64, c.conv_size) as usize;
-            let (cq, rest) = convs.split_at_mut_checked(q_words).ok_or(bad_state)?;
-            let (ck, rest) = rest.split_at_mut_checked(kv_words).ok_or(bad_state)?;
-            let cv = rest.get_mut(..kv_words).ok_or(bad_state)?;
-            let conv = |role| w.get(role);
-            e[0] = conv_int::step(&conv(Role::QConv)?, width, cq, ctx.pos, q, e[0], true)?;
-            e[1] = conv_int::step(&conv(Role::KConv)?, width, ck, ctx.pos, k, e[1], true)?;
-            e[2] = conv_int::step(&conv(Role::VConv)?, width, cv, ctx.pos, v, e[2], true)?;
-        }
-        (e[0], e[1], e[2])
-    };
+    let [eq, ek, ev] = project(c, ctx, w, act, x, q, &mut kv_acc[..2 * hkv * d], cs, convs)?;
     let (cos, sin) = cs.split_at_mut(half);
-    if c.use_rope {
-        table_q15(c.rope_theta.to_bits(), c.head_dim, ctx.abs_pos, cos, sin);
-        eq = rotate(q, eq, cos, sin);
-        ek = rotate(&mut kv_acc[..hkv * d], ek, cos, sin);
-    }
 
     // Store this token's k, v (per kv head, each normalized on its own).
     let s_eff = (c.sinks as usize + ctx.pinned) as u64;
