@@ -32,11 +32,14 @@ pub(crate) const fn act_words(image: &[u8], header: &Header, cfg: &Cfg) -> Resul
     if !has_tiled_tensors(image, header) {
         return Ok(0);
     }
-    let section = image
-        .split_at(header.config_off as usize)
-        .1
-        .split_at(header.config_len as usize)
-        .0;
+    // Header::parse checked the config section is inside the image.
+    let section = match image.split_at_checked(header.config_off as usize) {
+        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
+            Some((section, _)) => section,
+            None => return Err(Error::Internal("config section")),
+        },
+        None => return Err(Error::Internal("config section")),
+    };
     let (d, i) = (cfg.hidden_size as u64, cfg.intermediate_size as u64);
     let mut widest = if d > i { d } else { i };
     let mut layer = 0;

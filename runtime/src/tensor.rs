@@ -427,14 +427,20 @@ impl<'a> Tensor<'a> {
     /// [`Tensor::at`] for the dtypes that need decoding.
     #[inline(never)]
     fn decode_at(&self, i: usize) -> f32 {
+        fn group_of(scales: &[f32], i: usize, group: usize) -> Option<&f32> {
+            scales.get(i.checked_div(group)?)
+        }
         match self.data {
             TensorData::F32(w) => w.get(i).copied().unwrap_or(0.0),
             TensorData::F16(w) => w.get(i).map_or(0.0, |v| v.to_f32()),
-            TensorData::I8 { q, scales, group } => match (q.get(i), scales.get(i / group)) {
+            // Groups and columns are nonzero (checked at load); checked
+            // division keeps a divide-by-zero panic out all the same.
+            TensorData::I8 { q, scales, group } => match (q.get(i), group_of(scales, i, group)) {
                 (Some(&v), Some(&s)) => v as f32 * s,
                 _ => 0.0,
             },
-            TensorData::I4 { q, scales, group } => match (q.get(i / 2), scales.get(i / group)) {
+            TensorData::I4 { q, scales, group } => match (q.get(i / 2), group_of(scales, i, group))
+            {
                 (Some(&b), Some(&s)) => {
                     let v = if i % 2 == 0 {
                         kernels::generic::i4_low(b)
@@ -446,14 +452,22 @@ impl<'a> Tensor<'a> {
                 _ => 0.0,
             },
             TensorData::TiledI8(w) => {
-                let (r, c) = (i / self.cols, i % self.cols);
+                let (Some(r), Some(c)) = (i.checked_div(self.cols), i.checked_rem(self.cols))
+                else {
+                    return 0.0;
+                };
                 let q = kernels::generic::tiled_i8_at(&w, r, c);
-                tiled_scale(w.row_scales, w.mults, w.cols / w.group, w.group, r, c) * q as f32
+                let per_row = w.cols.checked_div(w.group).unwrap_or(0);
+                tiled_scale(w.row_scales, w.mults, per_row, w.group, r, c) * q as f32
             }
             TensorData::TiledI4(w) => {
-                let (r, c) = (i / self.cols, i % self.cols);
+                let (Some(r), Some(c)) = (i.checked_div(self.cols), i.checked_rem(self.cols))
+                else {
+                    return 0.0;
+                };
                 let q = kernels::generic::tiled_i4_at(&w, r, c);
-                tiled_scale(w.row_scales, w.mults, w.cols / w.group, w.group, r, c) * q as f32
+                let per_row = w.cols.checked_div(w.group).unwrap_or(0);
+                tiled_scale(w.row_scales, w.mults, per_row, w.group, r, c) * q as f32
             }
         }
     }
@@ -483,6 +497,10 @@ fn tiled_ok(
 /// The scale `d[r] * m[r][c / group]` of element `(r, c)` of a tiled tensor.
 fn tiled_scale(d: &[f32], m: &[u8], groups: usize, group: usize, r: usize, c: usize) -> f32 {
     let dr = d.get(r).copied().unwrap_or(0.0);
-    let mg = m.get(r * groups + c / group).copied().unwrap_or(0);
+    let mg = c
+        .checked_div(group)
+        .and_then(|g| m.get(r * groups + g))
+        .copied()
+        .unwrap_or(0);
     dr * mg as f32
 }

@@ -98,6 +98,9 @@ impl<'a> Tensor<'a> {
     /// Row `r` (an embedding) as a normal block into `out` (`cols` values);
     /// returns its exponent. Tiled int8/int4, f32 and f16 tensors.
     pub fn row_int(&self, r: usize, out: &mut [i32]) -> Result<i32> {
+        // Loading checked every payload against its shape: a missing row is
+        // a bug, an error rather than a panic.
+        let row_missing = || Error::Internal("row lookup out of range");
         let cols = self.cols();
         if r >= self.rows() || out.len() != cols {
             return Err(Error::Internal("row lookup out of range"));
@@ -106,32 +109,32 @@ impl<'a> Tensor<'a> {
             TensorData::TiledI8(w) => {
                 let groups = cols / w.group.max(1);
                 let at = |c| i32::from(tiled_i8_at(&w, r, c));
-                Ok(tiled_row(
-                    out,
-                    w.row_scales[r],
-                    &w.mults[r * groups..],
-                    w.group,
-                    at,
-                ))
+                let (Some(&d), Some(mults)) = (w.row_scales.get(r), w.mults.get(r * groups..))
+                else {
+                    return Err(row_missing());
+                };
+                Ok(tiled_row(out, d, mults, w.group, at))
             }
             TensorData::TiledI4(w) => {
                 let groups = cols / w.group.max(1);
                 let at = |c| i32::from(tiled_i4_at(&w, r, c));
-                Ok(tiled_row(
+                let (Some(&d), Some(mults)) = (w.row_scales.get(r), w.mults.get(r * groups..))
+                else {
+                    return Err(row_missing());
+                };
+                Ok(tiled_row(out, d, mults, w.group, at))
+            }
+            TensorData::F32(v) => {
+                let row = v.get(r * cols..(r + 1) * cols).ok_or_else(row_missing)?;
+                Ok(block::from_f32(row, out))
+            }
+            TensorData::F16(v) => {
+                let row = v.get(r * cols..(r + 1) * cols).ok_or_else(row_missing)?;
+                Ok(block::from_f32_bits(
+                    row.iter().map(|h| h.to_f32().to_bits()),
                     out,
-                    w.row_scales[r],
-                    &w.mults[r * groups..],
-                    w.group,
-                    at,
                 ))
             }
-            TensorData::F32(v) => Ok(block::from_f32(&v[r * cols..(r + 1) * cols], out)),
-            TensorData::F16(v) => Ok(block::from_f32_bits(
-                v[r * cols..(r + 1) * cols]
-                    .iter()
-                    .map(|h| h.to_f32().to_bits()),
-                out,
-            )),
             _ => Err(Error::Internal(
                 "the integer token path reads tiled, f32 or f16 embeddings",
             )),

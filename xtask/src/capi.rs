@@ -340,16 +340,21 @@ fn panic_branches() -> Result<()> {
 }
 
 /// The functions proven panic-free by the link (docs/c-api.md, "No
-/// panics"): snapshots, restore and the update receive loop take untrusted
-/// bytes, so a panic branch coming back into any of them fails the check.
+/// panics"): snapshots, restore, tokenize and the update receive loop take
+/// untrusted bytes, so a panic branch coming back into any of them fails the
+/// check.
 const PANIC_FREE: &[&str] = &[
     "ferrite_abi_version",
+    "ferrite_session_len",
+    "ferrite_model_info",
+    "ferrite_session_init",
     "ferrite_logits",
     "ferrite_position",
     "ferrite_reset",
     "ferrite_seek",
     "ferrite_sampler_init",
     "ferrite_sample",
+    "ferrite_tokenize",
     "ferrite_detokenize",
     "ferrite_snapshot_len",
     "ferrite_snapshot",

@@ -138,16 +138,23 @@ impl<'a> BpeTokenizer<'a> {
         let (v, m) = (vocab as usize, merges as usize);
         // The section is exactly as long as its counts say: nothing below is
         // out of bounds (and every product is at most `section.len()`).
-        let rest = &words[BPE_HEADER_WORDS..];
-        let (byte_ids, rest) = rest.split_at(256);
-        let (offsets, rest) = rest.split_at(v + 1);
-        let (merges_w, _) = rest.split_at(BPE_MERGE_WORDS * m);
+        // Checked slicing all the same, so a wrong count is an error here
+        // rather than a panic.
+        let short = || bad("section shorter than its counts");
+        let rest = words.get(BPE_HEADER_WORDS..).ok_or_else(short)?;
+        let (byte_ids, rest) = rest.split_at_checked(256).ok_or_else(short)?;
+        let (offsets, rest) = rest.split_at_checked(v + 1).ok_or_else(short)?;
+        let (merges_w, _) = rest
+            .split_at_checked(BPE_MERGE_WORDS * m)
+            .ok_or_else(short)?;
         let bytes_at = 4 * (BPE_HEADER_WORDS + 256 + v + 1 + BPE_MERGE_WORDS * m);
-        let bytes = &section[bytes_at..bytes_at + nbytes as usize];
-        if offsets[0] != 0 || offsets[v] != nbytes {
+        let bytes = section
+            .get(bytes_at..bytes_at + nbytes as usize)
+            .ok_or_else(short)?;
+        if offsets.first() != Some(&0) || offsets.last() != Some(&nbytes) {
             return Err(bad("token offsets do not span the token bytes"));
         }
-        if offsets.windows(2).any(|w| w[0] > w[1]) {
+        if offsets.windows(2).any(|w| matches!(w, &[a, b] if a > b)) {
             return Err(bad("token offsets decrease"));
         }
         let tok = BpeTokenizer {
@@ -163,7 +170,9 @@ impl<'a> BpeTokenizer<'a> {
         }
         let mut prev: Option<(u32, u32)> = None;
         for mg in merges_w.chunks_exact(BPE_MERGE_WORDS) {
-            let (l, r, out, rank) = (mg[0], mg[1], mg[2], mg[3]);
+            let &[l, r, out, rank, ..] = mg else {
+                return Err(short());
+            };
             if l >= vocab || r >= vocab || out >= vocab {
                 return Err(bad("merge names a token outside the vocabulary"));
             }
@@ -175,7 +184,7 @@ impl<'a> BpeTokenizer<'a> {
             }
             prev = Some((l, r));
             let (lb, rb, ob) = (tok.decode(l), tok.decode(r), tok.decode(out));
-            if ob.len() != lb.len() + rb.len() || &ob[..lb.len()] != lb || &ob[lb.len()..] != rb {
+            if ob.len() != lb.len() + rb.len() || ob.split_at_checked(lb.len()) != Some((lb, rb)) {
                 return Err(bad("merged token is not its pair's bytes"));
             }
         }
@@ -209,11 +218,16 @@ impl<'a> BpeTokenizer<'a> {
         let (mut lo, mut hi) = (0, self.merges.len() / BPE_MERGE_WORDS);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let m = &self.merges[BPE_MERGE_WORDS * mid..BPE_MERGE_WORDS * (mid + 1)];
-            match (m[0], m[1]).cmp(&(left, right)) {
+            let m = self
+                .merges
+                .get(BPE_MERGE_WORDS * mid..BPE_MERGE_WORDS * (mid + 1));
+            let Some(&[l, r, out, rank, ..]) = m else {
+                return None; // within the table by construction
+            };
+            match (l, r).cmp(&(left, right)) {
                 core::cmp::Ordering::Less => lo = mid + 1,
                 core::cmp::Ordering::Greater => hi = mid,
-                core::cmp::Ordering::Equal => return Some((m[3], m[2])),
+                core::cmp::Ordering::Equal => return Some((rank, out)),
             }
         }
         None
@@ -237,26 +251,38 @@ impl<'a> BpeTokenizer<'a> {
         let mut work = [0u32; BPE_MAX_PIECE];
         let mut len = piece.len().min(BPE_MAX_PIECE);
         for (w, &b) in work.iter_mut().zip(piece) {
-            *w = self.byte_ids[b as usize];
+            // The byte table has 256 entries (checked when parsed).
+            *w = self.byte_ids.get(b as usize).copied().unwrap_or_default();
         }
         loop {
             let mut best: Option<(u32, usize, u32)> = None;
-            for i in 0..len.saturating_sub(1) {
-                if let Some((rank, merged)) = self.merge(work[i], work[i + 1]) {
+            let live = work.get(..len).unwrap_or_default();
+            for (i, pair) in live.windows(2).enumerate() {
+                let &[left, right] = pair else { continue };
+                if let Some((rank, merged)) = self.merge(left, right) {
                     if best.is_none_or(|(r, _, _)| rank < r) {
                         best = Some((rank, i, merged));
                     }
                 }
             }
             let Some((_, i, merged)) = best else { break };
-            work[i] = merged;
-            work.copy_within(i + 2..len, i + 1);
+            // The pair (i, i + 1) becomes `merged`; the rest moves left.
+            // i + 1 < len <= BPE_MAX_PIECE, so every `get` below succeeds.
+            let Some(slot) = work.get_mut(i) else { break };
+            *slot = merged;
+            for j in i + 1..len - 1 {
+                let next = work.get(j + 1).copied().unwrap_or_default();
+                if let Some(w) = work.get_mut(j) {
+                    *w = next;
+                }
+            }
             len -= 1;
         }
-        let dst = out.get_mut(n..n + len).ok_or(Error::BadPrompt(
-            "the prompt is longer than the token buffer",
-        ))?;
-        dst.copy_from_slice(&work[..len]);
+        let too_long = Error::BadPrompt("the prompt is longer than the token buffer");
+        let dst = out.get_mut(n..n + len).ok_or(too_long)?;
+        for (d, w) in dst.iter_mut().zip(&work) {
+            *d = *w;
+        }
         Ok(n + len)
     }
 }
