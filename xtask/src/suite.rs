@@ -192,7 +192,7 @@ const OTA_REFUSALS: [Refusal; 8] = [
 /// the one its 16 KB of RAM is made for (`--full`: the M4F evaluates the
 /// same image on the same sequences by default, and the M0 runs the
 /// model's integer-path image by default; at 2.8M instructions a token it
-/// is the suite's second-longest QEMU run).
+/// is the longest of these evaluations).
 const MQAR_MODELS: &[(&str, &str, bool)] = &[
     ("m4f", "bla-m15", false),
     ("m4f", "gdn-2k-lr3e-3", false),

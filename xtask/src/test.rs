@@ -100,8 +100,9 @@ const FUZZ_STEP: &str = "fuzz smoke (cargo xtask fuzz --seconds 30)";
 /// has these and others, these run in a second process beside the others
 /// ([`Background`]). The QEMU suite first: its QEMU runs and fat-LTO links
 /// are single-threaded, so a compile beside them has the other core; then
-/// the chips' builds and the fuzz smoke (each in a target directory of its
-/// own, so they never wait for the other process's cargo lock), which bring
+/// the chips' builds and the fuzz smoke (in target directories that the
+/// other process's steps do not build in by then: its clippy of the fuzz
+/// crate runs among its first steps), which bring
 /// the two processes to about the same length on two cores (fresh-clone
 /// CI, 2026-12-06: lane 2,013 s, the other steps 2,010; since the split
 /// into `--full` estimated at about 1,560 and 1,710, docs/testing.md); with
@@ -625,7 +626,7 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         steps.retain(|(name, _)| name.contains(only.as_str()));
         ensure!(
             !steps.is_empty(),
-            "no step's name contains {only:?} (see --list)"
+            "no step's name contains {only:?} (see --list; those it prints after `with --full, also:` need --full)"
         );
     }
     if args.list {
