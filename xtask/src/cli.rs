@@ -101,7 +101,15 @@ impl Command {
             Command::Board(args) => board::run(args.board, &args.opts),
             Command::EvalBoard(args) => eval_board::run(&args),
             Command::Ota(args) => ota::run(&args),
-            Command::TestBoards(a) => suite::run(a.overwrite, a.only.as_deref()),
+            Command::TestBoards(a) if a.list => suite::list(a.only.as_deref()),
+            Command::TestBoards(a) => {
+                let scope = match (a.full, a.full_only) {
+                    (_, true) => suite::Scope::FullOnly,
+                    (true, false) => suite::Scope::All,
+                    (false, false) => suite::Scope::Default,
+                };
+                suite::run(a.overwrite, a.only.as_deref(), scope)
+            }
             Command::BoardTable => table::run().map(|()| ExitCode::SUCCESS),
             Command::BakeGain => crate::bake_gain::run().map(|()| ExitCode::SUCCESS),
             Command::Profile(args) => profile::run(&args),
@@ -142,6 +150,15 @@ pub struct SuiteArgs {
     /// Only the checks whose name contains T, e.g. `kernels`
     #[arg(long, value_name = "T")]
     pub only: Option<String>,
+    /// Also the checks only `cargo xtask test --full` runs (docs/testing.md, "--full")
+    #[arg(long, conflicts_with = "full_only")]
+    pub full: bool,
+    /// Only the checks the default run leaves out
+    #[arg(long)]
+    pub full_only: bool,
+    /// Print each check's run (`default` or `full`) and name, run nothing
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// `chip <name>`.

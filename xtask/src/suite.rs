@@ -21,16 +21,18 @@
 //!   uninterrupted host run; the snapshot the board writes after
 //!   [`SNAPSHOT_K`] tokens is the host's byte for byte, and the host going
 //!   on from it ends in the uninterrupted run's tokens, state and logits;
-//! - BPE, every format-4 fixture, every format-8 fixture (Mamba-2, RWKV-7,
-//!   the generalized block) on m4f and m3, constant memory over 10,000
-//!   tokens, OTA updates on the signed firmware (a signed update accepted;
+//! - BPE, every format-4 fixture (`--full`), every format-8 fixture
+//!   (Mamba-2, RWKV-7, the generalized block) on m4f and (`--full`) m3,
+//!   constant memory over 1,000 tokens on m4f (10,000 on m4f and rv32imafc
+//!   with `--full`), OTA updates on the signed firmware (a signed update accepted;
 //!   unsigned, another key, tampered, older (anti-rollback, in one boot and
 //!   after a simulated reset), cut, hostile and too large refused with A
-//!   serving), an image too large for the M3, a defmt build; the trained
+//!   serving: on m4f; rv32imac accepts the good update, and refuses with
+//!   `--full`), an image too large for the M3, a defmt build; the trained
 //!   models (the demo, the M3's LMs en-m3, rwkv7-m3 and mamba2-m3, MQAR
 //!   and bits per byte with the `eval` firmware) against the host and
 //!   their recorded metrics.
-//! - m4f and m3: `generate` with the default image built with the
+//! - m4f and (`--full`) m3: `generate` with the default image built with the
 //!   `roofline` feature generates like the host; its `roofline:` line's
 //!   MACs per token are `ferrite inspect`'s and what its products counted,
 //!   and its kernel + other instructions per token are the default build's
@@ -47,6 +49,9 @@
 //! Failures are gathered; the slowest checks are listed on stderr and the last
 //! line is `N passed, N failed`. `--only TEXT`
 //! runs the checks whose name contains TEXT (e.g. `kernels`, `m3:`).
+//! The checks marked `--full` above run with `--full` (all checks) or
+//! `--full-only` (those alone: `cargo xtask test --full` runs the default
+//! ones in its default step); `--list` prints each check's run and name.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -60,18 +65,26 @@ use crate::host;
 use crate::paths::expected_dir;
 use crate::{bit_identity, expected};
 
-/// Boards that run the 10,000-token constant-memory check.
+/// Boards that run the 10,000-token constant-memory check (`--full`: 42 s
+/// of the suite's 907; the default run has [`MID_N`] on the m4f).
 const LONG_RUN_BOARDS: &[&str] = &["m4f", "rv32imafc"];
 const LONG_N: usize = 10_000;
+/// The default run's constant-memory check: [`MID_N`] against [`SHORT_N`]
+/// tokens on the m4f.
+const MID_N: usize = 1_000;
 const SHORT_N: usize = 100;
 /// Boards that run a model with a byte-level BPE tokenizer.
 const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// Boards that run every fixture whose int8 image is format 4 (the mixer
-/// options that version added): host and board must agree bit for bit.
+/// options that version added): host and board must agree bit for bit
+/// (`--full`: every fixture is checked against the f64 reference on the
+/// host, and the integer-path models run their options on the boards).
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
 /// Boards that run every fixture whose int8 image is format 8 (Mamba-2,
 /// RWKV-7 and the generalized block, issue 27): host and board bit for bit,
-/// on an FPU core and a soft-float one.
+/// on an FPU core and a soft-float one. The first in the default run; the
+/// soft-float one (`--full`) runs fla's RWKV-7 and Mamba-2 LMs by default
+/// ([`M3_LMS`]).
 const FORMAT8_BOARDS: &[&str] = &["m4f", "m3"];
 /// The integer token path (format 6): models, each with every layer on its
 /// integer step, and the boards that run them with the firmware's
@@ -107,7 +120,8 @@ const INT_PATH_RUNS: &[(&str, &[&str])] = &[
 ];
 
 /// Boards whose `generate` also runs with the `roofline` feature (the
-/// default image and math module): an FPU core and a soft-float one.
+/// default image and math module): an FPU core and a soft-float one (the
+/// second `--full` only: its own target directory, 15 s).
 const ROOFLINE_BOARDS: &[&str] = &["m4f", "m3"];
 /// How far the kernel and other instructions of a roofline run may sum
 /// from the default build's recorded instructions per token: code placed
@@ -127,6 +141,11 @@ const SNAPSHOT_K: usize = 8;
 /// `tests/keys/test-signer.pub` (docs/signing.md), and every update offered
 /// is signed with it unless the check says otherwise.
 const OTA_BOARDS: &[&str] = &["m4f", "rv32imac"];
+/// The board that runs every refusal of [`OTA_REFUSALS`] and the snapshot
+/// slots' cuts in the default run; the others run them with `--full` (the
+/// refusals are decided by the same portable code: 82 s of the suite's 907
+/// on the rv32imac), and accept the good update by default.
+const OTA_FULL_BOARD: &str = "m4f";
 const OTA_UPDATE: &str = "swa_gqa";
 /// The trusted test key, the other one, and the good update's security counter.
 const OTA_KEY: &str = "test-signer";
@@ -168,13 +187,17 @@ const OTA_REFUSALS: [Refusal; 8] = [
         ota_rollback,
     ),
 ];
-/// Shipped MQAR models evaluated at int8: (board, model). On the M4F two
-/// strong and one mid; on the M0 the one its 16 KB of RAM is made for.
-const MQAR_MODELS: &[(&str, &str)] = &[
-    ("m4f", "bla-m15"),
-    ("m4f", "gdn-2k-lr3e-3"),
-    ("m4f", "bla-m7"),
-    ("m0", "gdn-2k-lr3e-3"),
+/// Shipped MQAR models evaluated at int8: (board, model, `--full` only).
+/// On the M4F two strong and one mid (a second BLA: `--full`); on the M0
+/// the one its 16 KB of RAM is made for (`--full`: the M4F evaluates the
+/// same image on the same sequences by default, and the M0 runs the
+/// model's integer-path image by default; at 2.8M instructions a token it
+/// is the longest of these evaluations).
+const MQAR_MODELS: &[(&str, &str, bool)] = &[
+    ("m4f", "bla-m15", false),
+    ("m4f", "gdn-2k-lr3e-3", false),
+    ("m4f", "bla-m7", true),
+    ("m0", "gdn-2k-lr3e-3", true),
 ];
 /// The byte-level LMs trained for the M3's budget (models/lm): ferrite's
 /// hybrid and fla's RWKV-7 and Mamba-2 (issue 27), each generating on the m3
@@ -192,10 +215,47 @@ const TEXT_EVALS: &[(&str, &str, &str, usize, usize)] = &[
 /// whole held-out file: a sanity bound (the real check is equality with the host).
 const EXCERPT_BPB_SLACK: f64 = 0.5;
 
+/// Which of the suite's checks a run has ([`Tier`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The default run's checks (`cargo xtask test`).
+    Default,
+    /// Only the checks the default run leaves out (what `cargo xtask test
+    /// --full` adds to the default run's suite).
+    FullOnly,
+    /// Both (`cargo xtask test-boards --full`).
+    All,
+}
+
+/// Where a check runs: in the default run, or only with `--full`
+/// (docs/testing.md, "--full": each there with the reason).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tier {
+    Default,
+    Full,
+}
+
+impl Scope {
+    fn has(self, tier: Tier) -> bool {
+        match self {
+            Scope::Default => tier == Tier::Default,
+            Scope::FullOnly => tier == Tier::Full,
+            Scope::All => true,
+        }
+    }
+}
+
 struct Suite {
     overwrite: bool,
     /// `--only TEXT`: run the checks whose name contains TEXT.
     only: Option<String>,
+    /// The tiers this run has.
+    scope: Scope,
+    /// `--list`: gather each check's tier and name in `listed`, run nothing.
+    list: bool,
+    listed: Vec<(Tier, String)>,
+    /// The tier of the checks [`Suite::check`] adds (see [`Suite::full`]).
+    tier: Tier,
     passed: usize,
     failed: Vec<String>,
     /// Wall-clock seconds of each check run, for the slowest-checks list.
@@ -207,12 +267,20 @@ struct Suite {
 }
 
 impl Suite {
+    /// Runs the check `name` when this run has its tier and `--only` lets it.
     fn check(&mut self, name: &str, f: impl FnOnce(&Self) -> Result<String>) {
         if self
             .only
             .as_ref()
             .is_some_and(|only| !name.contains(only.as_str()))
         {
+            return;
+        }
+        if self.list {
+            self.listed.push((self.tier, name.to_string()));
+            return;
+        }
+        if !self.scope.has(self.tier) {
             return;
         }
         eprintln!("--- {name}");
@@ -230,6 +298,22 @@ impl Suite {
             }
         }
         self.passed += 1;
+    }
+
+    /// [`Suite::check`] of a check that only `--full` runs.
+    fn full(&mut self, name: &str, f: impl FnOnce(&Self) -> Result<String>) {
+        self.tier = Tier::Full;
+        self.check(name, f);
+        self.tier = Tier::Default;
+    }
+
+    /// [`Suite::check`] or [`Suite::full`]: `full` says which.
+    fn check_in(&mut self, full: bool, name: &str, f: impl FnOnce(&Self) -> Result<String>) {
+        if full {
+            self.full(name, f);
+        } else {
+            self.check(name, f);
+        }
     }
 
     /// Compares `actual` with boards/expected/<file>, or writes it with --overwrite.
@@ -280,16 +364,49 @@ impl Suite {
     }
 }
 
-pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
+/// Runs the suite's checks of `scope` (those whose name contains `only`).
+pub fn run(overwrite: bool, only: Option<&str>, scope: Scope) -> Result<ExitCode> {
+    run_or_list(overwrite, only, scope, false).map(|(code, _)| code)
+}
+
+/// Prints every check's run (`default` or `full`) and name, runs nothing.
+pub fn list(only: Option<&str>) -> Result<ExitCode> {
+    for (tier, name) in checks(only)? {
+        let tier = match tier {
+            Tier::Default => "default",
+            Tier::Full => "full",
+        };
+        println!("{tier}\t{name}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every check's tier and name, in the suite's order; runs nothing.
+fn checks(only: Option<&str>) -> Result<Vec<(Tier, String)>> {
+    run_or_list(false, only, Scope::All, true).map(|(_, listed)| listed)
+}
+
+fn run_or_list(
+    overwrite: bool,
+    only: Option<&str>,
+    scope: Scope,
+    list: bool,
+) -> Result<(ExitCode, Vec<(Tier, String)>)> {
     let mut s = Suite {
         overwrite,
         only: only.map(str::to_string),
+        scope,
+        list,
+        listed: Vec::new(),
+        tier: Tier::Default,
         passed: 0,
         failed: Vec::new(),
         seconds: Vec::new(),
         default_counts: Default::default(),
     };
-    host::ferrite()?;
+    if !list {
+        host::ferrite()?;
+    }
     let named = |names: &'static [&str]| {
         names
             .iter()
@@ -356,7 +473,7 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         },
     );
     for board in named(FORMAT4_BOARDS)? {
-        s.check(
+        s.full(
             &format!(
                 "{}: the format-4 mixer options generate like the host (int8)",
                 board.name
@@ -364,8 +481,9 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             |_| format4_matches_host(board),
         );
     }
-    for board in named(FORMAT8_BOARDS)? {
-        s.check(
+    for (i, board) in named(FORMAT8_BOARDS)?.into_iter().enumerate() {
+        s.check_in(
+            i > 0,
             &format!(
                 "{}: mamba2 and rwkv7 (format 8) generate like the host (int8)",
                 board.name
@@ -384,8 +502,9 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             );
         }
     }
-    for board in named(ROOFLINE_BOARDS)? {
-        s.check(
+    for (i, board) in named(ROOFLINE_BOARDS)?.into_iter().enumerate() {
+        s.check_in(
+            i > 0,
             &format!(
                 "{}: generate matches host with the roofline line (the host's MACs per token, kernel + other = the default build's instructions)",
                 board.name
@@ -407,13 +526,17 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             },
         );
     }
+    s.check(
+        &format!("m4f: constant memory, {MID_N} vs {SHORT_N} tokens"),
+        |_| constant_memory(boards::named("m4f")?, MID_N),
+    );
     for board in named(LONG_RUN_BOARDS)? {
-        s.check(
+        s.full(
             &format!(
                 "{}: constant memory, {LONG_N} vs {SHORT_N} tokens",
                 board.name
             ),
-            |_| constant_memory(board),
+            |_| constant_memory(board, LONG_N),
         );
     }
     for board in named(OTA_BOARDS)? {
@@ -436,13 +559,16 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             },
         );
         for (what, refused) in OTA_REFUSALS {
-            s.check(&format!("{name}: ota refuses {what}, A serves"), |_| {
-                refused(board)
-            });
+            s.check_in(
+                name != OTA_FULL_BOARD,
+                &format!("{name}: ota refuses {what}, A serves"),
+                |_| refused(board),
+            );
         }
     }
     for board in named(OTA_BOARDS)? {
-        s.check(
+        s.check_in(
+            board.name != OTA_FULL_BOARD,
             &format!(
                 "{}: snapshot slots: a cut anywhere in a save keeps the previous snapshot",
                 board.name
@@ -499,8 +625,9 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
             },
         );
     }
-    for &(board, name) in MQAR_MODELS {
-        s.check(
+    for &(board, name, full) in MQAR_MODELS {
+        s.check_in(
+            full,
             &format!("{board}: MQAR {name} int8, {MQAR_N} sequences, like the host and the record"),
             |s| mqar_on_board(s, board, name),
         );
@@ -514,11 +641,14 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         );
     }
 
+    if list {
+        return Ok((ExitCode::SUCCESS, s.listed));
+    }
     if overwrite {
         println!("wrote {}", expected_dir().display());
     }
     s.seconds.sort_by(|a, b| b.0.total_cmp(&a.0));
-    write_check_times(&s.seconds);
+    write_check_times(&s.seconds, scope);
     eprintln!("slowest checks (wall clock, builds included):");
     for (seconds, name) in s.seconds.iter().take(12) {
         eprintln!("  {seconds:6.1} s  {name}");
@@ -527,18 +657,26 @@ pub fn run(overwrite: bool, only: Option<&str>) -> Result<ExitCode> {
         println!("failed: {f}");
     }
     println!("{} passed, {} failed", s.passed, s.failed.len());
-    Ok(if s.failed.is_empty() {
+    let code = if s.failed.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    };
+    Ok((code, Vec::new()))
 }
 
 /// Every check's wall-clock seconds, slowest first, into
-/// target/test-boards-times.tsv (where the suite's time goes; best effort:
-/// the suite's verdict does not depend on it).
-fn write_check_times(seconds: &[(f64, String)]) {
-    let path = crate::paths::root_dir().join("target/test-boards-times.tsv");
+/// target/test-boards-times.tsv (the default run's checks;
+/// `test-boards-times-full-only.tsv` and `-all.tsv` for the other scopes,
+/// so that `cargo xtask test --full` keeps both) (where the suite's time
+/// goes; best effort: the suite's verdict does not depend on it).
+fn write_check_times(seconds: &[(f64, String)], scope: Scope) {
+    let name = match scope {
+        Scope::Default => "test-boards-times.tsv",
+        Scope::FullOnly => "test-boards-times-full-only.tsv",
+        Scope::All => "test-boards-times-all.tsv",
+    };
+    let path = crate::paths::root_dir().join("target").join(name);
     let rows: String = seconds
         .iter()
         .map(|(t, name)| format!("{t:.1}\t{name}\n"))
@@ -980,18 +1118,21 @@ fn fixtures_of_version_match_host(board: &'static Board, version: u32) -> Result
     ))
 }
 
-fn constant_memory(board: &'static Board) -> Result<String> {
+/// The same stack, state, session and static RAM after [`SHORT_N`] and
+/// after `long` tokens; the long run generates like the host.
+fn constant_memory(board: &'static Board, long: usize) -> Result<String> {
     let image = host::default_image(board)?;
     let req = |n| RunRequest {
         n,
         ..generate_req(board, &image)
     };
     let short = boards::build_and_run(&req(SHORT_N))?.report()?;
-    let (_, long, note) = generate(&req(LONG_N))?;
+    let n = long;
+    let (_, long, note) = generate(&req(n))?;
     for key in ["stack_bytes", "state_bytes", "session_bytes"] {
         ensure!(
             short.get(key) == long.get(key),
-            "{key}: {} after {SHORT_N} tokens, {} after {LONG_N}",
+            "{key}: {} after {SHORT_N} tokens, {} after {n}",
             short.get(key),
             long.get(key)
         );
@@ -1003,7 +1144,7 @@ fn constant_memory(board: &'static Board) -> Result<String> {
         long.sizes.ram
     );
     Ok(format!(
-        "stack {} B, static RAM {} B, state {} B in both; {LONG_N}-token run: {note}",
+        "stack {} B, static RAM {} B, state {} B in both; {n}-token run: {note}",
         long.get("stack_bytes"),
         long.sizes.ram,
         long.get("state_bytes")
@@ -1348,6 +1489,48 @@ fn text_on_board(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each check that only `--full` runs is named in docs/testing.md's
+    /// "--full" section (none leaves the default run silently), and the
+    /// default run keeps every board's core checks.
+    #[test]
+    fn every_full_check_is_in_docs_testing_md() {
+        let doc =
+            std::fs::read_to_string(crate::paths::root_dir().join("docs/testing.md")).unwrap();
+        let section = doc.split("\n## --full\n").nth(1).unwrap();
+        let section = section.split("\n## ").next().unwrap();
+        let listed = checks(None).unwrap();
+        let mut full = 0;
+        for (tier, name) in &listed {
+            if *tier == Tier::Full {
+                full += 1;
+                assert!(
+                    section.contains(&format!("`{name}`")),
+                    "docs/testing.md's --full section does not name the suite check {name:?}"
+                );
+            }
+        }
+        assert!(full > 0);
+        for board in BOARDS {
+            for core in [
+                "instruction counter calibrated",
+                "match the reference bit for bit",
+                "generate matches host",
+                "generate without fast-math matches the libm host",
+                "a snapshot baked on the host continues on the board like one run",
+                "continues on the host like one run",
+                "on the integer token path like the plain host, bit for bit",
+            ] {
+                let prefix = format!("{}: ", board.name);
+                assert!(
+                    listed.iter().any(|(tier, name)| *tier == Tier::Default
+                        && name.starts_with(&prefix)
+                        && name.contains(core)),
+                    "the default run lacks {prefix}...{core}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn reads_the_default_count_of_a_note() {

@@ -1,8 +1,10 @@
 //! `cargo xtask test`: every check the project has, in one command (the
 //! README's test command and CI's). Each step runs even when an earlier one
 //! failed; the summary lists the failures and the exit status is non-zero if
-//! there is any. `--list` prints the steps without running them; `--full`
-//! adds the `#[ignore]`d tests (docs/testing.md).
+//! there is any. `--list` prints the steps without running them (the
+//! default run's, then those `--full` adds); `--full` adds the `#[ignore]`d
+//! tests and the checks that left the default run to keep it within issue
+//! 29's budget (docs/testing.md, "--full").
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -18,11 +20,12 @@ use crate::{chip, fuzz, host, soak, suite};
 /// `test`.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct Args {
-    /// Print the steps' names, run nothing
+    /// Print the steps' names (the default run's, then what `--full` adds), run nothing
     #[arg(long)]
     pub list: bool,
-    /// Also run the `#[ignore]`d tests (minutes each): the exhaustive fast-math sweep
-    /// and the full MQAR measurement (docs/testing.md)
+    /// Also run the steps that do not fit the default run's budget: the `#[ignore]`d
+    /// tests (the exhaustive fast-math sweep, the full MQAR measurement), the QEMU
+    /// suite's longer checks, the chips' clippy, `cargo package`, ... (docs/testing.md)
     #[arg(long)]
     pub full: bool,
     /// Run only the steps whose name contains TEXT (as `--list` prints them)
@@ -81,19 +84,36 @@ type Step = (&'static str, fn() -> Result<bool>);
 
 /// The QEMU suite's step, the longest.
 const BOARDS_STEP: &str = "boards under QEMU (cargo xtask test-boards)";
-/// The chips' lint step.
+/// The 32-bit host's step (the default run's part).
+const HOST_32_STEP: &str = "cargo test on a 32-bit host (i686: the runtime's unit tests and sizes.rs, the corrupt-image and image-property suites, checked)";
+/// The QEMU suite's checks that only `--full` runs (`suite::Scope`).
+const BOARDS_FULL_STEP: &str =
+    "full: boards under QEMU, the checks the default run leaves out (cargo xtask test-boards --full-only)";
+/// The chips' lint step (`--full`).
 const CHIPS_CLIPPY_STEP: &str = "cargo clippy -D warnings (chips: every real chip's firmware)";
 /// The chips' build and size step.
 const CHIPS_STEP: &str = "chips: the library's tests on the host; every real chip built with its default model, within its flash and RAM budget (cargo xtask chips)";
+/// The fuzz smoke step.
+const FUZZ_STEP: &str = "fuzz smoke (cargo xtask fuzz --seconds 30)";
 
 /// The steps of the background lane, in the order it runs them: when a run
 /// has these and others, these run in a second process beside the others
 /// ([`Background`]). The QEMU suite first: its QEMU runs and fat-LTO links
 /// are single-threaded, so a compile beside them has the other core; then
-/// the chips' steps, which bring the two processes to about the same length
-/// on two cores (fresh-clone CI, 2026-12-06, with the C API in the lane
-/// too: lane 1,696 s, the other steps ~1,470 s).
-const LANE_STEPS: [&str; 3] = [BOARDS_STEP, CHIPS_CLIPPY_STEP, CHIPS_STEP];
+/// the chips' builds and the fuzz smoke (in target directories that the
+/// other process's steps do not build in by then: its clippy of the fuzz
+/// crate runs among its first steps), which bring
+/// the two processes to about the same length on two cores (fresh-clone
+/// CI, 2026-12-06: lane 2,013 s, the other steps 2,010; since the split
+/// into `--full` estimated at about 1,560 and 1,710, docs/testing.md); with
+/// `--full`, the suite's `--full` checks and the chips' clippy last.
+const LANE_STEPS: [&str; 5] = [
+    BOARDS_STEP,
+    CHIPS_STEP,
+    FUZZ_STEP,
+    BOARDS_FULL_STEP,
+    CHIPS_CLIPPY_STEP,
+];
 
 /// The background lane: `xtask test --lane STEP...` as a child process with
 /// `FERRITE_XTASK_LANE=suite` (its own firmware target directories, ELF
@@ -180,7 +200,7 @@ impl Drop for Background {
 
 /// The steps, in order. (rustfmt leaves this table as it is: its longest
 /// names do not fit a line.)
-fn steps() -> [Step; 21] {
+fn steps() -> [Step; 19] {
     [
         ("cargo fmt --check", || all([cargo("fmt --all -- --check")])),
         ("cargo fmt --check (boards, boards/esp32c3, fuzz, capi)", || {
@@ -206,17 +226,26 @@ fn steps() -> [Step; 21] {
             // `Model::macs_per_token` says (runtime/tests/roofline.rs).
             all([test("--workspace"), test("-p ferrite-lm --features roofline --test roofline --lib")])
         }),
-        ("cargo test with fast-math (runtime tests, reference parity; both modules, checked)", || {
+        ("cargo test with fast-math (the runtime's unit, fast-math and generation tests, reference parity; both modules, checked)", || {
+            // The tests whose code a module changes (`math.rs`: `exp`,
+            // `sigmoid`, `silu` and what calls them); the kernels', sizes'
+            // and feature tests test the same code with each: `--full`.
             all(FAST_MATH.into_iter().flat_map(|f| {
                 let parity = format!("-p ferrite-tests --test parity --features ferrite/{f}");
-                [test(&format!("-p ferrite-lm --features {f}")), test(&parity)]
+                let runtime = format!("-p ferrite-lm --features {f} --lib --test fast_math --test generate");
+                [test(&runtime), test(&parity)]
             }))
         }),
-        ("cargo test on a 32-bit host (i686: the runtime's tests, the corrupt-image and image-property suites, checked)", || {
+        (HOST_32_STEP, || {
+            // The runtime's unit tests and `sizes.rs` (its size sums and
+            // refusals), `corrupt.rs` and `image_props.rs`: the tests whose
+            // outcome depends on `usize`'s width. The runtime's other
+            // tests (kernels, fast math, generation) run in `--full`; every
+            // QEMU board is 32-bit and runs the kernels and generation.
             setup::ensure_host_32()?;
             let t = setup::HOST_32;
             all([
-                test(&format!("-p ferrite-lm --target {t}")),
+                test(&format!("-p ferrite-lm --target {t} --lib --test sizes")),
                 test(&format!("-p ferrite-tests --target {t} --test corrupt --test image_props")),
             ])
         }),
@@ -231,9 +260,8 @@ fn steps() -> [Step; 21] {
                 cargo(&format!("{verb} --quiet --release -p ferrite-lm --features defmt --target {t}"))
             }))
         }),
-        ("runtime feature combinations (bpe x defmt, one mixer family each, fast-math, fast-math-int, all) for thumbv6m and thumbv7em, with clippy -D warnings; a family left out is refused", feature_combinations),
+        ("runtime feature combinations (bpe x defmt, one mixer family each, fast-math, fast-math-int, all) for thumbv7em, none and all for thumbv6m, with clippy -D warnings; a family left out is refused", feature_combinations),
         ("MSRV: ferrite and ferrite-asm build for Cortex-M with the toolchain rust-version names", msrv),
-        ("cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)", package),
         ("python tests (reference, fixtures, CLI parity)", || {
             let mut c = env(Command::new(python_env()?), "FERRITE_BIN", host::ferrite()?);
             c.current_dir(root_dir().join("tools/python")).args(["-m", "pytest", "-q", "-n", "auto", "tests"]);
@@ -248,24 +276,23 @@ fn steps() -> [Step; 21] {
             };
             Ok(soak::run(&args)? == ExitCode::SUCCESS)
         }),
-        ("fuzz smoke (cargo xtask fuzz --seconds 30)", || fuzz::run(30, None)),
-        (CHIPS_CLIPPY_STEP, chip::clippy),
-        (CHIPS_STEP, || {
-            chip::all(None, false)
-        }),
+        (FUZZ_STEP, || fuzz::run(30, None)),
+        (CHIPS_STEP, || chip::all(None, false)),
         ("C API: header fresh, host C test under ASan/UBSan, panic branches named, the C example on the m4f under QEMU (cargo xtask capi)", || {
             crate::capi::check(false)
         }),
         (BOARDS_STEP, || {
             setup::ensure_qemu()?;
-            Ok(suite::run(false, None)? == ExitCode::SUCCESS)
+            Ok(suite::run(false, None, suite::Scope::Default)? == ExitCode::SUCCESS)
         }),
     ]
 }
 
 /// The steps `--full` adds after [`steps`]: the `#[ignore]`d tests, each
-/// crate's `cargo test -- --ignored` (docs/testing.md, "--full").
-fn full_steps() -> [Step; 4] {
+/// crate's `cargo test -- --ignored`, and the checks that left the default
+/// run to keep it within issue 29's 25 minutes on two cores, each under its
+/// old name or, for part of a step, a `full:` one (docs/testing.md, "--full").
+fn full_steps() -> [Step; 11] {
     [
         (
             "ignored: fast-math error bounds over every f32 (both modules)",
@@ -286,6 +313,21 @@ fn full_steps() -> [Step; 4] {
             "full: the C library built for every embedded target (cargo xtask capi --all-targets)",
             || crate::capi::embedded_libraries().map(|()| true),
         ),
+        ("cargo package (ferrite-asm, ferrite, ferrite-common, ferrite-tools: packaged and built as from crates.io)", package),
+        (CHIPS_CLIPPY_STEP, chip::clippy),
+        ("full: cargo test with fast-math (every test of the runtime; both modules, checked)", || {
+            all(FAST_MATH.map(|f| test(&format!("-p ferrite-lm --features {f}"))))
+        }),
+        ("full: cargo test on a 32-bit host (i686: every test of the runtime, checked)", || {
+            setup::ensure_host_32()?;
+            all([test(&format!("-p ferrite-lm --target {}", setup::HOST_32))])
+        }),
+        ("full: runtime feature combinations for thumbv6m (the default run's thumbv7em matrix), with clippy -D warnings", feature_combinations_v6m),
+        ("full: cargo clippy -D warnings (the sigbench firmware with each signature crate)", sigbench_clippy),
+        (BOARDS_FULL_STEP, || {
+            setup::ensure_qemu()?;
+            Ok(suite::run(false, None, suite::Scope::FullOnly)? == ExitCode::SUCCESS)
+        }),
     ]
 }
 
@@ -293,21 +335,42 @@ fn full_steps() -> [Step; 4] {
 /// fast math) for Arm v7E-M, v6-M (no atomic read-modify-write, no DSP) and
 /// RISC-V, and on the fuzz targets.
 fn boards_clippy() -> Result<bool> {
-    let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
-    let mut commands = Vec::new();
-    // Each board as the suite builds it, the signed `ota` firmware too
-    // (`verify`), `generate` with `roofline`; the `sigbench` firmware with each crate it compares (one
-    // at a time: they are alternatives), on the m4f.
-    let sigbench = crate::sigbench::CRATES
-        .iter()
-        .map(|(f, _)| ("m4f", *f, "--bin sigbench"));
+    // Each board as the suite builds it (the `sigbench` firmware without a
+    // signature crate among its `--bins`), the signed `ota` firmware too
+    // (`verify`), `generate` with `roofline`.
     // `generate` with the `roofline` line on an Arm and a RISC-V board.
     let roofline = ["m4f", "rv32imac"].map(|b| (b, "roofline", "--bin generate"));
     let runs = ["m4f", "m0", "rv32imac"]
         .into_iter()
         .flat_map(|b| [(b, "", "--bins"), (b, "verify", "--bins")])
-        .chain(roofline)
-        .chain(sigbench.filter(|(_, f, _)| !f.is_empty()));
+        .chain(roofline);
+    let mut commands = firmware_clippy(runs)?;
+    let mut c = clippy("--quiet");
+    c.current_dir(root_dir().join("fuzz"));
+    commands.push(c);
+    all(commands)
+}
+
+/// clippy on the `sigbench` firmware with each signature crate it compares
+/// (one at a time: they are alternatives), on the m4f: `--full` only. The
+/// firmware exists to measure them (`cargo xtask bench-signatures`); the
+/// default run lints it without a crate (`boards_clippy`), and the crates'
+/// code is theirs.
+fn sigbench_clippy() -> Result<bool> {
+    let sigbench = crate::sigbench::CRATES
+        .iter()
+        .filter(|(f, _)| !f.is_empty())
+        .map(|(f, _)| ("m4f", *f, "--bin sigbench"));
+    all(firmware_clippy(sigbench)?)
+}
+
+/// `cargo clippy -D warnings` of the boards' firmware for each (board,
+/// extra feature, which binaries) of `runs`, with the default image.
+fn firmware_clippy<'a>(
+    runs: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+) -> Result<Vec<Command>> {
+    let image = host::fixture_image(boards::DEFAULT_MODEL, "f32")?;
+    let mut commands = Vec::new();
     for (name, extra, bins) in runs {
         let board = boards::named(name)?;
         let target = board.triple;
@@ -325,51 +388,19 @@ fn boards_clippy() -> Result<bool> {
             .env("FERRITE_IMAGE", &image);
         commands.push(c);
     }
-    let mut c = clippy("--quiet");
-    c.current_dir(root_dir().join("fuzz"));
-    commands.push(c);
-    all(commands)
+    Ok(commands)
 }
 
-/// The runtime linted with each feature combination for v6-M and v7E-M
-/// (and built with none and with all), its host tests and examples linted
-/// without the default features, and a build without some mixer families
-/// refusing their layers.
+/// The runtime linted with each feature combination for v7E-M, and with
+/// none and with all for v6-M (built with none and with all on both), its
+/// host tests and examples linted without the default features, and a
+/// build without some mixer families refusing their layers. `--full` adds
+/// v6-M's other combinations ([`feature_combinations_v6m`]).
 fn feature_combinations() -> Result<bool> {
-    let mut commands = Vec::new();
-    for target in ["thumbv6m-none-eabi", "thumbv7em-none-eabihf"] {
-        for features in [
-            "",
-            "bpe",
-            "defmt",
-            "bpe,defmt",
-            "gdn",
-            "gsa,int-path",
-            "swa",
-            "bla,int-path",
-            "mla,int-path",
-            "mamba2,int-path",
-            "rwkv7,block-options",
-            "fast-math",
-            "fast-math-int",
-            "verify",
-            "verify,defmt",
-            "bpe,defmt,all-mixers,int-path,block-options,fast-math,verify",
-        ] {
-            let features = match features {
-                "" => String::new(),
-                f => format!("--features {f}"),
-            };
-            let crates = "--quiet --release -p ferrite-lm --no-default-features";
-            let args = format!("{crates} --target {target} {features}");
-            // Linted in every combination; built (codegen too) with none
-            // and with all.
-            if features.is_empty() || features.contains("all-mixers") {
-                commands.push(cargo(&format!("build {args}")));
-            }
-            commands.push(clippy(&args));
-        }
-    }
+    let mut commands = feature_matrix("thumbv7em-none-eabihf", |_| true);
+    commands.extend(feature_matrix("thumbv6m-none-eabi", |f| {
+        f.is_empty() || f.contains("all-mixers")
+    }));
     commands.push(clippy(
         "--quiet -p ferrite-lm --no-default-features --all-targets",
     ));
@@ -387,6 +418,58 @@ fn feature_combinations() -> Result<bool> {
         )));
     }
     all(commands)
+}
+
+/// `--full`: the runtime linted for v6-M with the combinations the default
+/// run lints for v7E-M only (none and all it lints on both). The code a
+/// feature switches is the same on both targets but for the v7E-M's DSP
+/// kernels, which the default run's matrix has; v6-M's lack of atomic
+/// read-modify-write is linted there with none and with all, and built by
+/// the QEMU suite's m0 firmware.
+fn feature_combinations_v6m() -> Result<bool> {
+    all(feature_matrix("thumbv6m-none-eabi", |f| {
+        !(f.is_empty() || f.contains("all-mixers"))
+    }))
+}
+
+/// The runtime for `target` without default features, linted with each
+/// combination of the matrix that `keep` keeps (and built with none and
+/// with all of them, when kept).
+fn feature_matrix(target: &str, keep: impl Fn(&str) -> bool) -> Vec<Command> {
+    let matrix = [
+        "",
+        "bpe",
+        "defmt",
+        "bpe,defmt",
+        "gdn",
+        "gsa,int-path",
+        "swa",
+        "bla,int-path",
+        "mla,int-path",
+        "mamba2,int-path",
+        "rwkv7,block-options",
+        "fast-math",
+        "fast-math-int",
+        "verify",
+        "verify,defmt",
+        "bpe,defmt,all-mixers,int-path,block-options,fast-math,verify",
+    ];
+    let mut commands = Vec::new();
+    for features in matrix.into_iter().filter(|f| keep(f)) {
+        let features = match features {
+            "" => String::new(),
+            f => format!("--features {f}"),
+        };
+        let crates = "--quiet --release -p ferrite-lm --no-default-features";
+        let args = format!("{crates} --target {target} {features}");
+        // Linted in every combination; built (codegen too) with none and
+        // with all.
+        if features.is_empty() || features.contains("all-mixers") {
+            commands.push(cargo(&format!("build {args}")));
+        }
+        commands.push(clippy(&args));
+    }
+    commands
 }
 
 /// `ferrite` and `ferrite-asm` built for Cortex-M with the toolchain that
@@ -527,7 +610,7 @@ fn python_env() -> Result<PathBuf> {
 /// Runs every step (or with `--list` names them) and prints `N passed, N failed` (steps) last.
 pub fn run(args: &Args) -> Result<ExitCode> {
     let mut steps = steps().to_vec();
-    if args.full {
+    if args.full || (args.list && args.lane.is_empty()) {
         steps.extend(full_steps());
     }
     if !args.lane.is_empty() {
@@ -543,11 +626,19 @@ pub fn run(args: &Args) -> Result<ExitCode> {
         steps.retain(|(name, _)| name.contains(only.as_str()));
         ensure!(
             !steps.is_empty(),
-            "no step's name contains {only:?} (see --list)"
+            "no step's name contains {only:?} (see --list; those it prints after `with --full, also:` need --full)"
         );
     }
     if args.list {
-        steps.iter().for_each(|(name, _)| println!("{name}"));
+        // The default run's steps, then those only `--full` runs.
+        let full: Vec<&str> = full_steps().iter().map(|(name, _)| *name).collect();
+        let (extra, default): (Vec<Step>, Vec<Step>) =
+            steps.iter().partition(|(name, _)| full.contains(name));
+        default.iter().for_each(|(name, _)| println!("{name}"));
+        if !extra.is_empty() {
+            println!("\nwith --full, also:");
+            extra.iter().for_each(|(name, _)| println!("{name}"));
+        }
         return Ok(ExitCode::SUCCESS);
     }
     ensure!(
@@ -632,10 +723,20 @@ mod tests {
     /// one would otherwise quietly run in the foreground), once.
     #[test]
     fn the_lane_steps_are_steps() {
-        let names: Vec<&str> = steps().iter().map(|(name, _)| *name).collect();
+        let all = steps().into_iter().chain(full_steps());
+        let names: Vec<&str> = all.map(|(name, _)| name).collect();
         for (i, step) in LANE_STEPS.iter().enumerate() {
             assert!(names.contains(step), "{step:?} is not a step");
             assert!(!LANE_STEPS[..i].contains(step), "{step:?} twice");
+        }
+    }
+
+    /// A step is in the default run or in `--full`'s, not both.
+    #[test]
+    fn no_step_is_in_both_runs() {
+        let default: Vec<&str> = steps().iter().map(|(name, _)| *name).collect();
+        for (name, _) in full_steps() {
+            assert!(!default.contains(&name), "{name:?} in both runs");
         }
     }
 
