@@ -126,7 +126,7 @@ class FlaLM(torch.nn.Module):
 
     def _hidden(self, tokens):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
-            return self.inner.model(input_ids=tokens, use_cache=False)[0]
+            return self.inner.base_model(input_ids=tokens, use_cache=False)[0]
 
     def forward(self, tokens):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):

@@ -12,6 +12,9 @@
 # as the one call that ran; or each list in a call of its own); every run
 # trains for TIME_BUDGET seconds after its warm-up (fla's Triton compile, outside the budget)
 # or until END seconds after the launch, whichever is first; survivors are killed at END + 45.
+# JOBS (environment, default 36): at most this many runs at once. fla's Mamba-2 (its PyTorch
+# path) holds 4-8.5 GB of GPU memory a run at batch 64 x 256 tokens: 21 at once ran out of an
+# H100's 80 GB in the pilot of 2026-12-06 (docs/state-study.md), so JOBS=9 there.
 # Brings back $OUT/r19-TAG.tar (metrics.json, config.json and loss.csv of every run, the logs; no
 # weights).
 set -u -o pipefail
@@ -25,7 +28,7 @@ tag=${4:-$(basename "$1" .txt)}
 cd tools/python
 mkdir -p /tmp/o19
 python -m ferrite_train.launch --registry research.study_runs --out /tmp/o19/$tag --time-budget "$budget" \
-  --end-by "$end" --deadline $((end + 45)) --eager --runs "$runs" > /tmp/o19/$tag.log 2>&1
+  --end-by "$end" --deadline $((end + 45)) --eager --jobs "${JOBS:-36}" --runs "$runs" > /tmp/o19/$tag.log 2>&1
 grep -v "^ " /tmp/o19/$tag.log | cut -c1-240 | tail -n 40
 for f in /tmp/o19/$tag/logs/*.log; do grep -q "Traceback" "$f" && { echo "== $f"; tail -n 12 "$f"; }; done | head -50
 nvidia-smi --query-gpu=name,memory.used --format=csv
