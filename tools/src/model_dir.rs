@@ -229,6 +229,7 @@ impl ModelDir {
                     }
                 }
                 tensors = renamed;
+                fla::derive_tensors(&value, &config, &mut tensors)?;
             }
         }
         config.model.provenance |= dtype << 8;

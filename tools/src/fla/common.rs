@@ -21,6 +21,12 @@ pub mod source {
     pub const FLA_MAMBA2: u32 = 4;
     /// fla `rwkv7`.
     pub const FLA_RWKV7: u32 = 5;
+    /// fla `gla`.
+    pub const FLA_GLA: u32 = 6;
+    /// fla `hgrn2`.
+    pub const FLA_HGRN2: u32 = 7;
+    /// fla `retnet`.
+    pub const FLA_RETNET: u32 = 8;
 }
 
 /// Fields that change nothing in single-stream f32 inference.
