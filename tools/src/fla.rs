@@ -25,7 +25,7 @@ mod mamba2;
 mod rwkv7;
 
 use common::{nullable, require, NO_MATHS};
-pub use common::{source, FlaImport, Mamba2Groups};
+pub use common::{source, FlaImport, Mamba2Groups, NamedTensor};
 
 /// The fla `model_type`s the importer runs, each with its source-format code
 /// ([`source`]); the one list `is_fla`, the parser, the refusal of other
@@ -99,21 +99,22 @@ pub fn tensor_name(model_type: &str, name: &str) -> String {
 }
 
 /// Tensors ferrite computes from a checkpoint's, after [`tensor_name`]:
-/// `hgrn2`'s per-layer lower bounds from its `model.lower_bounds`
-/// (docs/fla.md); nothing for the other types.
-pub fn derive_tensors(
+/// `hgrn2`'s per-layer lower bounds from its `model.lower_bounds` (taken
+/// with `take`, which removes a checkpoint tensor by name; docs/fla.md);
+/// nothing for the other types.
+pub fn derived_tensors(
     value: &Value,
     config: &Config,
-    tensors: &mut std::collections::BTreeMap<String, crate::model_dir::SourceTensor>,
-) -> Result<()> {
+    take: &mut dyn FnMut(&str) -> Option<(Vec<usize>, Vec<f32>)>,
+) -> Result<Vec<NamedTensor>> {
     match value.get("model_type").and_then(Value::as_str) {
         Some("hgrn2") => gla::lower_bounds(
             value,
             &config.layers,
             config.model.hidden_size as usize,
-            tensors,
+            take("model.lower_bounds"),
         ),
-        _ => Ok(()),
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -623,7 +624,7 @@ mod tests {
             assert!(err.contains(field), "{field}: {err}");
         }
         let mut c = delta_net_config();
-        c["model_type"] = json!("retnet");
+        c["model_type"] = json!("linear_attn");
         assert!(!is_fla(&c));
         assert!(is_fla(&delta_net_config()));
     }
@@ -635,7 +636,7 @@ mod tests {
         let err = check_model_type(&json!({"model_type": "rwkv6"})).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\""
+            "config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\", \"gla\", \"hgrn2\", \"retnet\""
         );
         for ok in [
             json!({}),

@@ -6,16 +6,13 @@
 //! `g_norm`, HGRN2's `i_proj` its `v_proj`, and HGRN2's model-level
 //! `lower_bounds` become each layer's `lower_bound` ([`lower_bounds`]).
 
-use std::collections::BTreeMap;
-
 use anyhow::{bail, Result};
 use ferrite::config::LayerConfig;
 use ferrite::mixers::{GlaConfig, GlaVariant};
 use serde_json::Value;
 
-use super::common::{nullable, require};
+use super::common::{nullable, require, NamedTensor};
 use crate::config_json::Fields;
-use crate::model_dir::SourceTensor;
 
 /// fla's `GatedLinearAttention` defaults its block does not override: the
 /// rank of `gk_proj` and the normalizer of its log decay.
@@ -220,32 +217,29 @@ pub(super) fn tensor_name(model_type: &str, name: &str) -> String {
 /// HGRN2's lower bounds: fla keeps one `[L, D]` parameter
 /// `model.lower_bounds` and gives layer `i > 0` the bound
 /// `cumsum(softmax(lower_bounds, 0))[i] - softmax(lower_bounds, 0)[0]` (in
-/// f32; layer 0 none, which is the bound 0). Replaces it with each `gla`
-/// layer's `model.layers.{i}.attn.lower_bound` `[D]` (zeros for layer 0, and
-/// for every layer when the model has none: `use_lower_bound: false`).
+/// f32; layer 0 none, which is the bound 0). From it (`raw`: its shape and
+/// values), each `gla` layer's `model.layers.{i}.attn.lower_bound` `[D]`
+/// (zeros for layer 0, and for every layer when the model has none:
+/// `use_lower_bound: false`).
 pub(super) fn lower_bounds(
     value: &Value,
     layers: &[LayerConfig],
     hidden: usize,
-    tensors: &mut BTreeMap<String, SourceTensor>,
-) -> Result<()> {
+    raw: Option<(Vec<usize>, Vec<f32>)>,
+) -> Result<Vec<NamedTensor>> {
     let use_lb = value
         .get("use_lower_bound")
         .and_then(Value::as_bool)
         .unwrap_or(true);
-    let raw = tensors.remove("model.lower_bounds");
     let n = layers.len();
     let table: Vec<f32> = match (use_lb, raw) {
-        (true, Some(t)) => {
-            if t.shape != [n, hidden] {
-                bail!(
-                    "tensor model.lower_bounds has shape {:?}, expected [{n}, {hidden}]",
-                    t.shape
-                );
+        (true, Some((shape, values))) => {
+            if shape != [n, hidden] {
+                bail!("tensor model.lower_bounds has shape {shape:?}, expected [{n}, {hidden}]");
             }
             let mut out = vec![0f32; n * hidden];
             for c in 0..hidden {
-                let col: Vec<f32> = (0..n).map(|i| t.values[i * hidden + c]).collect();
+                let col: Vec<f32> = (0..n).map(|i| values[i * hidden + c]).collect();
                 let max = col.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let e: Vec<f32> = col.iter().map(|&x| (x - max).exp()).collect();
                 let total: f32 = e.iter().sum();
@@ -266,18 +260,18 @@ pub(super) fn lower_bounds(
         }
         (false, None) => vec![0f32; n * hidden],
     };
-    for (i, layer) in layers.iter().enumerate() {
-        if matches!(layer, LayerConfig::Gla(_)) {
-            tensors.insert(
+    Ok(layers
+        .iter()
+        .enumerate()
+        .filter(|(_, layer)| matches!(layer, LayerConfig::Gla(_)))
+        .map(|(i, _)| {
+            (
                 format!("model.layers.{i}.attn.lower_bound"),
-                SourceTensor {
-                    shape: vec![hidden],
-                    values: table[i * hidden..(i + 1) * hidden].to_vec(),
-                },
-            );
-        }
-    }
-    Ok(())
+                vec![hidden],
+                table[i * hidden..(i + 1) * hidden].to_vec(),
+            )
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -360,21 +354,11 @@ mod tests {
             });
             3
         ];
-        let mut t = BTreeMap::new();
-        t.insert(
-            "model.lower_bounds".to_string(),
-            SourceTensor {
-                shape: vec![3, 2],
-                values: vec![0.0, 1.0, 0.0, 0.0, 0.0, -1.0],
-            },
-        );
-        lower_bounds(&json!({}), &layers, 2, &mut t).unwrap();
-        assert!(!t.contains_key("model.lower_bounds"));
-        let at = |i: usize| {
-            t[&format!("model.layers.{i}.attn.lower_bound")]
-                .values
-                .clone()
-        };
+        let raw = (vec![3, 2], vec![0.0, 1.0, 0.0, 0.0, 0.0, -1.0]);
+        let t = lower_bounds(&json!({}), &layers, 2, Some(raw)).unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[2].0, "model.layers.2.attn.lower_bound");
+        let at = |i: usize| t[i].2.clone();
         assert_eq!(at(0), [0.0, 0.0]);
         let third = 1.0f32 / 3.0;
         assert!((at(1)[0] - third).abs() < 1e-7 && (at(2)[0] - 2.0 * third).abs() < 1e-7);
