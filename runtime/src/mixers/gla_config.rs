@@ -314,6 +314,28 @@ mod tests {
         assert_eq!(4 * retnet.state_len(), 4_096);
     }
 
+    /// docs/spec.md §6's examples: state bytes per layer of MCU-sized GLA,
+    /// RetNet and HGRN2 layers and of fla's defaults at hidden 2048.
+    #[test]
+    fn mcu_sized_layers_keep_the_state_spec_md_quotes() {
+        let layer = |h, k, v| GlaConfig {
+            num_heads: h,
+            head_k_dim: k,
+            head_v_dim: v,
+            ..fixture()
+        };
+        for ((h, k, v), bytes) in [
+            ((4, 8, 16), 2_048),
+            ((4, 16, 32), 8_192),
+            ((8, 8, 8), 2_048),
+            ((4, 256, 512), 2_097_152),
+            ((8, 256, 512), 4_194_304),
+            ((16, 128, 128), 1_048_576),
+        ] {
+            assert_eq!(4 * layer(h, k, v).state_len(), bytes, "{h} {k} {v}");
+        }
+    }
+
     #[test]
     fn retention_decays_are_fla_s() {
         assert_eq!(GlaConfig::retention_decay(0), 0.96875);
