@@ -25,7 +25,7 @@ mod mamba2;
 mod rwkv7;
 
 use common::{nullable, require, NO_MATHS};
-pub use common::{source, FlaImport, Mamba2Groups, NamedTensor};
+pub use common::{source, FlaImport, Mamba2Groups, NamedTensor, RawTensor};
 
 /// The fla `model_type`s the importer runs, each with its source-format code
 /// ([`source`]); the one list `is_fla`, the parser, the refusal of other
@@ -105,7 +105,7 @@ pub fn tensor_name(model_type: &str, name: &str) -> String {
 pub fn derived_tensors(
     value: &Value,
     config: &Config,
-    take: &mut dyn FnMut(&str) -> Option<(Vec<usize>, Vec<f32>)>,
+    take: &mut dyn FnMut(&str) -> Option<RawTensor>,
 ) -> Result<Vec<NamedTensor>> {
     match value.get("model_type").and_then(Value::as_str) {
         Some("hgrn2") => gla::lower_bounds(

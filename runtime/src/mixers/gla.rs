@@ -119,10 +119,11 @@ impl GlaConfig {
         x: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
+        // At least 1 (a parsed config's are), so that no chunk size is 0.
         let (h, kd, vd) = (
             self.num_heads as usize,
-            self.head_k_dim as usize,
-            self.head_v_dim as usize,
+            (self.head_k_dim as usize).max(1),
+            (self.head_v_dim as usize).max(1),
         );
         let (hk, hv) = (h * kd, h * vd);
         let mut rest = scratch;

@@ -83,6 +83,9 @@ pub(super) fn require(f: &mut Fields, name: &str, ok: &Value, why: &str) -> Resu
 /// A tensor the importer computes: name, shape, values.
 pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
 
+/// A checkpoint tensor's shape and values.
+pub type RawTensor = (Vec<usize>, Vec<f32>);
+
 /// A parsed fla checkpoint config, plus warnings for the user.
 #[derive(Clone, Debug)]
 pub struct FlaImport {

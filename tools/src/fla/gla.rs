@@ -11,7 +11,7 @@ use ferrite::config::LayerConfig;
 use ferrite::mixers::{GlaConfig, GlaVariant};
 use serde_json::Value;
 
-use super::common::{nullable, require, NamedTensor};
+use super::common::{nullable, require, NamedTensor, RawTensor};
 use crate::config_json::Fields;
 
 /// fla's `GatedLinearAttention` defaults its block does not override: the
@@ -225,7 +225,7 @@ pub(super) fn lower_bounds(
     value: &Value,
     layers: &[LayerConfig],
     hidden: usize,
-    raw: Option<(Vec<usize>, Vec<f32>)>,
+    raw: Option<RawTensor>,
 ) -> Result<Vec<NamedTensor>> {
     let use_lb = value
         .get("use_lower_bound")
