@@ -17,7 +17,8 @@ use crate::error::{ensure, Error, Result};
 use crate::format::{dim_ok, read_u32, StateFormat, BLOCK_WORD, STATE_WORD};
 pub use crate::format::{LayerWords, LAYER_RECORD_WORDS, MAX_DIM, MODEL_RECORD_WORDS};
 use crate::mixers::{
-    BlaConfig, GdnConfig, GsaConfig, Mamba2Config, Mixer, MlaConfig, Rwkv7Config, SwaConfig,
+    BlaConfig, GdnConfig, GlaConfig, GsaConfig, Mamba2Config, Mixer, MlaConfig, Rwkv7Config,
+    SwaConfig,
 };
 
 /// Most layers a model may have.
@@ -267,6 +268,8 @@ mixer_table! {
     Mamba2(Mamba2Config) = MAMBA2 6, "mamba2";
     /// RWKV-7 time mixing (format 8).
     Rwkv7(Rwkv7Config) = RWKV7 7, "rwkv7";
+    /// Per-key-decay linear attention: fla's GLA, HGRN2 and RetNet (format 8).
+    Gla(GlaConfig) = GLA 8, "gla";
 }
 
 impl ModelConfig {
@@ -427,6 +430,7 @@ impl LayerConfig {
                 LayerConfig::Mla(c) => LayerConfig::Mla(MlaConfig { state, ..c }),
                 LayerConfig::Mamba2(c) => LayerConfig::Mamba2(c),
                 LayerConfig::Rwkv7(c) => LayerConfig::Rwkv7(c),
+                LayerConfig::Gla(c) => LayerConfig::Gla(c),
             });
         }
         match *self {

@@ -217,6 +217,11 @@ roles! {
     GLoraA = 72, "attn.g_lora.lora.0.weight", "RWKV-7 gate low-rank down-projection `[dg, D]`.";
     GLoraB = 73, "attn.g_lora.lora.2.weight", "RWKV-7 gate low-rank up-projection `[H*V, dg]`.";
     GNormBias = 74, "attn.g_norm.bias", "RWKV-7 per-head group-norm bias `[H*V]`.";
+    // gla (format 8).
+    GkProjA = 75, "attn.gk_proj.0.weight", "GLA decay low-rank down-projection `[R, D]`.";
+    GkProjB = 76, "attn.gk_proj.1.weight", "GLA decay low-rank up-projection `[H*K, R]`.";
+    GkBias = 77, "attn.gk_proj.1.bias", "GLA decay bias `[H*K]`.";
+    LowerBound = 78, "attn.lower_bound", "HGRN2 forget-gate lower bound of the layer `[H*K]`, computed by the tools from fla's `model.lower_bounds`.";
 }
 
 #[cfg(test)]

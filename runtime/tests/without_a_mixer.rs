@@ -9,7 +9,7 @@ static IMAGE: Aligned<[u8; IMAGE_LEN]> =
     Aligned(*include_bytes!("../../tests/images/tiny_int8.fer"));
 
 /// The families this build has, as `cfg!` sees them.
-const BUILT: [(&str, bool); 7] = [
+const BUILT: [(&str, bool); 8] = [
     ("gdn", cfg!(feature = "gdn")),
     ("gsa", cfg!(feature = "gsa")),
     ("swa", cfg!(feature = "swa")),
@@ -17,6 +17,7 @@ const BUILT: [(&str, bool); 7] = [
     ("mla", cfg!(feature = "mla")),
     ("mamba2", cfg!(feature = "mamba2")),
     ("rwkv7", cfg!(feature = "rwkv7")),
+    ("gla", cfg!(feature = "gla")),
 ];
 
 #[test]

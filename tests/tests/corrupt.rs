@@ -917,6 +917,56 @@ fn rwkv7_cases() -> Vec<Case> {
     ]
 }
 
+/// The valid image the `gla_*` cases start from (format 8): layer 0 fla's
+/// GLA (2 heads, K 4, V 4, rank 8, the output gate), layer 1 HGRN2.
+fn gla_base_image() -> Vec<u8> {
+    f32_image(
+        serde_json::json!([
+            {"mixer": "gla", "num_heads": 2, "head_k_dim": 4, "head_v_dim": 4, "gate_low_rank_dim": 8},
+            {"mixer": "gla", "variant": "hgrn2", "num_heads": 2, "head_k_dim": 4, "head_v_dim": 4,
+             "o_norm_eps": 1e-5}
+        ]),
+        serde_json::json!({}),
+        18,
+    )
+}
+
+/// Damage to the GLA base image (record words: 1 H, 2 K, 3 V, 4 R, 5 the
+/// variant, 6 flags, 7 the normalizer, 8 rope_theta, 9 the output norm's
+/// epsilon).
+fn gla_cases() -> Vec<Case> {
+    vec![
+        case("gla_in_a_v7_image", true, |b| set_u32(b, VERSION, 7)),
+        case("gla_unknown_variant", true, |b| {
+            let at = layer_word(b, 0, 5);
+            set_u32(b, at, 3)
+        }),
+        case("gla_unknown_flags", true, |b| {
+            let at = layer_word(b, 0, 6);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 2)
+        }),
+        case("gla_hgrn2_with_an_output_gate", true, |b| {
+            let at = layer_word(b, 1, 6);
+            set_u32(b, at, 1)
+        }),
+        case("gla_normalizer_zero", true, |b| {
+            let at = layer_word(b, 0, 7);
+            set_u32(b, at, 0)
+        }),
+        case("gla_norm_eps_nan", true, |b| {
+            let at = layer_word(b, 1, 9);
+            set_u32(b, at, f32::NAN.to_bits())
+        }),
+        case("gla_int16_state", true, |b| set_layer0_state(b, 1)),
+        case("overflow_gla_heads", true, |b| {
+            let (heads, head_k) = (layer_word(b, 0, 1), layer_word(b, 0, 2));
+            set_u32(b, heads, 1 << 20);
+            set_u32(b, head_k, 2)
+        }),
+    ]
+}
+
 /// `Variant` and the Display message of an error, as the MANIFEST stores them.
 fn describe(e: &Error) -> (String, String) {
     let debug = format!("{e:?}");
@@ -944,6 +994,7 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (block_base_image(), block_cases()),
         (mamba2_base_image(), mamba2_cases()),
         (rwkv7_base_image(), rwkv7_cases()),
+        (gla_base_image(), gla_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),

@@ -197,13 +197,16 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
     }
 }
 
-/// The fixtures whose images need format 8: Mamba-2, RWKV-7 and the
-/// generalized block's options.
-const FORMAT_8_FIXTURES: [&str; 4] = [
+/// The fixtures whose images need format 8: Mamba-2, RWKV-7, the
+/// generalized block's options and the `gla` family.
+const FORMAT_8_FIXTURES: [&str; 7] = [
     "mamba2_groups",
     "mamba2_options",
     "rwkv7_lm",
     "rwkv7_hybrid",
+    "gla_gla",
+    "gla_hgrn2",
+    "gla_retention",
 ];
 
 /// Format 8 (the generalized block, `mamba2`, `rwkv7`): exactly the images

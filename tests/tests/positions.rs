@@ -68,6 +68,7 @@ fn check(name: &str, image: &AlignedImage, tokens: &[u32], pinned: usize) -> Vec
     let uses_rope = (0..model.config().num_layers as usize).any(|i| match model.layer(i) {
         Ok(ferrite::LayerConfig::Swa(c)) => c.use_rope,
         Ok(ferrite::LayerConfig::Mla(c)) => c.rope_dim > 0,
+        Ok(ferrite::LayerConfig::Gla(c)) => c.variant == ferrite::mixers::GlaVariant::Retention,
         _ => false,
     });
     let at_zero = stream(image, tokens, pinned, 0);

@@ -9,8 +9,9 @@ use anyhow::{bail, Context, Result};
 use ferrite::block::{BlockConfig, MlpKind, NormKind};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GsaConfig,
-    KkNorm, Mamba2Config, MlaConfig, QkActivation, QkNorm, Rwkv7Config, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GlaConfig,
+    GlaVariant, GsaConfig, KkNorm, Mamba2Config, MlaConfig, QkActivation, QkNorm, Rwkv7Config,
+    SwaConfig,
 };
 use serde_json::{Map, Value};
 
@@ -431,6 +432,60 @@ fn parse_mamba2(f: &mut Fields) -> Result<LayerConfig> {
     }))
 }
 
+/// A `gla` layer (docs/spec.md §3.9): fla's GLA (`variant` "gla", the
+/// default), HGRN2 ("hgrn2") or RetNet ("retention"); the fields of one
+/// variant are refused on another (as unknown fields).
+fn parse_gla(f: &mut Fields) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let head_k_dim = f.int("head_k_dim", None, 1)?;
+    let head_v_dim = f.int("head_v_dim", None, 1)?;
+    let variant = match f
+        .choice("variant", &["gla", "hgrn2", "retention"], Some("gla"))?
+        .as_str()
+    {
+        "hgrn2" => GlaVariant::Hgrn2,
+        "retention" => GlaVariant::Retention,
+        _ => GlaVariant::Gla,
+    };
+    let mut c = GlaConfig {
+        num_heads,
+        head_k_dim,
+        head_v_dim,
+        variant,
+        gate_low_rank_dim: 0,
+        gate_logit_normalizer: 0,
+        output_gate: false,
+        rope_theta: 0.0,
+        o_norm_eps: 0.0,
+    };
+    // The output norm's own epsilon (fla's HGRN2: 1e-5); absent, the model's.
+    if f.map.contains_key("o_norm_eps") {
+        c.o_norm_eps = f.positive("o_norm_eps", 1e-5)? as f32;
+    }
+    match variant {
+        GlaVariant::Gla => {
+            c.gate_low_rank_dim = f.int("gate_low_rank_dim", Some(16), 1)?;
+            c.gate_logit_normalizer = f.int("gate_logit_normalizer", Some(16), 1)?;
+            if c.gate_logit_normalizer > 1 << 16 {
+                bail!("{}: field 'gate_logit_normalizer' must be 1..=65536", f.at);
+            }
+            c.output_gate = f.flag("output_gate", true)?;
+        }
+        GlaVariant::Hgrn2 => {}
+        GlaVariant::Retention => {
+            c.output_gate = f.flag("output_gate", true)?;
+            c.rope_theta = f.positive("rope_theta", 10_000.0)? as f32;
+            if c.rope_theta <= 1.0 {
+                bail!("{}: field 'rope_theta' must be > 1", f.at);
+            }
+            if head_k_dim % 2 != 0 {
+                bail!("{}: retention's head_k_dim must be even (RoPE)", f.at);
+            }
+        }
+    }
+    Ok(LayerConfig::Gla(c))
+}
+
 /// An RWKV-7 layer; `first` (layer 0) passes its value to later layers
 /// (fla's `v_first`) and has no value-residual projection.
 pub(crate) fn parse_rwkv7(
@@ -551,6 +606,7 @@ pub fn parse(value: &Value) -> Result<Config> {
             "mla" => parse_mla(&mut lf, hidden)?,
             "mamba2" => parse_mamba2(&mut lf)?,
             "rwkv7" => parse_rwkv7(&mut lf, hidden, norm_eps, i == 0)?,
+            "gla" => parse_gla(&mut lf)?,
             other => bail!(
                 "{}: mixer {other:?} has no config.json parser in ferrite-tools",
                 lf.at

@@ -1,6 +1,7 @@
 //! Importing flash-linear-attention (fla) checkpoints: `config.json` written by
 //! `save_pretrained` for `model_type` `gated_deltanet`, `delta_net`, `gsa`,
-//! `mamba2` (`fla/mamba2.rs`) or `rwkv7` (`fla/rwkv7.rs`), with fla's hybrid `attn`
+//! `mamba2` (`fla/mamba2.rs`), `rwkv7` (`fla/rwkv7.rs`), `gla`, `hgrn2` or
+//! `retnet` (`gla` layers, `fla/gla.rs`), with fla's hybrid `attn`
 //! entry mapped to ferrite `swa` layers. `delta_net` becomes a `gdn` layer
 //! of the DeltaNet configuration (no decay gate); the last two bring their
 //! own blocks (docs/spec.md §1.1) and tensor names ([`tensor_name`], [`tensor_shape`]).
@@ -19,11 +20,12 @@ use serde_json::Value;
 use crate::config_json::{self, Config, Fields};
 
 mod common;
+mod gla;
 mod mamba2;
 mod rwkv7;
 
 use common::{nullable, require, NO_MATHS};
-pub use common::{source, FlaImport, Mamba2Groups};
+pub use common::{source, FlaImport, Mamba2Groups, NamedTensor, RawTensor};
 
 /// The fla `model_type`s the importer runs, each with its source-format code
 /// ([`source`]); the one list `is_fla`, the parser, the refusal of other
@@ -34,6 +36,9 @@ pub const MODEL_TYPES: &[(&str, u32)] = &[
     ("delta_net", source::FLA_DELTA_NET),
     ("mamba2", source::FLA_MAMBA2),
     ("rwkv7", source::FLA_RWKV7),
+    ("gla", source::FLA_GLA),
+    ("hgrn2", source::FLA_HGRN2),
+    ("retnet", source::FLA_RETNET),
 ];
 
 /// The names of [`MODEL_TYPES`].
@@ -88,7 +93,28 @@ pub fn tensor_name(model_type: &str, name: &str) -> String {
     match model_type {
         "mamba2" => mamba2::tensor_name(name),
         "rwkv7" => rwkv7::tensor_name(name),
+        "gla" | "hgrn2" | "retnet" => gla::tensor_name(model_type, name),
         _ => name.to_string(),
+    }
+}
+
+/// Tensors ferrite computes from a checkpoint's, after [`tensor_name`]:
+/// `hgrn2`'s per-layer lower bounds from its `model.lower_bounds` (taken
+/// with `take`, which removes a checkpoint tensor by name; docs/fla.md);
+/// nothing for the other types.
+pub fn derived_tensors(
+    value: &Value,
+    config: &Config,
+    take: &mut dyn FnMut(&str) -> Option<RawTensor>,
+) -> Result<Vec<NamedTensor>> {
+    match value.get("model_type").and_then(Value::as_str) {
+        Some("hgrn2") => gla::lower_bounds(
+            value,
+            &config.layers,
+            config.model.hidden_size as usize,
+            take("model.lower_bounds"),
+        ),
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -138,7 +164,12 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
     let vocab_size = f.int("vocab_size", Some(32000), 1)?;
     let norm_eps = f.positive("norm_eps", 1e-6)? as f32;
     let tie_word_embeddings = f.flag("tie_word_embeddings", true)?;
-    let hidden_ratio = f.int("hidden_ratio", Some(4), 1)?;
+    // fla's RetNetConfig defaults hidden_ratio to 2, the others to 4.
+    let hidden_ratio = f.int(
+        "hidden_ratio",
+        Some(if model_type == "retnet" { 2 } else { 4 }),
+        1,
+    )?;
     let intermediate_size = match f.take("intermediate_size") {
         Some(v) => v
             .as_u64()
@@ -159,6 +190,9 @@ pub fn parse(value: &Value, opts: &FlaOptions) -> Result<FlaImport> {
     let mixer = match model_type.as_str() {
         "gsa" => gsa_layer(&mut f, hidden)?,
         "delta_net" => delta_net_layer(&mut f, hidden, &mut warnings)?,
+        "gla" => gla::gla_layer(&mut f, value, hidden, &mut warnings)?,
+        "retnet" => gla::retnet_layer(&mut f, value, hidden, &mut warnings)?,
+        "hgrn2" => gla::hgrn2_layer(&mut f, value, hidden)?,
         _ => gdn_layer(&mut f)?,
     };
     let mut layers = vec![mixer; num_layers as usize];
@@ -590,7 +624,7 @@ mod tests {
             assert!(err.contains(field), "{field}: {err}");
         }
         let mut c = delta_net_config();
-        c["model_type"] = json!("retnet");
+        c["model_type"] = json!("linear_attn");
         assert!(!is_fla(&c));
         assert!(is_fla(&delta_net_config()));
     }
@@ -602,7 +636,7 @@ mod tests {
         let err = check_model_type(&json!({"model_type": "rwkv6"})).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\""
+            "config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\", \"gla\", \"hgrn2\", \"retnet\""
         );
         for ok in [
             json!({}),

@@ -229,6 +229,10 @@ impl ModelDir {
                     }
                 }
                 tensors = renamed;
+                let mut take = |name: &str| tensors.remove(name).map(|t| (t.shape, t.values));
+                for (name, shape, values) in fla::derived_tensors(&value, &config, &mut take)? {
+                    tensors.insert(name, SourceTensor { shape, values });
+                }
             }
         }
         config.model.provenance |= dtype << 8;

@@ -73,9 +73,10 @@ fn quantize_works_at_every_dtype_on_every_fixture() {
             let mut all = vec!["quantize", d, "-o", out];
             all.extend_from_slice(args);
             let o = ferrite(&all);
-            // The RWKV-7 fixtures' low-rank up-projections have 8 inputs: a
-            // group of 16 cannot divide them, and that is refused by name.
-            if args.contains(&"16") && d.contains("rwkv7") {
+            // The RWKV-7 fixtures' low-rank up-projections have 8 inputs (and
+            // gla_gla's second decay projection): a group of 16 cannot divide
+            // them, and that is refused by name.
+            if args.contains(&"16") && (d.contains("rwkv7") || d.contains("gla_gla")) {
                 let line = assert_one_line_failure(&o, d);
                 assert!(
                     line.contains("group size 16 does not divide the input dimension 8"),
@@ -961,7 +962,7 @@ fn an_fla_model_type_ferrite_does_not_run_is_told_the_ones_it_does() {
     assert_eq!(
         line,
         "error: config: model_type \"rwkv6\" is not supported: ferrite runs \"ferrite\", \
-         and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\""
+         and fla's \"gated_deltanet\", \"gsa\", \"delta_net\", \"mamba2\", \"rwkv7\", \"gla\", \"hgrn2\", \"retnet\""
     );
     assert!(!out.exists());
 }
@@ -991,7 +992,13 @@ fn assert_names_the_model_types_run(line: &str, what: &str) {
 #[test]
 fn an_unknown_model_type_is_told_every_type_that_runs() {
     let config = std::fs::read_to_string(repo().join("tests/fla/gdn_gva_f32/config.json")).unwrap();
-    for model_type in ["llama", "transformer", "rwkv6", "gla", "Gated_DeltaNet"] {
+    for model_type in [
+        "llama",
+        "transformer",
+        "rwkv6",
+        "linear_attn",
+        "Gated_DeltaNet",
+    ] {
         let dir = tmp(&format!("unknown-{model_type}"));
         std::fs::create_dir_all(&dir).unwrap();
         let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();

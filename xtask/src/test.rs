@@ -412,6 +412,7 @@ fn feature_combinations() -> Result<bool> {
         "rwkv7,mamba2",
         "block-options,mamba2",
         "block-options,rwkv7,mamba2",
+        "gla",
     ] {
         commands.push(cargo(&format!(
             "test --quiet -p ferrite-lm --no-default-features --features {features} --test without_a_mixer"
@@ -448,6 +449,7 @@ fn feature_matrix(target: &str, keep: impl Fn(&str) -> bool) -> Vec<Command> {
         "mla,int-path",
         "mamba2,int-path",
         "rwkv7,block-options",
+        "gla",
         "fast-math",
         "fast-math-int",
         "verify",

@@ -16,6 +16,8 @@ mod gdn;
 mod gdn_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
 mod gdn_int;
+mod gla;
+mod gla_config;
 mod gsa;
 mod gsa_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
@@ -44,6 +46,7 @@ pub use bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub(crate) use bla_int::state_max_abs as bla_state_max_abs;
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
+pub use gla_config::{GlaConfig, GlaVariant};
 pub use gsa_config::{FeatureMap, GsaConfig};
 pub(crate) use gsa_int::state_max_abs as gsa_state_max_abs;
 pub use mamba2_config::Mamba2Config;
@@ -166,7 +169,8 @@ pub trait Mixer {
     feature = "bla",
     feature = "mla",
     feature = "mamba2",
-    feature = "rwkv7"
+    feature = "rwkv7",
+    feature = "gla"
 )))]
 pub(crate) struct NotBuilt;
 
@@ -177,7 +181,8 @@ pub(crate) struct NotBuilt;
     feature = "bla",
     feature = "mla",
     feature = "mamba2",
-    feature = "rwkv7"
+    feature = "rwkv7",
+    feature = "gla"
 )))]
 impl Mixer for NotBuilt {
     fn step(

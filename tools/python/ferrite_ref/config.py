@@ -139,7 +139,23 @@ class Rwkv7Config:
     value_first: bool  # layer 0: its value is passed to later layers (no v_lora)
 
 
-MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config, Rwkv7Config]
+@dataclass(frozen=True)
+class GlaConfig:
+    """Per-key-decay linear attention (docs/spec.md §3.9): fla's GLA, HGRN2 or RetNet."""
+
+    kind: ClassVar[str] = "gla"  # the `mixer` field (ferrite_ref.kinds)
+    num_heads: int  # H
+    head_k_dim: int  # K
+    head_v_dim: int  # V
+    variant: str  # "gla" | "hgrn2" | "retention"
+    gate_low_rank_dim: int  # R (gla), else 0
+    gate_logit_normalizer: int  # gla, else 0
+    output_gate: bool
+    rope_theta: float | None  # retention, else None
+    o_norm_eps: float | None  # the output norm's own epsilon; None: the model's norm_eps
+
+
+MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config, Rwkv7Config, GlaConfig]
 
 
 @dataclass(frozen=True)
@@ -425,6 +441,31 @@ def _parse_rwkv7(f: _Fields, hidden: int, norm_eps: float, index: int) -> Rwkv7C
     )
 
 
+def _parse_gla(f: _Fields, hidden: int, norm_eps: float, index: int) -> GlaConfig:
+    num_heads, head_k_dim = f.integer("num_heads"), f.integer("head_k_dim")
+    head_v_dim = f.integer("head_v_dim")
+    variant = f.choice("variant", ("gla", "hgrn2", "retention"), "gla")
+    rank = normalizer = 0
+    output_gate, theta = False, None
+    if variant == "gla":
+        rank = f.integer("gate_low_rank_dim", 16)
+        normalizer = f.integer("gate_logit_normalizer", 16)
+        if normalizer > 1 << 16:
+            raise f.error("field 'gate_logit_normalizer' must be 1..=65536")
+        output_gate = f.flag("output_gate", True)
+    elif variant == "retention":
+        output_gate = f.flag("output_gate", True)
+        theta = f.number("rope_theta", 10000.0)
+        if not theta > 1.0:
+            raise f.error("field 'rope_theta' must be > 1")
+        if head_k_dim % 2:
+            raise f.error("retention's head_k_dim must be even (RoPE)")
+    eps = f.number("o_norm_eps") if f.has("o_norm_eps") else None
+    return GlaConfig(num_heads=num_heads, head_k_dim=head_k_dim, head_v_dim=head_v_dim, variant=variant,
+                     gate_low_rank_dim=rank, gate_logit_normalizer=normalizer, output_gate=output_gate,
+                     rope_theta=theta, o_norm_eps=eps)
+
+
 def _plain(parser):
     """A parser of a mixer that needs neither norm_eps nor its layer index."""
     return lambda f, hidden, norm_eps, index: parser(f, hidden)
@@ -433,10 +474,10 @@ def _plain(parser):
 # One parser per kind of the runtime's table (ferrite_ref.kinds; tests/test_kinds.py checks it).
 _MIXER_PARSERS = {"gdn": _plain(_parse_gdn), "gsa": _plain(_parse_gsa), "swa": _plain(_parse_swa),
                   "bla": _plain(_parse_bla), "mla": _plain(_parse_mla), "mamba2": _parse_mamba2,
-                  "rwkv7": _parse_rwkv7}
+                  "rwkv7": _parse_rwkv7, "gla": _parse_gla}
 #: The config class of each mixer kind.
 MIXER_CONFIGS = {cls.kind: cls for cls in (GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config,
-                                           Rwkv7Config)}
+                                           Rwkv7Config, GlaConfig)}
 
 
 def _parse_layer(raw: Any, index: int, hidden: int, norm_eps: float) -> tuple:

@@ -14,4 +14,5 @@ MIXER_KINDS = (
     "mla",  # 5: Latent-compressed (MLA-style) sliding window (format 4).
     "mamba2",  # 6: Mamba-2 (format 8).
     "rwkv7",  # 7: RWKV-7 time mixing (format 8).
+    "gla",  # 8: Per-key-decay linear attention: fla's GLA, HGRN2 and RetNet (format 8).
 )

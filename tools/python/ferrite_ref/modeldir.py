@@ -7,7 +7,8 @@ A_log = log U(1, 16), dt_bias = softplus^-1(dt) with dt log-uniform in
 biases (norms, Mamba-2's convolution) 0.1 N(0, 1), Mamba-2's D 1 + 0.1 N(0, 1);
 RWKV-7's token-shift interpolations U(0, 1), k_k U(0.6, 0.8), k_a U(0.9, 1.1),
 r_k 0.1 N(0, 1), and its low-rank biases in the ranges of fla's initialisation
-(decay U(-4, 2), learning rate U(-0.5, 0.5), value residual U(0.3, 1)).
+(decay U(-4, 2), learning rate U(-0.5, 0.5), value residual U(0.3, 1)); HGRN2's
+forget-gate lower bounds (``gla`` layers) U(0, 0.9), in fla's range [0, 1).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def random_tensor(name: str, shape: tuple, rng: np.random.Generator) -> np.ndarr
         return rng.uniform(-0.5, 0.5, shape)
     if name.endswith("v_lora.lora.2.bias"):
         return rng.uniform(0.3, 1.0, shape)
+    if name.endswith("attn.lower_bound"):
+        return rng.uniform(0.0, 0.9, shape)
     if name.endswith("attn.D"):
         return 1.0 + 0.1 * rng.standard_normal(shape)
     if name.endswith(".bias"):

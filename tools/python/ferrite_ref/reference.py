@@ -7,7 +7,7 @@ from typing import Callable, NamedTuple, Union
 
 import numpy as np
 
-from . import bla, gdn, gsa, mamba2, mla, rwkv7, swa
+from . import bla, gdn, gla, gsa, mamba2, mla, rwkv7, swa
 from .config import BlockConfig, ModelConfig, load_config
 from .ops import layernorm, rmsnorm, swiglu_mlp
 from .safetensors_io import load_safetensors
@@ -29,6 +29,7 @@ MIXERS = {
     "mla": MixerEntry(mla.tensor_shapes, lambda cfg, w, eps, pinned: mla.LatentWindowAttention(cfg, w)),
     "mamba2": MixerEntry(mamba2.tensor_shapes, lambda cfg, w, eps, pinned: mamba2.Mamba2(cfg, w, eps)),
     "rwkv7": MixerEntry(rwkv7.tensor_shapes, lambda cfg, w, eps, pinned: rwkv7.Rwkv7TimeMix(cfg, w), carries=True),
+    "gla": MixerEntry(gla.tensor_shapes, lambda cfg, w, eps, pinned: gla.GatedLinearAttention(cfg, w, eps)),
 }
 
 

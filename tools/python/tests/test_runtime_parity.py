@@ -79,6 +79,18 @@ def _random_layer(rng: random.Random, hidden: int) -> dict:
                 "v_low_rank_dim": rng.choice([4, 8]), "gate_low_rank_dim": rng.choice([8, 16]),
                 "kk_norm": rng.choice(["l2", "normalize"]), "mlp": rng.choice(["channel_mix", "swiglu", "none"]),
                 "pre_norm": rng.random() < 0.3}
+    if kind == "gla":
+        variant = rng.choice(["gla", "hgrn2", "retention"])
+        layer = {"mixer": "gla", "variant": variant, "num_heads": heads, "head_k_dim": rng.choice([4, 8]),
+                 "head_v_dim": rng.choice([4, 8])}
+        if variant == "gla":
+            layer.update(gate_low_rank_dim=rng.choice([8, 16]), gate_logit_normalizer=rng.choice([4, 16]),
+                         output_gate=rng.random() < 0.5)
+        elif variant == "retention":
+            layer.update(rope_theta=rng.choice([100.0, 10000.0]), output_gate=rng.random() < 0.5)
+        else:
+            layer.update(o_norm_eps=rng.choice([1e-5, 1e-6]))
+        return layer
     if kind != "bla":
         raise ValueError(f"no random {kind} layer: add one here (docs/adding-a-mixer.md)")
     period = rng.choice([4, 7, 10, 16])

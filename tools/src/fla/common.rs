@@ -21,6 +21,12 @@ pub mod source {
     pub const FLA_MAMBA2: u32 = 4;
     /// fla `rwkv7`.
     pub const FLA_RWKV7: u32 = 5;
+    /// fla `gla`.
+    pub const FLA_GLA: u32 = 6;
+    /// fla `hgrn2`.
+    pub const FLA_HGRN2: u32 = 7;
+    /// fla `retnet`.
+    pub const FLA_RETNET: u32 = 8;
 }
 
 /// Fields that change nothing in single-stream f32 inference.
@@ -73,6 +79,12 @@ pub(super) fn require(f: &mut Fields, name: &str, ok: &Value, why: &str) -> Resu
         _ => Ok(()),
     }
 }
+
+/// A tensor the importer computes: name, shape, values.
+pub type NamedTensor = (String, Vec<usize>, Vec<f32>);
+
+/// A checkpoint tensor's shape and values.
+pub type RawTensor = (Vec<usize>, Vec<f32>);
 
 /// A parsed fla checkpoint config, plus warnings for the user.
 #[derive(Clone, Debug)]
