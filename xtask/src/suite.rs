@@ -485,7 +485,7 @@ fn run_or_list(
         s.check_in(
             i > 0,
             &format!(
-                "{}: mamba2 and rwkv7 (format 8) generate like the host (int8)",
+                "{}: mamba2, rwkv7 and gla (format 8) generate like the host (int8)",
                 board.name
             ),
             |_| fixtures_of_version_match_host(board, 8),
