@@ -10,24 +10,29 @@ use crate::math::dot;
 
 /// `y = W x` for f32 weights.
 pub fn matvec_f32(w: &[f32], cols: usize, x: &[f32], y: &mut [f32]) {
-    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
+    // `max(1)`: no chunk of zero length (loading refuses `cols == 0`); a
+    // row-less `w` then leaves `y` as it is, with no panic branch.
+    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols.max(1))) {
         *yi = dot(row, x);
     }
 }
 
 /// `y = W x` for f16 weights.
 pub fn matvec_f16(w: &[f16], cols: usize, x: &[f32], y: &mut [f32]) {
-    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
+    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols.max(1))) {
         *yi = row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum();
     }
 }
 
 /// `y = W x` for int8 weights with one scale per `group` inputs.
 pub fn matvec_i8(w: &[i8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
-    let groups_per_row = cols / group;
+    // Loading checked `group` (> 0, dividing `cols`); `max(1)` keeps the
+    // division and the chunk sizes free of a panic branch all the same.
+    let group = group.max(1);
+    let groups_per_row = (cols / group).max(1);
     for ((yi, row), row_scales) in y
         .iter_mut()
-        .zip(w.chunks_exact(cols))
+        .zip(w.chunks_exact(cols.max(1)))
         .zip(scales.chunks_exact(groups_per_row))
     {
         let mut acc = 0.0f32;
@@ -58,10 +63,12 @@ pub fn i4_high(b: u8) -> i8 {
 /// `y = W x` for int4 weights (two per byte, low nibble first; `cols` and
 /// `group` even) with one scale per `group` inputs.
 pub fn matvec_i4(w: &[u8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
-    let groups_per_row = cols / group;
+    // As in `matvec_i8`: loading checked `cols` and `group` (even, > 0).
+    let group = group.max(2);
+    let groups_per_row = (cols / group).max(1);
     for ((yi, row), row_scales) in y
         .iter_mut()
-        .zip(w.chunks_exact(cols / 2))
+        .zip(w.chunks_exact((cols / 2).max(1)))
         .zip(scales.chunks_exact(groups_per_row))
     {
         let mut acc = 0.0f32;
@@ -72,7 +79,9 @@ pub fn matvec_i4(w: &[u8], scales: &[f32], cols: usize, group: usize, x: &[f32],
         {
             let mut part = 0.0f32;
             for (&b, pair) in qs.iter().zip(xs.chunks_exact(2)) {
-                part += i4_low(b) as f32 * pair[0] + i4_high(b) as f32 * pair[1];
+                if let [lo, hi] = *pair {
+                    part += i4_low(b) as f32 * lo + i4_high(b) as f32 * hi;
+                }
             }
             acc += s * part;
         }
