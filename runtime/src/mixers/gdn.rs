@@ -186,7 +186,7 @@ impl GdnConfig {
         // Head j's state, output, value and gate, and its a and b (each
         // `hv` of them).
         let heads = s_all
-            .chunks_exact_mut(v * k)
+            .chunks_exact_mut((v * k).max(1))
             .zip(o.chunks_exact_mut(v))
             .zip(vv.chunks_exact(v))
             .zip(g.chunks_exact(v))
