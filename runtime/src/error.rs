@@ -361,6 +361,24 @@ pub(crate) fn split_mut<'s, T>(
     s.split_at_mut_checked(at).ok_or(Error::Internal(what))
 }
 
+/// An iterator that `zip` walks one item at a time: `Rows(a.chunks_exact(n))
+/// .zip(..)`. Zipping two random-access iterators (`chunks_exact` and
+/// slices) starts with their lengths, `len / n` for a chunk iterator: a
+/// division whose zero check stays a panic branch wherever the optimiser
+/// keeps `Zip::new` out of line (the C API's link check, docs/c-api.md "No
+/// panics"). This wrapper is not random-access, so the zip takes its plain
+/// path: the same items in the same order, no division.
+pub(crate) struct Rows<I>(pub(crate) I);
+
+impl<I: Iterator> Iterator for Rows<I> {
+    type Item = I::Item;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

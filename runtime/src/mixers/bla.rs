@@ -34,7 +34,7 @@
 
 use super::bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
-use crate::error::{part_mut, split_mut, Error, Result, StepResult};
+use crate::error::{part_mut, split_mut, Error, Result, Rows, StepResult};
 use crate::format::{dim_ok, Role};
 use crate::math::{dot, softmax_in_place, SinPi};
 use crate::tensor::ActBuf;
@@ -247,11 +247,10 @@ impl BlaConfig {
         // so no chunk size has a panic branch. Each head's key and value
         // slots, key, value, query and output.
         let (k, v, n) = (k.max(1), v.max(1), n.max(1));
-        let per_head = ks_all
-            .chunks_exact_mut((n * k).max(1))
+        let per_head = Rows(ks_all.chunks_exact_mut((n * k).max(1)))
             .zip(vs_all.chunks_exact_mut((n * v).max(1)))
-            .zip(kk.chunks_exact(k).zip(vv.chunks_exact(v)))
-            .zip(q.chunks_exact(k).zip(o.chunks_exact_mut(v)))
+            .zip(Rows(kk.chunks_exact(k)).zip(vv.chunks_exact(v)))
+            .zip(Rows(q.chunks_exact(k)).zip(o.chunks_exact_mut(v)))
             .take(h);
         for (((ks, vs), (kh, vh)), (qh, oh)) in per_head {
             self.write_slots(phi_r, ks, kh);

@@ -36,7 +36,7 @@
 use super::bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, SLOT_WORDS};
 use super::slots_int::{self, read_heads, update, Part};
 use super::{conv_int, StepCtx};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Rows};
 use crate::fixed::trig::SinPiFx;
 use crate::fixed::wide::div_u64_u32;
 use crate::fixed::{Block, Fx};
@@ -236,8 +236,7 @@ pub(crate) fn step(
     // no chunk size has a panic branch. Each head's keys, values, slot
     // records (four words a slot) and slot states.
     let (k1, v1, n1) = (k.max(1), v.max(1), n.max(1));
-    let per_head = kk
-        .chunks_exact(k1)
+    let per_head = Rows(kk.chunks_exact(k1))
         .zip(vv.chunks_exact(v1))
         .zip(scales.chunks_exact_mut((n1 * 4).max(1)))
         .zip(ks_all.chunks_exact_mut((n1 * k1).max(1)))

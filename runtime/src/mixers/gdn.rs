@@ -16,7 +16,7 @@ pub use super::gdn_config::{retention_gamma, GdnConfig, GdnDecay, QkActivation, 
 #[cfg(feature = "int-path")]
 use super::gdn_int as int_step;
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
-use crate::error::{part, split_mut, Error, Result, StepResult};
+use crate::error::{part, split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
 use crate::tensor::ActBuf;
@@ -157,7 +157,7 @@ impl GdnConfig {
         // below state it, so no chunk size or division has a panic branch.
         let k = k.max(1);
         let v = v.max(1);
-        for (qh, kh) in q.chunks_exact_mut(k).zip(kk.chunks_exact_mut(k)) {
+        for (qh, kh) in Rows(q.chunks_exact_mut(k)).zip(kk.chunks_exact_mut(k)) {
             match self.qk_norm {
                 QkNorm::L2 => {
                     l2norm_in_place(qh, 1e-6);
@@ -185,8 +185,7 @@ impl GdnConfig {
         let beta_scale = if self.allow_neg_eigval { 2.0 } else { 1.0 };
         // Head j's state, output, value and gate, and its a and b (each
         // `hv` of them).
-        let heads = s_all
-            .chunks_exact_mut((v * k).max(1))
+        let heads = Rows(s_all.chunks_exact_mut((v * k).max(1)))
             .zip(o.chunks_exact_mut(v))
             .zip(vv.chunks_exact(v))
             .zip(g.chunks_exact(v))

@@ -40,7 +40,7 @@
 
 use super::gdn_config::{GdnConfig, GdnDecay, QkActivation, QkNorm, HEAD_WORDS};
 use super::{conv_int, product, StepCtx};
-use crate::error::{part, Error, Result};
+use crate::error::{part, Error, Result, Rows};
 use crate::fixed::activation::{exp_neg_q16, sigmoid_q15, silu15, silu_block, to_q16};
 use crate::fixed::block::{
     max_abs, normalize, normalize_with_max, shr_round, Block, TO_15, ZERO_EXP,
@@ -267,7 +267,7 @@ pub(crate) fn step(
     // `k`, `v` and `h` are nonzero (checked at load); the `max(1)`s state
     // it, so no chunk size or division below has a panic branch.
     let (k, v) = (k.max(1), v.max(1));
-    for (qh, kh) in q.chunks_exact_mut(k).zip(kk.chunks_exact_mut(k)) {
+    for (qh, kh) in Rows(q.chunks_exact_mut(k)).zip(kk.chunks_exact_mut(k)) {
         unit_q14(qh, eq, c.qk_norm, q_extra);
         unit_q14(kh, ek, c.qk_norm, Fx::ONE);
     }

@@ -14,7 +14,7 @@
 
 use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS};
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
-use crate::error::{part, split_mut, Error, Result, StepResult};
+use crate::error::{part, split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
 use crate::tensor::ActBuf;
@@ -128,11 +128,10 @@ impl GsaConfig {
         let (k, v, m) = (k.max(1), v.max(1), m.max(1));
         let (km, mv) = ((k * m).max(1), (m * v).max(1));
         // Each kv head's gates, key and value states, keys and values.
-        let kv_heads = f
-            .chunks_exact(m)
+        let kv_heads = Rows(f.chunks_exact(m))
             .zip(hk_all.chunks_exact_mut(km))
             .zip(hv_all.chunks_exact_mut(mv))
-            .zip(kk.chunks_exact(k).zip(vv.chunks_exact(v)))
+            .zip(Rows(kk.chunks_exact(k)).zip(vv.chunks_exact(v)))
             .take(hkv);
         for (((alpha, hk), hv), (kg, vg)) in kv_heads {
             for (row, &kc) in hk.chunks_exact_mut(m).zip(kg) {
@@ -148,7 +147,7 @@ impl GsaConfig {
         }
 
         let group = (h / hkv.max(1)).max(1);
-        for (i, (qi, oi)) in q.chunks_exact(k).zip(o.chunks_exact_mut(v)).enumerate() {
+        for (i, (qi, oi)) in Rows(q.chunks_exact(k)).zip(o.chunks_exact_mut(v)).enumerate() {
             let g = i / group;
             let hk = part(hk_all, g * km..(g + 1) * km, "gsa key state")?;
             p.fill(0.0);

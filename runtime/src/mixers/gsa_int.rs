@@ -46,7 +46,7 @@
 use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS, SLOT_WORDS};
 use super::slots_int::{self, read_heads, update, Part};
 use super::{conv_int, StepCtx};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Rows};
 use crate::fixed::activation::silu_block;
 use crate::fixed::block::{normalize, normalize_with_max, rms_inv, Block, TO_15};
 use crate::fixed::Fx;
@@ -164,8 +164,7 @@ pub(crate) fn step(
     // no chunk size has a panic branch. Each kv head's keys, values, gate
     // logits, slot records (four words a slot) and slot states.
     let (k1, v1, m1) = (k.max(1), v.max(1), m.max(1));
-    let per_head = kk
-        .chunks_exact(k1)
+    let per_head = Rows(kk.chunks_exact(k1))
         .zip(vv.chunks_exact(v1))
         .zip(f.chunks_exact(m1))
         .zip(scales.chunks_exact_mut((m1 * 4).max(1)))

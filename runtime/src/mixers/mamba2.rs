@@ -19,7 +19,7 @@
 
 use super::mamba2_config::Mamba2Config;
 use super::{conv, push, Mixer, SpecSink, StepCtx};
-use crate::error::{part, split_mut, Error, Result, StepResult};
+use crate::error::{part, split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, rms_scale, silu, softplus};
 use crate::tensor::{ActBuf, Tensor};
@@ -155,8 +155,7 @@ impl Mamba2Config {
         // The sizes are nonzero (checked at load): the `max(1)`s state it,
         // so no chunk size or division has a panic branch.
         let (p, n) = (p.max(1), n.max(1));
-        for (h, ((s_h, x_h), &dt_raw)) in s_all
-            .chunks_exact_mut((p * n).max(1))
+        for (h, ((s_h, x_h), &dt_raw)) in Rows(s_all.chunks_exact_mut((p * n).max(1)))
             .zip(xs.chunks_exact_mut(p))
             .zip(dt.iter())
             .enumerate()

@@ -195,7 +195,7 @@ pub(crate) fn step(
         en,
         part_mut(tmp, ..r, SLOT)?,
         part_mut(lats, at * r..at * r + r, SLOT)?,
-    );
+    )?;
     let ek = normalize(kr_new, en);
     let ek = rotate(kr_new, ek, cos, sin);
     // A normal block's mantissas are below 2^30: their views fit an i16.

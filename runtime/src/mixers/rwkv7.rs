@@ -23,7 +23,7 @@
 
 use super::rwkv7_config::{KkNorm, Rwkv7Config};
 use super::{push, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{dot, exp, mean_rstd, sigmoid};
 use crate::tensor::{ActBuf, Tensor};
@@ -252,12 +252,11 @@ impl Rwkv7Config {
             w.get(Role::RK)?,
         );
         // Each head's state, r, decay, k, removal key, a, v, output and gate.
-        let per_head = s_all
-            .chunks_exact_mut((vd * kd).max(1))
-            .zip(r.chunks_exact(kd).zip(dec.chunks_exact(kd)))
-            .zip(k.chunks_exact(kd).zip(kk.chunks_exact(kd)))
+        let per_head = Rows(s_all.chunks_exact_mut((vd * kd).max(1)))
+            .zip(Rows(r.chunks_exact(kd)).zip(dec.chunks_exact(kd)))
+            .zip(Rows(k.chunks_exact(kd)).zip(kk.chunks_exact(kd)))
             .zip(a.chunks_exact(kd))
-            .zip(v.chunks_exact(vd).zip(o.chunks_exact_mut(vd)))
+            .zip(Rows(v.chunks_exact(vd)).zip(o.chunks_exact_mut(vd)))
             .zip(g.chunks_exact(vd))
             .enumerate()
             .take(h);
