@@ -125,7 +125,11 @@ impl SinPi {
         let turn = 2 * b;
         // `checked_rem`: `turn >= 2` (`new` refuses `den == 0`), stated
         // without a panic branch.
-        let a = if num < turn { num } else { num.checked_rem(turn).unwrap_or(0) };
+        let a = if num < turn {
+            num
+        } else {
+            num.checked_rem(turn).unwrap_or(0)
+        };
         let (q, rest) = if b < 1 << 29 {
             reduce32(a as u32, quarters as u32, b as u32)
         } else {

@@ -206,8 +206,7 @@ impl GdnConfig {
                     _ => 1.0,
                 },
             };
-            for ((row, &vr), or) in s.chunks_exact_mut(k).zip(vj).zip(oj.iter_mut())
-            {
+            for ((row, &vr), or) in s.chunks_exact_mut(k).zip(vj).zip(oj.iter_mut()) {
                 // Two passes, each a fused pair of the four steps (decay,
                 // S k; update, S q), summing in the same order as separate
                 // loops would: the same bits, half the memory traffic.

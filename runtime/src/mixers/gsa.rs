@@ -147,7 +147,10 @@ impl GsaConfig {
         }
 
         let group = (h / hkv.max(1)).max(1);
-        for (i, (qi, oi)) in Rows(q.chunks_exact(k)).zip(o.chunks_exact_mut(v)).enumerate() {
+        for (i, (qi, oi)) in Rows(q.chunks_exact(k))
+            .zip(o.chunks_exact_mut(v))
+            .enumerate()
+        {
             let g = i / group;
             let hk = part(hk_all, g * km..(g + 1) * km, "gsa key state")?;
             p.fill(0.0);

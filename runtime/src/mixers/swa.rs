@@ -27,11 +27,11 @@
 pub use super::swa_config::SwaConfig;
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
 use crate::error::{part_mut, split_mut, Error, Result, StepResult};
-use core::num::NonZeroU64;
 use crate::format::Role;
 use crate::math::dot;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
+use core::num::NonZeroU64;
 
 /// Streaming softmax accumulator over keys (running max, sum and weighted values).
 pub(super) struct OnlineSoftmax<'o> {

@@ -28,13 +28,13 @@ use super::conv_int;
 use super::rope_int::{rotate, table_q15};
 use super::swa_config::SwaConfig;
 use crate::error::{part, part_mut, split_mut, Error, Result};
-use core::num::{NonZeroU64, NonZeroUsize};
 use crate::fixed::block::{normalize, normalize_with_max, quantize, shr_round, Block};
 use crate::fixed::Fx;
 use crate::format::Role;
 use crate::mixers::StepCtx;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
+use core::num::{NonZeroU64, NonZeroUsize};
 
 /// Packs a non-negative scale into one word: bits 0-15 the mantissa's top
 /// 16 bits, rounded (`[2^15, 2^16)`, or 0 for zero), bits 16-31 the
@@ -394,7 +394,10 @@ pub(crate) fn step(
         let mut store = |slot: usize| -> Result<()> {
             for j in 0..hkv {
                 let at = (slot * hkv + j) * d;
-                let (kj, vj) = (part(k, j * d..j * d + d, SCRATCH)?, part(v, j * d..j * d + d, SCRATCH)?);
+                let (kj, vj) = (
+                    part(k, j * d..j * d + d, SCRATCH)?,
+                    part(v, j * d..j * d + d, SCRATCH)?,
+                );
                 let ks = quantize_part(kj, ek, tmp, part_mut(keys, at..at + d, SLOT)?)?;
                 let vs = quantize_part(vj, ev, tmp, part_mut(values, at..at + d, SLOT)?)?;
                 let s = 2 * (slot * hkv + j);

@@ -39,7 +39,6 @@ use super::rope_int::{rotate, table_q15};
 use super::swa_config::SwaConfig;
 use super::swa_int::{align_head, finish, project, quantize_part};
 use crate::error::{part, part_mut, split_mut, Error, Result};
-use core::num::NonZeroU64;
 use crate::fixed::block::{normalize, quantize, Block};
 use crate::fixed::wide::{mul_i32_u32, mul_u32};
 use crate::fixed::Fx;
@@ -47,6 +46,7 @@ use crate::format::Role;
 use crate::mixers::StepCtx;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
+use core::num::NonZeroU64;
 
 /// The exponent bias of a scale code: code `c` is the scale
 /// `2^(c/8 - LOG_SCALE_BIAS)`, so codes 0-255 span `2^-20` to `2^11.875`.
