@@ -23,7 +23,7 @@
 
 use super::rwkv7_config::{KkNorm, Rwkv7Config};
 use super::{push, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, Rows, StepResult};
+use crate::error::{part, part_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{dot, exp, mean_rstd, sigmoid};
 use crate::tensor::{ActBuf, Tensor};
@@ -251,16 +251,24 @@ impl Rwkv7Config {
             w.get(Role::GNormBias)?,
             w.get(Role::RK)?,
         );
-        // Each head's state, r, decay, k, removal key, a, v, output and gate.
-        let per_head = Rows(s_all.chunks_exact_mut((vd * kd).max(1)))
-            .zip(Rows(r.chunks_exact(kd)).zip(dec.chunks_exact(kd)))
-            .zip(Rows(k.chunks_exact(kd)).zip(kk.chunks_exact(kd)))
-            .zip(a.chunks_exact(kd))
-            .zip(Rows(v.chunks_exact(vd)).zip(o.chunks_exact_mut(vd)))
-            .zip(g.chunks_exact(vd))
+        // Each head's parts by range, as checked parts (not a zip of nine
+        // chunk iterators, whose states the M3 kept on the stack).
+        const HEAD: &str = "rwkv7 head out of its scratch";
+        for (head, s) in Rows(s_all.chunks_exact_mut((vd * kd).max(1)))
             .enumerate()
-            .take(h);
-        for (head, (((((s, (rh, dh)), (kh, kkh)), ah), (vh, oh)), gh)) in per_head {
+            .take(h)
+        {
+            let at = head * kd..(head + 1) * kd;
+            let (rh, dh, kh, kkh, ah) = (
+                part(r, at.clone(), HEAD)?,
+                part(dec, at.clone(), HEAD)?,
+                part(k, at.clone(), HEAD)?,
+                part(kk, at.clone(), HEAD)?,
+                part(a, at, HEAD)?,
+            );
+            let at = head * vd..(head + 1) * vd;
+            let (vh, gh) = (part(v, at.clone(), HEAD)?, part(g, at.clone(), HEAD)?);
+            let oh = part_mut(o, at, HEAD)?;
             for ((row, &vc), oc) in s.chunks_exact_mut(kd).zip(vh).zip(oh.iter_mut()) {
                 let mut sa = 0.0f32;
                 for (&e, &kkc) in row.iter().zip(kkh) {
