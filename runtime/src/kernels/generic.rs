@@ -10,29 +10,39 @@ use crate::math::dot;
 
 /// `y = W x` for f32 weights.
 pub fn matvec_f32(w: &[f32], cols: usize, x: &[f32], y: &mut [f32]) {
-    // `max(1)`: no chunk of zero length (loading refuses `cols == 0`); a
-    // row-less `w` then leaves `y` as it is, with no panic branch.
-    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols.max(1))) {
+    // No chunk of zero length (loading refuses `cols == 0`): the return
+    // states it without a panic branch.
+    if cols == 0 {
+        return;
+    }
+    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
         *yi = dot(row, x);
     }
 }
 
 /// `y = W x` for f16 weights.
 pub fn matvec_f16(w: &[f16], cols: usize, x: &[f32], y: &mut [f32]) {
-    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols.max(1))) {
+    if cols == 0 {
+        return; // as in `matvec_f32`
+    }
+    for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
         *yi = row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum();
     }
 }
 
 /// `y = W x` for int8 weights with one scale per `group` inputs.
 pub fn matvec_i8(w: &[i8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
-    // Loading checked `group` (> 0, dividing `cols`); `max(1)` keeps the
-    // division and the chunk sizes free of a panic branch all the same.
-    let group = group.max(1);
+    // Loading checked `group` (> 0, dividing `cols`); the returns state it,
+    // so the division and the chunk sizes have no panic branch.
+    if cols == 0 || group == 0 || cols < group {
+        return;
+    }
+    // `max(1)`: `group` divides `cols` (checked at load, and above); stated
+    // so that the chunk size below has no panic branch.
     let groups_per_row = (cols / group).max(1);
     for ((yi, row), row_scales) in y
         .iter_mut()
-        .zip(w.chunks_exact(cols.max(1)))
+        .zip(w.chunks_exact(cols))
         .zip(scales.chunks_exact(groups_per_row))
     {
         let mut acc = 0.0f32;
@@ -64,11 +74,15 @@ pub fn i4_high(b: u8) -> i8 {
 /// `group` even) with one scale per `group` inputs.
 pub fn matvec_i4(w: &[u8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
     // As in `matvec_i8`: loading checked `cols` and `group` (even, > 0).
-    let group = group.max(2);
+    if cols < 2 || group < 2 || cols < group {
+        return;
+    }
+    // `max(1)`: `group` divides `cols` (checked at load, and above); stated
+    // so that the chunk size below has no panic branch.
     let groups_per_row = (cols / group).max(1);
     for ((yi, row), row_scales) in y
         .iter_mut()
-        .zip(w.chunks_exact((cols / 2).max(1)))
+        .zip(w.chunks_exact(cols / 2))
         .zip(scales.chunks_exact(groups_per_row))
     {
         let mut acc = 0.0f32;
