@@ -327,6 +327,58 @@ impl From<crate::snapshot_error::SnapshotError> for Error {
     }
 }
 
+/// `s[i]`, or [`Error::Internal`] with `what` where `i` is out of `s`: the
+/// steps' slicing of their state and scratch, whose lengths the session's
+/// sizing fixed, written so that no panic branch is left (the C API's link
+/// check, docs/c-api.md "No panics"). The same compare as indexing.
+#[inline(always)]
+pub(crate) fn part<'s, T, I: core::slice::SliceIndex<[T]>>(
+    s: &'s [T],
+    i: I,
+    what: &'static str,
+) -> Result<&'s I::Output> {
+    s.get(i).ok_or(Error::Internal(what))
+}
+
+/// [`part`] of a mutable slice.
+#[inline(always)]
+pub(crate) fn part_mut<'s, T, I: core::slice::SliceIndex<[T]>>(
+    s: &'s mut [T],
+    i: I,
+    what: &'static str,
+) -> Result<&'s mut I::Output> {
+    s.get_mut(i).ok_or(Error::Internal(what))
+}
+
+/// `s.split_at_mut(at)`, or [`Error::Internal`] with `what` where `at` is
+/// past the end (as [`part`]: lengths the session's sizing fixed).
+#[inline(always)]
+pub(crate) fn split_mut<'s, T>(
+    s: &'s mut [T],
+    at: usize,
+    what: &'static str,
+) -> Result<(&'s mut [T], &'s mut [T])> {
+    s.split_at_mut_checked(at).ok_or(Error::Internal(what))
+}
+
+/// An iterator that `zip` walks one item at a time: `Rows(a.chunks_exact(n))
+/// .zip(..)`. Zipping two random-access iterators (`chunks_exact` and
+/// slices) starts with their lengths, `len / n` for a chunk iterator: a
+/// division whose zero check stays a panic branch wherever the optimiser
+/// keeps `Zip::new` out of line (the C API's link check, docs/c-api.md "No
+/// panics"). This wrapper is not random-access, so the zip takes its plain
+/// path: the same items in the same order, no division.
+pub(crate) struct Rows<I>(pub(crate) I);
+
+impl<I: Iterator> Iterator for Rows<I> {
+    type Item = I::Item;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -500,7 +500,9 @@ impl<'a> Model<'a> {
     /// The tensors of layer `i` (an index past the last layer gives an
     /// empty view, whose lookups fail with `MissingTensor`).
     pub fn layer_weights(&self, i: usize) -> LayerWeights<'a> {
-        let i = i.min(self.config.num_layers as usize);
+        // `MAX_LAYERS` bounds `num_layers` (checked at load); the second
+        // `min` states it, so the lookups below have no panic branch.
+        let i = i.min(self.config.num_layers as usize).min(MAX_LAYERS);
         LayerWeights::new(
             self.image,
             self.table(),

@@ -93,8 +93,10 @@ impl SinPiFx {
     /// `sin(pi * num / den + (pi / 2 if quarter))`.
     fn eval(&self, num: u64, quarter: bool) -> Fx {
         let b = self.den;
-        let a = num % (2 * b); // one turn is 2b units of pi / b
-                               // 4a (+ a quarter turn, 2b) mod 8b, in units of pi / (4b).
+        // One turn is 2b units of pi / b (`checked_rem`: `b >= 1`, which
+        // `new` checked, stated without a panic branch).
+        let a = num.checked_rem(2 * b).unwrap_or(0);
+        // 4a (+ a quarter turn, 2b) mod 8b, in units of pi / (4b).
         let mut w = 4 * a;
         if quarter {
             w = if w >= 6 * b { w - 6 * b } else { w + 2 * b };

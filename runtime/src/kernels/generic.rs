@@ -10,6 +10,11 @@ use crate::math::dot;
 
 /// `y = W x` for f32 weights.
 pub fn matvec_f32(w: &[f32], cols: usize, x: &[f32], y: &mut [f32]) {
+    // No chunk of zero length (loading refuses `cols == 0`): the return
+    // states it without a panic branch.
+    if cols == 0 {
+        return;
+    }
     for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
         *yi = dot(row, x);
     }
@@ -17,6 +22,9 @@ pub fn matvec_f32(w: &[f32], cols: usize, x: &[f32], y: &mut [f32]) {
 
 /// `y = W x` for f16 weights.
 pub fn matvec_f16(w: &[f16], cols: usize, x: &[f32], y: &mut [f32]) {
+    if cols == 0 {
+        return; // as in `matvec_f32`
+    }
     for (yi, row) in y.iter_mut().zip(w.chunks_exact(cols)) {
         *yi = row.iter().zip(x).map(|(a, b)| a.to_f32() * b).sum();
     }
@@ -24,7 +32,14 @@ pub fn matvec_f16(w: &[f16], cols: usize, x: &[f32], y: &mut [f32]) {
 
 /// `y = W x` for int8 weights with one scale per `group` inputs.
 pub fn matvec_i8(w: &[i8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
-    let groups_per_row = cols / group;
+    // Loading checked `group` (> 0, dividing `cols`); the returns state it,
+    // so the division and the chunk sizes have no panic branch.
+    if cols == 0 || group == 0 || cols < group {
+        return;
+    }
+    // `max(1)`: `group` divides `cols` (checked at load, and above); stated
+    // so that the chunk size below has no panic branch.
+    let groups_per_row = (cols / group).max(1);
     for ((yi, row), row_scales) in y
         .iter_mut()
         .zip(w.chunks_exact(cols))
@@ -58,7 +73,13 @@ pub fn i4_high(b: u8) -> i8 {
 /// `y = W x` for int4 weights (two per byte, low nibble first; `cols` and
 /// `group` even) with one scale per `group` inputs.
 pub fn matvec_i4(w: &[u8], scales: &[f32], cols: usize, group: usize, x: &[f32], y: &mut [f32]) {
-    let groups_per_row = cols / group;
+    // As in `matvec_i8`: loading checked `cols` and `group` (even, > 0).
+    if cols < 2 || group < 2 || cols < group {
+        return;
+    }
+    // `max(1)`: `group` divides `cols` (checked at load, and above); stated
+    // so that the chunk size below has no panic branch.
+    let groups_per_row = (cols / group).max(1);
     for ((yi, row), row_scales) in y
         .iter_mut()
         .zip(w.chunks_exact(cols / 2))
@@ -72,7 +93,9 @@ pub fn matvec_i4(w: &[u8], scales: &[f32], cols: usize, group: usize, x: &[f32],
         {
             let mut part = 0.0f32;
             for (&b, pair) in qs.iter().zip(xs.chunks_exact(2)) {
-                part += i4_low(b) as f32 * pair[0] + i4_high(b) as f32 * pair[1];
+                if let [lo, hi] = *pair {
+                    part += i4_low(b) as f32 * lo + i4_high(b) as f32 * hi;
+                }
             }
             acc += s * part;
         }

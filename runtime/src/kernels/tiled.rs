@@ -125,7 +125,9 @@ fn exact_step(xbits: u32, ma: u32, ea: i32) -> u32 {
     }
     let num = 127 * mx; // < 2^31
     let den = ma << d; // < 2^32, and > 0
-    let quo = num / den;
+    let Some(quo) = num.checked_div(den) else {
+        return 0; // not reached: den > 0
+    };
     let rem = num - quo * den;
     quo + u32::from(rem >= den - rem)
 }
@@ -249,15 +251,16 @@ pub fn matvec_i8(w: &TiledI8<'_>, x: &QVec<'_>, y: &mut [f32]) {
             .min(y.len() / TILE_ROWS)
             .min(w.q.len() / block_bytes);
         let rows = full * TILE_ROWS;
+        // `full` fits both slices (the `min`s above); `get` states it
+        // without a panic branch (`None` is not reached).
+        let (Some(q), Some(ys)) = (w.q.get(..full * block_bytes), y.get_mut(..rows)) else {
+            return;
+        };
         // Fewer than 4 rows: no whole block (an empty call would be refused).
         if full > 0 {
-            arch::rows_i8(
-                &w.q[..full * block_bytes],
-                x,
-                bytemuck::cast_slice_mut(&mut y[..rows]),
-            );
+            arch::rows_i8(q, x, bytemuck::cast_slice_mut(ys));
         }
-        let (ys, scale) = (&mut y[..rows], x.scale);
+        let scale = x.scale;
         if w.cols <= I32_FINISH_COLS {
             // m * acc fits an i32 here, and i32 -> f32 rounds as i64 -> f32
             // does: the same bits, in a loop that vectorizes (Helium) and
@@ -327,10 +330,14 @@ pub fn totals_i8(w: &TiledI8<'_>, x: &QVec<'_>, out: &mut [i32]) -> u32 {
             .min(out.len() / TILE_ROWS)
             .min(w.q.len() / block_bytes);
         let rows = full * TILE_ROWS;
+        // As in `matvec_i8`: both fit, `None` is not reached.
+        let (Some(q), Some(head)) = (w.q.get(..full * block_bytes), out.get_mut(..rows)) else {
+            return shift;
+        };
         if full > 0 {
-            arch::rows_i8(&w.q[..full * block_bytes], x, &mut out[..rows]);
+            arch::rows_i8(q, x, head);
         }
-        for (o, &m) in out[..rows].iter_mut().zip(w.mults) {
+        for (o, &m) in head.iter_mut().zip(w.mults) {
             *o *= i32::from(m);
         }
         first = full;

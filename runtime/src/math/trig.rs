@@ -123,7 +123,13 @@ impl SinPi {
         let b = self.den;
         // One turn is `2 b` units of `pi / b`.
         let turn = 2 * b;
-        let a = if num < turn { num } else { num % turn };
+        // `checked_rem`: `turn >= 2` (`new` refuses `den == 0`), stated
+        // without a panic branch.
+        let a = if num < turn {
+            num
+        } else {
+            num.checked_rem(turn).unwrap_or(0)
+        };
         let (q, rest) = if b < 1 << 29 {
             reduce32(a as u32, quarters as u32, b as u32)
         } else {

@@ -34,7 +34,7 @@
 
 use super::bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{part_mut, split_mut, Error, Result, Rows, StepResult};
 use crate::format::{dim_ok, Role};
 use crate::math::{dot, softmax_in_place, SinPi};
 use crate::tensor::ActBuf;
@@ -121,7 +121,8 @@ impl BlaConfig {
     /// Writes one token `x` into the slot rows of one head:
     /// `row_n = keep_n * row_n + phi(n) * x` with `keep_n` set by the decay.
     fn write_slots(&self, phi: impl Fn(usize) -> f32, rows: &mut [f32], x: &[f32]) {
-        for (slot, row) in rows.chunks_exact_mut(x.len()).enumerate() {
+        // `max(1)`: a head has `K, V > 0` values, no chunk size of zero.
+        for (slot, row) in rows.chunks_exact_mut(x.len().max(1)).enumerate() {
             let p = phi(slot);
             let keep = match self.decay {
                 BlaDecay::Gated => 1.0 - p,
@@ -198,29 +199,34 @@ impl BlaConfig {
     ) -> Result<()> {
         let x = act.input(x)?;
         let (h, k, v, n) = self.dims();
-        let (q, rest) = scratch.split_at_mut(h * k);
-        let (kk, rest) = rest.split_at_mut(h * k);
-        let (vv, rest) = rest.split_at_mut(h * v);
-        let (o, rest) = rest.split_at_mut(h * v);
+        const SCRATCH: &str = "bla scratch too small";
+        let (q, rest) = split_mut(scratch, h * k, SCRATCH)?;
+        let (kk, rest) = split_mut(rest, h * k, SCRATCH)?;
+        let (vv, rest) = split_mut(rest, h * v, SCRATCH)?;
+        let (o, rest) = split_mut(rest, h * v, SCRATCH)?;
         let row_len = match self.phi_source {
             BlaPhiSource::Table => 0,
             BlaPhiSource::Computed => n,
         };
-        let (scores, phi_row) = rest
-            .get_mut(..n.saturating_add(row_len))
-            .ok_or(Error::BadHeader("bla scratch too small"))?
-            .split_at_mut(n);
+        let (scores, phi_row) = split_mut(
+            part_mut(rest, ..n.saturating_add(row_len), SCRATCH)?,
+            n,
+            SCRATCH,
+        )?;
 
         w.get(Role::QProj)?.matvec(&x, q)?;
         w.get(Role::KProj)?.matvec(&x, kk)?;
         w.get(Role::VProj)?.matvec(&x, vv)?;
-        let (ks_all, rest) = state.split_at_mut(h * n * k);
-        let (vs_all, conv_state) = rest.split_at_mut(h * n * v);
+        const STATE: &str = "bla state too small";
+        let (ks_all, rest) = split_mut(state, h * n * k, STATE)?;
+        let (vs_all, conv_state) = split_mut(rest, h * n * v, STATE)?;
         if self.conv_size > 0 {
             conv::step_qkv(w, self.conv_size as usize, conv_state, q, kk, vv)?;
         }
 
-        let r = (ctx.pos % self.period as u64) as usize;
+        // `max(1)`: the period is nonzero (checked at load), stated
+        // without a panic branch.
+        let r = (ctx.pos % (self.period as u64).max(1)) as usize;
         // The token's row of phi: the stored table's row r, or computed once
         // here for every head, keys and values.
         let table = match self.phi_source {
@@ -236,19 +242,23 @@ impl BlaConfig {
         };
         let live = self.live_slots(ctx.pos);
         let scale = 1.0 / libm::sqrtf(k as f32);
-        for head in 0..h {
-            let ks = &mut ks_all[head * n * k..(head + 1) * n * k];
-            let vs = &mut vs_all[head * n * v..(head + 1) * n * v];
-            let (kh, vh) = (&kk[head * k..(head + 1) * k], &vv[head * v..(head + 1) * v]);
+        let live_scores = part_mut(scores, ..live, "bla live slots")?;
+        // The sizes are nonzero (checked at load): the `max(1)`s state it,
+        // so no chunk size has a panic branch. Each head's key and value
+        // slots, key, value, query and output.
+        let (k, v, n) = (k.max(1), v.max(1), n.max(1));
+        let per_head = Rows(ks_all.chunks_exact_mut((n * k).max(1)))
+            .zip(vs_all.chunks_exact_mut((n * v).max(1)))
+            .zip(Rows(kk.chunks_exact(k)).zip(vv.chunks_exact(v)))
+            .zip(Rows(q.chunks_exact(k)).zip(o.chunks_exact_mut(v)))
+            .take(h);
+        for (((ks, vs), (kh, vh)), (qh, oh)) in per_head {
             self.write_slots(phi_r, ks, kh);
             self.write_slots(phi_r, vs, vh);
-            let qh = &q[head * k..(head + 1) * k];
-            let live_scores = &mut scores[..live];
             for (s, krow) in live_scores.iter_mut().zip(ks.chunks_exact(k)) {
                 *s = dot(qh, krow) * scale;
             }
             softmax_in_place(live_scores);
-            let oh = &mut o[head * v..(head + 1) * v];
             oh.fill(0.0);
             for (&p, vrow) in live_scores.iter().zip(vs.chunks_exact(v)) {
                 oh.iter_mut().zip(vrow).for_each(|(e, &vc)| *e += p * vc);

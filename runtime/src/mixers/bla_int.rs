@@ -36,7 +36,7 @@
 use super::bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, SLOT_WORDS};
 use super::slots_int::{self, read_heads, update, Part};
 use super::{conv_int, StepCtx};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Rows};
 use crate::fixed::trig::SinPiFx;
 use crate::fixed::wide::div_u64_u32;
 use crate::fixed::{Block, Fx};
@@ -215,7 +215,9 @@ pub(crate) fn step(
     }
 
     // The token's row of phi, once for every head.
-    let r = (ctx.pos % c.period as u64) as u32;
+    // `max(1)`: the period is nonzero (checked at load), stated without a
+    // panic branch.
+    let r = (ctx.pos % (c.period as u64).max(1)) as u32;
     match c.phi_source {
         BlaPhiSource::Computed => phi_row(c, r, phi)?,
         BlaPhiSource::Table => {
@@ -230,16 +232,29 @@ pub(crate) fn step(
         }
     }
     let gamma = Fx::from_f32_bits(c.gamma.to_bits());
-    for head in 0..h {
-        let xk = Part::new(&kk[head * k..(head + 1) * k], ek);
-        let xv = Part::new(&vv[head * v..(head + 1) * v], ev);
-        for (s, p) in phi.chunks_exact(FX_WORDS).enumerate() {
+    // The sizes are nonzero (checked at load): the `max(1)`s state it, so
+    // no chunk size has a panic branch. Each head's keys, values, slot
+    // records (four words a slot) and slot states.
+    let (k1, v1, n1) = (k.max(1), v.max(1), n.max(1));
+    let per_head = Rows(kk.chunks_exact(k1))
+        .zip(vv.chunks_exact(v1))
+        .zip(scales.chunks_exact_mut((n1 * 4).max(1)))
+        .zip(ks_all.chunks_exact_mut((n1 * k1).max(1)))
+        .zip(vs_all.chunks_exact_mut((n1 * v1).max(1)))
+        .take(h);
+    for ((((kh, vh), recs), ksh), vsh) in per_head {
+        let xk = Part::new(kh, ek);
+        let xv = Part::new(vh, ev);
+        let slots = phi
+            .chunks_exact(FX_WORDS)
+            .zip(recs.as_chunks_mut::<4>().0)
+            .zip(ksh.chunks_exact_mut(k1))
+            .zip(vsh.chunks_exact_mut(v1));
+        for (((p, rec), ks), vs) in slots {
             let (alpha, beta) = gate(c, get(p), gamma);
-            let at = head * n + s;
-            let rec = &mut scales[at * 4..at * 4 + 4];
             let (rk, rv) = rec.split_at_mut(2);
-            update(&mut ks_all[at * k..][..k], rk, &xk, alpha, beta, clamps);
-            update(&mut vs_all[at * v..][..v], rv, &xv, alpha, beta, clamps);
+            update(ks, rk, &xk, alpha, beta, clamps);
+            update(vs, rv, &xv, alpha, beta, clamps);
         }
     }
 
@@ -259,7 +274,7 @@ pub(crate) fn step(
         acc,
         o,
         clamps,
-    );
+    )?;
     let oin = act.input_int(Block { m: o, e: eo })?;
     w.get(Role::OProj)?.matvec_int(&oin, out)
 }

@@ -6,7 +6,7 @@
 //! fla's DeltaNet with a q/k activation other than SiLU convolves q and k
 //! without the SiLU ([`step_qkv_act`]).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::Role;
 use crate::math::silu;
 use crate::tensor::Tensor;
@@ -98,12 +98,33 @@ const MAX_WIDTH: usize = 64;
 #[inline]
 fn tap(w: &[f32], past: &mut [f32], hist: usize, raw: f32) -> f32 {
     let mut acc = w.get(hist).copied().unwrap_or(0.0) * raw;
-    for j in 0..hist {
+    // Both hold `hist` words (the callers' chunks); `n` states it, so the
+    // indexing below has no panic branch.
+    let n = hist.min(past.len()).min(w.len());
+    let (past, w) = (&mut past[..n], &w[..n]);
+    for j in 0..n {
         let old = past[j];
         acc += w[j] * old;
-        past[j] = if j + 1 < hist { past[j + 1] } else { raw };
+        past[j] = if j + 1 < n { past[j + 1] } else { raw };
     }
     acc
+}
+
+/// The q, k and v caches of `cache`, in that order (the session sized it:
+/// a shorter one is a broken invariant, `Error::Internal`).
+fn split_caches(
+    cache: &mut [f32],
+    width: usize,
+    q: usize,
+    k: usize,
+) -> Result<(&mut [f32], &mut [f32], &mut [f32])> {
+    let (qc, rest) = cache
+        .split_at_mut_checked(state_len(q, width))
+        .ok_or(Error::Internal("convolution cache"))?;
+    let (kc, vc) = rest
+        .split_at_mut_checked(state_len(k, width))
+        .ok_or(Error::Internal("convolution cache"))?;
+    Ok((qc, kc, vc))
 }
 
 /// Convolves q, k and v in place with the layer's `{q,k,v}_conv1d` kernels;
@@ -116,8 +137,7 @@ pub fn step_qkv(
     k: &mut [f32],
     v: &mut [f32],
 ) -> Result<()> {
-    let (qc, rest) = cache.split_at_mut(state_len(q.len(), width));
-    let (kc, vc) = rest.split_at_mut(state_len(k.len(), width));
+    let (qc, kc, vc) = split_caches(cache, width, q.len(), k.len())?;
     step(&w.get(Role::QConv)?, width, qc, q);
     step(&w.get(Role::KConv)?, width, kc, k);
     step(&w.get(Role::VConv)?, width, vc, v);
@@ -139,8 +159,7 @@ pub fn step_qkv_act(
     if qk_silu {
         return step_qkv(w, width, cache, q, k, v);
     }
-    let (qc, rest) = cache.split_at_mut(state_len(q.len(), width));
-    let (kc, vc) = rest.split_at_mut(state_len(k.len(), width));
+    let (qc, kc, vc) = split_caches(cache, width, q.len(), k.len())?;
     step_with::<false>(&w.get(Role::QConv)?, width, qc, q);
     step_with::<false>(&w.get(Role::KConv)?, width, kc, k);
     step(&w.get(Role::VConv)?, width, vc, v);

@@ -19,7 +19,7 @@
 //! through their bits ([`crate::fixed::block::F32Bits`]).
 
 use super::{product, sum};
-use crate::error::{Error, Result};
+use crate::error::{part, part_mut, Error, Result};
 use crate::fixed::activation::silu_block;
 use crate::fixed::block::{normalize_with_max, shr_round_small, F32Bits, TO_15};
 use crate::tensor::Tensor;
@@ -37,6 +37,10 @@ pub const fn state_words(channels: u64, width: u32) -> u64 {
 fn slot_exp(exps: &[i32], s: usize) -> i32 {
     crate::fixed::stored_exponent(exps.get(s).copied().unwrap_or(0))
 }
+
+/// What a slot out of the ring would be (not reached: the ring was checked
+/// against `hist * channels` above, and `write`, `slot` are below `hist`).
+const SLOTS: &str = "convolution slot out of the ring";
 
 /// Convolves the normal block `(x, e)` in place with `weight` (`[C, 1, W]`,
 /// f32 or f16) and pushes its 15-bit view into `ring` (exactly
@@ -103,7 +107,7 @@ pub fn step(
             *xc = shr_round_small(F32Bits::decode(wb, base) * (*xc >> TO_15), cur_shift);
         }
     } else {
-        let row = &mut slots[write * channels..(write + 1) * channels];
+        let row = part_mut(slots, write * channels..(write + 1) * channels, SLOTS)?;
         // An oldest tap older than the stream weighs nothing.
         let (old_shift, old_on) = if valid(hist) {
             (shift_for(slot_exp(exps, write)), -1i32)
@@ -127,13 +131,13 @@ pub fn step(
         }
         let slot = slot_of(age);
         let sh = shift_for(slot_exp(exps, slot));
-        let row = &slots[slot * channels..(slot + 1) * channels];
+        let row = part(slots, slot * channels..(slot + 1) * channels, SLOTS)?;
         for ((xc, &v), &wb) in x.iter_mut().zip(row).zip(tap(j)) {
             *xc += shr_round_small(F32Bits::decode(wb, base) * i32::from(v), sh);
         }
     }
     if hist > 0 {
-        exps[write] = x_exp;
+        *part_mut(exps, write, SLOTS)? = x_exp;
     }
     let max = crate::fixed::block::max_abs(x);
     let e_out = normalize_with_max(x, w.exp15() + emax + spare as i32, max);

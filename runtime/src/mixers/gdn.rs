@@ -16,7 +16,7 @@ pub use super::gdn_config::{retention_gamma, GdnConfig, GdnDecay, QkActivation, 
 #[cfg(feature = "int-path")]
 use super::gdn_int as int_step;
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{part, split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, l1norm_in_place, l2norm_in_place, rms_scale, sigmoid, silu, softplus};
 use crate::tensor::ActBuf;
@@ -102,12 +102,13 @@ impl GdnConfig {
         let x = act.input(x)?;
         let (h, hv, k, v) = self.dims();
         let width = self.conv_size as usize;
-        let (q, rest) = scratch.split_at_mut(h * k);
-        let (kk, rest) = rest.split_at_mut(h * k);
-        let (vv, rest) = rest.split_at_mut(hv * v);
-        let (g, rest) = rest.split_at_mut(hv * v);
-        let (o, rest) = rest.split_at_mut(hv * v);
-        let (a, rest) = rest.split_at_mut(hv);
+        const SCRATCH: &str = "gdn scratch too small";
+        let (q, rest) = split_mut(scratch, h * k, SCRATCH)?;
+        let (kk, rest) = split_mut(rest, h * k, SCRATCH)?;
+        let (vv, rest) = split_mut(rest, hv * v, SCRATCH)?;
+        let (g, rest) = split_mut(rest, hv * v, SCRATCH)?;
+        let (o, rest) = split_mut(rest, hv * v, SCRATCH)?;
+        let (a, rest) = split_mut(rest, hv, SCRATCH)?;
         let b = rest
             .get_mut(..hv)
             .ok_or(Error::BadHeader("gdn scratch too small"))?;
@@ -126,7 +127,7 @@ impl GdnConfig {
             w.get(Role::GProj)?.matvec(&x, g)?;
         }
 
-        let (s_all, caches) = state.split_at_mut(hv * v * k);
+        let (s_all, caches) = split_mut(state, hv * v * k, "gdn state too small")?;
         let qk_silu = matches!(self.qk_activation, QkActivation::Silu);
         if width > 0 {
             conv::step_qkv_act(w, width, caches, qk_silu, q, kk, vv)?;
@@ -152,7 +153,11 @@ impl GdnConfig {
         }
 
         let q_scale = 1.0 / libm::sqrtf(k as f32);
-        for (qh, kh) in q.chunks_exact_mut(k).zip(kk.chunks_exact_mut(k)) {
+        // `k`, `v` and `h` are nonzero (checked at load); the `max(1)`s
+        // below state it, so no chunk size or division has a panic branch.
+        let k = k.max(1);
+        let v = v.max(1);
+        for (qh, kh) in Rows(q.chunks_exact_mut(k)).zip(kk.chunks_exact_mut(k)) {
             match self.qk_norm {
                 QkNorm::L2 => {
                     l2norm_in_place(qh, 1e-6);
@@ -176,28 +181,32 @@ impl GdnConfig {
         } else {
             (None, None, w.get(Role::ONorm)?)
         };
-        let group = hv / h;
+        let group = (hv / h.max(1)).max(1);
         let beta_scale = if self.allow_neg_eigval { 2.0 } else { 1.0 };
-        for (j, s) in s_all.chunks_exact_mut(v * k).enumerate() {
-            let (qh, kh) = (&q[(j / group) * k..][..k], &kk[(j / group) * k..][..k]);
+        // Head j's state, output, value and gate, and its a and b (each
+        // `hv` of them).
+        let heads = Rows(s_all.chunks_exact_mut((v * k).max(1)))
+            .zip(o.chunks_exact_mut(v))
+            .zip(vv.chunks_exact(v))
+            .zip(g.chunks_exact(v))
+            .zip(a.iter().zip(b.iter()));
+        for (j, ((((s, oj), vj), gj), (&aj, &bj))) in heads.enumerate() {
+            let at = (j / group) * k;
+            let qh = part(q, at..at + k, "gdn query head")?;
+            let kh = part(kk, at..at + k, "gdn key head")?;
             let beta = if self.use_beta {
-                beta_scale * sigmoid(b[j])
+                beta_scale * sigmoid(bj)
             } else {
                 beta_scale
             };
             let decay = match (&a_log, &dt_bias) {
-                (Some(al), Some(dt)) => exp(-exp(al.at(j)) * softplus(a[j] + dt.at(j))),
+                (Some(al), Some(dt)) => exp(-exp(al.at(j)) * softplus(aj + dt.at(j))),
                 _ => match self.decay {
                     GdnDecay::Retention => retention_gamma(j),
                     _ => 1.0,
                 },
             };
-            let oj = &mut o[j * v..(j + 1) * v];
-            for ((row, &vr), or) in s
-                .chunks_exact_mut(k)
-                .zip(&vv[j * v..(j + 1) * v])
-                .zip(oj.iter_mut())
-            {
+            for ((row, &vr), or) in s.chunks_exact_mut(k).zip(vj).zip(oj.iter_mut()) {
                 // Two passes, each a fused pair of the four steps (decay,
                 // S k; update, S q), summing in the same order as separate
                 // loops would: the same bits, half the memory traffic.
@@ -222,10 +231,10 @@ impl GdnConfig {
                 *or = sq;
             }
             let inv = rms_scale(oj, ctx.norm_eps);
-            for (c, e) in oj.iter_mut().enumerate() {
+            for (c, (e, &gc)) in oj.iter_mut().zip(gj).enumerate() {
                 *e *= inv * o_norm.at(c);
                 if self.use_gate {
-                    *e *= silu(g[j * v + c]);
+                    *e *= silu(gc);
                 }
             }
         }

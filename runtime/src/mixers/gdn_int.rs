@@ -40,7 +40,7 @@
 
 use super::gdn_config::{GdnConfig, GdnDecay, QkActivation, QkNorm, HEAD_WORDS};
 use super::{conv_int, product, StepCtx};
-use crate::error::{Error, Result};
+use crate::error::{part, Error, Result, Rows};
 use crate::fixed::activation::{exp_neg_q16, sigmoid_q15, silu15, silu_block, to_q16};
 use crate::fixed::block::{
     max_abs, normalize, normalize_with_max, shr_round, Block, TO_15, ZERO_EXP,
@@ -171,7 +171,10 @@ fn activate(m: &mut [i32], e: i32, act: QkActivation) -> i32 {
 
 /// Reads `(E, f, M)` of a head.
 fn head_scale(rec: &[i32]) -> (Option<Fx>, u32) {
-    let (e, f, m) = (rec[0], rec[1] as u32, rec[2] as u32);
+    let [e, f, m, ..] = *rec else {
+        return (None, 0); // not reached: a record has three words
+    };
+    let (f, m) = (f as u32, m as u32);
     if m == 0 || f < 1 << 31 {
         return (None, 0);
     }
@@ -261,7 +264,10 @@ pub(crate) fn step(
     ek = activate(kk, ek, c.qk_activation);
 
     let q_extra = Fx::from_i64(k as i64, 0).rsqrt();
-    for (qh, kh) in q.chunks_exact_mut(k).zip(kk.chunks_exact_mut(k)) {
+    // `k`, `v` and `h` are nonzero (checked at load); the `max(1)`s state
+    // it, so no chunk size or division below has a panic branch.
+    let (k, v) = (k.max(1), v.max(1));
+    for (qh, kh) in Rows(q.chunks_exact_mut(k)).zip(kk.chunks_exact_mut(k)) {
         unit_q14(qh, eq, c.qk_norm, q_extra);
         unit_q14(kh, ek, c.qk_norm, Fx::ONE);
     }
@@ -276,18 +282,30 @@ pub(crate) fn step(
     };
     let o_norm = w.get(Role::ONorm)?.stored_vector()?;
     let eps = Fx::from_f32_bits(ctx.norm_eps.to_bits());
-    let group = hv / h.max(1);
+    let group = (hv / h.max(1)).max(1);
     let beta_scale: i64 = if c.allow_neg_eigval { 2 } else { 1 };
-    for j in 0..hv {
+    // Each value head's record, S, values, output, gate, a and b (`hv` of
+    // each: the state and scratch were sized so).
+    let per_head = heads
+        .as_chunks_mut::<3>()
+        .0
+        .iter_mut()
+        .zip(s_all.chunks_exact_mut((v * k).max(1)))
+        .zip(vv.chunks_exact(v))
+        .zip(o.chunks_exact_mut(v))
+        .zip(g.chunks_exact(v))
+        .zip(a.iter_mut().zip(b.iter()))
+        .take(hv);
+    for (j, (((((rec, s), vj), oj), gj), (aj, &bj))) in per_head.enumerate() {
         let beta = beta_scale
             * if c.use_beta {
-                sigmoid_q15(to_q16(b[j], eb)) as i64
+                sigmoid_q15(to_q16(bj, eb)) as i64
             } else {
                 1 << 15
             };
         let decay = match (&a_log, &dt_bias) {
             (Some(al), Some(dt)) => {
-                let z = Fx::from_i64(a[j] as i64, ea) + Fx::from_f32_bits(dt.bits(j));
+                let z = Fx::from_i64(*aj as i64, ea) + Fx::from_f32_bits(dt.bits(j));
                 let rate = Fx::from_f32_bits(al.bits(j)).exp();
                 (-(rate * z.softplus())).exp()
             }
@@ -296,31 +314,26 @@ pub(crate) fn step(
                 _ => Fx::ONE,
             },
         };
+        let at = (j / group) * k;
         let head = Head {
-            s: &mut s_all[j * v * k..(j + 1) * v * k],
-            rec: &mut heads[j * 3..j * 3 + 3],
-            q: &q[(j / group) * k..][..k],
-            k: &kk[(j / group) * k..][..k],
-            v: Block {
-                m: &vv[j * v..(j + 1) * v],
-                e: ev,
-            },
-            o: &mut o[j * v..(j + 1) * v],
+            s,
+            rec,
+            q: part(q, at..at + k, "gdn query head")?,
+            k: part(kk, at..at + k, "gdn key head")?,
+            v: Block { m: vj, e: ev },
+            o: &mut *oj,
         };
         let sigma = head.update(decay, beta, c.delta_rule, clamps);
         // The head's output, normed and gated, with its exponent in a[j]
         // (a and b are not read again).
-        let gate = c.use_gate.then(|| Block {
-            m: &g[j * v..(j + 1) * v],
-            e: eg,
-        });
-        a[j] = norm_head(&mut o[j * v..(j + 1) * v], sigma, &o_norm, gate, eps);
+        let gate = c.use_gate.then_some(Block { m: gj, e: eg });
+        *aj = norm_head(oj, sigma, &o_norm, gate, eps);
     }
     // One block of all heads: each to the largest head exponent.
     let top = a.iter().copied().max().unwrap_or(ZERO_EXP);
     let mut max = 0u32;
-    for (j, oh) in o.chunks_exact_mut(v).enumerate() {
-        let d = (top - a[j]).clamp(0, 32) as u32;
+    for (oh, &aj) in o.chunks_exact_mut(v).zip(a.iter()) {
+        let d = (top - aj).clamp(0, 32) as u32;
         for e in oh.iter_mut() {
             *e = shr_round(*e, d);
             max = max.max(e.unsigned_abs());
@@ -381,7 +394,7 @@ struct Head<'s> {
     /// Its S, `[V][K]` mantissas.
     s: &'s mut [i16],
     /// Its scale record `E, f, M`.
-    rec: &'s mut [i32],
+    rec: &'s mut [i32; 3],
     /// Its q head (Q14, times `1/sqrt(K)`) and k head (Q14 unit).
     q: &'s [i32],
     k: &'s [i32],
@@ -396,7 +409,8 @@ impl Head<'_> {
     /// (`o_r = o[r] σ 2^-14`), zero for an empty head.
     fn update(self, decay: Fx, beta: i64, delta_rule: bool, clamps: &mut u32) -> Fx {
         let Head { s, rec, q, k, v, o } = self;
-        let kd = k.len();
+        // `max(1)`: a head has `K > 0` columns; no chunk size of zero.
+        let kd = k.len().max(1);
         let (old, m_s) = head_scale(rec);
         // The decay is the scale's: no mantissa changes.
         let mut sigma = old.map(|sg| sg * decay).filter(|sg| !sg.is_zero());
@@ -408,7 +422,7 @@ impl Head<'_> {
         let vmax = max_abs(v.m) as u64;
         if vmax == 0 && m_s == 0 {
             o.fill(0);
-            rec.copy_from_slice(&[0, 0, 0]);
+            *rec = [0, 0, 0];
             return Fx::ZERO;
         }
         // v / σ in mantissa units, and the head's shift before its update.
@@ -485,9 +499,9 @@ impl Head<'_> {
         }
         *clamps = clamps.saturating_add(count);
         let sg = sigma.unwrap_or(Fx::ZERO);
-        rec.copy_from_slice(&[sg.exponent() + 32, sg.mantissa() as i32, new_max as i32]);
+        *rec = [sg.exponent() + 32, sg.mantissa() as i32, new_max as i32];
         if new_max == 0 {
-            rec.copy_from_slice(&[0, 0, 0]);
+            *rec = [0, 0, 0];
         }
         sg
     }
@@ -529,7 +543,8 @@ fn norm_head(
         // u (15 bits) times the weight (15 bits): 30 bits, then its 15-bit view.
         let mut t = (*e * o_norm.at15(c)) >> 15;
         if let Some(gb) = gate {
-            t = (t * silu15(gb.m[c], gb.e)) >> 15;
+            // `get`: the gate has `V` values (a slice of the gate block).
+            t = (t * silu15(gb.m.get(c).copied().unwrap_or(0), gb.e)) >> 15;
         }
         *e = f.apply(t);
     }

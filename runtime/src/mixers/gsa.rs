@@ -14,7 +14,7 @@
 
 use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS};
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{part, split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, logsigmoid, rms_scale, silu, softmax_in_place};
 use crate::tensor::ActBuf;
@@ -96,11 +96,12 @@ impl GsaConfig {
     ) -> Result<()> {
         let x = act.input(x)?;
         let (h, hkv, k, v, m) = self.dims();
-        let (q, rest) = scratch.split_at_mut(h * k);
-        let (kk, rest) = rest.split_at_mut(hkv * k);
-        let (vv, rest) = rest.split_at_mut(hkv * v);
-        let (f, rest) = rest.split_at_mut(hkv * m);
-        let (p, rest) = rest.split_at_mut(m);
+        const SCRATCH: &str = "gsa scratch too small";
+        let (q, rest) = split_mut(scratch, h * k, SCRATCH)?;
+        let (kk, rest) = split_mut(rest, hkv * k, SCRATCH)?;
+        let (vv, rest) = split_mut(rest, hkv * v, SCRATCH)?;
+        let (f, rest) = split_mut(rest, hkv * m, SCRATCH)?;
+        let (p, rest) = split_mut(rest, m, SCRATCH)?;
         let o = rest
             .get_mut(..h * v)
             .ok_or(Error::BadHeader("gsa scratch too small"))?;
@@ -109,7 +110,7 @@ impl GsaConfig {
         w.get(Role::KProj)?.matvec(&x, kk)?;
         w.get(Role::VProj)?.matvec(&x, vv)?;
         w.get(Role::FProj)?.matvec(&x, f)?;
-        let (state, caches) = state.split_at_mut(hkv * m * (k + v));
+        let (state, caches) = split_mut(state, hkv * m * (k + v), "gsa state too small")?;
         if self.conv_size > 0 {
             conv::step_qkv(w, self.conv_size as usize, caches, q, kk, vv)?;
         }
@@ -121,34 +122,44 @@ impl GsaConfig {
         f.iter_mut()
             .for_each(|e| *e = exp(logsigmoid(*e) * inv_norm));
 
-        let (hk_all, hv_all) = state.split_at_mut(hkv * k * m);
-        for g in 0..hkv {
-            let alpha = &f[g * m..(g + 1) * m];
-            let hk = &mut hk_all[g * k * m..(g + 1) * k * m];
-            for (row, &kc) in hk.chunks_exact_mut(m).zip(&kk[g * k..(g + 1) * k]) {
+        let (hk_all, hv_all) = split_mut(state, hkv * k * m, "gsa state too small")?;
+        // The sizes are nonzero (checked at load); the `max(1)`s state it,
+        // so no chunk size or division below has a panic branch.
+        let (k, v, m) = (k.max(1), v.max(1), m.max(1));
+        let (km, mv) = ((k * m).max(1), (m * v).max(1));
+        // Each kv head's gates, key and value states, keys and values.
+        let kv_heads = Rows(f.chunks_exact(m))
+            .zip(hk_all.chunks_exact_mut(km))
+            .zip(hv_all.chunks_exact_mut(mv))
+            .zip(Rows(kk.chunks_exact(k)).zip(vv.chunks_exact(v)))
+            .take(hkv);
+        for (((alpha, hk), hv), (kg, vg)) in kv_heads {
+            for (row, &kc) in hk.chunks_exact_mut(m).zip(kg) {
                 for (e, &a) in row.iter_mut().zip(alpha) {
                     *e = a * *e + kc * (1.0 - a);
                 }
             }
-            let hv = &mut hv_all[g * m * v..(g + 1) * m * v];
             for (row, &a) in hv.chunks_exact_mut(v).zip(alpha) {
-                for (e, &vc) in row.iter_mut().zip(&vv[g * v..(g + 1) * v]) {
+                for (e, &vc) in row.iter_mut().zip(vg) {
                     *e = a * *e + (1.0 - a) * vc;
                 }
             }
         }
 
-        let group = h / hkv;
-        for (i, (qi, oi)) in q.chunks_exact(k).zip(o.chunks_exact_mut(v)).enumerate() {
+        let group = (h / hkv.max(1)).max(1);
+        for (i, (qi, oi)) in Rows(q.chunks_exact(k))
+            .zip(o.chunks_exact_mut(v))
+            .enumerate()
+        {
             let g = i / group;
-            let hk = &hk_all[g * k * m..(g + 1) * k * m];
+            let hk = part(hk_all, g * km..(g + 1) * km, "gsa key state")?;
             p.fill(0.0);
             for (row, &qc) in hk.chunks_exact(m).zip(qi) {
                 p.iter_mut().zip(row).for_each(|(pm, &e)| *pm += qc * e);
             }
             softmax_in_place(p);
             oi.fill(0.0);
-            let hv = &hv_all[g * m * v..(g + 1) * m * v];
+            let hv = part(hv_all, g * mv..(g + 1) * mv, "gsa value state")?;
             for (row, &pm) in hv.chunks_exact(v).zip(p.iter()) {
                 oi.iter_mut().zip(row).for_each(|(e, &r)| *e += pm * r);
             }

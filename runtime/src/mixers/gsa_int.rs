@@ -46,7 +46,7 @@
 use super::gsa_config::{FeatureMap, GsaConfig, G_NORM_EPS, SLOT_WORDS};
 use super::slots_int::{self, read_heads, update, Part};
 use super::{conv_int, StepCtx};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Rows};
 use crate::fixed::activation::silu_block;
 use crate::fixed::block::{normalize, normalize_with_max, rms_inv, Block, TO_15};
 use crate::fixed::Fx;
@@ -160,22 +160,36 @@ pub(crate) fn step(
 
     // The slot updates, alpha = exp(-softplus(-f) / normalizer) per slot.
     let inv_norm = Fx::from_f32_bits(c.gate_logit_normalizer.to_bits()).recip();
-    for g in 0..hkv {
-        let xk = Part::new(&kk[g * k..(g + 1) * k], ek);
-        let xv = Part::new(&vv[g * v..(g + 1) * v], ev);
-        for s in 0..m {
-            let at = g * m + s;
-            let fl = Fx::from_i64(f[at] as i64, ef);
+    // The sizes are nonzero (checked at load): the `max(1)`s state it, so
+    // no chunk size has a panic branch. Each kv head's keys, values, gate
+    // logits, slot records (four words a slot) and slot states.
+    let (k1, v1, m1) = (k.max(1), v.max(1), m.max(1));
+    let per_head = Rows(kk.chunks_exact(k1))
+        .zip(vv.chunks_exact(v1))
+        .zip(f.chunks_exact(m1))
+        .zip(scales.chunks_exact_mut((m1 * 4).max(1)))
+        .zip(hk_all.chunks_exact_mut((m1 * k1).max(1)))
+        .zip(hv_all.chunks_exact_mut((m1 * v1).max(1)))
+        .take(hkv);
+    for (((((kg, vg), fg), recs), hkg), hvg) in per_head {
+        let xk = Part::new(kg, ek);
+        let xv = Part::new(vg, ev);
+        let slots = fg
+            .iter()
+            .zip(recs.as_chunks_mut::<4>().0)
+            .zip(hkg.chunks_exact_mut(k1))
+            .zip(hvg.chunks_exact_mut(v1));
+        for (((&fs, rec), hks), hvs) in slots {
+            let fl = Fx::from_i64(fs as i64, ef);
             let alpha = (-((-fl).softplus() * inv_norm)).exp();
             let beta = if alpha.gt(Fx::ONE) {
                 Fx::ZERO
             } else {
                 Fx::ONE - alpha
             };
-            let rec = &mut scales[at * 4..at * 4 + 4];
             let (rk, rv) = rec.split_at_mut(2);
-            update(&mut hk_all[at * k..][..k], rk, &xk, alpha, beta, clamps);
-            update(&mut hv_all[at * v..][..v], rv, &xv, alpha, beta, clamps);
+            update(hks, rk, &xk, alpha, beta, clamps);
+            update(hvs, rv, &xv, alpha, beta, clamps);
         }
     }
 
@@ -194,7 +208,7 @@ pub(crate) fn step(
         acc,
         o,
         clamps,
-    );
+    )?;
     let eo = silu_block(o, eo);
     let eps = Fx::from_f32_bits(G_NORM_EPS.to_bits());
     let eo = norm_in_place(o, eo, &w.get(Role::GNorm)?, eps)?;

@@ -19,7 +19,7 @@
 
 use super::mamba2_config::Mamba2Config;
 use super::{conv, push, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{part, split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, rms_scale, silu, softplus};
 use crate::tensor::{ActBuf, Tensor};
@@ -94,10 +94,13 @@ fn conv_bias_silu(
         if let Some(b) = bias {
             acc += b.at(c);
         }
-        // The window moves on: the oldest input leaves, `raw` comes in.
-        if hist > 0 {
+        // The window moves on: the oldest input leaves, `raw` comes in
+        // (`past` has `hist` words, none for width 1).
+        if !past.is_empty() {
             past.copy_within(1.., 0);
-            past[hist - 1] = raw;
+        }
+        if let Some(last) = past.last_mut() {
+            *last = raw;
         }
         *xc = silu(acc);
     }
@@ -126,10 +129,15 @@ impl Mamba2Config {
             .get_mut(..inner + channels + heads)
             .ok_or(Error::BadHeader("mamba2 scratch too small"))?;
         w.get(Role::InProj)?.matvec(&act.input(x)?, proj)?;
-        let (z, rest) = proj.split_at_mut(inner);
-        let (xbc, dt) = rest.split_at_mut(channels);
+        const SCRATCH: &str = "mamba2 scratch too small";
+        let (z, rest) = split_mut(proj, inner, SCRATCH)?;
+        let (xbc, dt) = split_mut(rest, channels, SCRATCH)?;
 
-        let (cache, s_all) = state.split_at_mut(conv::state_len(channels, width));
+        let (cache, s_all) = split_mut(
+            state,
+            conv::state_len(channels, width),
+            "mamba2 state too small",
+        )?;
         let bias = if self.conv_bias {
             Some(w.get(Role::Conv1dBias)?)
         } else {
@@ -137,21 +145,25 @@ impl Mamba2Config {
         };
         conv_bias_silu(&w.get(Role::Conv1d)?, bias.as_ref(), width, cache, xbc);
 
-        let (xs, bc) = xbc.split_at_mut(inner);
-        let (b_all, c_all) = bc.split_at(gn);
+        let (xs, bc) = split_mut(xbc, inner, SCRATCH)?;
+        let (b_all, c_all) = bc.split_at_checked(gn).ok_or(Error::Internal(SCRATCH))?;
         let (a_log, dt_bias, d_skip) = (
             w.get(Role::ALog)?,
             w.get(Role::DtBias)?,
             w.get(Role::DSkip)?,
         );
-        for (h, (s_h, x_h)) in s_all
-            .chunks_exact_mut(p * n)
+        // The sizes are nonzero (checked at load): the `max(1)`s state it,
+        // so no chunk size or division has a panic branch.
+        let (p, n) = (p.max(1), n.max(1));
+        for (h, ((s_h, x_h), &dt_raw)) in Rows(s_all.chunks_exact_mut((p * n).max(1)))
             .zip(xs.chunks_exact_mut(p))
+            .zip(dt.iter())
             .enumerate()
         {
             let g = self.group_of(h);
-            let (b, c) = (&b_all[g * n..(g + 1) * n], &c_all[g * n..(g + 1) * n]);
-            let dt_h = softplus(dt[h] + dt_bias.at(h));
+            let b = part(b_all, g * n..(g + 1) * n, "mamba2 group")?;
+            let c = part(c_all, g * n..(g + 1) * n, "mamba2 group")?;
+            let dt_h = softplus(dt_raw + dt_bias.at(h));
             let decay = exp(dt_h * -exp(a_log.at(h)));
             for (ch, (row, xp)) in s_h.chunks_exact_mut(n).zip(x_h.iter_mut()).enumerate() {
                 let xv = *xp;
@@ -177,7 +189,7 @@ impl Mamba2Config {
             if !self.norm_before_gate {
                 y.iter_mut().zip(z.iter()).for_each(|(v, &g)| *v *= silu(g));
             }
-            let size = inner / groups;
+            let size = (inner / groups.max(1)).max(1);
             for (gi, yg) in y.chunks_exact_mut(size).enumerate() {
                 let inv = rms_scale(yg, ctx.norm_eps);
                 for (i, v) in yg.iter_mut().enumerate() {

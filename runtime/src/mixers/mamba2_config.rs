@@ -203,11 +203,19 @@ impl Mamba2Config {
 
     /// The group of B and C head `h` reads.
     pub const fn group_of(&self, h: usize) -> usize {
+        // Checked: `n_groups` divides `num_heads` (checked at load), stated
+        // without a panic branch (0 is not reached).
         let groups = self.n_groups as usize;
         if self.groups_interleaved {
-            h % groups
+            match h.checked_rem(groups) {
+                Some(g) => g,
+                None => 0,
+            }
         } else {
-            h / (self.num_heads as usize / groups)
+            match (self.num_heads as usize).checked_div(groups) {
+                Some(per) if per > 0 => h / per,
+                _ => 0,
+            }
         }
     }
 

@@ -15,7 +15,7 @@
 use super::mla_config::MlaConfig;
 use super::swa::OnlineSoftmax;
 use super::{push, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{part, part_mut, split_mut, Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::dot;
 use crate::tensor::ActBuf;
@@ -24,7 +24,11 @@ use crate::weights::LayerWeights;
 /// GPT-NeoX half-split rotation of `x` (`[dr]`) with the table `cs`.
 fn rotate(cs: &[f32], x: &mut [f32]) {
     let half = x.len() / 2;
-    let (cos, sin) = cs.split_at(half);
+    // The table holds `dr` values (the session's scratch); `None` is not
+    // reached, and states that without a panic branch.
+    let Some((cos, sin)) = cs.split_at_checked(half) else {
+        return;
+    };
     let (lo, hi) = x.split_at_mut(half);
     for (((a, b), &c), &s) in lo.iter_mut().zip(hi.iter_mut()).zip(cos).zip(sin) {
         let (x0, x1) = (*a, *b);
@@ -106,11 +110,12 @@ impl MlaConfig {
         let (h, d, dv, dr, r) = self.dims();
         let (window, t) = (self.window as u64, ctx.pos);
         let slot = r + dr;
-        let (q, rest) = scratch.split_at_mut(h * (d + dr));
-        let (new, rest) = rest.split_at_mut(slot);
-        let (q_lat, rest) = rest.split_at_mut(r);
-        let (acc, rest) = rest.split_at_mut(r);
-        let (o, rest) = rest.split_at_mut(h * dv);
+        const SCRATCH: &str = "mla scratch too small";
+        let (q, rest) = split_mut(scratch, h * (d + dr), SCRATCH)?;
+        let (new, rest) = split_mut(rest, slot, SCRATCH)?;
+        let (q_lat, rest) = split_mut(rest, r, SCRATCH)?;
+        let (acc, rest) = split_mut(rest, r, SCRATCH)?;
+        let (o, rest) = split_mut(rest, h * dv, SCRATCH)?;
         let cs = rest
             .get_mut(..dr)
             .ok_or(Error::BadHeader("mla scratch too small"))?;
@@ -118,7 +123,10 @@ impl MlaConfig {
         w.get(Role::QProj)?.matvec(&x, q)?;
         w.get(Role::KvAProj)?.matvec(&x, new)?;
         self.rope_table(ctx.abs_pos, cs);
-        rotate(cs, &mut new[r..]);
+        rotate(cs, part_mut(new, r.., SCRATCH)?);
+        // `max(1)`: the window is nonzero (checked at load), stated without
+        // a panic branch.
+        let window = window.max(1);
         let at = (t % window) as usize * slot;
         state
             .get_mut(at..at + slot)
@@ -129,11 +137,11 @@ impl MlaConfig {
         let scale = 1.0 / libm::sqrtf((d + dr) as f32);
         let first = (t + 1).saturating_sub(window);
         for (head, (qh, oh)) in q
-            .chunks_exact_mut(d + dr)
-            .zip(o.chunks_exact_mut(dv))
+            .chunks_exact_mut((d + dr).max(1))
+            .zip(o.chunks_exact_mut(dv.max(1)))
             .enumerate()
         {
-            let (q_nope, q_rope) = qh.split_at_mut(d);
+            let (q_nope, q_rope) = split_mut(qh, d, SCRATCH)?;
             rotate(cs, q_rope);
             // Absorb Wuk_h: q_lat = Wuk_h^T q_nope (kv_b rows head*(d+dv) .. +d).
             let base = head * (d + dv) * r;
@@ -146,8 +154,11 @@ impl MlaConfig {
             }
             let mut softmax = OnlineSoftmax::new(acc);
             for s in first..=t {
-                let kept = &state[(s % window) as usize * slot..][..slot];
-                let (c, kr) = kept.split_at(r);
+                let at = (s % window) as usize * slot;
+                let kept = part(state, at..at + slot, "mla slot out of the state")?;
+                let (c, kr) = kept
+                    .split_at_checked(r)
+                    .ok_or(Error::Internal("mla slot out of the state"))?;
                 let score = (dot(q_lat, c) + dot(q_rope, kr)) * scale;
                 softmax.add(score, Some(c));
             }

@@ -32,7 +32,7 @@
 use super::mla_config::MlaConfig;
 use super::rope_int::{rotate, table_q15};
 use super::swa_int::{align_head, attend_scored, pack_scale, quantize_part, unpack_scale};
-use crate::error::{Error, Result};
+use crate::error::{part_mut, split_mut, Error, Result};
 use crate::fixed::block::{normalize, normalize_with_max, F32Bits, TO_15};
 use crate::fixed::{Block, Fx};
 use crate::format::Role;
@@ -179,40 +179,56 @@ pub(crate) fn step(
             w.get(Role::KvAProj)?.matvec_int(&xin, new)?,
         )
     };
-    let (cos, sin) = cs.split_at_mut(half);
+    let (cos, sin) = split_mut(cs, half, "mla rope table")?;
     table_q15(c.rope_theta.to_bits(), c.rope_dim, ctx.abs_pos, cos, sin);
 
     // Store this token's latent (int8) and rotated key (its 15-bit view).
+    // Nonzero: the window is (checked at load), stated without a panic
+    // branch; every slot `at` below is then inside the state `parts`
+    // checked.
+    const SLOT: &str = "mla slot out of the state";
+    let window = core::num::NonZeroU64::new(window).unwrap_or(core::num::NonZeroU64::MIN);
     let at = (t % window) as usize;
-    let (c_new, kr_new) = new.split_at_mut(r);
-    let cs_new = quantize_part(c_new, en, &mut tmp[..r], &mut lats[at * r..][..r]);
+    let (c_new, kr_new) = split_mut(new, r, SLOT)?;
+    let cs_new = quantize_part(
+        c_new,
+        en,
+        part_mut(tmp, ..r, SLOT)?,
+        part_mut(lats, at * r..at * r + r, SLOT)?,
+    )?;
     let ek = normalize(kr_new, en);
     let ek = rotate(kr_new, ek, cos, sin);
     // A normal block's mantissas are below 2^30: their views fit an i16.
-    for (k, &m) in keys[at * dr..][..dr].iter_mut().zip(&*kr_new) {
+    for (k, &m) in part_mut(keys, at * dr..at * dr + dr, SLOT)?
+        .iter_mut()
+        .zip(&*kr_new)
+    {
         *k = (m >> TO_15) as i16;
     }
     let ks_new = Fx::from_i64(1, ek + TO_15 as i32);
-    scales[2 * at] = pack_scale(cs_new, clamps) as i32;
-    scales[2 * at + 1] = pack_scale(ks_new, clamps) as i32;
+    let [sc_new, sk_new] = part_mut(scales, 2 * at..2 * at + 2, SLOT)? else {
+        return Err(Error::Internal(SLOT));
+    };
+    *sc_new = pack_scale(cs_new, clamps) as i32;
+    *sk_new = pack_scale(ks_new, clamps) as i32;
 
     let kv_b = w.get(Role::KvBProj)?.stored_vector()?;
     let (wbits, shift_base) = kv_b.raw();
     let ew = kv_b.exp15();
     let inv = Fx::from_i64((d + dr) as i64, 0).rsqrt();
-    let first = (t + 1).saturating_sub(window);
+    let first = (t + 1).saturating_sub(window.get());
     let (lats, keys, scales) = (&*lats, &*keys, &*scales);
     let mut eo: Option<i32> = None;
     for head in 0..h {
-        let qh = &mut q[head * (d + dr)..][..d + dr];
-        let (q_nope, q_rope) = qh.split_at_mut(d);
+        let qh = part_mut(q, head * (d + dr)..(head + 1) * (d + dr), SLOT)?;
+        let (q_nope, q_rope) = split_mut(qh, d, SLOT)?;
         // This head's rotated RoPE query, normal on its own.
         let er = normalize(q_rope, eq);
         let er = rotate(q_rope, er, cos, sin);
         // Absorb Wuk_h: q_lat = Wuk_h^T q_nope (kv_b rows head*(d+dv) .. +d),
         // on q_nope's 15-bit view (of the whole q block).
         let base = head * (d + dv) * r;
-        let acc_r = &mut acc[..r];
+        let acc_r = part_mut(acc, ..r, SLOT)?;
         acc_r.fill(0);
         for (i, &qi) in q_nope.iter().enumerate() {
             let q15 = (qi >> TO_15) as i64; // |q15| <= 2^15
@@ -224,7 +240,7 @@ pub(crate) fn step(
         }
         let el = round_sums(acc_r, ew + eq + TO_15 as i32, lat);
         // The query's 15-bit views: the latent part, then the RoPE part.
-        let (ql, qr) = tmp.split_at_mut(r);
+        let (ql, qr) = split_mut(tmp, r, SLOT)?;
         ql.iter_mut().zip(&*lat).for_each(|(a, &m)| *a = m >> TO_15);
         qr.iter_mut()
             .zip(&*q_rope)
@@ -233,19 +249,25 @@ pub(crate) fn step(
         let (el, er) = (el + TO_15 as i32, er + TO_15 as i32);
         let scored = || {
             (first..=t).map(move |s| {
+                // `get`: every slot is inside the state (`parts`); the
+                // empty and zero defaults are not reached.
                 let at = (s % window) as usize;
-                let (c8, k16) = (&lats[at * r..][..r], &keys[at * dr..][..dr]);
-                let (sc, sk) = (scales[2 * at] as u32, scales[2 * at + 1] as u32);
+                let c8 = lats.get(at * r..at * r + r).unwrap_or_default();
+                let k16 = keys.get(at * dr..at * dr + dr).unwrap_or_default();
+                let (sc, sk) = match scales.get(2 * at..2 * at + 2) {
+                    Some(&[sc, sk]) => (sc as u32, sk as u32),
+                    _ => (0, 0),
+                };
                 let l = Fx::from_i64(dot15x8(ql, c8), el) * (inv * unpack_scale(sc))
                     + Fx::from_i64(dot15x16(qr, k16), er) * (inv * unpack_scale(sk));
                 (l, c8, sc)
             })
         };
         // The weighted sum of the latents, into `lat` (free again).
-        let ea = attend_scored(scored, None, &mut acc[..r], lat);
+        let ea = attend_scored(scored, None, part_mut(acc, ..r, SLOT)?, lat);
         // Absorb Wuv_h: o_h = Wuv_h acc (kv_b rows head*(d+dv)+d .. +dv).
         let vbase = base + d * r;
-        let acc_v = &mut acc[..dv];
+        let acc_v = part_mut(acc, ..dv, SLOT)?;
         for (jv, a) in acc_v.iter_mut().enumerate() {
             let row = wbits
                 .get(vbase + jv * r..vbase + (jv + 1) * r)
@@ -255,8 +277,8 @@ pub(crate) fn step(
                 s + F32Bits::decode(b, shift_base) as i64 * (m >> TO_15) as i64
             });
         }
-        let (done, rest) = o.split_at_mut(head * dv);
-        let oh = &mut rest[..dv];
+        let (done, rest) = split_mut(o, head * dv, SLOT)?;
+        let oh = part_mut(rest, ..dv, SLOT)?;
         let e = round_sums(acc_v, ew + ea + TO_15 as i32, oh);
         if oh.iter().all(|&m| m == 0) {
             continue;

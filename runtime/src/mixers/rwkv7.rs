@@ -23,7 +23,7 @@
 
 use super::rwkv7_config::{KkNorm, Rwkv7Config};
 use super::{push, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{part, part_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{dot, exp, mean_rstd, sigmoid};
 use crate::tensor::{ActBuf, Tensor};
@@ -229,10 +229,13 @@ impl Rwkv7Config {
 
         // The removal key, normalised per head, and the key's learning-rate mix.
         let (k_k, k_a) = (w.get(Role::KK)?, w.get(Role::KA)?);
-        for (i, (kki, ki)) in kk.iter_mut().zip(k.iter_mut()).enumerate() {
+        for (i, ((kki, ki), &ai)) in kk.iter_mut().zip(k.iter_mut()).zip(a.iter()).enumerate() {
             *kki = *ki * k_k.at(i);
-            *ki += *ki * (a[i] - 1.0) * k_a.at(i);
+            *ki += *ki * (ai - 1.0) * k_a.at(i);
         }
+        // The sizes are nonzero (checked at load): the `max(1)`s state it,
+        // so no chunk size below has a panic branch.
+        let (kd, vd) = (kd.max(1), vd.max(1));
         for kh in kk.chunks_exact_mut(kd) {
             let norm = dot(kh, kh);
             let inv = match self.kk_norm {
@@ -248,26 +251,34 @@ impl Rwkv7Config {
             w.get(Role::GNormBias)?,
             w.get(Role::RK)?,
         );
-        for (head, s) in s_all.chunks_exact_mut(vd * kd).enumerate().take(h) {
+        // Each head's parts by range, as checked parts (not a zip of nine
+        // chunk iterators, whose states the M3 kept on the stack).
+        const HEAD: &str = "rwkv7 head out of its scratch";
+        for (head, s) in Rows(s_all.chunks_exact_mut((vd * kd).max(1)))
+            .enumerate()
+            .take(h)
+        {
             let at = head * kd..(head + 1) * kd;
             let (rh, dh, kh, kkh, ah) = (
-                &r[at.clone()],
-                &dec[at.clone()],
-                &k[at.clone()],
-                &kk[at.clone()],
-                &a[at],
+                part(r, at.clone(), HEAD)?,
+                part(dec, at.clone(), HEAD)?,
+                part(k, at.clone(), HEAD)?,
+                part(kk, at.clone(), HEAD)?,
+                part(a, at, HEAD)?,
             );
-            let vh = &v[head * vd..(head + 1) * vd];
-            let oh = &mut o[head * vd..(head + 1) * vd];
+            let at = head * vd..(head + 1) * vd;
+            let (vh, gh) = (part(v, at.clone(), HEAD)?, part(g, at.clone(), HEAD)?);
+            let oh = part_mut(o, at, HEAD)?;
             for ((row, &vc), oc) in s.chunks_exact_mut(kd).zip(vh).zip(oh.iter_mut()) {
                 let mut sa = 0.0f32;
                 for (&e, &kkc) in row.iter().zip(kkh) {
                     sa += -kkc * e;
                 }
                 let mut sr = 0.0f32;
-                for (j, e) in row.iter_mut().enumerate() {
-                    *e = dh[j] * *e + kkh[j] * ah[j] * sa + kh[j] * vc;
-                    sr += *e * rh[j];
+                let cols = row.iter_mut().zip(dh).zip(kkh).zip(ah).zip(kh).zip(rh);
+                for (((((e, &dc), &kkc), &ac), &kc), &rc) in cols {
+                    *e = dc * *e + kkc * ac * sa + kc * vc;
+                    sr += *e * rc;
                 }
                 *oc = sr;
             }
@@ -277,10 +288,10 @@ impl Rwkv7Config {
             for (j, (&rj, &kj)) in rh.iter().zip(kh).enumerate() {
                 bonus += rj * kj * r_k.at(head * kd + j);
             }
-            for (c, oc) in oh.iter_mut().enumerate() {
+            for (c, ((oc, &vc), &gc)) in oh.iter_mut().zip(vh).zip(gh).enumerate() {
                 let i = head * vd + c;
                 let normed = (*oc - mean) * rstd * gn_w.at(i) + gn_b.at(i);
-                *oc = (normed + bonus * vh[c]) * g[i];
+                *oc = (normed + bonus * vc) * gc;
             }
         }
         w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;

@@ -33,6 +33,7 @@
 //! divided once by the weights' sum (as SWA's attention,
 //! `swa_int::attend`); the heads aligned into one normal block.
 
+use crate::error::{part, part_mut, split_mut, Result};
 use crate::fixed::block::{max_abs, normalize, normalize_with_max, shr_round};
 use crate::fixed::Fx;
 
@@ -97,7 +98,10 @@ pub(super) fn shift_i64(v: i64, s: i32) -> (i64, bool) {
 
 /// A scale record `E, f`: `σ = f 2^(E - 32)`, `None` for an empty vector.
 pub(super) fn read_scale(rec: &[i32]) -> Option<Fx> {
-    let (e, f) = (rec[0], rec[1] as u32);
+    let [e, f, ..] = *rec else {
+        return None; // not reached: a record has at least two words
+    };
+    let f = f as u32;
     let e = crate::fixed::stored_exponent(e) - 32;
     (f >= 1 << 31).then(|| Fx::from_u64(f as u64, e, false))
 }
@@ -263,18 +267,20 @@ pub(super) fn read(
     o: &mut [i32],
     clamps: &mut u32,
 ) -> i32 {
-    let (k, v) = (q.len(), o.len());
+    // `max(1)`: a head has `K, V > 0` values, no chunk size of zero. Each
+    // slot's record (four words: key scale, value scale), key and value.
+    let (k, v) = (q.len().max(1), o.len().max(1));
+    let recs = scales.as_chunks::<4>().0;
     let sq = view_shift(q);
     let mut lmax = i32::MIN;
-    for (m, l) in logits.iter_mut().enumerate() {
-        let key = &hk[m * k..][..k];
+    for ((l, key), rec) in logits.iter_mut().zip(hk.chunks_exact(k)).zip(recs) {
         // |q15 key| <= 2^30 per term, K < 2^20 terms: exact in i64.
         let dot: i64 = q
             .iter()
             .zip(key)
             .map(|(&a, &b)| at15(a, sq) as i64 * b as i64)
             .sum();
-        let lg = match read_scale(&scales[m * 4..m * 4 + 2]) {
+        let lg = match read_scale(&rec[..2]) {
             Some(s) => {
                 let l = Fx::from_i64(dot, eq + sq) * s;
                 match qk {
@@ -290,8 +296,10 @@ pub(super) fn read(
         *l = lg.clamp(-(i32::MAX as i64), i32::MAX as i64) as i32;
         lmax = lmax.max(*l);
     }
-    let vmax = (0..logits.len())
-        .filter_map(|m| read_scale(&scales[m * 4 + 2..m * 4 + 4]))
+    let vmax = recs
+        .iter()
+        .take(logits.len())
+        .filter_map(|rec| read_scale(&rec[2..]))
         .fold(Fx::ZERO, |a, s| if s.gt(a) { s } else { a });
     acc.fill(0);
     if vmax.is_zero() {
@@ -300,16 +308,16 @@ pub(super) fn read(
     }
     let inv_vmax = vmax.recip();
     let mut total = Fx::ZERO;
-    for (m, &l) in logits.iter().enumerate() {
+    for ((&l, rec), value) in logits.iter().zip(recs).zip(hv.chunks_exact(v)) {
         // l - lmax in [-2^32, 0]: p in (0, 1].
         let p = Fx::from_i64(l as i64 - lmax as i64, -16).exp();
         total = total + p;
-        let Some(sv) = read_scale(&scales[m * 4 + 2..m * 4 + 4]) else {
+        let Some(sv) = read_scale(&rec[2..]) else {
             continue;
         };
         // p × σv / vmax in Q24: at most 2^24.
         let w = (p * sv * inv_vmax).to_fixed(24);
-        for (a, &x) in acc.iter_mut().zip(&hv[m * v..][..v]) {
+        for (a, &x) in acc.iter_mut().zip(value) {
             // |w x| <= 2^24 × 2^15; M < 2^20 terms stay below 2^63.
             *a += w * x as i64;
         }
@@ -353,24 +361,25 @@ pub(super) fn read_heads(
     acc: &mut [i64],
     o: &mut [i32],
     clamps: &mut u32,
-) -> i32 {
+) -> Result<i32> {
+    const HEAD: &str = "slot read out of its head";
     let (k, v) = dims;
     let live = logits.len().min(slots);
     let h = q.len() / k.max(1);
     let mut eo: Option<i32> = None;
     for head in 0..h {
         let g = head / group.max(1);
-        let (done, rest) = o.split_at_mut(head * v);
-        let oh = &mut rest[..v];
+        let (done, rest) = split_mut(o, head * v, HEAD)?;
+        let oh = part_mut(rest, ..v, HEAD)?;
         let at = g * slots;
         let e = read(
-            &q[head * k..(head + 1) * k],
+            part(q, head * k..(head + 1) * k, HEAD)?,
             eq,
             qk,
-            &scales[at * 4..(at + live) * 4],
-            &hk[at * k..(at + live) * k],
-            &hv[at * v..(at + live) * v],
-            &mut logits[..live],
+            part(scales, at * 4..(at + live) * 4, HEAD)?,
+            part(hk, at * k..(at + live) * k, HEAD)?,
+            part(hv, at * v..(at + live) * v, HEAD)?,
+            part_mut(logits, ..live, HEAD)?,
             acc,
             oh,
             clamps,
@@ -391,13 +400,13 @@ pub(super) fn read_heads(
             None => eo = Some(e),
         }
     }
-    match eo {
+    Ok(match eo {
         Some(e) => normalize(o, e),
         None => {
             o.fill(0);
             0
         }
-    }
+    })
 }
 
 /// The largest magnitude an int16 slot state holds (`Session::state_max_abs`

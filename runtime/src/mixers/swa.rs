@@ -26,11 +26,12 @@
 
 pub use super::swa_config::SwaConfig;
 use super::{conv, push, push_conv_specs, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{part_mut, split_mut, Error, Result, StepResult};
 use crate::format::Role;
 use crate::math::dot;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
+use core::num::NonZeroU64;
 
 /// Streaming softmax accumulator over keys (running max, sum and weighted values).
 pub(super) struct OnlineSoftmax<'o> {
@@ -143,25 +144,30 @@ impl SwaConfig {
     ) -> Result<()> {
         let x = act.input(x)?;
         let (h, hkv, d) = self.dims();
-        let (span, t) = (self.span(), ctx.pos);
-        let r = self.dilation.max(1) as u64;
-        let (q, rest) = scratch.split_at_mut(h * d);
-        let (o, rest) = rest.split_at_mut(h * d);
-        let (k, rest) = rest.split_at_mut(hkv * d);
-        let (v, rest) = rest.split_at_mut(hkv * d);
-        let (cs, rest) = rest.split_at_mut(d);
-        let q_sink = rest
-            .get_mut(..d)
-            .ok_or(Error::BadHeader("swa scratch too small"))?;
+        // Nonzero: `d`, the span (at least 1) and the dilation (checked at
+        // load, `max(1)`), stated so that no chunk size or remainder below
+        // has a panic branch.
+        let d = d.max(1);
+        let span = NonZeroU64::new(self.span()).unwrap_or(NonZeroU64::MIN);
+        let t = ctx.pos;
+        let r = NonZeroU64::new(self.dilation.max(1) as u64).unwrap_or(NonZeroU64::MIN);
+        const SCRATCH: &str = "swa scratch too small";
+        let (q, rest) = split_mut(scratch, h * d, SCRATCH)?;
+        let (o, rest) = split_mut(rest, h * d, SCRATCH)?;
+        let (k, rest) = split_mut(rest, hkv * d, SCRATCH)?;
+        let (v, rest) = split_mut(rest, hkv * d, SCRATCH)?;
+        let (cs, rest) = split_mut(rest, d, SCRATCH)?;
+        let q_sink = part_mut(rest, ..d, SCRATCH)?;
 
         w.get(Role::QProj)?.matvec(&x, q)?;
         w.get(Role::KProj)?.matvec(&x, k)?;
         w.get(Role::VProj)?.matvec(&x, v)?;
 
         let sink_cap = self.sinks as usize + ctx.pinned_max;
-        let kv_len = (sink_cap + span as usize) * hkv * d;
-        let (keys, rest) = state.split_at_mut(kv_len);
-        let (values, conv_state) = rest.split_at_mut(kv_len);
+        let kv_len = (sink_cap + span.get() as usize) * hkv * d;
+        const STATE: &str = "swa state too small";
+        let (keys, rest) = split_mut(state, kv_len, STATE)?;
+        let (values, conv_state) = split_mut(rest, kv_len, STATE)?;
         if self.conv_size > 0 {
             conv::step_qkv(w, self.conv_size as usize, conv_state, q, k, v)?;
         }
@@ -170,23 +176,26 @@ impl SwaConfig {
         self.rotate(cs, q);
         self.rotate(cs, k);
         let row = hkv * d;
-        let store = |slot: usize, keys: &mut [f32], values: &mut [f32]| {
-            keys[slot * row..(slot + 1) * row].copy_from_slice(k);
-            values[slot * row..(slot + 1) * row].copy_from_slice(v);
+        // `k` and `v` hold a row (`hkv * d`) each.
+        let store = |slot: usize, keys: &mut [f32], values: &mut [f32]| -> Result<()> {
+            let at = slot * row;
+            part_mut(keys, at..at + k.len(), STATE)?.copy_from_slice(k);
+            part_mut(values, at..at + v.len(), STATE)?.copy_from_slice(v);
+            Ok(())
         };
         let s_eff = (self.sinks as usize + ctx.pinned) as u64;
-        store(sink_cap + (t % span) as usize, keys, values);
+        store(sink_cap + (t % span) as usize, keys, values)?;
         if t < s_eff {
-            store(t as usize, keys, values);
+            store(t as usize, keys, values)?;
         }
 
-        let (first, sink_end) = super::swa_config::visible(t, s_eff, span, r);
+        let (first, sink_end) = super::swa_config::visible(t, s_eff, span.get(), r.get());
         let in_window = |s: u64| s >= first && (t - s) % r == 0;
         // Cache positions are refused with dilation, so `span` is W here.
         let rerotate = self.cache_positions && self.use_rope && sink_end > 0;
         if rerotate {
             // R(cache position) = R(cache position - t) R(t): rotate the query back.
-            let back = t - t.min(s_eff + span - 1);
+            let back = t - t.min(s_eff + span.get() - 1);
             self.rope_table(back.wrapping_neg(), cs);
         }
         let sinks = match self.sink_logits {
@@ -194,11 +203,14 @@ impl SwaConfig {
             false => None,
         };
         let scale = 1.0 / libm::sqrtf(d as f32);
-        let group = h / hkv;
+        let group = (h / hkv.max(1)).max(1);
         for (head, (qh, oh)) in q.chunks_exact(d).zip(o.chunks_exact_mut(d)).enumerate() {
             let kv_off = (head / group) * d;
-            let key = |slot: usize| &keys[slot * row + kv_off..][..d];
-            let value = |slot: usize| &values[slot * row + kv_off..][..d];
+            // `get`: every slot's row is inside the cache (the state's
+            // sizing); the empty default is not reached.
+            let at = |slot: usize| slot * row + kv_off;
+            let key = |slot: usize| keys.get(at(slot)..at(slot) + d).unwrap_or_default();
+            let value = |slot: usize| values.get(at(slot)..at(slot) + d).unwrap_or_default();
             let mut softmax = OnlineSoftmax::new(oh);
             if let Some(s) = &sinks {
                 softmax.add(s.at(head), None);
@@ -212,7 +224,7 @@ impl SwaConfig {
                     qh
                 };
                 for slot in 0..sink_end as usize {
-                    if r > 1 && in_window(slot as u64) {
+                    if r.get() > 1 && in_window(slot as u64) {
                         continue;
                     }
                     softmax.add(dot(qs, key(slot)) * scale, Some(value(slot)));
@@ -223,7 +235,7 @@ impl SwaConfig {
             while s <= t {
                 let slot = sink_cap + (s % span) as usize;
                 softmax.add(dot(qh, key(slot)) * scale, Some(value(slot)));
-                s += r;
+                s += r.get();
             }
             softmax.finish();
         }

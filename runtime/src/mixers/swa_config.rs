@@ -280,9 +280,19 @@ impl SwaConfig {
             return;
         }
         let half = self.head_dim as usize / 2;
-        let (cos, sin) = cs.split_at(half);
-        for head in x.chunks_exact_mut(2 * half) {
-            let (lo, hi) = head.split_at_mut(half);
+        // The table holds `d` values and the heads `2 * half` (`d` is even
+        // and nonzero with RoPE, checked at load): the `else`s are not
+        // reached, and state that without a panic branch.
+        let (Some((cos, sin)), Some(size)) = (
+            cs.split_at_checked(half),
+            core::num::NonZeroUsize::new(2 * half),
+        ) else {
+            return;
+        };
+        for head in x.chunks_exact_mut(size.get()) {
+            let Some((lo, hi)) = head.split_at_mut_checked(half) else {
+                continue;
+            };
             for (((a, b), &c), &s) in lo.iter_mut().zip(hi.iter_mut()).zip(cos).zip(sin) {
                 let (x0, x1) = (*a, *b);
                 *a = x0 * c - x1 * s;

@@ -27,13 +27,14 @@
 use super::conv_int;
 use super::rope_int::{rotate, table_q15};
 use super::swa_config::SwaConfig;
-use crate::error::{Error, Result};
+use crate::error::{part, part_mut, split_mut, Error, Result};
 use crate::fixed::block::{normalize, normalize_with_max, quantize, shr_round, Block};
 use crate::fixed::Fx;
 use crate::format::Role;
 use crate::mixers::StepCtx;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
+use core::num::{NonZeroU64, NonZeroUsize};
 
 /// Packs a non-negative scale into one word: bits 0-15 the mantissa's top
 /// 16 bits, rounded (`[2^15, 2^16)`, or 0 for zero), bits 16-31 the
@@ -198,6 +199,11 @@ pub(crate) fn finish(acc: &[i64], f: Fx, out: &mut [i32]) -> i32 {
     normalize_with_max(out, e, omax)
 }
 
+/// What a scratch part or cache slot out of its buffer would be (not
+/// reached: the session sized both).
+const SCRATCH: &str = "swa scratch too small";
+const SLOT: &str = "swa slot out of the cache";
+
 /// Aligns a head's output `oh` (exponent `e`) with the heads before it,
 /// `done`, at their common exponent `eo` (`None` before the first head
 /// with a nonzero output): the block with the smaller exponent is shifted
@@ -219,10 +225,11 @@ pub(crate) fn align_head(done: &mut [i32], oh: &mut [i32], e: i32, eo: &mut Opti
 
 /// Quantizes `m` (`[d]`, part of a block with exponent `e`) to int8 in
 /// `q`, through `tmp` (`[d]`) normalized first; returns the scale.
-pub(crate) fn quantize_part(m: &[i32], e: i32, tmp: &mut [i32], q: &mut [i8]) -> Fx {
+pub(crate) fn quantize_part(m: &[i32], e: i32, tmp: &mut [i32], q: &mut [i8]) -> Result<Fx> {
+    let tmp = part_mut(tmp, ..m.len(), "quantize scratch too small")?;
     tmp.copy_from_slice(m);
     let e = normalize(tmp, e);
-    quantize(Block { m: tmp, e }, q)
+    Ok(quantize(Block { m: tmp, e }, q))
 }
 
 /// The largest magnitude an int8 KV state holds (`Session::state_max_abs`):
@@ -295,8 +302,8 @@ pub(crate) fn project(
     let bad_state = Error::Internal("swa state of the wrong size");
     let (mut eq, mut ek, ev) = {
         let xin = act.input_int(x)?;
-        let (k, v) = kv_acc.split_at_mut(hkv * d);
-        let v = &mut v[..hkv * d];
+        let (k, v) = split_mut(kv_acc, hkv * d, SCRATCH)?;
+        let v = part_mut(v, ..hkv * d, SCRATCH)?;
         let mut e = [
             w.get(Role::QProj)?.matvec_int(&xin, q)?,
             w.get(Role::KProj)?.matvec_int(&xin, k)?,
@@ -317,11 +324,11 @@ pub(crate) fn project(
         }
         (e[0], e[1], e[2])
     };
-    let (cos, sin) = cs.split_at_mut(half);
+    let (cos, sin) = split_mut(cs, half, SCRATCH)?;
     if c.use_rope {
         table_q15(c.rope_theta.to_bits(), c.head_dim, ctx.abs_pos, cos, sin);
         eq = rotate(q, eq, cos, sin);
-        ek = rotate(&mut kv_acc[..hkv * d], ek, cos, sin);
+        ek = rotate(part_mut(kv_acc, ..hkv * d, SCRATCH)?, ek, cos, sin);
     }
     Ok([eq, ek, ev])
 }
@@ -344,8 +351,11 @@ pub(crate) fn step(
         c.num_kv_heads as usize,
         c.head_dim as usize,
     );
-    let (span, t) = (c.span(), ctx.pos);
-    let r = c.dilation.max(1) as u64;
+    // Nonzero: the span (at least 1) and the dilation (`max(1)`), stated
+    // so that no remainder or division below has a panic branch.
+    let span = NonZeroU64::new(c.span()).unwrap_or(NonZeroU64::MIN);
+    let t = ctx.pos;
+    let r = NonZeroU64::new(c.dilation.max(1) as u64).unwrap_or(NonZeroU64::MIN);
     let half = d / 2;
     let scratch: &mut [i32] = bytemuck::cast_slice_mut(scratch);
     let too_small = Error::Internal("swa scratch too small");
@@ -359,7 +369,7 @@ pub(crate) fn step(
 
     // The state's parts.
     let sink_cap = c.sinks as usize + ctx.pinned_max;
-    let slots = sink_cap + span as usize;
+    let slots = sink_cap + span.get() as usize;
     let state: &mut [i32] = bytemuck::cast_slice_mut(state);
     let bad_state = Error::Internal("swa state of the wrong size");
     let (scales, rest) = state
@@ -371,33 +381,45 @@ pub(crate) fn step(
     let keys: &mut [i8] = bytemuck::cast_slice_mut(kw);
     let values: &mut [i8] = bytemuck::cast_slice_mut(vw);
 
-    let [eq, ek, ev] = project(c, ctx, w, act, x, q, &mut kv_acc[..2 * hkv * d], cs, convs)?;
-    let (cos, sin) = cs.split_at_mut(half);
+    let kv = part_mut(kv_acc, ..2 * hkv * d, SCRATCH)?;
+    let [eq, ek, ev] = project(c, ctx, w, act, x, q, kv, cs, convs)?;
+    let (cos, sin) = split_mut(cs, half, SCRATCH)?;
 
     // Store this token's k, v (per kv head, each normalized on its own).
     let s_eff = (c.sinks as usize + ctx.pinned) as u64;
     {
-        let (k, v) = kv_acc.split_at(hkv * d);
-        let mut store = |slot: usize| {
+        let (k, v) = kv_acc
+            .split_at_checked(hkv * d)
+            .ok_or(Error::Internal(SCRATCH))?;
+        let mut store = |slot: usize| -> Result<()> {
             for j in 0..hkv {
                 let at = (slot * hkv + j) * d;
-                let ks = quantize_part(&k[j * d..][..d], ek, tmp, &mut keys[at..][..d]);
-                let vs = quantize_part(&v[j * d..][..d], ev, tmp, &mut values[at..][..d]);
-                scales[2 * (slot * hkv + j)] = pack_scale(ks, clamps) as i32;
-                scales[2 * (slot * hkv + j) + 1] = pack_scale(vs, clamps) as i32;
+                let (kj, vj) = (
+                    part(k, j * d..j * d + d, SCRATCH)?,
+                    part(v, j * d..j * d + d, SCRATCH)?,
+                );
+                let ks = quantize_part(kj, ek, tmp, part_mut(keys, at..at + d, SLOT)?)?;
+                let vs = quantize_part(vj, ev, tmp, part_mut(values, at..at + d, SLOT)?)?;
+                let s = 2 * (slot * hkv + j);
+                let [sk, sv] = part_mut(scales, s..s + 2, SLOT)? else {
+                    return Err(Error::Internal(SLOT));
+                };
+                *sk = pack_scale(ks, clamps) as i32;
+                *sv = pack_scale(vs, clamps) as i32;
             }
+            Ok(())
         };
-        store(sink_cap + (t % span) as usize);
+        store(sink_cap + (t % span) as usize)?;
         if t < s_eff {
-            store(t as usize);
+            store(t as usize)?;
         }
     }
 
-    let (first, sink_end) = super::swa_config::visible(t, s_eff, span, r);
+    let (first, sink_end) = super::swa_config::visible(t, s_eff, span.get(), r.get());
     let in_window = |s: u64| s >= first && (t - s) % r == 0;
     let rerotate = c.cache_positions && c.use_rope && sink_end > 0;
     if rerotate {
-        let back = t - t.min(s_eff + span - 1);
+        let back = t - t.min(s_eff + span.get() - 1);
         table_q15(
             c.rope_theta.to_bits(),
             c.head_dim,
@@ -415,29 +437,37 @@ pub(crate) fn step(
         aligned.get_mut(..d).ok_or(too_small)?
     };
     let q8s: &mut [i8] = bytemuck::cast_slice_mut(q8s);
-    let (q8, q8_alt) = q8s.split_at_mut(d);
-    let group = h / hkv;
+    let (q8, q8_alt) = split_mut(q8s, d, SCRATCH)?;
+    let group = (h / hkv.max(1)).max(1);
     let (keys, values, scales) = (&*keys, &*values, &*scales);
     // The heads aligned as they come: `eo` the common exponent so far.
     let mut eo: Option<i32> = None;
     for head in 0..h {
         let j = head / group;
-        let qs = quantize_part(&q[head * d..][..d], eq, tmp, q8);
+        let qh = part(q, head * d..head * d + d, SCRATCH)?;
+        let qs = quantize_part(qh, eq, tmp, q8)?;
         let qs_alt = if rerotate {
-            tmp.copy_from_slice(&q[head * d..][..d]);
+            let tmp = part_mut(tmp, ..qh.len(), SCRATCH)?;
+            tmp.copy_from_slice(qh);
             let e = normalize(tmp, eq);
             let e = rotate(tmp, e, cos, sin);
             quantize(Block { m: tmp, e }, q8_alt)
         } else {
             qs
         };
+        // `get`: every slot is inside the cache (the state's sizing); the
+        // empty and zero defaults are not reached.
         let slot = |si: usize| {
             let at = si * hkv + j;
+            let (k_scale, v_scale) = match scales.get(2 * at..2 * at + 2) {
+                Some(&[k, v]) => (k as u32, v as u32),
+                _ => (0, 0),
+            };
             Slot {
-                k: &keys[at * d..][..d],
-                k_scale: scales[2 * at] as u32,
-                v: &values[at * d..][..d],
-                v_scale: scales[2 * at + 1] as u32,
+                k: keys.get(at * d..at * d + d).unwrap_or_default(),
+                k_scale,
+                v: values.get(at * d..at * d + d).unwrap_or_default(),
+                v_scale,
             }
         };
         let alt = usize::from(rerotate);
@@ -445,23 +475,26 @@ pub(crate) fn step(
         // slots: one division a pass (at the wrap) instead of one a key.
         let start = first + (t - first) % r;
         let (ring0, count) = ((start % span) as usize, (t - start) / r + 1);
-        let (span, step) = (span as usize, r as usize);
+        let (span, step) = (
+            NonZeroUsize::new(span.get() as usize).unwrap_or(NonZeroUsize::MIN),
+            r.get() as usize,
+        );
         let slots = || {
             (0..sink_end)
-                .filter(move |&s| !(r > 1 && in_window(s)))
+                .filter(move |&s| !(r.get() > 1 && in_window(s)))
                 .map(move |s| (alt, slot(s as usize)))
                 .chain((0..count).scan(ring0, move |at, _| {
                     let this = *at;
                     *at += step;
-                    if *at >= span {
+                    if *at >= span.get() {
                         *at %= span;
                     }
                     Some((0, slot(sink_cap + this)))
                 }))
         };
         let sink = sinks.as_ref().map(|v| Fx::from_f32_bits(v.bits(head)));
-        let (done, rest) = o.split_at_mut(head * d);
-        let oh = &mut rest[..d];
+        let (done, rest) = split_mut(o, head * d, SCRATCH)?;
+        let oh = part_mut(rest, ..d, SCRATCH)?;
         let e = attend([(&*q8, qs), (&*q8_alt, qs_alt)], slots, sink, acc, oh);
         if oh.iter().all(|&m| m == 0) {
             continue;

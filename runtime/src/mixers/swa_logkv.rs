@@ -38,7 +38,7 @@ use super::conv_int;
 use super::rope_int::{rotate, table_q15};
 use super::swa_config::SwaConfig;
 use super::swa_int::{align_head, finish, project, quantize_part};
-use crate::error::{Error, Result};
+use crate::error::{part, part_mut, split_mut, Error, Result};
 use crate::fixed::block::{normalize, quantize, Block};
 use crate::fixed::wide::{mul_i32_u32, mul_u32};
 use crate::fixed::Fx;
@@ -46,6 +46,7 @@ use crate::format::Role;
 use crate::mixers::StepCtx;
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
+use core::num::NonZeroU64;
 
 /// The exponent bias of a scale code: code `c` is the scale
 /// `2^(c/8 - LOG_SCALE_BIAS)`, so codes 0-255 span `2^-20` to `2^11.875`.
@@ -412,7 +413,8 @@ fn attend_d<const D: usize>(
         if at >= vis.span {
             at -= vis.span;
             if at >= vis.span {
-                at %= vis.span;
+                // Checked: the span is nonzero (`0` is not reached).
+                at = at.checked_rem(vis.span).unwrap_or(0);
             }
         }
     }
@@ -439,7 +441,8 @@ fn attend_d<const D: usize>(
         if at >= vis.span {
             at -= vis.span;
             if at >= vis.span {
-                at %= vis.span;
+                // Checked: the span is nonzero (`0` is not reached).
+                at = at.checked_rem(vis.span).unwrap_or(0);
             }
         }
     }
@@ -521,8 +524,11 @@ pub(crate) fn step(
         c.num_kv_heads as usize,
         c.head_dim as usize,
     );
-    let (span, t) = (c.span(), ctx.pos);
-    let r = c.dilation.max(1) as u64;
+    // Nonzero: the span (at least 1) and the dilation (`max(1)`), stated
+    // so that no remainder or division below has a panic branch.
+    let span = NonZeroU64::new(c.span()).unwrap_or(NonZeroU64::MIN);
+    let t = ctx.pos;
+    let r = NonZeroU64::new(c.dilation.max(1) as u64).unwrap_or(NonZeroU64::MIN);
     let half = d / 2;
     let scratch: &mut [i32] = bytemuck::cast_slice_mut(scratch);
     let too_small = Error::Internal("swa scratch too small");
@@ -531,13 +537,15 @@ pub(crate) fn step(
     let (cs, rest) = rest.split_at_mut_checked(d).ok_or(too_small)?;
     let (tmp, rest) = rest.split_at_mut_checked(d).ok_or(too_small)?;
     let (q8s, rest) = rest.split_at_mut_checked(2 * d).ok_or(too_small)?;
-    let (row, rest) = rest.split_at_mut_checked(span as usize).ok_or(too_small)?;
+    let (row, rest) = rest
+        .split_at_mut_checked(span.get() as usize)
+        .ok_or(too_small)?;
     // k, v and the spare d words: the i64 accumulator once k, v are stored.
     let kv_acc = rest.get_mut(..2 * hkv * d + d).ok_or(too_small)?;
 
     // The state's parts.
     let sink_cap = c.sinks as usize + ctx.pinned_max;
-    let slots = sink_cap + span as usize;
+    let slots = sink_cap + span.get() as usize;
     let state: &mut [i32] = bytemuck::cast_slice_mut(state);
     let bad_state = Error::Internal("swa state of the wrong size");
     let code_words = (2 * slots * hkv).div_ceil(4);
@@ -549,35 +557,44 @@ pub(crate) fn step(
     let keys: &mut [i8] = bytemuck::cast_slice_mut(kw);
     let values: &mut [i8] = bytemuck::cast_slice_mut(vw);
 
-    let [eq, ek, ev] = project(c, ctx, w, act, x, q, &mut kv_acc[..2 * hkv * d], cs, convs)?;
-    let (cos, sin) = cs.split_at_mut(half);
+    const SCRATCH: &str = "swa scratch too small";
+    const SLOT: &str = "swa slot out of the cache";
+    let kv = part_mut(kv_acc, ..2 * hkv * d, SCRATCH)?;
+    let [eq, ek, ev] = project(c, ctx, w, act, x, q, kv, cs, convs)?;
+    let (cos, sin) = split_mut(cs, half, SCRATCH)?;
 
     // Store this token's k, v (per kv head, each normalized on its own).
     let s_eff = (c.sinks as usize + ctx.pinned) as u64;
     {
-        let (k, v) = kv_acc.split_at(hkv * d);
-        let mut store = |slot: usize| {
+        let (k, v) = kv_acc
+            .split_at_checked(hkv * d)
+            .ok_or(Error::Internal(SCRATCH))?;
+        let mut store = |slot: usize| -> Result<()> {
             for j in 0..hkv {
                 let at = (slot * hkv + j) * d;
-                for (part, e, dst, ci) in [(k, ek, &mut *keys, 0), (v, ev, &mut *values, 1)] {
-                    tmp.copy_from_slice(&part[j * d..][..d]);
+                for (src, e, dst, ci) in [(k, ek, &mut *keys, 0), (v, ev, &mut *values, 1)] {
+                    let src = part(src, j * d..j * d + d, SCRATCH)?;
+                    let tmp = part_mut(tmp, ..src.len(), SCRATCH)?;
+                    tmp.copy_from_slice(src);
                     let e = normalize(tmp, e);
-                    let code = quantize_log(Block { m: tmp, e }, &mut dst[at..][..d], clamps);
-                    codes[2 * (slot * hkv + j) + ci] = code;
+                    let dst = part_mut(dst, at..at + d, SLOT)?;
+                    let code = quantize_log(Block { m: tmp, e }, dst, clamps);
+                    *part_mut(codes, 2 * (slot * hkv + j) + ci, SLOT)? = code;
                 }
             }
+            Ok(())
         };
-        store(sink_cap + (t % span) as usize);
+        store(sink_cap + (t % span) as usize)?;
         if t < s_eff {
-            store(t as usize);
+            store(t as usize)?;
         }
     }
 
-    let (first, sink_end) = super::swa_config::visible(t, s_eff, span, r);
+    let (first, sink_end) = super::swa_config::visible(t, s_eff, span.get(), r.get());
     let in_window = |s: u64| s >= first && (t - s) % r == 0;
     let rerotate = c.cache_positions && c.use_rope && sink_end > 0;
     if rerotate {
-        let back = t - t.min(s_eff + span - 1);
+        let back = t - t.min(s_eff + span.get() - 1);
         table_q15(
             c.rope_theta.to_bits(),
             c.head_dim,
@@ -595,15 +612,15 @@ pub(crate) fn step(
         aligned.get_mut(..d).ok_or(too_small)?
     };
     let q8s: &mut [i8] = bytemuck::cast_slice_mut(q8s);
-    let (q8, q8_alt) = q8s.split_at_mut(d);
-    let q8_alt = &mut q8_alt[..d];
-    let group = h / hkv;
+    let (q8, q8_alt) = split_mut(q8s, d, SCRATCH)?;
+    let q8_alt = part_mut(q8_alt, ..d, SCRATCH)?;
+    let group = (h / hkv.max(1)).max(1);
     let (keys, values, codes) = (&*keys, &*values, &*codes);
     // The window's keys `start, start + r, .., t`, in ring slots.
     let start = first + (t - first) % r;
     let sink_slots = move |f: &mut dyn FnMut(usize)| {
         for s in 0..sink_end {
-            if !(r > 1 && in_window(s)) {
+            if !(r.get() > 1 && in_window(s)) {
                 f(s as usize);
             }
         }
@@ -611,8 +628,8 @@ pub(crate) fn step(
     let vis = Visible {
         ring0: (start % span) as usize,
         count: ((t - start) / r + 1) as usize,
-        step: r as usize,
-        span: span as usize,
+        step: r.get() as usize,
+        span: span.get() as usize,
         sink_cap,
         sinks: &sink_slots,
         alt: usize::from(rerotate),
@@ -620,9 +637,11 @@ pub(crate) fn step(
     // The heads aligned as they come: `eo` the common exponent so far.
     let mut eo: Option<i32> = None;
     for head in 0..h {
-        let qs = quantize_part(&q[head * d..][..d], eq, tmp, q8);
+        let qh = part(q, head * d..head * d + d, SCRATCH)?;
+        let qs = quantize_part(qh, eq, tmp, q8)?;
         let qs_alt = if rerotate {
-            tmp.copy_from_slice(&q[head * d..][..d]);
+            let tmp = part_mut(tmp, ..qh.len(), SCRATCH)?;
+            tmp.copy_from_slice(qh);
             let e = normalize(tmp, eq);
             let e = rotate(tmp, e, cos, sin);
             quantize(Block { m: tmp, e }, q8_alt)
@@ -644,8 +663,8 @@ pub(crate) fn step(
                 .to_fixed(16)
                 .clamp(-LOGIT_LIMIT, LOGIT_LIMIT) as i32
         });
-        let (done, rest) = o.split_at_mut(head * d);
-        let oh = &mut rest[..d];
+        let (done, rest) = split_mut(o, head * d, SCRATCH)?;
+        let oh = part_mut(rest, ..d, SCRATCH)?;
         let e = attend([&plain, &rotated], &cache, &vis, sink, row, acc, oh);
         if oh.iter().all(|&m| m == 0) {
             continue;
