@@ -20,7 +20,7 @@
 
 pub use super::gla_config::{GlaConfig, GlaVariant};
 use super::{push, rope, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, logsigmoid, rms_scale, sigmoid, silu};
 use crate::tensor::ActBuf;
@@ -79,7 +79,7 @@ impl Mixer for GlaConfig {
 /// [`GlaConfig::scratch_len`] never does).
 fn take<'a>(rest: &mut &'a mut [f32], n: usize) -> Result<&'a mut [f32]> {
     if rest.len() < n {
-        return Err(Error::BadHeader("gla scratch too small"));
+        return Err(Error::Internal("gla scratch too small"));
     }
     let (head, tail) = core::mem::take(rest).split_at_mut(n);
     *rest = tail;
@@ -176,7 +176,7 @@ impl GlaConfig {
                 let half = kd / 2;
                 let (cos, sin) = cs.split_at(half.min(cs.len()));
                 for x in q.chunks_exact_mut(kd).chain(k.chunks_exact_mut(kd)) {
-                    let (lo, hi) = x.split_at_mut(half);
+                    let (lo, hi) = split_mut(x, half, "gla: rope half past the head")?;
                     for (((p, r), &c), &s) in lo.iter_mut().zip(hi.iter_mut()).zip(cos).zip(sin) {
                         let (x0, x1) = (*p, *r);
                         *p = x0 * c - x1 * s;
@@ -192,8 +192,7 @@ impl GlaConfig {
         // The recurrence; the output overwrites v (each head's v is read
         // for its own rows before they are written).
         let scale = 1.0 / libm::sqrtf(kd as f32);
-        for ((((s_h, q_h), k_h), a_h), v_h) in state
-            .chunks_exact_mut(vd * kd)
+        for ((((s_h, q_h), k_h), a_h), v_h) in Rows(state.chunks_exact_mut((vd * kd).max(1)))
             .zip(q.chunks_exact(kd))
             .zip(k.chunks_exact(kd))
             .zip(a.chunks_exact(kd))
