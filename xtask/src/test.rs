@@ -292,7 +292,7 @@ fn steps() -> [Step; 19] {
 /// crate's `cargo test -- --ignored`, and the checks that left the default
 /// run to keep it within issue 29's 25 minutes on two cores, each under its
 /// old name or, for part of a step, a `full:` one (docs/testing.md, "--full").
-fn full_steps() -> [Step; 11] {
+fn full_steps() -> [Step; 12] {
     [
         (
             "ignored: fast-math error bounds over every f32 (both modules)",
@@ -301,6 +301,10 @@ fn full_steps() -> [Step; 11] {
         (
             "ignored: the full MQAR measurement on the integer path",
             || all([test("-p ferrite-tests --test integer_path -- --ignored")]),
+        ),
+        (
+            "ignored: the packaged runtime and the installed CLI run outside the workspace",
+            || all([test("-p ferrite-tests --test publish -- --ignored")]),
         ),
         ("full: every shipped model's recorded figures re-measured (ferrite-eval-models --check)", || {
             let mut c = Command::new(python_env()?);
