@@ -8,8 +8,7 @@ use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
 use curve25519_dalek::scalar::Scalar;
 use sha2::{Digest, Sha256, Sha512};
 
-use super::{section, KeyId, LoadError, SignatureError, TrustPolicy};
-use super::{PublicKey, SIGNATURE_LEN};
+use super::{section, KeyId, LoadError, PublicKey, SignatureError, TrustPolicy, SIGNATURE_LEN};
 use crate::image::Header;
 use crate::model::Model;
 
@@ -25,8 +24,10 @@ pub struct Verified {
 
 /// Whether `signature` is a valid Ed25519 signature of `message` by `key`:
 /// RFC 8032 §5.1.7 with the strict checks of ed25519-dalek's
-/// `VerifyingKey::verify_strict` (the same verdict on every input; the
-/// tests compare them): `S` is canonical (below the group order `L`), the
+/// `VerifyingKey::verify_strict`: its semantics, on curve25519-dalek's
+/// arithmetic (`tests/tests/signed.rs` compares their verdicts on RFC
+/// 8032's vectors and on random, altered, non-canonical and small-order
+/// inputs). `S` is canonical (below the group order `L`), the
 /// key `A` and `R` decompress and neither is of small order, and the
 /// encoding of `[S]B - [k]A`, `k = SHA-512(R || A || message) mod L`, is
 /// `R`'s bytes. The arithmetic is curve25519-dalek's, with its
