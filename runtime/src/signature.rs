@@ -9,7 +9,7 @@
 //! [`crate::rollback::RollbackCounter`]).
 //!
 //! This module reads the section and names the refusals; the `verify`
-//! feature adds the cryptography: `signature::verify`,
+//! feature adds the cryptography: `signature::verify`, `signature::ed25519`,
 //! `Model::load_signed` and `update::validate_signed`.
 //! Without it a firmware pays no flash for signatures, and a signed image
 //! loads with [`crate::Model::load`] as any other (its signature unread).
@@ -22,7 +22,7 @@ use crate::image::Header;
 #[cfg(feature = "verify")]
 mod verify;
 #[cfg(feature = "verify")]
-pub use verify::{digest, verify, Verified};
+pub use verify::{digest, ed25519, verify, Verified};
 
 /// An Ed25519 public key (32 bytes, RFC 8032 encoding).
 pub type PublicKey = [u8; 32];

@@ -7,6 +7,10 @@
 //! `update::validate_signed`, while the model that served still serves.
 //! The detached flow gives the same bytes as signing in one step, and the
 //! rollback counter only moves up, whatever a power cut interrupts.
+//! `signature::ed25519` (the runtime's own strict RFC 8032 verification)
+//! accepts RFC 8032's test vectors and gives ed25519-dalek's
+//! `verify_strict` verdict on valid, altered, non-canonical and
+//! small-order signatures and keys.
 
 use std::path::{Path, PathBuf};
 
@@ -361,4 +365,205 @@ fn a_power_cut_during_an_advance_keeps_the_old_or_the_new_value() {
         assert_eq!(again.advance(5), Ok(5));
     }
     assert!(saw_old > 0);
+}
+
+fn hex<const N: usize>(s: &str) -> [u8; N] {
+    let mut out = [0; N];
+    assert_eq!(s.len(), 2 * N);
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
+
+#[test]
+fn ed25519_accepts_the_rfc8032_vectors() {
+    use ed25519_dalek::Signer;
+    // RFC 8032 §7.1, TEST 1 to 3: secret key, public key, message, signature.
+    let vectors: [(&str, &str, &[u8], &str); 3] = [
+        (
+            "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+            "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+            b"",
+            "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+        ),
+        (
+            "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
+            "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c",
+            &[0x72],
+            "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
+        ),
+        (
+            "c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7",
+            "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025",
+            &[0xaf, 0x82],
+            "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a",
+        ),
+    ];
+    for (secret, public, message, signature) in vectors {
+        let (key, sig) = (hex::<32>(public), hex::<64>(signature));
+        // The vectors are what ed25519-dalek computes (Ed25519 signing is
+        // deterministic), and the runtime accepts them.
+        let signer = ed25519_dalek::SigningKey::from_bytes(&hex(secret));
+        assert_eq!(signer.verifying_key().to_bytes(), key);
+        assert_eq!(signer.sign(message).to_bytes(), sig);
+        assert!(ferrite::signature::ed25519(&key, message, &sig));
+        let mut bad = sig;
+        bad[0] ^= 1;
+        assert!(!ferrite::signature::ed25519(&key, message, &bad));
+    }
+}
+
+/// ed25519-dalek's strict verdict: the reference `signature::ed25519` must
+/// give on every input.
+fn dalek_strict(key: &[u8; 32], message: &[u8], sig: &[u8; 64]) -> bool {
+    let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(key) else {
+        return false;
+    };
+    key.verify_strict(message, &ed25519_dalek::Signature::from_bytes(sig))
+        .is_ok()
+}
+
+/// `s + L` as 32 little-endian bytes (`s < L < 2^253`: no overflow): the
+/// same signature with a non-canonical `S`.
+fn plus_l(s: &[u8; 32]) -> [u8; 32] {
+    let l = curve25519_dalek::Scalar::ZERO - curve25519_dalek::Scalar::ONE;
+    let mut l = l.to_bytes();
+    l[0] += 1; // L - 1 + 1: its low byte is 0xec, no carry.
+    let (mut out, mut carry) = ([0; 32], 0u16);
+    for i in 0..32 {
+        let sum = u16::from(s[i]) + u16::from(l[i]) + carry;
+        out[i] = sum as u8;
+        carry = sum >> 8;
+    }
+    assert_eq!(carry, 0);
+    out
+}
+
+#[test]
+fn ed25519_gives_ed25519_dalek_strict_verdict_on_every_input() {
+    use curve25519_dalek::constants::EIGHT_TORSION;
+    use curve25519_dalek::{EdwardsPoint, Scalar};
+    use ed25519_dalek::Signer;
+    use sha2::{Digest, Sha512};
+
+    // A fixed seed: the same inputs on every run (splitmix64).
+    let mut state = 0x5eed_f3e1_7e25_5190_u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let bytes32 = |next: &mut dyn FnMut() -> u64| {
+        let mut b = [0u8; 32];
+        for c in b.chunks_mut(8) {
+            c.copy_from_slice(&next().to_le_bytes());
+        }
+        b
+    };
+    let small: Vec<[u8; 32]> = EIGHT_TORSION
+        .iter()
+        .map(|t| t.compress().to_bytes())
+        .collect();
+    let (mut cases, mut accepted) = (0usize, 0usize);
+    let mut check = |key: &[u8; 32], message: &[u8], sig: &[u8; 64], what: &str| {
+        let ours = ferrite::signature::ed25519(key, message, sig);
+        assert_eq!(
+            ours,
+            dalek_strict(key, message, sig),
+            "{what}: key {key:02x?}, message {message:02x?}, signature {sig:02x?}"
+        );
+        cases += 1;
+        accepted += usize::from(ours);
+    };
+    for round in 0..300 {
+        let signer = ed25519_dalek::SigningKey::from_bytes(&bytes32(&mut next));
+        let key = signer.verifying_key().to_bytes();
+        let len = (next() % 80) as usize;
+        let message: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        let sig = signer.sign(&message).to_bytes();
+        check(&key, &message, &sig, "valid");
+        assert!(ferrite::signature::ed25519(&key, &message, &sig));
+
+        let bit = |n: u64| ((n % 256) / 8) as usize;
+        let (r_bit, s_bit, k_bit) = (next(), next(), next());
+        let mut v = sig;
+        v[bit(r_bit)] ^= 1 << (r_bit % 8);
+        check(&key, &message, &v, "a bit of R flipped");
+        let mut v = sig;
+        v[32 + bit(s_bit)] ^= 1 << (s_bit % 8);
+        check(&key, &message, &v, "a bit of S flipped");
+        let mut k = key;
+        k[bit(k_bit)] ^= 1 << (k_bit % 8);
+        check(&k, &message, &sig, "a bit of the key flipped");
+        let mut m = message.clone();
+        match m.len() {
+            0 => m.push(0),
+            n => {
+                let b = next();
+                m[(b as usize / 8) % n] ^= 1 << (b % 8);
+            }
+        }
+        check(&key, &m, &sig, "a bit of the message flipped");
+
+        // S + L: the same scalar, not canonical.
+        let mut v = sig;
+        let s: [u8; 32] = sig[32..].try_into().unwrap();
+        v[32..].copy_from_slice(&plus_l(&s));
+        check(&key, &message, &v, "S + L");
+        assert!(!ferrite::signature::ed25519(&key, &message, &v));
+
+        // R of small order (each of the eight in turn), the rest unchanged.
+        let t = &small[round % 8];
+        let mut v = sig;
+        v[..32].copy_from_slice(t);
+        check(&key, &message, &v, "R of small order");
+
+        // A key of small order with the signature that verifies under the
+        // cofactorless equation for the identity ([k]A = 0: R = [S]B):
+        // a forgery a non-strict verifier accepts.
+        let s = Scalar::from_bytes_mod_order(bytes32(&mut next));
+        let r = EdwardsPoint::mul_base(&s).compress().to_bytes();
+        let mut forged = [0u8; 64];
+        forged[..32].copy_from_slice(&r);
+        forged[32..].copy_from_slice(s.as_bytes());
+        check(&small[round % 8], &message, &forged, "a key of small order");
+        check(&small[0], &message, &forged, "the identity as the key");
+        assert!(!ferrite::signature::ed25519(&small[0], &message, &forged));
+
+        // A non-canonical encoding of R: y = p + j (j < 19), either sign.
+        let j = (next() % 19) as u8;
+        let mut y = [0xffu8; 32];
+        y[0] = 0xed + j;
+        y[31] = 0x7f | if next() % 2 == 0 { 0x80 } else { 0 };
+        let mut v = sig;
+        v[..32].copy_from_slice(&y);
+        check(&key, &message, &v, "R not canonical");
+
+        // Signatures made here with torsion added to the key and to R: a
+        // mixed-order key and R, verified with the cofactorless equation.
+        let (a, nonce) = (
+            Scalar::from_bytes_mod_order(bytes32(&mut next)),
+            Scalar::from_bytes_mod_order(bytes32(&mut next)),
+        );
+        let ta = EIGHT_TORSION[(next() % 8) as usize];
+        let tr = EIGHT_TORSION[(next() % 8) as usize];
+        let big_a = (EdwardsPoint::mul_base(&a) + ta).compress();
+        let big_r = (EdwardsPoint::mul_base(&nonce) + tr).compress();
+        let h: [u8; 64] = Sha512::new()
+            .chain_update(big_r.as_bytes())
+            .chain_update(big_a.as_bytes())
+            .chain_update(&message)
+            .finalize()
+            .into();
+        let s = nonce + Scalar::from_bytes_mod_order_wide(&h) * a;
+        let mut v = [0u8; 64];
+        v[..32].copy_from_slice(big_r.as_bytes());
+        v[32..].copy_from_slice(s.as_bytes());
+        check(big_a.as_bytes(), &message, &v, "torsion in the key and R");
+    }
+    // Every valid signature and some of the made ones are accepted, the rest refused.
+    assert!(accepted >= 300 && accepted < cases, "{accepted} of {cases}");
 }

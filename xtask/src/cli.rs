@@ -58,7 +58,7 @@ pub enum Command {
     /// m4f, m55, m3 and rv32imac also run with the portable kernels.
     BenchKernels(bench::Args),
     /// Cost of one signature verification by crate (ed25519-dalek, salty, ed25519-compact,
-    /// p256) and of SHA-256 per KiB on m4f, m3 and rv32imac under QEMU: instructions, stack,
+    /// the runtime's own Ed25519, p256) and of SHA-256 per KiB on m4f, m3 and rv32imac under QEMU: instructions, stack,
     /// flash and static RAM added (docs/signing.md)
     BenchSignatures(sigbench::Args),
     /// Long streams with no reset (docs/soak.md): 1M tokens per model on the host, 100k on

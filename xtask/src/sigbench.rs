@@ -38,6 +38,7 @@ pub const CRATES: &[(&str, &str)] = &[
     ("sig-salty", "salty"),
     ("sig-compact", "ed25519-compact"),
     ("sig-compact-small", "ed25519-compact-opt-size"),
+    ("sig-ferrite", "ferrite"),
     ("sig-p256", "p256"),
     ("sig-sha256", "sha2-sha256-1kib"),
 ];

@@ -74,12 +74,15 @@ const CRATE: &str = "ed25519-compact-opt-size";
 const CRATE: &str = "p256";
 #[cfg(feature = "sig-sha256")]
 const CRATE: &str = "sha2-sha256-1kib";
+#[cfg(feature = "sig-ferrite")]
+const CRATE: &str = "ferrite";
 #[cfg(not(any(
     feature = "sig-dalek",
     feature = "sig-salty",
     feature = "sig-compact",
     feature = "sig-p256",
-    feature = "sig-sha256"
+    feature = "sig-sha256",
+    feature = "sig-ferrite"
 )))]
 const CRATE: &str = "none";
 
@@ -107,6 +110,10 @@ fn verify(msg: &[u8; 32], sig: &[u8; 64]) -> bool {
         let key = ed25519_compact::PublicKey::new(ED_KEY);
         key.verify(msg, &ed25519_compact::Signature::new(*sig))
             .is_ok()
+    }
+    #[cfg(feature = "sig-ferrite")]
+    {
+        ferrite::signature::ed25519(&ED_KEY, msg, sig)
     }
     #[cfg(feature = "sig-p256")]
     {
@@ -137,7 +144,8 @@ fn verify(msg: &[u8; 32], sig: &[u8; 64]) -> bool {
         feature = "sig-salty",
         feature = "sig-compact",
         feature = "sig-p256",
-        feature = "sig-sha256"
+        feature = "sig-sha256",
+        feature = "sig-ferrite"
     )))]
     {
         let _ = (ED_KEY, msg);
