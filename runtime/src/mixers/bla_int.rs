@@ -236,8 +236,8 @@ pub(crate) fn step(
     // no chunk size has a panic branch. Each head's keys, values, slot
     // records (four words a slot) and slot states.
     let (k1, v1, n1) = (k.max(1), v.max(1), n.max(1));
-    let per_head = Rows(kk.chunks_exact(k1))
-        .zip(vv.chunks_exact(v1))
+    let per_head = Rows(kk.chunks_exact_mut(k1))
+        .zip(vv.chunks_exact_mut(v1))
         .zip(scales.chunks_exact_mut((n1 * 4).max(1)))
         .zip(ks_all.chunks_exact_mut((n1 * k1).max(1)))
         .zip(vs_all.chunks_exact_mut((n1 * v1).max(1)))
@@ -426,7 +426,7 @@ mod tests {
                         update(
                             &mut mant[s * d..(s + 1) * d],
                             &mut recs[2 * s..2 * s + 2],
-                            &Part::new(&xm, xe),
+                            &Part::new(&mut xm.clone(), xe),
                             alpha,
                             beta,
                             &mut clamps,

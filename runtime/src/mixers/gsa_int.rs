@@ -164,8 +164,8 @@ pub(crate) fn step(
     // no chunk size has a panic branch. Each kv head's keys, values, gate
     // logits, slot records (four words a slot) and slot states.
     let (k1, v1, m1) = (k.max(1), v.max(1), m.max(1));
-    let per_head = Rows(kk.chunks_exact(k1))
-        .zip(vv.chunks_exact(v1))
+    let per_head = Rows(kk.chunks_exact_mut(k1))
+        .zip(vv.chunks_exact_mut(v1))
         .zip(f.chunks_exact(m1))
         .zip(scales.chunks_exact_mut((m1 * 4).max(1)))
         .zip(hk_all.chunks_exact_mut((m1 * k1).max(1)))

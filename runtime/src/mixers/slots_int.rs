@@ -106,23 +106,35 @@ pub(super) fn read_scale(rec: &[i32]) -> Option<Fx> {
     (f >= 1 << 31).then(|| Fx::from_u64(f as u64, e, false))
 }
 
-/// A token's key or value part as the slot updates read it: its
-/// mantissas (a part of a normal block), the shift of their 15-bit view
-/// ([`view_shift`]) and that view's unit, taken once for all the slots the
-/// part is written into.
+/// A token's key or value part as the slot updates read it: its 15-bit
+/// view (`at15(m_i, s)` of the part's mantissas `m`, with `s` its
+/// [`view_shift`]) and that view's unit `2^(e + s)`, taken once for all
+/// the slots the part is written into.
 pub(super) struct Part<'a> {
-    m: &'a [i32],
-    shift: i32,
+    x15: &'a [i32],
     unit: Fx,
 }
 
 impl<'a> Part<'a> {
-    /// The part with mantissas `m` of a block with exponent `e`.
-    pub(super) fn new(m: &'a [i32], e: i32) -> Self {
+    /// The part with mantissas `m` of a block with exponent `e`: `m` is
+    /// replaced by its 15-bit view (each `|x15_i| <= 2^15`).
+    pub(super) fn new(m: &'a mut [i32], e: i32) -> Self {
         let shift = view_shift(m);
+        if shift >= 0 {
+            // `at15`'s rounded right shift, branch-free: a part of a normal
+            // block (|m| < 2^30, s <= 15) does not wrap (`wrapping_add`:
+            // another m gives wrong numbers, no panic).
+            let right = shift.min(31) as u32;
+            let half = (1i32 << right) >> 1;
+            m.iter_mut()
+                .for_each(|v| *v = v.wrapping_add(half) >> right);
+        } else {
+            // A part below 2^14: the exact left shift.
+            let left = (-shift).min(31) as u32;
+            m.iter_mut().for_each(|v| *v <<= left);
+        }
         Part {
-            m,
-            shift,
+            x15: m,
             unit: Fx::pow2(e + shift),
         }
     }
@@ -140,8 +152,8 @@ pub(super) fn update(
     beta: Fx,
     clamps: &mut u32,
 ) {
-    let (sx, unit) = (x.shift, x.unit); // the unit of x's 15-bit view
-    let x = x.m;
+    let unit = x.unit; // the unit of x's 15-bit view
+    let x = x.x15;
     let mut sigma = match read_scale(rec).map(|s| s * alpha) {
         Some(s) if !s.is_zero() => s,
         _ => {
@@ -184,23 +196,13 @@ pub(super) fn update(
         (true, true) => -(c15 as i32),
         (true, false) => c15 as i32,
     };
-    // The shifts chosen once, so the loops have no branch: `x15 = at15(x,
-    // sx)` is `(x + x_half) >> x_right`, and an exact left shift of x (a
-    // part below 2^14) moves into c15 (`|x| 2^-sx <= 2^15` keeps the
-    // product within 2^30); the write is `(x15 c15 + w_half) >> rs`.
-    let (x_right, c15) = if sx >= 0 {
-        (sx as u32, c15)
-    } else {
-        (0, c15 << -sx)
-    };
-    let x_half = (1i32 << x_right) >> 1;
+    // The shifts chosen once, so the loops have no branch: the write is
+    // `(x15 c15 + w_half) >> rs`.
     let rs = rs.clamp(0, 30) as u32;
     let w_half = (1i32 << rs) >> 1;
-    let n = |m: i16, xi: i32| -> i32 {
-        // x is a part of a normal block (|x| < 2^30, sx <= 15), so
-        // |x15 c15| <= 2^30 (`wrapping_add`: another x gives wrong numbers,
-        // no panic); |m << 8| < 2^23.
-        let x15 = xi.wrapping_add(x_half) >> x_right;
+    let n = |m: i16, x15: i32| -> i32 {
+        // |x15| <= 2^15 (`Part::new`), so |x15 c15| <= 2^30; |m << 8| <
+        // 2^23.
         (i32::from(m) << GUARD) + ((x15 * c15 + w_half) >> rs)
     };
     let mut max = 0u32;
@@ -510,7 +512,7 @@ mod tests {
                 update(
                     &mut mant,
                     &mut rec,
-                    &Part::new(&xm, xe),
+                    &Part::new(&mut xm.clone(), xe),
                     alpha,
                     Fx::ONE - alpha,
                     &mut clamps,
@@ -586,7 +588,14 @@ mod tests {
                     (&vs, &mut hv[s * v..(s + 1) * v], rv),
                 ] {
                     let (m, e) = block_of(x);
-                    update(mant, rec, &Part::new(&m, e), Fx::ZERO, Fx::ONE, &mut clamps);
+                    update(
+                        mant,
+                        rec,
+                        &Part::new(&mut m.clone(), e),
+                        Fx::ZERO,
+                        Fx::ONE,
+                        &mut clamps,
+                    );
                 }
             }
             let qf: Vec<f64> = (0..k).map(|_| amp * rng.next()).collect();
@@ -646,7 +655,7 @@ mod tests {
                 update(
                     &mut mant,
                     &mut rec,
-                    &Part::new(&xm, xe),
+                    &Part::new(&mut xm.clone(), xe),
                     Fx::ONE,
                     beta,
                     &mut clamps,
