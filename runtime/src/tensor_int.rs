@@ -208,7 +208,7 @@ fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
         // (a live row's `v >> (sh - 1)` is below 2^16; a zero-scale row's
         // may wrap, and is multiplied by 0).
         for (v, &bits) in t.iter_mut().zip(d) {
-            let sh = ta.saturating_add(gap(bits)).min(32);
+            let sh = (ta + gap(bits)).min(32); // gap <= 511: no overflow
             let a = (*v >> (sh - 1)).wrapping_add(1) >> 1;
             let p = a * ds(bits) as i32;
             *v = p;
