@@ -188,8 +188,8 @@ pub(crate) fn step(
                 Fx::ONE - alpha
             };
             let (rk, rv) = rec.split_at_mut(2);
-            update(hks, rk, &xk, alpha, beta, clamps);
-            update(hvs, rv, &xv, alpha, beta, clamps);
+            update(hks, rk, &xk, alpha, beta);
+            update(hvs, rv, &xv, alpha, beta);
         }
     }
 
