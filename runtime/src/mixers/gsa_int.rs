@@ -27,8 +27,8 @@
 //! 2^(s - 8)`: `s = 8` (the old mantissas exact) while the largest `|n| >>
 //! 8` lies in `[2^12, 2^15)`, else the shift that brings it into `[2^13,
 //! 2^14)`; a write that dwarfs the old vector moves the scale up first
-//! (`slots_int`). A mantissa rounded to 32768 is clamped to 32767 and
-//! counted (it needs absurd inputs).
+//! (`slots_int`). No mantissa needs a clamp (the shift rounds the largest
+//! to at most 32767).
 //!
 //! **Per token**: q, k, v and the gate logits from the products (blocks);
 //! the short convolutions with SiLU (`conv_int`); the feature map on q and
