@@ -121,25 +121,32 @@ impl<'a> Part<'a> {
     /// The part with mantissas `m` of a block with exponent `e`: `m` is
     /// replaced by its 15-bit view (each `|x15_i| <= 2^15`).
     pub(super) fn new(m: &'a mut [i32], e: i32) -> Self {
-        let shift = view_shift(m);
-        if shift >= 0 {
-            // `at15`'s rounded right shift, branch-free: a part of a normal
-            // block (|m| < 2^30, s <= 15) does not wrap (`wrapping_add`:
-            // another m gives wrong numbers, no panic).
-            let right = shift.min(31) as u32;
-            let half = (1i32 << right) >> 1;
-            m.iter_mut()
-                .for_each(|v| *v = v.wrapping_add(half) >> right);
-        } else {
-            // A part below 2^14: the exact left shift.
-            let left = (-shift).min(31) as u32;
-            m.iter_mut().for_each(|v| *v <<= left);
-        }
+        let shift = to_view(m);
         Part {
             x15: m,
             unit: Fx::pow2(e + shift),
         }
     }
+}
+
+/// Replaces the part `m` of a normal block by its own 15-bit view
+/// (`at15(m_i, s)`, `s` its [`view_shift`]); returns `s`.
+fn to_view(m: &mut [i32]) -> i32 {
+    let shift = view_shift(m);
+    if shift >= 0 {
+        // `at15`'s rounded right shift, branch-free: a part of a normal
+        // block (|m| < 2^30, s <= 15) does not wrap (`wrapping_add`:
+        // another m gives wrong numbers, no panic).
+        let right = shift.min(31) as u32;
+        let half = (1i32 << right) >> 1;
+        m.iter_mut()
+            .for_each(|v| *v = v.wrapping_add(half) >> right);
+    } else {
+        // A part below 2^14: the exact left shift.
+        let left = (-shift).min(31) as u32;
+        m.iter_mut().for_each(|v| *v <<= left);
+    }
+    shift
 }
 
 /// The slot update of one key or value vector (see the module docs):
@@ -247,13 +254,14 @@ fn write_back(mant: &mut [i16], x: &[i32], shifted: impl Fn(i16, i32) -> i32) {
 }
 
 /// The softmax read of one query head (the module docs): `q` its part of
-/// the block (exponent `eq`), `qk` the logits' factor (`None`: 1),
+/// the block (exponent `eq`; replaced by its 15-bit view, taken once for
+/// every slot), `qk` the logits' factor (`None`: 1),
 /// `scales`, `hk`, `hv` its kv head's slots,
 /// `logits` (`[M]`) and `acc` (`[V]`) scratch; writes `o` (`[V]`) as a
 /// normal block and returns its exponent (0 for zeros).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read(
-    q: &[i32],
+    q: &mut [i32],
     eq: i32,
     qk: Option<Fx>,
     scales: &[i32],
@@ -268,14 +276,15 @@ pub(super) fn read(
     // slot's record (four words: key scale, value scale), key and value.
     let (k, v) = (q.len().max(1), o.len().max(1));
     let recs = scales.as_chunks::<4>().0;
-    let sq = view_shift(q);
+    let sq = to_view(q);
+    let q = &*q;
     let mut lmax = i32::MIN;
     for ((l, key), rec) in logits.iter_mut().zip(hk.chunks_exact(k)).zip(recs) {
         // |q15 key| <= 2^30 per term, K < 2^20 terms: exact in i64.
         let dot: i64 = q
             .iter()
             .zip(key)
-            .map(|(&a, &b)| at15(a, sq) as i64 * b as i64)
+            .map(|(&a, &b)| i64::from(a) * i64::from(b))
             .sum();
         let lg = match read_scale(&rec[..2]) {
             Some(s) => {
@@ -342,10 +351,11 @@ pub(super) fn read(
 /// `q.len() / k`), aligned into one normal block as they come; returns its
 /// exponent (0 for zeros). `scales`, `hk`, `hv` hold `slots` slots per kv
 /// head (`group` query heads each; `dims = (k, v)`); only the first
-/// `logits.len()` slots of each kv head are read.
+/// `logits.len()` slots of each kv head are read. Each head's part of `q`
+/// is replaced by its 15-bit view.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read_heads(
-    q: &[i32],
+    q: &mut [i32],
     eq: i32,
     qk: Option<Fx>,
     dims: (usize, usize),
@@ -370,7 +380,7 @@ pub(super) fn read_heads(
         let oh = part_mut(rest, ..v, HEAD)?;
         let at = g * slots;
         let e = read(
-            part(q, head * k..(head + 1) * k, HEAD)?,
+            part_mut(q, head * k..(head + 1) * k, HEAD)?,
             eq,
             qk,
             part(scales, at * 4..(at + live) * 4, HEAD)?,
@@ -597,7 +607,7 @@ mod tests {
             let mut acc = vec![0i64; v];
             let mut o = vec![0i32; v];
             let e = read(
-                &qm,
+                &mut qm.clone(),
                 qe,
                 None,
                 &scales,
@@ -670,7 +680,7 @@ mod tests {
         let q = vec![1 << 29; k];
         let mut clamps = 0;
         let e = read(
-            &q,
+            &mut q.clone(),
             0,
             None,
             &scales,
