@@ -178,14 +178,20 @@ fn tiled_row(
 fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
     let d: &[u32] = bytemuck::cast_slice(d);
     // The largest row-scale exponent (a zero scale's bits give 0, below or
-    // equal to every other), then the largest total aligned to it. Three
-    // branch-free passes; the same numbers as aligning row by row.
-    let dmax = d.iter().fold(0u32, |a, &bits| a.max(bits >> 23)) as i32;
+    // equal to every other), then the bits of the largest total aligned to
+    // it: only its bit length matters (`ta`, and whether it is 0), and an
+    // OR of magnitudes has the bit length of the largest of them. Three
+    // branch-free passes; the same numbers as aligning row by row (for
+    // totals above `i32::MIN`, which no product gives: a row gap of 32 or
+    // more shifts by 31, which leaves 0 of any other total).
+    let dmax = d.iter().fold(0u32, |a, &bits| a.max(bits >> 23));
     let live = |bits: u32| 0u32.wrapping_sub(u32::from(bits != 0)); // all ones or 0
-    let gap = |bits: u32| (dmax - (bits >> 23) as i32).min(32) as u32;
+                                                                    // The distance of a row's exponent to the largest (>= 0).
+    let gap = |bits: u32| dmax.wrapping_sub(bits >> 23);
     let top = t.iter().zip(d).fold(0u32, |top, (&v, &bits)| {
-        top.max(v.unsigned_abs().checked_shr(gap(bits)).unwrap_or(0) & live(bits))
+        top | (v.unsigned_abs() >> gap(bits).min(31)) & live(bits)
     });
+    let dmax = dmax as i32;
     if top == 0 || s.is_zero() {
         t.fill(0);
         return ZERO_EXP;
@@ -202,7 +208,7 @@ fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
         // (a live row's `v >> (sh - 1)` is below 2^16; a zero-scale row's
         // may wrap, and is multiplied by 0).
         for (v, &bits) in t.iter_mut().zip(d) {
-            let sh = (ta + gap(bits)).min(32);
+            let sh = (ta + gap(bits)).min(32); // gap <= 511: no overflow
             let a = (*v >> (sh - 1)).wrapping_add(1) >> 1;
             let p = a * ds(bits) as i32;
             *v = p;
@@ -210,7 +216,7 @@ fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
         }
     } else {
         for (v, &bits) in t.iter_mut().zip(d) {
-            let a = shr_round(*v, gap(bits));
+            let a = shr_round(*v, gap(bits)); // 0 for a gap of 32 or more
             let p = a * ds(bits) as i32;
             *v = p;
             max = max.max(p.unsigned_abs());

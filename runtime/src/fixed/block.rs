@@ -149,7 +149,9 @@ pub fn quantize(b: Block<'_>, q: &mut [i8]) -> Fx {
     let r = (127u32 << 24) / top;
     for (qi, &v) in q.iter_mut().zip(b.m) {
         let a = v.unsigned_abs() >> TO_15;
-        let mag = ((a * r + (1 << 23)) >> 24).min(127) as i8;
+        // a <= top, so a r <= 127 × 2^24 and the rounded quotient is at
+        // most 127: no clamp.
+        let mag = ((a * r + (1 << 23)) >> 24) as i8;
         *qi = if v < 0 { -mag } else { mag };
     }
     // scale = top * 2^(e + 15) / 127.

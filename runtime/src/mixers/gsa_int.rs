@@ -27,8 +27,8 @@
 //! 2^(s - 8)`: `s = 8` (the old mantissas exact) while the largest `|n| >>
 //! 8` lies in `[2^12, 2^15)`, else the shift that brings it into `[2^13,
 //! 2^14)`; a write that dwarfs the old vector moves the scale up first
-//! (`slots_int`). A mantissa rounded to 32768 is clamped to 32767 and
-//! counted (it needs absurd inputs).
+//! (`slots_int`). No mantissa needs a clamp (the shift rounds the largest
+//! to at most 32767).
 //!
 //! **Per token**: q, k, v and the gate logits from the products (blocks);
 //! the short convolutions with SiLU (`conv_int`); the feature map on q and
@@ -164,8 +164,8 @@ pub(crate) fn step(
     // no chunk size has a panic branch. Each kv head's keys, values, gate
     // logits, slot records (four words a slot) and slot states.
     let (k1, v1, m1) = (k.max(1), v.max(1), m.max(1));
-    let per_head = Rows(kk.chunks_exact(k1))
-        .zip(vv.chunks_exact(v1))
+    let per_head = Rows(kk.chunks_exact_mut(k1))
+        .zip(vv.chunks_exact_mut(v1))
         .zip(f.chunks_exact(m1))
         .zip(scales.chunks_exact_mut((m1 * 4).max(1)))
         .zip(hk_all.chunks_exact_mut((m1 * k1).max(1)))
@@ -188,8 +188,8 @@ pub(crate) fn step(
                 Fx::ONE - alpha
             };
             let (rk, rv) = rec.split_at_mut(2);
-            update(hks, rk, &xk, alpha, beta, clamps);
-            update(hvs, rv, &xv, alpha, beta, clamps);
+            update(hks, rk, &xk, alpha, beta);
+            update(hvs, rv, &xv, alpha, beta);
         }
     }
 
