@@ -85,11 +85,17 @@ def test_state_study_doc_and_readme_have_the_tables_runs_csv_gives():
     assert study2.readme_tables() in (ROOT / "README.md").read_text()
 
 
+# The protocol's dated note of 2026-12-07 (docs/state-study.md): round 19 ran Mamba-2 at lr 1e-2
+# for every size (3e-3 too at 16 and 64 KB); the rest of its grid waits for a later round.
+GRID_CUT = {"mamba2": {0.01}}
+
+
 def test_second_edition_runs_follow_the_protocol():
     rows = study2.runs()
     assert {r["family"] for r in rows} <= set(study2.FAMILIES)
     for (family, kb), p in study2.points(rows).items():
-        assert set(study2.GRID) <= set(p["sweep"]), (family, kb, "seed 1 at every lr of the grid")
+        grid = GRID_CUT.get(family, set(study2.GRID))
+        assert grid <= set(p["sweep"]), (family, kb, "seed 1 at every lr of the grid")
         for r in p["by_lr"][p["seeds_lr"]].values():
             assert int(r["steps"]) <= 2400
             assert r["end"] in ("solved", "cap", "time")
