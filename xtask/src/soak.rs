@@ -1,12 +1,14 @@
 //! `cargo xtask soak [--tokens N] [--board-tokens N] [--only T] [--record]`:
 //! long streams with no reset (docs/soak.md). On the host, `ferrite soak`
 //! streams `--tokens` (default 1,000,000) tokens through each LM (the held-out
-//! text, repeated) and one MQAR model per mixer family (sequences back to
-//! back), int8; lm/small also with its SWA sinks removed. On the m4f board the
+//! text, repeated; fla's RWKV-7 and Mamba-2 LMs among them) and one MQAR
+//! model per mixer family that has one (sequences back to back), int8;
+//! lm/small also with its SWA sinks removed. On the m4f board the
 //! `eval` firmware scores `--board-tokens` (default 100,000) bytes of the
 //! repeated text through `models/lm/small` int8 in one chunk (never reset),
 //! and its f64 sum must equal the host's bit for bit. `--record` writes the
-//! table into docs/soak.md. Not part of `cargo xtask test` (minutes).
+//! table into docs/soak.md. `cargo xtask test` runs the host streams at
+//! 100,000 tokens (docs/testing.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -41,7 +43,7 @@ const fn case(label: &'static str, dir: &'static str, text: bool) -> Case {
 }
 
 /// The host streams (int8 images).
-const HOST_CASES: [Case; 10] = [
+const HOST_CASES: [Case; 12] = [
     case(
         "lm/small (gdn+swa+gsa+bla, 4 sinks)",
         "models/lm/small",
@@ -56,6 +58,8 @@ const HOST_CASES: [Case; 10] = [
         ..case("lm/small, integer token path", "models/lm/small", true)
     },
     case("lm/large (4 sinks)", "models/lm/large", true),
+    case("lm/rwkv7-m3 (fla's RWKV-7)", "models/lm/rwkv7-m3", true),
+    case("lm/mamba2-m3 (fla's Mamba-2)", "models/lm/mamba2-m3", true),
     case("mqar/bla-m7", "models/mqar/bla-m7", false),
     case("mqar/gdn-8k-lr3e-3", "models/mqar/gdn-8k-lr3e-3", false),
     Case {
