@@ -399,9 +399,53 @@ mod tests {
             StepError::Internal("a tensor checked at load is missing")
         );
         assert_eq!(
+            Error::ShapeMismatch {
+                layer: None,
+                role: Role::MlpUp,
+            }
+            .at_step(),
+            StepError::Internal("a tensor shape checked at load is wrong")
+        );
+        assert_eq!(
             Error::BadMagic.at_step(),
             StepError::Internal("an image check passed at load failed in a step")
         );
+    }
+
+    #[test]
+    fn a_tensor_is_named_by_its_layer_and_role() {
+        fn text(args: core::fmt::Arguments<'_>) -> heapless::String<128> {
+            let mut s = heapless::String::new();
+            core::fmt::write(&mut s, args).unwrap();
+            s
+        }
+        let role = Role::MlpUp.name();
+        let in_layer = Error::MissingTensor {
+            layer: Some(1),
+            role: Role::MlpUp,
+        };
+        assert_eq!(
+            text(format_args!("{in_layer}")),
+            text(format_args!("missing tensor model.layers.1.{role}"))
+        );
+        let model_wide = Error::ShapeMismatch {
+            layer: None,
+            role: Role::MlpUp,
+        };
+        assert_eq!(
+            text(format_args!("{model_wide}")),
+            text(format_args!("shape of {role} contradicts the config"))
+        );
+    }
+
+    #[test]
+    fn rows_walks_the_items_a_plain_zip_walks() {
+        let a = [1, 2, 3, 4, 5, 6, 7];
+        let b = [10, 20, 30];
+        let plain: heapless::Vec<(&[i32], &i32), 8> = a.chunks_exact(2).zip(&b).collect();
+        let rows: heapless::Vec<(&[i32], &i32), 8> = Rows(a.chunks_exact(2)).zip(&b).collect();
+        assert_eq!(rows, plain);
+        assert_eq!(rows.len(), 3);
     }
 
     #[test]
