@@ -494,8 +494,8 @@ mod tests {
         assert_eq!(
             k,
             [
-                "dsp", "dsp", "helium", "v7m", "rv32", "rv32", "dsp", "portable", // QEMU
-                "dsp", "rv32", "portable", "dsp", "dsp", "rv32" // chips
+                "dsp", "dsp", "helium", "v7m", "rv32", "rv32", "dsp", "v6m", // QEMU
+                "dsp", "rv32", "v6m", "dsp", "dsp", "rv32" // chips
             ]
         );
         assert_eq!(kernels("thumbv8m.main-none-eabihf", None), "portable");

@@ -1,7 +1,8 @@
 //! Decides which tile kernels this target gets, once for the whole build:
 //! `src/isa.rs` (included here, and a module of the crate) from the target
 //! triple, `-C target-cpu` and the target features. This crate then builds
-//! that assembly (`cfg(ferrite_kernels = "dsp" | "helium" | "v7m" | "rv32" |
+//! that assembly (`cfg(ferrite_kernels = "dsp" | "helium" | "v7m" | "v6m" |
+//! "rv32" |
 //! "portable")`), and the runtime's build script reads the same name from
 //! this one (`links` metadata: `DEP_FERRITE_ASM_KERNELS`, and the list of
 //! names as `DEP_FERRITE_ASM_NAMES`).

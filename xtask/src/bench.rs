@@ -49,7 +49,7 @@ pub const CASES: &[Case] = &[
 ];
 
 /// Boards also measured with the portable kernels.
-pub const PORTABLE_TOO: &[&str] = &["m4f", "m55", "m3", "rv32imac"];
+pub const PORTABLE_TOO: &[&str] = &["m4f", "m55", "m3", "rv32imac", "m0"];
 
 /// What a `kernel:` line measured: board, module, dtype, rows (none for
 /// `quantize`), cols.

@@ -15,6 +15,9 @@ pub enum Kernels {
     Helium,
     /// `LDRSB`/`MLA` assembly: Cortex-M3, ARMv7-M without DSP ([`crate::v7m`]).
     V7m,
+    /// `LDRSB`/`MULS`/`ADD` assembly: Cortex-M0 and M0+, ARMv6-M
+    /// ([`crate::v6m`]).
+    V6m,
     /// `LB`/`MUL`/`ADD` assembly: RV32 with the M extension ([`crate::rv32`]).
     Rv32,
     /// No assembly: the runtime's portable Rust.
@@ -23,10 +26,11 @@ pub enum Kernels {
 
 impl Kernels {
     /// Every set.
-    pub const ALL: [Kernels; 5] = [
+    pub const ALL: [Kernels; 6] = [
         Kernels::Dsp,
         Kernels::Helium,
         Kernels::V7m,
+        Kernels::V6m,
         Kernels::Rv32,
         Kernels::Portable,
     ];
@@ -39,6 +43,7 @@ impl Kernels {
             Kernels::Dsp => "dsp",
             Kernels::Helium => "helium",
             Kernels::V7m => "v7m",
+            Kernels::V6m => "v6m",
             Kernels::Rv32 => "rv32",
             Kernels::Portable => "portable",
         }
@@ -64,7 +69,7 @@ impl Kernels {
 /// feature, so Arm cores are told apart by triple and CPU: `thumbv7em`
 /// (M4, M7) and `thumbv8m.main` with `cortex-m33` or `cortex-m35p` get
 /// [`Kernels::Dsp`], `thumbv8m.main` with `cortex-m55` [`Kernels::Helium`],
-/// `thumbv7m` (M3) [`Kernels::V7m`]. RISC-V reports its extensions: an RV32I
+/// `thumbv7m` (M3) [`Kernels::V7m`], `thumbv6m` (M0, M0+) [`Kernels::V6m`]. RISC-V reports its extensions: an RV32I
 /// target with `m` gets [`Kernels::Rv32`] (not RV32E, whose 16 registers
 /// the assembly does not fit in). Everything else, [`Kernels::Portable`].
 pub fn choose(target: &str, cpu: Option<&str>, features: &str) -> Kernels {
@@ -94,6 +99,8 @@ fn decide(target: &str, cpu: Option<&str>, has_m: bool) -> Kernels {
         }
     } else if target.starts_with("thumbv7m") {
         Kernels::V7m
+    } else if target.starts_with("thumbv6m") {
+        Kernels::V6m
     } else if target.starts_with("riscv32") && !target.starts_with("riscv32e") && has_m {
         Kernels::Rv32
     } else {
@@ -157,7 +164,7 @@ mod tests {
             "",
             Kernels::Dsp,
         ),
-        ("m0", "thumbv6m-none-eabi", None, "", Kernels::Portable),
+        ("m0", "thumbv6m-none-eabi", None, "", Kernels::V6m),
         (
             "rp2350",
             "thumbv8m.main-none-eabihf",

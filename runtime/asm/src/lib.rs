@@ -9,6 +9,9 @@
 //! - [`v7m`]: Cortex-M3 (no DSP), int8 weights and activations, one
 //!   `LDRSB` + `MLA` per multiply-accumulate, the activation loaded once
 //!   per column for the four rows of a tile;
+//! - [`v6m`]: Cortex-M0/M0+ (ARMv6-M, Thumb-1), int8 weights and
+//!   activations, `LDRSB` + `MULS` + `ADD` per multiply-accumulate, the
+//!   four rows' sums in high registers;
 //! - [`rv32`]: RV32IM (no packed-SIMD extension), int8 weights and
 //!   activations, `LB` + `MUL` + `ADD` per multiply-accumulate, the
 //!   activation loaded once per column.
@@ -47,6 +50,7 @@ pub mod helium;
 /// their tables). Dependency-free and usable on the host.
 pub mod isa;
 pub mod rv32;
+pub mod v6m;
 pub mod v7m;
 
 pub use isa::Kernels;
@@ -60,6 +64,8 @@ pub const KERNELS: Kernels = BUILT;
 const BUILT: Kernels = Kernels::Dsp;
 #[cfg(ferrite_kernels = "helium")]
 const BUILT: Kernels = Kernels::Helium;
+#[cfg(ferrite_kernels = "v6m")]
+const BUILT: Kernels = Kernels::V6m;
 #[cfg(ferrite_kernels = "v7m")]
 const BUILT: Kernels = Kernels::V7m;
 #[cfg(ferrite_kernels = "rv32")]

@@ -7,8 +7,11 @@
 //! with two 32-bit divisions instead, exactly.
 
 /// Whether this target lacks a 32x32 -> 64-bit multiply (ARMv6-M, ARMv8-M
-/// Baseline: the portable kernels on an `arm` target).
-const NO_LONG_MUL: bool = cfg!(all(target_arch = "arm", ferrite_kernels = "portable"));
+/// Baseline: the ARMv6-M or the portable kernels on an `arm` target).
+const NO_LONG_MUL: bool = cfg!(all(
+    target_arch = "arm",
+    any(ferrite_kernels = "v6m", ferrite_kernels = "portable")
+));
 
 /// `a * b` as a u64, exactly.
 #[inline(always)]

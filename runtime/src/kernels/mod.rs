@@ -18,8 +18,9 @@
 //! | `dsp` | thumbv7em (Cortex-M4/M7), thumbv8m.main with `target-cpu=cortex-m33` or `cortex-m35p` | SMLAD/SXTB16 assembly of the `ferrite-asm` crate |
 //! | `helium` | thumbv8m.main with `target-cpu=cortex-m55` | `helium`: `VMLAVA.S8` assembly of `ferrite-asm` (int8), safe code LLVM turns into MVE (int4) |
 //! | `v7m` | thumbv7m (Cortex-M3) | `LDRSB`/`MLA` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
+//! | `v6m` | thumbv6m (Cortex-M0, M0+) | `LDRSB`/`MULS`/`ADD` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
 //! | `rv32` | riscv32 with the M extension (RV32IMAC, RV32IMAFC, RV32IMC) | `LB`/`MUL`/`ADD` assembly of `ferrite-asm` (int8), [`portable`] (int4) |
-//! | `portable` | everything else (M0, RV32I without M, the host) | [`portable`] |
+//! | `portable` | everything else (RV32I without M, the host) | [`portable`] |
 //!
 //! Setting `FERRITE_KERNELS=portable` when building forces the portable
 //! module (for comparisons); naming a set other than `portable` and the
@@ -38,6 +39,8 @@ pub mod tiled;
 mod dsp;
 #[cfg(ferrite_kernels = "rv32")]
 mod rv32;
+#[cfg(ferrite_kernels = "v6m")]
+mod v6m;
 #[cfg(ferrite_kernels = "v7m")]
 mod v7m;
 
@@ -56,11 +59,14 @@ pub mod arch {
         ferrite_kernels = "dsp",
         ferrite_kernels = "helium",
         ferrite_kernels = "rv32",
+        ferrite_kernels = "v6m",
         ferrite_kernels = "v7m"
     )))]
     pub use super::portable::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
     #[cfg(ferrite_kernels = "rv32")]
     pub use super::rv32::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
+    #[cfg(ferrite_kernels = "v6m")]
+    pub use super::v6m::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
     #[cfg(ferrite_kernels = "v7m")]
     pub use super::v7m::{dot4_i4, dot4_i8, prepare, rows_i8, WIDE};
 

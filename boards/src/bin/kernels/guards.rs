@@ -24,7 +24,7 @@
 
 use ferrite::kernels::arch;
 use ferrite::kernels::tiled::{TILE_COLS, TILE_ROWS};
-use ferrite_asm::{dsp, helium, rv32, v7m, Kernels, KERNELS};
+use ferrite_asm::{dsp, helium, rv32, v6m, v7m, Kernels, KERNELS};
 
 use crate::tally::{block_sums, Tally};
 
@@ -143,6 +143,13 @@ fn wrappers() -> &'static [Wrapper] {
         1,
         Call::Rows(|w, q, _, o| v7m::rows_i8(i8s(w), q, o)),
     )];
+    const V6M: &[Wrapper] = &[w(
+        "v6m::rows_i8",
+        false,
+        false,
+        1,
+        Call::Rows(|w, q, _, o| v6m::rows_i8(i8s(w), q, o)),
+    )];
     const RV32: &[Wrapper] = &[w(
         "rv32::rows_i8",
         false,
@@ -154,6 +161,7 @@ fn wrappers() -> &'static [Wrapper] {
         Kernels::Dsp => DSP,
         Kernels::Helium => HELIUM,
         Kernels::V7m => V7M,
+        Kernels::V6m => V6M,
         Kernels::Rv32 => RV32,
         _ => &[],
     }
