@@ -45,6 +45,22 @@ pub fn mul_i32_u32(a: i32, b: u32) -> i64 {
     }
 }
 
+/// `a * b` for two signed values, exactly: one `SMULL` where the core has a
+/// long multiply.
+#[inline(always)]
+pub fn mul_i32(a: i32, b: i32) -> i64 {
+    if NO_LONG_MUL {
+        let p = mul_u32(a.unsigned_abs(), b.unsigned_abs()) as i64;
+        if (a < 0) != (b < 0) {
+            -p
+        } else {
+            p
+        }
+    } else {
+        a as i64 * b as i64
+    }
+}
+
 /// `(hi 2^32 + lo) / d`, truncated, for a normalized divisor (`d >= 2^31`)
 /// and `hi < d`, so that the quotient fits 32 bits; another input gives a
 /// wrong quotient (0 for a divisor below 2^31), never a panic. Long division in base 2^16 (Knuth's
@@ -100,6 +116,7 @@ mod tests {
                 assert_eq!(mulhi_u32(a, b), ((a as u64 * b as u64) >> 32) as u32);
                 let s = a as i32;
                 assert_eq!(mul_i32_u32(s, b), s as i64 * b as i64);
+                assert_eq!(mul_i32(s, b as i32), s as i64 * (b as i32) as i64);
             }
         }
     }

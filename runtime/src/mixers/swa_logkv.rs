@@ -40,7 +40,7 @@ use super::swa_config::SwaConfig;
 use super::swa_int::{align_head, finish, project, quantize_part};
 use crate::error::{part, part_mut, split_mut, Error, Result};
 use crate::fixed::block::{normalize, quantize, Block};
-use crate::fixed::wide::{mul_i32_u32, mul_u32};
+use crate::fixed::wide::{mul_i32, mul_u32};
 use crate::fixed::Fx;
 use crate::format::Role;
 use crate::mixers::StepCtx;
@@ -236,8 +236,10 @@ fn weigh<const D: usize>(acc: &mut [i64], max: i32, vtop: u8, l: i32, v: &[i8], 
     let wv = if sh >= 64 {
         0
     } else {
+        // Rounded half up: `((p >> (sh - 1)) + 1) >> 1` is `(p + 2^(sh-1))
+        // >> sh`, and `p >> 21` (below 2^25) fits a u32.
         let p = mul_u32(w, STEP_Q15[(vc & 7) as usize]);
-        ((p + (1 << (sh - 1))) >> sh) as i32
+        ((((p >> (sh - 1)) as u32) + 1) >> 1) as i32
     };
     // |wv x| < 2^24 × 127 < 2^31.
     accumulate::<D>(acc, wv, v);
@@ -251,7 +253,8 @@ fn weigh<const D: usize>(acc: &mut [i64], max: i32, vtop: u8, l: i32, v: &[i8], 
 #[derive(Clone, Copy)]
 pub(crate) struct Scorer<'q> {
     q: &'q [i8],
-    mult: [u32; 8],
+    /// Below 2^31: an `i32`, so that a logit is one signed multiply.
+    mult: [i32; 8],
     base: i32,
 }
 
@@ -261,7 +264,7 @@ impl<'q> Scorer<'q> {
     pub(crate) fn new(q: &'q [i8], scale: Fx) -> Scorer<'q> {
         let qc = scale * Fx::from_i64(q.len().max(1) as i64, 0).rsqrt();
         // STEP (< 2^16) × mantissa (< 2^32) >> 17: below 2^31.
-        let mult = STEP_Q15.map(|s| ((mul_u32(s, qc.mantissa()) + (1 << 16)) >> 17) as u32);
+        let mult = STEP_Q15.map(|s| ((mul_u32(s, qc.mantissa()) + (1 << 16)) >> 17) as i32);
         // real = mult 2^(e + 17 - 15) 2^(c/8 - B); Q16 adds 16.
         let base = qc.exponent() + 18 - LOG_SCALE_BIAS;
         Scorer { q, mult, base }
@@ -276,27 +279,23 @@ impl<'q> Scorer<'q> {
     /// [`Scorer::logit`] with the dot product unrolled for `D` values.
     #[inline(always)]
     fn logit_d<const D: usize>(&self, k: &[i8], c: u8) -> i32 {
-        let p = mul_i32_u32(dot8::<D>(self.q, k), self.mult[(c & 7) as usize]);
+        let p = mul_i32(dot8::<D>(self.q, k), self.mult[(c & 7) as usize]);
         let sh = self.base + (c >> 3) as i32;
-        let l = if sh >= 0 {
-            if sh > 30 || p.unsigned_abs() >= (LOGIT_LIMIT as u64) >> sh {
-                if p < 0 {
-                    -LOGIT_LIMIT
-                } else if p > 0 {
-                    LOGIT_LIMIT
-                } else {
-                    0
-                }
+        let l = if sh < 0 {
+            // Rounded half up: `((p >> (s - 1)) + 1) >> 1` is `(p +
+            // 2^(s-1)) >> s` without the 64-bit constant.
+            let s = sh.unsigned_abs();
+            if s > 62 {
+                0
             } else {
-                p << sh
+                ((p >> (s - 1)) + 1) >> 1
             }
-        } else if sh < -62 {
-            0
+        } else if sh > 30 || p.unsigned_abs() >= (LOGIT_LIMIT as u64) >> sh {
+            p.signum() * LOGIT_LIMIT
         } else {
-            let s = -sh;
-            ((p + (1 << (s - 1))) >> s).clamp(-LOGIT_LIMIT, LOGIT_LIMIT)
+            p << sh
         };
-        l as i32
+        l.clamp(-LOGIT_LIMIT, LOGIT_LIMIT) as i32
     }
 }
 
@@ -380,8 +379,105 @@ pub(crate) fn attend(
     }
 }
 
+/// The window's ring positions as at most two runs `(first position,
+/// keys)` whose keys are `vis.step` apart without wrapping: from `ring0` to
+/// the ring's end, then from the wrapped position on.
+fn ring_runs(vis: &Visible<'_>) -> [(usize, usize); 2] {
+    let step = vis.step.max(1);
+    let before_wrap = vis.span.saturating_sub(vis.ring0).div_ceil(step);
+    let first = vis.count.min(before_wrap);
+    let wrapped = (vis.ring0 + first * step).saturating_sub(vis.span);
+    [(vis.ring0, first), (wrapped, vis.count - first)]
+}
+
 /// [`attend`] with the per-key loops unrolled for `D` values (`0`: any).
 fn attend_d<const D: usize>(
+    scorers: [&Scorer<'_>; 2],
+    cache: &Cache<'_>,
+    vis: &Visible<'_>,
+    sink: Option<i32>,
+    row: &mut [i32],
+    acc: &mut [i64],
+    out: &mut [i32],
+) -> i32 {
+    let row = match row.get_mut(..vis.count) {
+        Some(r) => r,
+        None => {
+            out.fill(0);
+            return 0;
+        }
+    };
+    let (codes, keys, values, d) = (cache.codes, cache.keys, cache.values, cache.d);
+    // Slot `si` of the kv head read is entry `si hkv + head`; a run's keys
+    // are `step hkv` entries apart.
+    let entry = |pos: usize| (vis.sink_cap + pos) * cache.hkv + cache.head;
+    let stride = vis.step.max(1) * cache.hkv;
+    let runs = ring_runs(vis);
+    // Pass 1: the window's logits into the row, the sinks' maximum, the
+    // largest value octave.
+    let mut max = sink.unwrap_or(i32::MIN);
+    let mut vtop = 0u8;
+    let plain = scorers[0];
+    let mut rest = &mut *row;
+    for (pos, n) in runs {
+        let (part, later) = rest.split_at_mut(n.min(rest.len()));
+        rest = later;
+        let mut at = entry(pos);
+        for l in part.iter_mut() {
+            let k = keys.get(at * d..at * d + d).unwrap_or(&[]);
+            let (kc, vc) = match codes.get(2 * at..2 * at + 2) {
+                Some(&[kc, vc]) => (kc, vc),
+                _ => (0, 0),
+            };
+            *l = plain.logit_d::<D>(k, kc);
+            max = max.max(*l);
+            vtop = vtop.max(vc >> 3);
+            at += stride;
+        }
+    }
+    let mut n = row.len();
+    let alt = scorers[vis.alt & 1];
+    (vis.sinks)(&mut |si| {
+        let (k, kc, _, vc) = cache.slot(si);
+        max = max.max(alt.logit_d::<D>(k, kc));
+        vtop = vtop.max(vc >> 3);
+        n += 1;
+    });
+    acc.fill(0);
+    if n == 0 {
+        out.fill(0);
+        return 0;
+    }
+    // Pass 2: weights, their sum, and the weighted values.
+    let mut sum = sink.map_or(0u64, |l| exp_neg((max as i64 - l as i64) as u32) as u64);
+    let mut rest = &*row;
+    for (pos, n) in runs {
+        let (part, later) = rest.split_at(n.min(rest.len()));
+        rest = later;
+        let mut at = entry(pos);
+        for &l in part {
+            let v = values.get(at * d..at * d + d).unwrap_or(&[]);
+            let vc = codes.get(2 * at + 1).copied().unwrap_or(0);
+            sum += weigh::<D>(acc, max, vtop, l, v, vc);
+            at += stride;
+        }
+    }
+    (vis.sinks)(&mut |si| {
+        let (k, kc, v, vc) = cache.slot(si);
+        sum += weigh::<D>(acc, max, vtop, alt.logit_d::<D>(k, kc), v, vc);
+    });
+    // Σ wv x = 2^(23 + B - vtop) Σ w v (w, v real): out = acc 2^(vtop - B + 7) / sum,
+    // and `finish` takes acc × 2^-24 × f.
+    let f = Fx::from_u64(sum, 0, false)
+        .recip()
+        .shl(vtop as i32 - LOG_SCALE_BIAS + 31);
+    finish(acc, f, out)
+}
+
+/// [`attend`] as it was written first, slot by slot around the ring: the
+/// reference the runs above are tested against, bit for bit.
+#[cfg(test)]
+fn attend_reference(
     scorers: [&Scorer<'_>; 2],
     cache: &Cache<'_>,
     vis: &Visible<'_>,
@@ -406,7 +502,7 @@ fn attend_d<const D: usize>(
     let mut at = vis.ring0;
     for l in row.iter_mut() {
         let (k, kc, _, vc) = cache.slot(vis.sink_cap + at);
-        *l = plain.logit_d::<D>(k, kc);
+        *l = plain.logit_d::<0>(k, kc);
         max = max.max(*l);
         vtop = vtop.max(vc >> 3);
         at += vis.step;
@@ -422,7 +518,7 @@ fn attend_d<const D: usize>(
     let alt = scorers[vis.alt & 1];
     (vis.sinks)(&mut |si| {
         let (k, kc, _, vc) = cache.slot(si);
-        max = max.max(alt.logit_d::<D>(k, kc));
+        max = max.max(alt.logit_d::<0>(k, kc));
         vtop = vtop.max(vc >> 3);
         n += 1;
     });
@@ -436,7 +532,7 @@ fn attend_d<const D: usize>(
     let mut at = vis.ring0;
     for &l in row.iter() {
         let (_, _, v, vc) = cache.slot(vis.sink_cap + at);
-        sum += weigh::<D>(acc, max, vtop, l, v, vc);
+        sum += weigh::<0>(acc, max, vtop, l, v, vc);
         at += vis.step;
         if at >= vis.span {
             at -= vis.span;
@@ -448,7 +544,7 @@ fn attend_d<const D: usize>(
     }
     (vis.sinks)(&mut |si| {
         let (k, kc, v, vc) = cache.slot(si);
-        sum += weigh::<D>(acc, max, vtop, alt.logit_d::<D>(k, kc), v, vc);
+        sum += weigh::<0>(acc, max, vtop, alt.logit_d::<0>(k, kc), v, vc);
     });
     // Σ wv x = 2^(23 + B - vtop) Σ w v (w, v real): out = acc 2^(vtop - B + 7) / sum,
     // and `finish` takes acc × 2^-24 × f.
@@ -936,6 +1032,146 @@ mod tests {
             worst_q = worst_q.max(quant);
         }
         std::println!("worst: arithmetic {worst_arith:.3e}, with int8 {worst_q:.3e}");
+    }
+
+    /// The logit's and the weight's shifts round as the first form did,
+    /// `(p + 2^(s-1)) >> s` with the 64-bit constant: random int8 vectors
+    /// of 64 (and their extremes), the multiplier's extremes, every shift.
+    #[test]
+    fn shifts_round_as_the_first_form() {
+        let first = |p: i64, sh: i32| -> i64 {
+            if sh >= 0 {
+                if sh > 30 || p.unsigned_abs() >= (LOGIT_LIMIT as u64) >> sh {
+                    p.signum() * LOGIT_LIMIT
+                } else {
+                    p << sh
+                }
+            } else if sh < -62 {
+                0
+            } else {
+                let s = -sh;
+                ((p + (1 << (s - 1))) >> s).clamp(-LOGIT_LIMIT, LOGIT_LIMIT)
+            }
+        };
+        let mut rng = Rng(0x5eed_0004);
+        let byte = |rng: &mut Rng| (rng.next() * 128.0) as i8;
+        for case in 0..600 {
+            let q: Vec<i8> = match case {
+                0 => vec![127; 64],
+                1 => vec![-128; 64],
+                _ => (0..64).map(|_| byte(&mut rng)).collect(),
+            };
+            let k: Vec<i8> = match case {
+                0 | 1 => vec![-128; 64],
+                _ => (0..64).map(|_| byte(&mut rng)).collect(),
+            };
+            let dot: i32 = q.iter().zip(&k).map(|(&a, &b)| a as i32 * b as i32).sum();
+            let mut scorer = Scorer::new(&q, Fx::ONE);
+            scorer.mult = [[1, i32::MAX, 1 << 30, 12_345_678][case % 4]; 8];
+            let p = dot as i64 * scorer.mult[0] as i64;
+            for base in -95..40 {
+                scorer.base = base;
+                for c in [0u8, 7, 8, 100, 255] {
+                    let sh = base + (c >> 3) as i32;
+                    assert_eq!(scorer.logit(&k, c) as i64, first(p, sh), "p {p} sh {sh}");
+                }
+            }
+        }
+        // The weight's factor: `w = 2^30` (a logit at the maximum) times
+        // each step, shifted by every `sh = 22 + vtop - octave` from 22 to
+        // 64, on a value of 1.
+        for vc in 0..=255u8 {
+            for vtop in 0..48u8 {
+                let mut acc = [0i64; 1];
+                assert_eq!(weigh::<0>(&mut acc, 0, vtop, 0, &[1], vc), 1 << 30);
+                let sh = 22 + vtop.saturating_sub(vc >> 3) as u64;
+                let p = (1u64 << 30) * STEP_Q15[(vc & 7) as usize] as u64;
+                let want = if sh >= 64 {
+                    0
+                } else {
+                    (p + (1 << (sh - 1))) >> sh
+                };
+                assert_eq!(acc[0], want as i64, "vc {vc} vtop {vtop}");
+            }
+        }
+    }
+
+    /// The runs over the ring give the slot-by-slot walk's bits: random
+    /// rings (wrapped or not, dilated, several kv heads, sink slots, head
+    /// sizes unrolled and not), random int8 slots and scale codes, query
+    /// scales over 24 octaves.
+    #[test]
+    fn runs_give_the_slot_by_slot_bits() {
+        let mut rng = Rng(0x5eed_0003);
+        let pick = |rng: &mut Rng, n: usize| ((rng.next() + 1.0) * 0.5 * n as f64) as usize % n;
+        for case in 0..600 {
+            let d = [8, 16, 12, 4][case % 4];
+            let hkv = 1 + pick(&mut rng, 3);
+            let head = pick(&mut rng, hkv);
+            let step = 1 + pick(&mut rng, 3);
+            let span = 1 + pick(&mut rng, 40);
+            let count = pick(&mut rng, span.div_ceil(step) + 1);
+            let ring0 = pick(&mut rng, span);
+            let sink_cap = pick(&mut rng, 4);
+            let slots = sink_cap + span;
+            let bytes = |rng: &mut Rng| -> Vec<i8> {
+                (0..slots * hkv * d)
+                    .map(|_| (rng.next() * 127.0) as i8)
+                    .collect()
+            };
+            let (keys, values) = (bytes(&mut rng), bytes(&mut rng));
+            let codes: Vec<u8> = (0..2 * slots * hkv)
+                .map(|_| 100 + pick(&mut rng, 100) as u8)
+                .collect();
+            let cache = Cache {
+                codes: &codes,
+                keys: &keys,
+                values: &values,
+                hkv,
+                head,
+                d,
+            };
+            let sinks = |f: &mut dyn FnMut(usize)| (0..sink_cap).step_by(2).for_each(f);
+            let vis = Visible {
+                ring0,
+                count,
+                step,
+                span,
+                sink_cap,
+                sinks: &sinks,
+                alt: case % 2,
+            };
+            let q: Vec<i8> = (0..d).map(|_| (rng.next() * 127.0) as i8).collect();
+            let qa: Vec<i8> = (0..d).map(|_| (rng.next() * 127.0) as i8).collect();
+            let scale = Fx::from_i64(1, pick(&mut rng, 24) as i32 - 30);
+            let (plain, alt) = (Scorer::new(&q, scale), Scorer::new(&qa, scale));
+            let sink = (case % 3 == 0).then_some((rng.next() * 65536.0 * 4.0) as i32);
+            let mut got = (vec![0i32; span], vec![0i64; d], vec![0i32; d]);
+            let mut want = got.clone();
+            let e = attend(
+                [&plain, &alt],
+                &cache,
+                &vis,
+                sink,
+                &mut got.0,
+                &mut got.1,
+                &mut got.2,
+            );
+            let e_ref = attend_reference(
+                [&plain, &alt],
+                &cache,
+                &vis,
+                sink,
+                &mut want.0,
+                &mut want.1,
+                &mut want.2,
+            );
+            assert_eq!(
+                (e, &got.2),
+                (e_ref, &want.2),
+                "case {case}: d {d} hkv {hkv} step {step} span {span} count {count} ring0 {ring0}"
+            );
+        }
     }
 
     #[test]
