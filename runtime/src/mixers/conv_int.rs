@@ -191,8 +191,12 @@ fn window4(
         .split_at_mut_checked(3 * channels)
         .ok_or(Error::Internal(SLOTS))?;
     // Tap j reads slot (write + j) mod 3.
-    let (r0, rest) = rows.split_at_mut(channels);
-    let (r1, r2) = rest.split_at_mut(channels);
+    let (r0, rest) = rows
+        .split_at_mut_checked(channels)
+        .ok_or(Error::Internal(SLOTS))?;
+    let (r1, r2) = rest
+        .split_at_mut_checked(channels)
+        .ok_or(Error::Internal(SLOTS))?;
     let mut r = [r0, r1, r2];
     r.rotate_left(write % 3);
     let [s0, s1, s2] = r;
