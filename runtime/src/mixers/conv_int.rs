@@ -118,11 +118,31 @@ fn step_with(
 
     // The current tap, and the oldest (its slot takes the current input).
     let cur_shift = shift_for(x_exp);
-    // Width 4 (every shipped model's) once the window is full: one pass a
-    // channel, its 4 kernel values adjacent; the same sum (integer
-    // additions in another order), so the same bits.
-    if by_channel && hist == 3 && valid(hist) && base >= F32Bits::WIDE_BASE {
-        let shifts = [0, 1, 2].map(|j| shift_for(slot_exp(exps, slot_of(hist - j))));
+    // Width 4 (every shipped model's): one pass a channel, its 4 kernel
+    // values adjacent; the same sum (integer additions in another order),
+    // so the same bits.
+    // In a stream's first tokens the taps older than it count only where
+    // their slots hold zeros (as a new or reset state's do): a zero times
+    // any weight, rounded at a shift of 31, adds 0.
+    let zeros = |age: usize| {
+        let s = slot_of(age);
+        slots
+            .get(s * channels..(s + 1) * channels)
+            .is_some_and(|row| row.iter().all(|&v| v == 0))
+    };
+    if by_channel
+        && hist == 3
+        && base >= F32Bits::WIDE_BASE
+        && (1..=hist).all(|age| valid(age) || zeros(age))
+    {
+        let shift_of = |age: usize| {
+            if valid(age) {
+                shift_for(slot_exp(exps, slot_of(age)))
+            } else {
+                31
+            }
+        };
+        let shifts = [0, 1, 2].map(|j| shift_of(hist - j));
         let max = window4(x, bits, base, slots, write, shifts, cur_shift)?;
         *part_mut(exps, write, SLOTS)? = x_exp;
         let e_out = normalize_with_max(x, w.exp15() + emax + spare as i32, max);
@@ -171,12 +191,12 @@ fn step_with(
     Ok(if silu { silu_block(x, e_out) } else { e_out })
 }
 
-/// [`step`]'s taps for width 4 with every tap in the stream, one pass a
-/// channel: `x[c]` becomes `Σ_j` of tap `j`'s rounded product (`shifts[j]`
-/// for the slot taps `j = 0..3`, tap 0 the slot `write`, `cur_shift` for
-/// the current input), and slot `write` takes the current input's 15-bit
-/// view. Returns the largest `|x[c]|`. The kernel's shift `base` is at
-/// least [`F32Bits::WIDE_BASE`].
+/// [`step`]'s taps for width 4, one pass a channel: `x[c]` becomes `Σ_j`
+/// of tap `j`'s rounded product (`shifts[j]` for the slot taps `j = 0..3`,
+/// tap 0 the slot `write`, `cur_shift` for the current input; a tap older
+/// than the stream has a slot of zeros and the shift 31, and adds 0), and
+/// slot `write` takes the current input's 15-bit view. Returns the largest
+/// `|x[c]|`. The kernel's shift `base` is at least [`F32Bits::WIDE_BASE`].
 fn window4(
     x: &mut [i32],
     bits: &[u32],
@@ -333,7 +353,19 @@ mod tests {
                 .collect();
             let kernel = tensor(&w, c);
             let words = state_words(c as u64, 4) as usize;
-            let (mut ring_a, mut ring_b) = (vec![0i32; words], vec![0i32; words]);
+            // A quarter of the cases start from a ring of old values (a
+            // state not zeroed): the stream's first tokens must not read
+            // them.
+            let ring: Vec<i32> = (0..words)
+                .map(|i| {
+                    if case % 4 == 1 && i >= 3 {
+                        (next() >> 40) as i32
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let (mut ring_a, mut ring_b) = (ring.clone(), ring);
             for t in 0..12u64 {
                 let x: Vec<f32> = (0..c)
                     .map(|_| {
