@@ -197,6 +197,7 @@ fn step_with(
 /// than the stream has a slot of zeros and the shift 31, and adds 0), and
 /// slot `write` takes the current input's 15-bit view. Returns the largest
 /// `|x[c]|`. The kernel's shift `base` is at least [`F32Bits::WIDE_BASE`].
+#[inline(always)]
 fn window4(
     x: &mut [i32],
     bits: &[u32],
