@@ -73,16 +73,20 @@ impl<'a> Tensor<'a> {
         }
         #[cfg(feature = "roofline")]
         let _timed = crate::roofline::Product::start(self.len());
-        let (shift, d) = match *self.data() {
-            TensorData::TiledI8(w) => (tiled::totals_i8(&w, &x.q, y), w.row_scales),
-            TensorData::TiledI4(w) => (tiled::totals_i4(&w, &x.q, y), w.row_scales),
+        let (shift, d, mults) = match *self.data() {
+            TensorData::TiledI8(w) => {
+                let (shift, pending) = tiled::totals_i8_pending(&w, &x.q, y);
+                let mults = w.mults.get(..pending).unwrap_or(w.mults);
+                (shift, w.row_scales, mults)
+            }
+            TensorData::TiledI4(w) => (tiled::totals_i4(&w, &x.q, y), w.row_scales, &[][..]),
             _ => {
                 return Err(Error::Internal(
                     "the integer token path needs tiled matrices",
                 ))
             }
         };
-        Ok(finish(y, d, x.scale, shift))
+        Ok(finish(y, d, mults, x.scale, shift))
     }
 
     /// The values of an f32 vector (a norm weight, a convolution kernel,
@@ -162,8 +166,9 @@ fn tiled_row(
     block::normalize_with_max(out, de + 9, max)
 }
 
-/// The rows' totals `t[r]` (already `>> shift`) times `d[r] · s`, as one
-/// normal block in place; returns its exponent.
+/// The rows' totals `t[r]` (already `>> shift`; the first `mults.len()`
+/// rows still to be multiplied by `mults[r]`, which this does first) times
+/// `d[r] · s`, as one normal block in place; returns its exponent.
 ///
 /// Each row is shifted right by its exponent's distance to the largest row
 /// scale's, and all rows by one more shift chosen from the largest such
@@ -175,22 +180,65 @@ fn tiled_row(
 /// hostile image's other bit patterns give wrong but deterministic numbers
 /// (a sign bit reads as a huge exponent, a subnormal as a normal), never a
 /// panic.
-fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
+fn finish(t: &mut [i32], d: &[f32], mults: &[u8], s: Fx, shift: u32) -> i32 {
     let d: &[u32] = bytemuck::cast_slice(d);
     // The largest row-scale exponent (a zero scale's bits give 0, below or
-    // equal to every other), then the bits of the largest total aligned to
-    // it: only its bit length matters (`ta`, and whether it is 0), and an
-    // OR of magnitudes has the bit length of the largest of them. Three
-    // branch-free passes; the same numbers as aligning row by row (for
-    // totals above `i32::MIN`, which no product gives: a row gap of 32 or
-    // more shifts by 31, which leaves 0 of any other total).
+    // equal to every other).
     let dmax = d.iter().fold(0u32, |a, &bits| a.max(bits >> 23));
-    let live = |bits: u32| 0u32.wrapping_sub(u32::from(bits != 0)); // all ones or 0
-                                                                    // The distance of a row's exponent to the largest (>= 0).
+    // A zero scale's row (exponent 0) is `dmax` octaves below the largest:
+    // from 31 on, the alignment's shift (31) and the scaling's (`sh - 1` of
+    // 31, which leaves 0 of any total after the rounding) already give it
+    // 0, as every image's row scales do (dmax about 120): no mask.
+    if dmax >= 31 {
+        finish_with::<false>(t, d, dmax, mults, s, shift)
+    } else {
+        finish_with::<true>(t, d, dmax, mults, s, shift)
+    }
+}
+
+/// [`finish`] after its largest row-scale exponent `dmax`, zero-scale rows
+/// masked where `MASK` (where unmasked, `dmax >= 31`).
+#[inline(always)]
+fn finish_with<const MASK: bool>(
+    t: &mut [i32],
+    d: &[u32],
+    dmax: u32,
+    mults: &[u8],
+    s: Fx,
+    shift: u32,
+) -> i32 {
+    // All ones or 0.
+    let mask = |bits: u32| 0u32.wrapping_sub(u32::from(bits != 0));
+    let live = |bits: u32| if MASK { mask(bits) } else { u32::MAX };
+    // The distance of a row's exponent to the largest (>= 0).
     let gap = |bits: u32| dmax.wrapping_sub(bits >> 23);
-    let top = t.iter().zip(d).fold(0u32, |top, (&v, &bits)| {
-        top | (v.unsigned_abs() >> gap(bits).min(31)) & live(bits)
-    });
+    // The bits of the largest total aligned to the largest exponent: only
+    // its bit length matters (`ta`, and whether it is 0), and an OR of
+    // magnitudes has the bit length of the largest of them. Branch-free
+    // passes (the OR's applies the multipliers still to apply); the same
+    // numbers as aligning row by row (for totals above `i32::MIN`, which no
+    // product gives: a row gap of 32 or more shifts by 31, which leaves 0
+    // of any other total).
+    let aligned = |v: i32, bits: u32| {
+        let g = (dmax as i32 - (bits >> 23) as i32).clamp(0, 31) as u32; // gap, at most 31
+        (v.unsigned_abs() >> g) & live(bits)
+    };
+    let n = mults.len().min(t.len());
+    let (head, tail) = t.split_at_mut(n);
+    let (dh, dt) = d.split_at(n.min(d.len()));
+    let mut top = 0u32;
+    for ((v, &bits), &m) in head.iter_mut().zip(dh).zip(mults) {
+        *v *= i32::from(m);
+        top |= aligned(*v, bits);
+    }
+    // Rows without a scale (none in a loaded image) still take theirs.
+    for (v, &m) in head.iter_mut().zip(mults).skip(dh.len()) {
+        *v *= i32::from(m);
+    }
+    let top = tail
+        .iter()
+        .zip(dt)
+        .fold(top, |top, (&v, &bits)| top | aligned(v, bits));
     let dmax = dmax as i32;
     if top == 0 || s.is_zero() {
         t.fill(0);
@@ -199,25 +247,28 @@ fn finish(t: &mut [i32], d: &[f32], s: Fx, shift: u32) -> i32 {
     // |a| <= 2^15 after `ta` more bits.
     let ta = (32 - top.leading_zeros()).saturating_sub(15);
     let s16 = s.mantissa() >> 16; // [2^15, 2^16)
-                                  // ds in [2^14, 2^16): 16-bit mantissa of d times s (0 for d = 0);
-                                  // |a| <= 2^15, ds < 2^16: the product below 2^31.
-    let ds = |bits: u32| (((((bits & 0x7f_ffff) | 0x80_0000) & live(bits)) >> 8) * s16) >> 16;
+                                  // ds in [2^14, 2^16): 16-bit mantissa of d times s (0 for d = 0
+                                  // where `m` masks); |a| <= 2^15, ds < 2^16: the product below 2^31.
+    let ds = |bits: u32, m: u32| (((((bits & 0x7f_ffff) | 0x80_0000) & m) >> 8) * s16) >> 16;
     let mut max = 0u32;
     if ta > 0 {
-        // Every shift in 1..=32: `((v >> (sh - 1)) + 1) >> 1` is `shr_round`
-        // (a live row's `v >> (sh - 1)` is below 2^16; a zero-scale row's
-        // may wrap, and is multiplied by 0).
+        // Every shift `ta + gap` clamped to 32, less one: `ta - 1 + dmax -
+        // e` in 0..=31 (one saturation), and `((v >> (sh - 1)) + 1) >> 1`
+        // is `shr_round` (a live row's `v >> (sh - 1)` is below 2^16; a
+        // zero-scale row's may wrap, and is multiplied by 0 or, unmasked,
+        // shifted by 31 to 0).
+        let c = ta as i32 - 1 + dmax;
         for (v, &bits) in t.iter_mut().zip(d) {
-            let sh = (ta + gap(bits)).min(32); // gap <= 511: no overflow
-            let a = (*v >> (sh - 1)).wrapping_add(1) >> 1;
-            let p = a * ds(bits) as i32;
+            let sh1 = (c - (bits >> 23) as i32).clamp(0, 31) as u32;
+            let a = (*v >> sh1).wrapping_add(1) >> 1;
+            let p = a * ds(bits, live(bits)) as i32;
             *v = p;
             max = max.max(p.unsigned_abs());
         }
     } else {
         for (v, &bits) in t.iter_mut().zip(d) {
             let a = shr_round(*v, gap(bits)); // 0 for a gap of 32 or more
-            let p = a * ds(bits) as i32;
+            let p = a * ds(bits, mask(bits)) as i32;
             *v = p;
             max = max.max(p.unsigned_abs());
         }
@@ -296,20 +347,37 @@ mod tests {
                     0 => 0.0,
                     1 if case % 5 == 0 => f32::from_bits(1 + (case as u32 % 1000)),
                     2 if case % 7 == 0 => -0.5,
+                    // Every scale below 2^-96 in a tenth of the cases (the
+                    // largest biased exponent below 31: zero rows masked).
+                    _ if case % 10 == 3 => {
+                        (rng.next().abs() + 0.01) as f32 * 2f32.powi(-100 - case % 40)
+                    }
                     _ => (rng.next().abs() + 0.01) as f32 * 2f32.powi(case % 121 / 2 - 30),
                 })
                 .collect();
             let s = Fx::from_i64(1 + (case as i64 * 7919) % 100_000, -(case % 40));
             let shift = (case % 3) as u32;
+            // Every other case with multipliers still to apply to its first
+            // rows (totals small enough for them, as the products' are).
+            let mults: Vec<u8> = if case % 2 == 0 && bits_of_t <= 22 {
+                (0..rows / 2 + case % 3)
+                    .map(|_| (rng.next().abs() * 255.0) as u8)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let (mut got, mut want) = (t.clone(), t.clone());
-            let eg = finish(&mut got, &d, s, shift);
+            for (w, &m) in want.iter_mut().zip(&mults) {
+                *w *= i32::from(m);
+            }
+            let eg = finish(&mut got, &d, &mults, s, shift);
             let ew = finish_by_rows(&mut want, &d, s, shift);
             assert_eq!((eg, &got), (ew, &want), "case {case}");
         }
         let (mut ones, mut maxed) = ([i32::MAX, i32::MIN + 1, 7], [i32::MAX, i32::MIN + 1, 7]);
         let d = [1e-3f32, 0.0, 3e2];
         assert_eq!(
-            finish(&mut ones, &d, Fx::ONE, 0),
+            finish(&mut ones, &d, &[], Fx::ONE, 0),
             finish_by_rows(&mut maxed, &d, Fx::ONE, 0)
         );
         assert_eq!(ones, maxed);

@@ -328,6 +328,30 @@ impl<'a> F32Bits<'a> {
         (v ^ sign) - sign
     }
 
+    /// Shift bases from which [`F32Bits::decode_wide`] applies: the
+    /// vector's largest biased exponent 17 or more (its largest value at
+    /// least 2^-110), so every subnormal decodes to 0 either way.
+    pub const WIDE_BASE: i32 = 26;
+
+    /// [`F32Bits::decode`] for a vector whose shift base is at least
+    /// [`F32Bits::WIDE_BASE`], in fewer instructions and to the same bits:
+    /// every value's shift `shift_base - biased` is at least 9 (no value's
+    /// exponent exceeds the vector's largest), and a subnormal or zero
+    /// (biased 0), read here as a normal mantissa of exponent 0, is shifted
+    /// by `shift_base >= 26` to 0 as `decode` shifts it; `(m + 2^(d-1)) >>
+    /// d` is computed as `((m >> (d - 1)) + 1) >> 1`, the same for every `m`.
+    #[inline(always)]
+    pub fn decode_wide(bits: u32, shift_base: i32) -> i32 {
+        let biased = (bits >> 23) & 0xff;
+        let m = (bits & 0x7f_ffff) | 0x80_0000; // < 2^24
+                                                // d - 1, at least 8; from 24 on every m gives 0, so 31 stands for
+                                                // any larger.
+        let d1 = (shift_base - 1 - biased as i32).clamp(0, 31) as u32;
+        let v = (((m >> d1) + 1) >> 1) as i32;
+        let sign = (bits as i32) >> 31; // 0 or -1
+        (v ^ sign) - sign
+    }
+
     /// The values `start..start + out.len()` as [`F32Bits::at15`] gives
     /// them, into `out` (0 past the end).
     #[inline(always)]
@@ -393,6 +417,29 @@ mod tests {
             }
         }
         assert_eq!(to_f32_bits(0, 7), 0);
+    }
+
+    #[test]
+    fn the_wide_decode_is_the_decode() {
+        // Every biased exponent and sign, mantissas at and around the
+        // rounding points, every shift base from WIDE_BASE to 255 + 9.
+        let mants = [
+            0u32, 1, 2, 3, 0x40_0000, 0x3f_ffff, 0x40_0001, 0x7f_ffff, 0x12_3456,
+        ];
+        for base in F32Bits::WIDE_BASE..=264 {
+            for biased in 0..=(base - 9).min(255) as u32 {
+                for &m in &mants {
+                    for sign in [0u32, 1 << 31] {
+                        let b = sign | (biased << 23) | m;
+                        assert_eq!(
+                            F32Bits::decode_wide(b, base),
+                            F32Bits::decode(b, base),
+                            "{b:#x} {base}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -318,12 +318,25 @@ pub const fn total_shift(cols: usize, qmax: u64) -> u32 {
 /// W[r][c] x.q[c]) >> shift`, exact integers before the shift (which is
 /// [`total_shift`], returned). `out` needs `w.rows` words.
 pub fn totals_i8(w: &TiledI8<'_>, x: &QVec<'_>, out: &mut [i32]) -> u32 {
+    let (shift, pending) = totals_i8_pending(w, x, out);
+    for (o, &m) in out.iter_mut().take(pending).zip(w.mults) {
+        *o *= i32::from(m);
+    }
+    shift
+}
+
+/// [`totals_i8`] without the multipliers of its first rows: returns the
+/// shift and the number `n` of leading rows whose `out[r]` is still to be
+/// multiplied by `w.mults[r]` (one group a row, shift 0: the whole tile
+/// blocks of one kernel call), so that a caller's own pass over the rows
+/// can apply them.
+pub fn totals_i8_pending(w: &TiledI8<'_>, x: &QVec<'_>, out: &mut [i32]) -> (u32, usize) {
     let shift = total_shift(w.cols, 128);
     let tile_bytes = TILE_ROWS * TILE_COLS;
     let groups = w.cols / w.group.max(1);
     let group_bytes = w.group * TILE_ROWS;
     let block_bytes = (w.cols * TILE_ROWS).max(1);
-    let mut first = 0;
+    let (mut first, mut pending) = (0, 0);
     if groups == 1 && shift == 0 {
         // The whole blocks in one call; m * acc fits an i32 (shift 0).
         let full = (w.rows / TILE_ROWS)
@@ -332,14 +345,12 @@ pub fn totals_i8(w: &TiledI8<'_>, x: &QVec<'_>, out: &mut [i32]) -> u32 {
         let rows = full * TILE_ROWS;
         // As in `matvec_i8`: both fit, `None` is not reached.
         let (Some(q), Some(head)) = (w.q.get(..full * block_bytes), out.get_mut(..rows)) else {
-            return shift;
+            return (shift, 0);
         };
         if full > 0 {
             arch::rows_i8(q, x, head);
         }
-        for (o, &m) in head.iter_mut().zip(w.mults) {
-            *o *= i32::from(m);
-        }
+        pending = rows;
         first = full;
     }
     for (rb, block) in w.q.chunks_exact(block_bytes).enumerate().skip(first) {
@@ -350,7 +361,7 @@ pub fn totals_i8(w: &TiledI8<'_>, x: &QVec<'_>, out: &mut [i32]) -> u32 {
         }
         store_totals(out, rb, &total, shift);
     }
-    shift
+    (shift, pending)
 }
 
 /// [`totals_i8`] for a tiled int4 matrix.

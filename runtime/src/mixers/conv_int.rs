@@ -56,6 +56,23 @@ pub fn step(
     e: i32,
     silu: bool,
 ) -> Result<i32> {
+    step_with(weight, width, ring, pos, x, e, silu, true)
+}
+
+/// [`step`], with [`window4`]'s pass a channel where `by_channel` allows
+/// it (the tests compare the two).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn step_with(
+    weight: &Tensor<'_>,
+    width: usize,
+    ring: &mut [i32],
+    pos: u64,
+    x: &mut [i32],
+    e: i32,
+    silu: bool,
+    by_channel: bool,
+) -> Result<i32> {
     let w = weight.stored_vector()?;
     let channels = x.len();
     let hist = width.saturating_sub(1);
@@ -101,6 +118,36 @@ pub fn step(
 
     // The current tap, and the oldest (its slot takes the current input).
     let cur_shift = shift_for(x_exp);
+    // Width 4 (every shipped model's): one pass a channel, its 4 kernel
+    // values adjacent; the same sum (integer additions in another order),
+    // so the same bits.
+    // In a stream's first tokens the taps older than it count only where
+    // their slots hold zeros (as a new or reset state's do): a zero times
+    // any weight, rounded at a shift of 31, adds 0.
+    let zeros = |age: usize| {
+        let s = slot_of(age);
+        slots
+            .get(s * channels..(s + 1) * channels)
+            .is_some_and(|row| row.iter().all(|&v| v == 0))
+    };
+    if by_channel
+        && hist == 3
+        && base >= F32Bits::WIDE_BASE
+        && (1..=hist).all(|age| valid(age) || zeros(age))
+    {
+        let shift_of = |age: usize| {
+            if valid(age) {
+                shift_for(slot_exp(exps, slot_of(age)))
+            } else {
+                31
+            }
+        };
+        let shifts = [0, 1, 2].map(|j| shift_of(hist - j));
+        let max = window4(x, bits, base, slots, write, shifts, cur_shift)?;
+        *part_mut(exps, write, SLOTS)? = x_exp;
+        let e_out = normalize_with_max(x, w.exp15() + emax + spare as i32, max);
+        return Ok(if silu { silu_block(x, e_out) } else { e_out });
+    }
     if hist == 0 {
         for (xc, &wb) in x.iter_mut().zip(tap(0)) {
             // |x >> 15| <= 2^15.
@@ -142,6 +189,59 @@ pub fn step(
     let max = crate::fixed::block::max_abs(x);
     let e_out = normalize_with_max(x, w.exp15() + emax + spare as i32, max);
     Ok(if silu { silu_block(x, e_out) } else { e_out })
+}
+
+/// [`step`]'s taps for width 4, one pass a channel: `x[c]` becomes `Σ_j`
+/// of tap `j`'s rounded product (`shifts[j]` for the slot taps `j = 0..3`,
+/// tap 0 the slot `write`, `cur_shift` for the current input; a tap older
+/// than the stream has a slot of zeros and the shift 31, and adds 0), and
+/// slot `write` takes the current input's 15-bit view. Returns the largest
+/// `|x[c]|`. The kernel's shift `base` is at least [`F32Bits::WIDE_BASE`].
+#[inline(always)]
+fn window4(
+    x: &mut [i32],
+    bits: &[u32],
+    base: i32,
+    slots: &mut [i16],
+    write: usize,
+    shifts: [u32; 3],
+    cur_shift: u32,
+) -> Result<u32> {
+    let channels = x.len();
+    let (rows, _) = slots
+        .split_at_mut_checked(3 * channels)
+        .ok_or(Error::Internal(SLOTS))?;
+    // Tap j reads slot (write + j) mod 3.
+    let (r0, rest) = rows
+        .split_at_mut_checked(channels)
+        .ok_or(Error::Internal(SLOTS))?;
+    let (r1, r2) = rest
+        .split_at_mut_checked(channels)
+        .ok_or(Error::Internal(SLOTS))?;
+    let mut r = [r0, r1, r2];
+    r.rotate_left(write % 3);
+    let [s0, s1, s2] = r;
+    let (kernel, _) = bits.as_chunks::<4>();
+    let d = |b: u32| F32Bits::decode_wide(b, base); // base >= WIDE_BASE
+    let [sh0, sh1, sh2] = shifts;
+    let mut max = 0u32;
+    for ((((xc, &[w0, w1, w2, w3]), o0), &o1), &o2) in x
+        .iter_mut()
+        .zip(kernel)
+        .zip(s0.iter_mut())
+        .zip(s1.iter())
+        .zip(s2.iter())
+    {
+        let cur = *xc >> TO_15; // |cur| <= 2^15
+        let y = shr_round_small(d(w3) * cur, cur_shift)
+            + shr_round_small(d(w0) * i32::from(*o0), sh0)
+            + shr_round_small(d(w1) * i32::from(o1), sh1)
+            + shr_round_small(d(w2) * i32::from(o2), sh2);
+        *o0 = cur.clamp(-32767, 32767) as i16;
+        *xc = y;
+        max = max.max(y.unsigned_abs());
+    }
+    Ok(max)
 }
 
 /// The q, k and v convolutions of one token with SiLU (`parts`: each a
@@ -223,6 +323,65 @@ mod tests {
 
     fn tensor(w: &[f32], c: usize) -> Tensor<'_> {
         Tensor::new(c, w.len() / c, TensorData::F32(w)).unwrap()
+    }
+
+    #[test]
+    fn the_pass_a_channel_gives_the_bits_of_the_pass_a_tap() {
+        // Width 4, kernels over 30 octaves (some values decode to 0, some
+        // subnormal), inputs of varying exponents: both paths from the same
+        // state give the same outputs, exponents and rings.
+        let mut r = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        for case in 0..40 {
+            let c = 1 + (next() % 70) as usize;
+            let w: Vec<f32> = (0..c * 4)
+                .map(|_| {
+                    let v = next();
+                    match v % 11 {
+                        0 => f32::from_bits((v >> 32) as u32 & 0x807f_ffff), // subnormal
+                        1 => 0.0,
+                        _ => {
+                            ((v >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+                                * 2f32.powi((v % 31) as i32 - 20)
+                        }
+                    }
+                })
+                .collect();
+            let kernel = tensor(&w, c);
+            let words = state_words(c as u64, 4) as usize;
+            // A quarter of the cases start from a ring of old values (a
+            // state not zeroed): the stream's first tokens must not read
+            // them.
+            let ring: Vec<i32> = (0..words)
+                .map(|i| {
+                    if case % 4 == 1 && i >= 3 {
+                        (next() >> 40) as i32
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let (mut ring_a, mut ring_b) = (ring.clone(), ring);
+            for t in 0..12u64 {
+                let x: Vec<f32> = (0..c)
+                    .map(|_| {
+                        ((next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0) * (1 + t % 7) as f32
+                    })
+                    .collect();
+                let mut a = vec![0; c];
+                let e = from_f32(&x, &mut a);
+                let mut b = a.clone();
+                let silu = case % 2 == 0;
+                let ea = step_with(&kernel, 4, &mut ring_a, t, &mut a, e, silu, true).unwrap();
+                let eb = step_with(&kernel, 4, &mut ring_b, t, &mut b, e, silu, false).unwrap();
+                assert_eq!((ea, &a, &ring_a), (eb, &b, &ring_b), "case {case} t {t}");
+            }
+        }
     }
 
     #[test]

@@ -479,24 +479,7 @@ impl Head<'_> {
         // The write (|w k| < 2^31 - 2^14: the rounding fits) and S q
         // (|Σ S q| < 2^29: q is a unit vector over sqrt(K)).
         let mut count = 0u32;
-        // The OR of the magnitudes: the same top bit as their maximum (the
-        // head's shift decisions read only that), one instruction cheaper.
-        let mut new_max = 0u32;
-        for (row, or) in s.chunks_exact_mut(kd).zip(o.iter_mut()) {
-            let wr = *or;
-            let mut sq = 0i32;
-            for ((e, &kv), &qv) in row.iter_mut().zip(k).zip(q) {
-                let mut x = i32::from(*e) + ((wr * kv + (1 << 13)) >> 14);
-                if !(-S_MAX..=S_MAX).contains(&x) {
-                    x = x.clamp(-S_MAX, S_MAX);
-                    count += 1;
-                }
-                *e = x as i16;
-                sq += x * qv;
-                new_max |= x.unsigned_abs();
-            }
-            *or = sq;
-        }
+        let new_max = write_rows(s, kd, o, k, q, &mut count);
         *clamps = clamps.saturating_add(count);
         let sg = sigma.unwrap_or(Fx::ZERO);
         *rec = [sg.exponent() + 32, sg.mantissa() as i32, new_max as i32];
@@ -505,6 +488,60 @@ impl Head<'_> {
         }
         sg
     }
+}
+
+/// The delta write and `S q` of a head ([`Head::update`]): row `r` of `s`
+/// (`kd` columns) gains `w_r k` rounded (`w_r = o[r]`, `|w_r k| < 2^31 -
+/// 2^14`: the rounding fits), clamped to ±32767 (each clamp counted in
+/// `count`), and `o[r]` becomes the row times `q` (`|Σ S q| < 2^29`: q is a
+/// unit vector over sqrt(K)). Returns the OR of the new values' magnitudes:
+/// the same top bit as their maximum (the head's shift decisions read only
+/// that), one instruction cheaper.
+#[inline(always)]
+fn write_rows(
+    s: &mut [i16],
+    kd: usize,
+    o: &mut [i32],
+    k: &[i32],
+    q: &[i32],
+    count: &mut u32,
+) -> u32 {
+    let mut new_max = 0u32;
+    for (row, or) in s.chunks_exact_mut(kd).zip(o.iter_mut()) {
+        let wr = *or;
+        let write = |kv: i32| (wr * kv + (1 << 13)) >> 14; // |.| < 2^17
+                                                           // The row without the clamp: an OR of magnitudes within S_MAX
+                                                           // (2^15 - 1, all ones) is within it exactly when every one is, so
+                                                           // then the row took no clamp, and `sq` and the OR are the clamped
+                                                           // row's.
+        let (mut sq, mut row_or) = (0i32, 0u32);
+        for ((e, &kv), &qv) in row.iter_mut().zip(k).zip(q) {
+            let x = i32::from(*e) + write(kv);
+            *e = x as i16;
+            sq = sq.wrapping_add(x.wrapping_mul(qv));
+            row_or |= x.unsigned_abs();
+        }
+        if row_or > S_MAX as u32 {
+            // Some value left the int16 range: the row again, clamped, from
+            // its old values (`x as i16` kept them mod 2^16).
+            (sq, row_or) = (0, 0);
+            for ((e, &kv), &qv) in row.iter_mut().zip(k).zip(q) {
+                let w = write(kv);
+                let old = (i32::from(*e) - w) as i16;
+                let mut x = i32::from(old) + w;
+                if !(-S_MAX..=S_MAX).contains(&x) {
+                    x = x.clamp(-S_MAX, S_MAX);
+                    *count += 1;
+                }
+                *e = x as i16;
+                sq += x * qv;
+                row_or |= x.unsigned_abs();
+            }
+        }
+        new_max |= row_or;
+        *or = sq;
+    }
+    new_max
 }
 
 /// RMSNorm of one head's output `o_r σ 2^-14` over its `V` values (eps
@@ -551,4 +588,62 @@ fn norm_head(
     // u fo rms w = t 2^15 fo rms 2^we = (t F) 2^we with F = rms fo 2^15;
     // the gate's silu15 2^(eg + 15) and its >> 15 add eg + 30.
     we + gate.map_or(0, |gb| gb.e + 30)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    /// The write as it was, a clamp test an element.
+    fn write_rows_clamping(
+        s: &mut [i16],
+        kd: usize,
+        o: &mut [i32],
+        k: &[i32],
+        q: &[i32],
+        count: &mut u32,
+    ) -> u32 {
+        let mut new_max = 0u32;
+        for (row, or) in s.chunks_exact_mut(kd).zip(o.iter_mut()) {
+            let wr = *or;
+            let mut sq = 0i32;
+            for ((e, &kv), &qv) in row.iter_mut().zip(k).zip(q) {
+                let mut x = i32::from(*e) + ((wr * kv + (1 << 13)) >> 14);
+                if !(-S_MAX..=S_MAX).contains(&x) {
+                    x = x.clamp(-S_MAX, S_MAX);
+                    *count += 1;
+                }
+                *e = x as i16;
+                sq += x * qv;
+                new_max |= x.unsigned_abs();
+            }
+            *or = sq;
+        }
+        new_max
+    }
+
+    /// The same states, outputs, OR and clamp count, with rows that clamp
+    /// (writes up to W_MAX on states near ±32767) and rows that do not.
+    #[test]
+    fn the_write_is_the_clamping_one() {
+        let mut rng = crate::fixed::testing::Rng(0x0006_d411);
+        let mut int = |scale: f64| (rng.next() * scale) as i32;
+        for case in 0..400 {
+            let (kd, rows) = (1 + case % 17, 1 + case % 9);
+            // k and q: unit vectors in Q14 at most (|k_i| <= 2^14).
+            let k: Vec<i32> = (0..kd).map(|_| int(16384.0)).collect();
+            let q: Vec<i32> = (0..kd).map(|_| int(16384.0 / (kd as f64).sqrt())).collect();
+            let big = if case % 3 == 0 { 32767.0 } else { 8000.0 };
+            let s0: Vec<i16> = (0..rows * kd).map(|_| int(big) as i16).collect();
+            let wmax = [W_MAX as f64, 2048.0, 40.0][case % 3];
+            let o0: Vec<i32> = (0..rows).map(|_| int(wmax)).collect();
+            let (mut s1, mut o1, mut c1) = (s0.clone(), o0.clone(), 0);
+            let (mut s2, mut o2, mut c2) = (s0.clone(), o0.clone(), 0);
+            let m1 = write_rows(&mut s1, kd, &mut o1, &k, &q, &mut c1);
+            let m2 = write_rows_clamping(&mut s2, kd, &mut o2, &k, &q, &mut c2);
+            assert_eq!((m1, &s1, &o1, c1), (m2, &s2, &o2, c2), "case {case}");
+        }
+    }
 }

@@ -257,7 +257,8 @@ fn write_back(mant: &mut [i16], x: &[i32], shifted: impl Fn(i16, i32) -> i32) {
 /// the block (exponent `eq`; replaced by its 15-bit view, taken once for
 /// every slot), `qk` the logits' factor (`None`: 1),
 /// `scales`, `hk`, `hv` its kv head's slots,
-/// `logits` (`[M]`) and `acc` (`[V]`) scratch; writes `o` (`[V]`) as a
+/// `logits` (`[M]`: the logits, then the slots' weights) and `acc` (`[V]`)
+/// scratch; writes `o` (`[V]`) as a
 /// normal block and returns its exponent (0 for zeros).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read(
@@ -314,19 +315,34 @@ pub(super) fn read(
     }
     let inv_vmax = vmax.recip();
     let mut total = Fx::ZERO;
-    for ((&l, rec), value) in logits.iter().zip(recs).zip(hv.chunks_exact(v)) {
+    // Each slot's weight replaces its logit; a slot without a value scale
+    // weighs 0 (adds nothing, as skipping it would).
+    let mut n = 0;
+    for ((l, rec), _) in logits.iter_mut().zip(recs).zip(hv.chunks_exact(v)) {
         // l - lmax in [-2^32, 0]: p in (0, 1].
-        let p = Fx::from_i64(l as i64 - lmax as i64, -16).exp();
+        let p = Fx::from_i64(*l as i64 - lmax as i64, -16).exp();
         total = total + p;
-        let Some(sv) = read_scale(&rec[2..]) else {
-            continue;
+        // p × σv / vmax in Q24: at most 2^24 (and a rounding), an i32 (the
+        // clamp never acts).
+        *l = match read_scale(&rec[2..]) {
+            Some(sv) => (p * sv * inv_vmax)
+                .to_fixed(24)
+                .clamp(-(i32::MAX as i64), i32::MAX as i64) as i32,
+            None => 0,
         };
-        // p × σv / vmax in Q24: at most 2^24.
-        let w = (p * sv * inv_vmax).to_fixed(24);
-        for (a, &x) in acc.iter_mut().zip(value) {
-            // |w x| <= 2^24 × 2^15; M < 2^20 terms stay below 2^63.
-            *a += w * x as i64;
-        }
+        n += 1;
+    }
+    // The value sums a column at a time: `acc_j = Σ_m w_m x_mj` in a
+    // register, each term an i32 × i16 product widened to i64 (`SMLAL` on
+    // the Arm cores): the same exact sums as a slot at a time. |w x| <=
+    // 2^24 × 2^15; M < 2^20 terms stay below 2^63.
+    let ws = logits.get(..n).unwrap_or(&[]);
+    for (j, a) in acc.iter_mut().enumerate().take(v) {
+        *a = ws
+            .iter()
+            .zip(hv.chunks_exact(v))
+            .map(|(&w, row)| i64::from(w) * i64::from(row.get(j).copied().unwrap_or(0)))
+            .sum();
     }
     // o = acc × 2^-24 × vmax / total.
     let f = vmax * total.recip();
