@@ -63,7 +63,9 @@
 //! - `rwkv7` (default): RWKV-7's time mixing (`rwkv7` layers, format 8).
 //! - `gla` (default): per-key-decay linear attention, fla's GLA, HGRN2 and
 //!   RetNet (`gla` layers, format 8).
-//! - `all-mixers` (default): the eight families above, one feature each. A
+//! - `cross` (default): cross-attention over a fixed memory baked into the
+//!   image (`cross` layers, format 8).
+//! - `all-mixers` (default): the nine families above, one feature each. A
 //!   family's steps are linked only with its feature; off, an image with one
 //!   of its layers is refused at load with [`Error::BadConfig`] naming the
 //!   feature ([`LayerConfig::not_built`]). Every [`LayerConfig`] variant
