@@ -23,8 +23,9 @@ fn fixture(name: &str) -> PathBuf {
     fixtures_dir().join(name)
 }
 
-/// The reference logits of memory `n` (`logits` for memory 0,
-/// `logits_memory_{n}` after it).
+/// The reference logits of memory `n` (`logits` for memory 0, every
+/// token; `logits_memory_{n}` after it, the first tokens: the fixtures'
+/// README).
 fn reference_logits(name: &str, n: u32) -> Vec<Vec<f32>> {
     let bytes = std::fs::read(fixture(name).join("expected.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
@@ -87,14 +88,15 @@ fn every_memory_matches_the_reference_on_f32_images() {
         let mut previous: Option<Vec<Vec<f32>>> = None;
         for n in 0..n_mem {
             let want = reference_logits(name, n);
-            let got = run(image.model().unwrap(), &exp.tokens, n);
+            let got = run(image.model().unwrap(), &exp.tokens[..want.len()], n);
             let diff = max_abs_diff(&got, &want);
             println!("{name:<20} memory {n} f32 max|diff| = {diff:.3e}");
             assert!(diff <= F32_TOLERANCE, "{name} memory {n}: {diff:e}");
             // The memories differ: a session that ignored the selection
             // would fail here.
             if let Some(p) = &previous {
-                assert!(max_abs_diff(&got, p) > 1e-2, "{name} memory {n}");
+                let k = p.len().min(got.len());
+                assert!(max_abs_diff(&got[..k], &p[..k]) > 1e-2, "{name} memory {n}");
             }
             previous = Some(got);
         }
@@ -102,7 +104,9 @@ fn every_memory_matches_the_reference_on_f32_images() {
 }
 
 /// (options, its name, bound on the relative RMS logit error against the
-/// f64 reference over every memory). The int8 rows quantize the memories
+/// f64 reference for every memory: hybrid_gdn_swa's bound on the integer
+/// path, as the memories after 0 cover the first 16 tokens only, where the
+/// error is largest). The int8 rows quantize the memories
 /// to int8 like the matrices (row-major: a memory is 3-D, never tiled).
 fn quantized_cases() -> Vec<(WriteOptions, &'static str, f64)> {
     let int8 = WriteOptions {
@@ -118,7 +122,7 @@ fn quantized_cases() -> Vec<(WriteOptions, &'static str, f64)> {
             "f32, f16 memories",
             1e-3,
         ),
-        (int8.clone(), "int8", 0.04),
+        (int8.clone(), "int8", 0.06),
         (
             WriteOptions {
                 token_path: TokenPath::Int,
@@ -126,7 +130,7 @@ fn quantized_cases() -> Vec<(WriteOptions, &'static str, f64)> {
                 ..int8
             },
             "int8 --path int",
-            0.04,
+            0.06,
         ),
     ]
 }
@@ -153,7 +157,7 @@ fn quantized_memories_stay_within_their_bounds() {
             }
             for n in 0..memories(&model) {
                 let want = reference_logits(name, n);
-                let got = run(image.model().unwrap(), &exp.tokens, n);
+                let got = run(image.model().unwrap(), &exp.tokens[..want.len()], n);
                 let (d_max, d_rms) = (max_abs_diff(&got, &want), rel_rms(&got, &want));
                 println!(
                     "{name:<20} memory {n} {what:<18} max|diff| {d_max:.3e} rel RMS {d_rms:.3e}"
