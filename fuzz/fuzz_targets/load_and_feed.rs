@@ -68,6 +68,15 @@ fn exercise(image: &[u8]) {
         let _ = session.feed(t.wrapping_mul(97) % vocab.max(1));
     }
     let _ = session.feed(vocab);
+    // Baked memories of `cross` layers (issue 32): a selection is taken or
+    // refused with the state unchanged, and the stream goes on either way.
+    for m in [1u32, 0, 7, 8, u32::MAX] {
+        let before = session.state().to_vec();
+        if session.select_memory(m).is_err() {
+            assert_eq!(session.state(), &before[..], "a refused selection changed the state");
+        }
+        let _ = session.feed(m % vocab.max(1));
+    }
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -17,8 +17,8 @@ use crate::error::{ensure, Error, Result};
 use crate::format::{dim_ok, read_u32, StateFormat, BLOCK_WORD, STATE_WORD};
 pub use crate::format::{LayerWords, LAYER_RECORD_WORDS, MAX_DIM, MODEL_RECORD_WORDS};
 use crate::mixers::{
-    BlaConfig, GdnConfig, GlaConfig, GsaConfig, Mamba2Config, Mixer, MlaConfig, Rwkv7Config,
-    SwaConfig,
+    BlaConfig, CrossConfig, GdnConfig, GlaConfig, GsaConfig, Mamba2Config, Mixer, MlaConfig,
+    Rwkv7Config, SwaConfig,
 };
 
 /// Most layers a model may have.
@@ -270,6 +270,8 @@ mixer_table! {
     Rwkv7(Rwkv7Config) = RWKV7 7, "rwkv7";
     /// Per-key-decay linear attention: fla's GLA, HGRN2 and RetNet (format 8).
     Gla(GlaConfig) = GLA 8, "gla";
+    /// Cross-attention over a fixed memory baked into the image (format 8).
+    Cross(CrossConfig) = CROSS 9, "cross";
 }
 
 impl ModelConfig {
@@ -431,6 +433,7 @@ impl LayerConfig {
                 LayerConfig::Mamba2(c) => LayerConfig::Mamba2(c),
                 LayerConfig::Rwkv7(c) => LayerConfig::Rwkv7(c),
                 LayerConfig::Gla(c) => LayerConfig::Gla(c),
+                LayerConfig::Cross(c) => LayerConfig::Cross(c),
             });
         }
         match *self {

@@ -138,6 +138,17 @@ pub enum Error {
     /// A state snapshot was refused or could not be written (see
     /// [`crate::snapshot_error::SnapshotError`]); the session is unchanged.
     BadSnapshot(crate::snapshot_error::SnapshotError),
+    /// A baked memory was asked for that a layer does not have
+    /// ([`crate::Session::select_memory`]); the session is unchanged.
+    NoSuchMemory {
+        /// The layer asked (`None`: every `cross` layer, and the model has
+        /// none when `count` is 0).
+        layer: Option<u16>,
+        /// The memory index asked for.
+        index: u32,
+        /// Memories the layer has (0: not a `cross` layer).
+        count: u32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -201,6 +212,37 @@ impl fmt::Display for Error {
                 "the stream reached position 2^64 - 1: reset or seek the session to go on"
             ),
             Error::BadSnapshot(e) => fmt::Display::fmt(&e, f),
+            Error::NoSuchMemory {
+                layer: Some(l),
+                index,
+                count: 0,
+            } => write!(
+                f,
+                "no memory {index} in layer {l}: it is not a cross layer"
+            ),
+            Error::NoSuchMemory {
+                layer: None,
+                index,
+                count: 0,
+            } => write!(f, "no memory {index}: the model has no cross layer"),
+            Error::NoSuchMemory {
+                layer: Some(l),
+                index,
+                count,
+            } => write!(
+                f,
+                "no memory {index} in layer {l}: it has {count} (0..={})",
+                count - 1
+            ),
+            Error::NoSuchMemory {
+                layer: None,
+                index,
+                count,
+            } => write!(
+                f,
+                "no memory {index}: a cross layer has {count} (0..={})",
+                count - 1
+            ),
         }
     }
 }

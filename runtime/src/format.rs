@@ -222,6 +222,9 @@ roles! {
     GkProjB = 76, "attn.gk_proj.1.weight", "GLA decay low-rank up-projection `[H*K, R]`.";
     GkBias = 77, "attn.gk_proj.1.bias", "GLA decay bias `[H*K]`.";
     LowerBound = 78, "attn.lower_bound", "HGRN2 forget-gate lower bound of the layer `[H*K]`, computed by the tools from fla's `model.lower_bounds`.";
+    // cross (format 8).
+    MemoryK = 79, "attn.memory_k", "Cross-attention baked memory keys `[N, m, Hkv*d]`, read in place.";
+    MemoryV = 80, "attn.memory_v", "Cross-attention baked memory values `[N, m, Hkv*d]`, read in place.";
 }
 
 #[cfg(test)]

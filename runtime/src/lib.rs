@@ -9,14 +9,16 @@
 //! caller's static [f32; session_len] ──Session::new──▶ feed(token) -> logits
 //! ```
 //!
-//! Eight token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
+//! Nine token-mixer families ([`LayerConfig::KIND_NAMES`]), freely mixed in
 //! one stack: [`mixers::GdnConfig`] (Gated DeltaNet), [`mixers::GsaConfig`]
 //! (Gated Slot Attention), [`mixers::SwaConfig`] (sliding-window attention
 //! with sinks), [`mixers::BlaConfig`] (Blurry Window Attention),
 //! [`mixers::MlaConfig`] (a latent-compressed, MLA-style sliding window;
 //! the `mla` feature), [`mixers::Mamba2Config`] (Mamba-2),
 //! [`mixers::Rwkv7Config`] (RWKV-7's time mixing) and [`mixers::GlaConfig`]
-//! (fla's GLA, HGRN2 and RetNet: a decay per key channel), each in the block its
+//! (fla's GLA, HGRN2 and RetNet: a decay per key channel) and
+//! [`mixers::CrossConfig`] (cross-attention over a fixed memory baked into
+//! the image, read in place; [`Session::select_memory`]), each in the block its
 //! layer's record asks for ([`block::BlockConfig`]: RMSNorm or LayerNorm, a
 //! SwiGLU MLP, RWKV-7's channel mixing or none). `docs/spec.md` (shared with the Python reference)
 //! defines the maths; `docs/image-format.md` the image.
@@ -61,7 +63,9 @@
 //! - `rwkv7` (default): RWKV-7's time mixing (`rwkv7` layers, format 8).
 //! - `gla` (default): per-key-decay linear attention, fla's GLA, HGRN2 and
 //!   RetNet (`gla` layers, format 8).
-//! - `all-mixers` (default): the eight families above, one feature each. A
+//! - `cross` (default): cross-attention over a fixed memory baked into the
+//!   image (`cross` layers, format 8).
+//! - `all-mixers` (default): the nine families above, one feature each. A
 //!   family's steps are linked only with its feature; off, an image with one
 //!   of its layers is refused at load with [`Error::BadConfig`] naming the
 //!   feature ([`LayerConfig::not_built`]). Every [`LayerConfig`] variant

@@ -3,6 +3,7 @@
 //! numerator of the boards' `roofline:` line and a line of `ferrite
 //! inspect`.
 
+use crate::config::LayerConfig;
 use crate::error::Result;
 use crate::format::Role;
 use crate::model::{for_each_spec, Model};
@@ -20,14 +21,25 @@ impl Model<'_> {
     /// vectors (norms, convolutions, gates, decays), attention over the
     /// window (scores and weighted sums, which grow with the position) and
     /// MLA's absorbed `kv_b` products (mixer code over an f32/f16 matrix
-    /// read by columns).
+    /// read by columns), and of a `cross` layer its memories (attention
+    /// over them, like a window's) and its `k_proj` and `v_proj` (stored
+    /// for a memory encoder, not run per token).
     ///
     /// Errors only where the configuration does (never for a loaded
     /// model: [`Model::load`] walked the same specs).
     pub fn macs_per_token(&self) -> Result<u64> {
         let mut macs = 0u64;
         for_each_spec(self.config_section(), self.config(), |spec| {
-            if spec.matrix && spec.role != Role::Embeddings {
+            let cross = match spec.layer {
+                Some(l) => matches!(self.layer(usize::from(l))?, LayerConfig::Cross(_)),
+                None => false,
+            };
+            let skipped = cross
+                && matches!(
+                    spec.role,
+                    Role::KProj | Role::VProj | Role::MemoryK | Role::MemoryV
+                );
+            if spec.matrix && spec.role != Role::Embeddings && !skipped {
                 macs += spec_len(spec.dims);
             }
             Ok(())

@@ -169,6 +169,96 @@ impl<'a, 'b> Session<'a, 'b> {
         Ok(())
     }
 
+    /// Selects baked memory `index` in every `cross` layer (docs/
+    /// cross-attention.md): the next tokens attend to it. The choice is
+    /// part of the state (one word per `cross` layer), so snapshots keep
+    /// it and [`Session::reset`] and [`Session::seek`] return to memory 0.
+    ///
+    /// Errors with [`Error::NoSuchMemory`] (`layer: None`) when the model
+    /// has no `cross` layer or one has `index` memories or fewer; the
+    /// session is then unchanged.
+    pub fn select_memory(&mut self, index: u32) -> Result<()> {
+        let mut any = false;
+        for layer in 0..self.model.config().num_layers as usize {
+            if let LayerConfig::Cross(c) = self.model.layer(layer)? {
+                any = true;
+                if index >= c.memories {
+                    return Err(Error::NoSuchMemory {
+                        layer: None,
+                        index,
+                        count: c.memories,
+                    });
+                }
+            }
+        }
+        if !any {
+            return Err(Error::NoSuchMemory {
+                layer: None,
+                index,
+                count: 0,
+            });
+        }
+        for layer in 0..self.model.config().num_layers as usize {
+            if matches!(self.model.layer(layer)?, LayerConfig::Cross(_)) {
+                self.select_layer_memory(layer, index)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Selects baked memory `index` in layer `layer` alone (see
+    /// [`Session::select_memory`]). Errors with [`Error::NoSuchMemory`]
+    /// when the layer is not a `cross` layer (`count` 0) or has `index`
+    /// memories or fewer, and with the model's error for a layer past the
+    /// last; the session is then unchanged.
+    pub fn select_layer_memory(&mut self, layer: usize, index: u32) -> Result<()> {
+        let l = u16::try_from(layer).unwrap_or(u16::MAX);
+        let count = match self.model.layer(layer)? {
+            LayerConfig::Cross(c) => c.memories,
+            _ => 0,
+        };
+        if index >= count {
+            return Err(Error::NoSuchMemory {
+                layer: Some(l),
+                index,
+                count,
+            });
+        }
+        let start = self.layer_state_start(layer)?;
+        let word = self
+            .buf
+            .get_mut(start)
+            .ok_or(Error::Internal("cross state"))?;
+        // index < 8: exact in an f32.
+        *word = index as f32;
+        Ok(())
+    }
+
+    /// The baked memory layer `layer` attends to (`None` for a layer that
+    /// is not a `cross` layer).
+    pub fn selected_memory(&self, layer: usize) -> Result<Option<u32>> {
+        let LayerConfig::Cross(c) = self.model.layer(layer)? else {
+            return Ok(None);
+        };
+        let start = self.layer_state_start(layer)?;
+        let word = self.buf.get(start).copied().unwrap_or(f32::NAN);
+        crate::mixers::cross_memory_index(word, c.memories)
+            .map(|i| Some(i as u32))
+            .ok_or(Error::Internal("cross state holds no memory index"))
+    }
+
+    /// Word offset in the buffer of layer `layer`'s state.
+    fn layer_state_start(&self, layer: usize) -> Result<usize> {
+        let mut start = 0usize;
+        for i in 0..layer {
+            start += self.model.layer_state_len(i, self.pinned_max)?;
+        }
+        if start >= self.state_len {
+            return Err(Error::Internal("layer state"));
+        }
+        Ok(start)
+    }
+
     /// The recurrent state (what stays between tokens) as bytes, for
     /// inspection: each layer's state in order, f32 words for an f32 state
     /// format, the integer step's own layout otherwise (for instance

@@ -9,7 +9,7 @@ static IMAGE: Aligned<[u8; IMAGE_LEN]> =
     Aligned(*include_bytes!("../../tests/images/tiny_int8.fer"));
 
 /// The families this build has, as `cfg!` sees them.
-const BUILT: [(&str, bool); 8] = [
+const BUILT: [(&str, bool); 9] = [
     ("gdn", cfg!(feature = "gdn")),
     ("gsa", cfg!(feature = "gsa")),
     ("swa", cfg!(feature = "swa")),
@@ -18,6 +18,7 @@ const BUILT: [(&str, bool); 8] = [
     ("mamba2", cfg!(feature = "mamba2")),
     ("rwkv7", cfg!(feature = "rwkv7")),
     ("gla", cfg!(feature = "gla")),
+    ("cross", cfg!(feature = "cross")),
 ];
 
 #[test]

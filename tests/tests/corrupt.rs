@@ -216,7 +216,7 @@ fn cases() -> Vec<Case> {
         }),
         case("config_unknown_mixer", true, |b| {
             let c = u32_at(b, CONFIG_OFF) as usize;
-            set_u32(b, c + 32, 9)
+            set_u32(b, c + 32, 255)
         }),
         case("config_mixer_option_needs_v4", true, |b| {
             // The GDN layer's flags (record word 6) ask for DeltaNet's "no
@@ -967,6 +967,66 @@ fn gla_cases() -> Vec<Case> {
     ]
 }
 
+/// The valid image the `cross_*` cases start from (format 8): layer 0 a
+/// cross layer (2 heads of 4 over one kv head, 2 memories of 3 slots, the
+/// output gate), layer 1 a GDN.
+fn cross_base_image() -> Vec<u8> {
+    f32_image(
+        serde_json::json!([
+            {"mixer": "cross", "num_heads": 2, "num_kv_heads": 1, "head_dim": 4,
+             "memory_slots": 3, "memories": 2, "output_gate": true},
+            {"mixer": "gdn", "num_heads": 1, "head_dim": 8, "expand_v": 1.0, "conv_size": 2}
+        ]),
+        serde_json::json!({}),
+        19,
+    )
+}
+
+/// Damage to the cross base image (record words: 1 H, 2 Hkv, 3 d, 4 m,
+/// 5 N, 6 flags).
+fn cross_cases() -> Vec<Case> {
+    vec![
+        case("cross_in_a_v7_image", true, |b| set_u32(b, VERSION, 7)),
+        case("cross_unknown_flags", true, |b| {
+            let at = layer_word(b, 0, 6);
+            let f = u32_at(b, at);
+            set_u32(b, at, f | 2)
+        }),
+        case("cross_kv_heads_not_dividing_heads", true, |b| {
+            let at = layer_word(b, 0, 2);
+            set_u32(b, at, 3)
+        }),
+        case("cross_nine_memories", true, |b| {
+            let at = layer_word(b, 0, 5);
+            set_u32(b, at, 9)
+        }),
+        case("cross_no_memory", true, |b| {
+            let at = layer_word(b, 0, 5);
+            set_u32(b, at, 0)
+        }),
+        // The record asks for 3 memories, the image stores 2.
+        case("cross_memories_not_the_tensor_s", true, |b| {
+            let at = layer_word(b, 0, 5);
+            set_u32(b, at, 3)
+        }),
+        // The record asks for 4 slots, the image stores 3.
+        case("cross_slots_not_the_tensor_s", true, |b| {
+            let at = layer_word(b, 0, 4);
+            set_u32(b, at, 4)
+        }),
+        // Without the gate's flag, g_proj is where memory_k should be.
+        case("cross_gate_flag_cleared", true, |b| {
+            let at = layer_word(b, 0, 6);
+            set_u32(b, at, 0)
+        }),
+        case("cross_int16_state", true, |b| set_layer0_state(b, 1)),
+        case("overflow_cross_memory", true, |b| {
+            let at = layer_word(b, 0, 4);
+            set_u32(b, at, 1 << 19)
+        }),
+    ]
+}
+
 /// `Variant` and the Display message of an error, as the MANIFEST stores them.
 fn describe(e: &Error) -> (String, String) {
     let debug = format!("{e:?}");
@@ -995,6 +1055,7 @@ fn generate() -> Vec<(&'static str, Vec<u8>)> {
         (mamba2_base_image(), mamba2_cases()),
         (rwkv7_base_image(), rwkv7_cases()),
         (gla_base_image(), gla_cases()),
+        (cross_base_image(), cross_cases()),
     ] {
         assert!(
             Model::load(AlignedImage::new(&base).bytes()).is_ok(),
@@ -1159,6 +1220,9 @@ fn corpus_covers_every_load_error_class() {
         "unknown rwkv7 flags",
         "rwkv7 needs hidden_size = num_heads * head_dim",
         "mamba2 num_heads * head_dim or the in-projection exceeds 2^20",
+        "cross memories must be 1..=8",
+        "cross num_kv_heads must divide num_heads",
+        "cross memory_slots * num_kv_heads * head_dim exceeds 2^20",
     ] {
         assert!(
             manifest.contains(reason),

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use ferrite::config::{LayerConfig, LAYER_RECORD_WORDS, MODEL_RECORD_WORDS};
 use ferrite::image::{DType, CRC_FIELD, HEADER_LEN};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GsaConfig,
-    QkActivation, QkNorm, SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, CrossConfig, FeatureMap, GdnConfig, GdnDecay,
+    GsaConfig, QkActivation, QkNorm, SwaConfig,
 };
 use ferrite::{Error, Model, Session};
 use ferrite_tests::random_model;
@@ -192,6 +192,25 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                 })
             }
         ),
+        // A cross layer's memory `[N, m, Hkv*d]` (issue 32).
+        (
+            s(),
+            prop::option::of(s()),
+            s(),
+            s(),
+            1u32..=8,
+            any::<bool>()
+        )
+            .prop_map(move |(h, hkv, d, m, n, g)| {
+                LayerConfig::Cross(CrossConfig {
+                    num_heads: h,
+                    num_kv_heads: kv(h, hkv),
+                    head_dim: d,
+                    memory_slots: m,
+                    memories: n,
+                    output_gate: g,
+                })
+            }),
     ]
 }
 

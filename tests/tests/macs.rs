@@ -2,8 +2,10 @@
 //! int8, against a count made from the model directory's safetensors
 //! alone: `rows × cols` of every 2-D `*.weight` (the matrices a token
 //! multiplies) but the embedding table (looked up, not multiplied) and
-//! MLA's `kv_b_proj` (absorbed into the mixer's own loops), plus the head
-//! (`lm_head.weight`, or the embedding table when tied).
+//! MLA's `kv_b_proj` (absorbed into the mixer's own loops) and a `cross`
+//! layer's `k_proj` and `v_proj` (stored for a memory encoder, not run per
+//! token), plus the head (`lm_head.weight`, or the embedding table when
+//! tied).
 
 use std::path::Path;
 
@@ -16,6 +18,18 @@ use safetensors::SafeTensors;
 fn counted(dir: &Path) -> u64 {
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let unused: Vec<String> = config["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l["mixer"] == "cross")
+        .flat_map(|(i, _)| {
+            ["k_proj", "v_proj"].map(|p| format!("model.layers.{i}.attn.{p}.weight"))
+        })
+        .collect();
     let mut macs = 0;
     let mut head = None;
     let mut embeddings = None;
@@ -28,7 +42,7 @@ fn counted(dir: &Path) -> u64 {
         match name.as_str() {
             "model.embeddings.weight" => embeddings = Some(n),
             "lm_head.weight" => head = Some(n),
-            _ if name.ends_with(".kv_b_proj.weight") => {}
+            _ if name.ends_with(".kv_b_proj.weight") || unused.contains(&name) => {}
             _ => macs += n,
         }
     }

@@ -9,9 +9,9 @@ use anyhow::{bail, Context, Result};
 use ferrite::block::{BlockConfig, MlpKind, NormKind};
 use ferrite::config::{LayerConfig, ModelConfig, TokenizerKind};
 use ferrite::mixers::{
-    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, FeatureMap, GdnConfig, GdnDecay, GlaConfig,
-    GlaVariant, GsaConfig, KkNorm, Mamba2Config, MlaConfig, QkActivation, QkNorm, Rwkv7Config,
-    SwaConfig,
+    BlaConfig, BlaDecay, BlaKernel, BlaPhiSource, CrossConfig, FeatureMap, GdnConfig, GdnDecay,
+    GlaConfig, GlaVariant, GsaConfig, KkNorm, Mamba2Config, MlaConfig, QkActivation, QkNorm,
+    Rwkv7Config, SwaConfig,
 };
 use serde_json::{Map, Value};
 
@@ -486,6 +486,35 @@ fn parse_gla(f: &mut Fields) -> Result<LayerConfig> {
     Ok(LayerConfig::Gla(c))
 }
 
+/// A `cross` layer (docs/spec.md §3.10): cross-attention over `memories`
+/// baked memories of `memory_slots` slots each; `num_kv_heads` defaults to
+/// `num_heads`, `head_dim` to `hidden_size / num_heads`. The record's own
+/// checks (`CrossConfig::from_words`) refuse the rest by reason.
+fn parse_cross(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+    let num_heads = f.int("num_heads", None, 1)?;
+    let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
+    let head_dim = f.head_dim(hidden, num_heads)?;
+    let memory_slots = f.int("memory_slots", None, 1)?;
+    let memories = f.int("memories", Some(1), 1)?;
+    if memories > ferrite::mixers::MAX_MEMORIES {
+        bail!(
+            "{}: field 'memories' must be 1..={}, got {memories}",
+            f.at,
+            ferrite::mixers::MAX_MEMORIES
+        );
+    }
+    let c = CrossConfig {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        memory_slots,
+        memories,
+        output_gate: f.flag("output_gate", false)?,
+    };
+    CrossConfig::from_words(&c.to_words(), None).map_err(|e| anyhow::anyhow!("{}: {e}", f.at))?;
+    Ok(LayerConfig::Cross(c))
+}
+
 /// An RWKV-7 layer; `first` (layer 0) passes its value to later layers
 /// (fla's `v_first`) and has no value-residual projection.
 pub(crate) fn parse_rwkv7(
@@ -607,6 +636,7 @@ pub fn parse(value: &Value) -> Result<Config> {
             "mamba2" => parse_mamba2(&mut lf)?,
             "rwkv7" => parse_rwkv7(&mut lf, hidden, norm_eps, i == 0)?,
             "gla" => parse_gla(&mut lf)?,
+            "cross" => parse_cross(&mut lf, hidden)?,
             other => bail!(
                 "{}: mixer {other:?} has no config.json parser in ferrite-tools",
                 lf.at
@@ -822,6 +852,82 @@ mod tests {
 
         let empty = parse(&json!({"vocab_size": 256, "hidden_size": 64, "layers": []}));
         assert!(empty.unwrap_err().to_string().contains("non-empty"));
+    }
+
+    /// docs/spec.md §3.10: a `cross` layer's defaults, and every bad value
+    /// refused by name or by the record's reason.
+    #[test]
+    fn cross_parses_with_defaults_and_refuses_bad_values() {
+        let cross = |layer: Value| {
+            parse(
+                &json!({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
+                "layers": [layer]}),
+            )
+        };
+        let c = cross(json!({"mixer": "cross", "num_heads": 4, "memory_slots": 16})).unwrap();
+        assert_eq!(
+            c.layers[0],
+            LayerConfig::Cross(CrossConfig {
+                num_heads: 4,
+                num_kv_heads: 4,
+                head_dim: 8,
+                memory_slots: 16,
+                memories: 1,
+                output_gate: false,
+            })
+        );
+        let c = cross(json!({"mixer": "cross", "num_heads": 4, "num_kv_heads": 2,
+            "head_dim": 4, "memory_slots": 3, "memories": 8, "output_gate": true}))
+        .unwrap();
+        assert!(matches!(
+            c.layers[0],
+            LayerConfig::Cross(CrossConfig {
+                memories: 8,
+                output_gate: true,
+                head_dim: 4,
+                ..
+            })
+        ));
+        for (bad, says) in [
+            (
+                json!({"num_heads": 4}),
+                "missing required field 'memory_slots'",
+            ),
+            (
+                json!({"num_heads": 4, "memory_slots": 0}),
+                "'memory_slots' must be >= 1",
+            ),
+            (
+                json!({"num_heads": 4, "memory_slots": 4, "memories": 9}),
+                "'memories' must be 1..=8",
+            ),
+            (
+                json!({"num_heads": 4, "memory_slots": 4, "memories": 0}),
+                "'memories' must be >= 1",
+            ),
+            (
+                json!({"num_heads": 4, "memory_slots": 4, "num_kv_heads": 3}),
+                "multiple of num_kv_heads",
+            ),
+            (json!({"num_heads": 3, "memory_slots": 4}), "head_dim"),
+            (
+                json!({"num_heads": 4, "memory_slots": 1 << 20, "head_dim": 8}),
+                "exceeds 2^20",
+            ),
+            (
+                json!({"num_heads": 4, "memory_slots": 4, "window": 4}),
+                "window",
+            ),
+            (
+                json!({"num_heads": 4, "memory_slots": 4, "output_gate": 1}),
+                "output_gate",
+            ),
+        ] {
+            let mut layer = bad.clone();
+            layer["mixer"] = json!("cross");
+            let err = format!("{:#}", cross(layer).unwrap_err());
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     /// Every mixer kind of the runtime's table (`config::mixer_table!`,

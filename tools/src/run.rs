@@ -112,12 +112,28 @@ pub fn for_each_logits(
     model: Model<'_>,
     tokens: &[u32],
     pinned: usize,
+    each: impl FnMut(&[f32]) -> Result<()>,
+) -> Result<()> {
+    for_each_logits_with_memory(model, tokens, pinned, None, each)
+}
+
+/// [`for_each_logits`] with every `cross` layer attending to baked memory
+/// `memory` (`Session::select_memory`; `None`: memory 0, what a new
+/// session has).
+pub fn for_each_logits_with_memory(
+    model: Model<'_>,
+    tokens: &[u32],
+    pinned: usize,
+    memory: Option<u32>,
     mut each: impl FnMut(&[f32]) -> Result<()>,
 ) -> Result<()> {
     let mut buf = session_buffer(&model, pinned)?;
     let mut session =
         Session::with_pinned_capacity(model, &mut buf, pinned).map_err(anyhow::Error::msg)?;
     session.reset_pinned(pinned).map_err(anyhow::Error::msg)?;
+    if let Some(m) = memory {
+        session.select_memory(m).map_err(anyhow::Error::msg)?;
+    }
     for &t in tokens {
         each(session.feed(t).map_err(anyhow::Error::msg)?)?;
     }

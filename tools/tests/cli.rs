@@ -304,6 +304,47 @@ fn inspect_reports_dtype_group_bytes_error_flash_and_ram() {
     );
 }
 
+/// A `cross` layer's memories: their bytes in flash and the layer's state
+/// in RAM, per layer and in total (docs/cross-attention.md); `--memory`
+/// selects one, an index past them is refused on one line.
+#[test]
+fn inspect_shows_cross_memories_and_logits_select_one() {
+    let d = repo().join("tests/fixtures/cross_memories");
+    let out = tmp("cross.fer");
+    let (d, out) = (d.to_str().unwrap(), out.to_str().unwrap());
+    assert!(ferrite(&["quantize", d, "-o", out, "--dtype", "int8"])
+        .status
+        .success());
+    let o = ferrite(&["inspect", out]);
+    assert!(o.status.success());
+    let report = String::from_utf8(o.stdout).unwrap();
+    // Layer 0: 3 memories x 12 slots x 2 kv heads x 8 = 576 values each
+    // of keys and values, int8 in groups of 64 (a 4-byte scale each):
+    // 2 x (576 + 9 x 4).
+    assert!(
+        report.contains("layer 0: cross memories 3 x 12 slots, 1224 bytes in flash (keys and values, read in place), 4 bytes of state in RAM (the selected memory)"),
+        "{report}"
+    );
+    // Layer 1: 3 x 5 x 1 x 16 = 240 values, groups of 16: 2 x (240 + 15 x 4).
+    assert!(
+        report.contains("layer 1: cross memories 3 x 5 slots, 600 bytes in flash"),
+        "{report}"
+    );
+    assert!(
+        report.contains("\ncross memories: flash_bytes=1824\n"),
+        "{report}"
+    );
+    let logits = |m: &str| ferrite(&["logits", out, "--tokens", "1,2,3", "--memory", m]);
+    let (a, b) = (logits("0"), logits("2"));
+    assert!(a.status.success() && b.status.success());
+    assert_ne!(a.stdout, b.stdout, "memories 0 and 2 gave the same logits");
+    let err = assert_one_line_failure(&logits("3"), "--memory 3");
+    assert!(
+        err.contains("no memory 3: a cross layer has 3 (0..=2)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn inspect_refuses_every_corrupt_image_on_one_line() {
     let dir = repo().join("tests/corrupt");

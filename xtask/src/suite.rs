@@ -83,7 +83,8 @@ const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// host, and the integer-path models run their options on the boards).
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
 /// Boards that run every fixture whose int8 image is format 8 (Mamba-2,
-/// RWKV-7, GLA / HGRN2 / RetNet and the generalized block, issue 27): host
+/// RWKV-7, GLA / HGRN2 / RetNet and the generalized block, issue 27; the
+/// `cross` kind's fixtures, issue 32, on memory 0): host
 /// and board bit for bit on every board (issue 27, item 4). The first in
 /// the default run, the others in `--full` (the m3 runs fla's RWKV-7 and
 /// Mamba-2 LMs by default, [`M3_LMS`]); the m0 runs those its RAM holds
@@ -514,7 +515,7 @@ fn run_or_list(
         s.check_in(
             i > 0,
             &format!(
-                "{}: mamba2, rwkv7 and gla (format 8) generate like the host (int8)",
+                "{}: mamba2, rwkv7, gla and cross (format 8) generate like the host (int8)",
                 board.name
             ),
             |_| fixtures_of_version_match_host(board, 8),

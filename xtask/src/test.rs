@@ -417,6 +417,7 @@ fn feature_combinations() -> Result<bool> {
         "block-options,mamba2",
         "block-options,rwkv7,mamba2",
         "gla",
+        "cross",
     ] {
         commands.push(cargo(&format!(
             "test --quiet -p ferrite-lm --no-default-features --features {features} --test without_a_mixer"
@@ -454,6 +455,7 @@ fn feature_matrix(target: &str, keep: impl Fn(&str) -> bool) -> Vec<Command> {
         "mamba2,int-path",
         "rwkv7,block-options",
         "gla",
+        "cross",
         "fast-math",
         "fast-math-int",
         "verify",

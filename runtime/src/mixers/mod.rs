@@ -12,6 +12,8 @@ mod bla_config;
 mod bla_int;
 mod conv;
 pub mod conv_int;
+mod cross;
+mod cross_config;
 mod gdn;
 mod gdn_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
@@ -44,6 +46,8 @@ mod swa_logkv;
 
 pub use bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub(crate) use bla_int::state_max_abs as bla_state_max_abs;
+pub(crate) use cross::memory_index as cross_memory_index;
+pub use cross_config::{CrossConfig, MAX_MEMORIES};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gla_config::{GlaConfig, GlaVariant};
@@ -170,7 +174,8 @@ pub trait Mixer {
     feature = "mla",
     feature = "mamba2",
     feature = "rwkv7",
-    feature = "gla"
+    feature = "gla",
+    feature = "cross"
 )))]
 pub(crate) struct NotBuilt;
 
@@ -182,7 +187,8 @@ pub(crate) struct NotBuilt;
     feature = "mla",
     feature = "mamba2",
     feature = "rwkv7",
-    feature = "gla"
+    feature = "gla",
+    feature = "cross"
 )))]
 impl Mixer for NotBuilt {
     fn step(

@@ -155,7 +155,24 @@ class GlaConfig:
     o_norm_eps: float | None  # the output norm's own epsilon; None: the model's norm_eps
 
 
-MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config, Rwkv7Config, GlaConfig]
+@dataclass(frozen=True)
+class CrossConfig:
+    """Cross-attention over a fixed memory baked into the image (docs/spec.md §3.10)."""
+
+    kind: ClassVar[str] = "cross"  # the `mixer` field (ferrite_ref.kinds)
+    num_heads: int  # H
+    num_kv_heads: int  # Hkv, divides H
+    head_dim: int  # d
+    memory_slots: int  # m
+    memories: int  # N, 1..=8
+    output_gate: bool
+
+
+#: Most baked memories a cross layer holds.
+MAX_MEMORIES = 8
+
+MixerConfig = Union[GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config, Rwkv7Config, GlaConfig,
+                    CrossConfig]
 
 
 @dataclass(frozen=True)
@@ -466,6 +483,20 @@ def _parse_gla(f: _Fields, hidden: int, norm_eps: float, index: int) -> GlaConfi
                      rope_theta=theta, o_norm_eps=eps)
 
 
+def _parse_cross(f: _Fields, hidden: int) -> CrossConfig:
+    num_heads = f.integer("num_heads")
+    num_kv_heads = _kv_heads(f, num_heads)
+    head_dim = _head_dim(f, hidden, num_heads)
+    memory_slots = f.integer("memory_slots")
+    memories = f.integer("memories", 1)
+    if not 1 <= memories <= MAX_MEMORIES:
+        raise f.error(f"field 'memories' must be 1..={MAX_MEMORIES}, got {memories}")
+    if memory_slots * num_kv_heads * head_dim > 1 << 20:
+        raise f.error("memory_slots * num_kv_heads * head_dim exceeds 2^20")
+    return CrossConfig(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                       memory_slots=memory_slots, memories=memories, output_gate=f.flag("output_gate", False))
+
+
 def _plain(parser):
     """A parser of a mixer that needs neither norm_eps nor its layer index."""
     return lambda f, hidden, norm_eps, index: parser(f, hidden)
@@ -474,10 +505,10 @@ def _plain(parser):
 # One parser per kind of the runtime's table (ferrite_ref.kinds; tests/test_kinds.py checks it).
 _MIXER_PARSERS = {"gdn": _plain(_parse_gdn), "gsa": _plain(_parse_gsa), "swa": _plain(_parse_swa),
                   "bla": _plain(_parse_bla), "mla": _plain(_parse_mla), "mamba2": _parse_mamba2,
-                  "rwkv7": _parse_rwkv7, "gla": _parse_gla}
+                  "rwkv7": _parse_rwkv7, "gla": _parse_gla, "cross": _plain(_parse_cross)}
 #: The config class of each mixer kind.
 MIXER_CONFIGS = {cls.kind: cls for cls in (GdnConfig, GsaConfig, SwaConfig, BlaConfig, MlaConfig, Mamba2Config,
-                                           Rwkv7Config, GlaConfig)}
+                                           Rwkv7Config, GlaConfig, CrossConfig)}
 
 
 def _parse_layer(raw: Any, index: int, hidden: int, norm_eps: float) -> tuple:

@@ -15,4 +15,5 @@ MIXER_KINDS = (
     "mamba2",  # 6: Mamba-2 (format 8).
     "rwkv7",  # 7: RWKV-7 time mixing (format 8).
     "gla",  # 8: Per-key-decay linear attention: fla's GLA, HGRN2 and RetNet (format 8).
+    "cross",  # 9: Cross-attention over a fixed memory baked into the image (format 8).
 )

@@ -8,7 +8,8 @@ biases (norms, Mamba-2's convolution) 0.1 N(0, 1), Mamba-2's D 1 + 0.1 N(0, 1);
 RWKV-7's token-shift interpolations U(0, 1), k_k U(0.6, 0.8), k_a U(0.9, 1.1),
 r_k 0.1 N(0, 1), and its low-rank biases in the ranges of fla's initialisation
 (decay U(-4, 2), learning rate U(-0.5, 0.5), value residual U(0.3, 1)); HGRN2's
-forget-gate lower bounds (``gla`` layers) U(0, 0.9), in fla's range [0, 1).
+forget-gate lower bounds (``gla`` layers) U(0, 0.9), in fla's range [0, 1); the
+baked memories of ``cross`` layers (``memory_k``, ``memory_v``) N(0, 1).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def random_tensor(name: str, shape: tuple, rng: np.random.Generator) -> np.ndarr
         return 1.0 + 0.1 * rng.standard_normal(shape)
     if name.endswith(".bias"):
         return 0.1 * rng.standard_normal(shape)
+    if name.endswith(("attn.memory_k", "attn.memory_v")):
+        return rng.standard_normal(shape)
     if len(shape) == 2:
         return rng.standard_normal(shape) / np.sqrt(shape[1])
     raise ValueError(f"no initialisation rule for tensor {name!r}")

@@ -7,7 +7,7 @@ from typing import Callable, NamedTuple, Union
 
 import numpy as np
 
-from . import bla, gdn, gla, gsa, mamba2, mla, rwkv7, swa
+from . import bla, cross, gdn, gla, gsa, mamba2, mla, rwkv7, swa
 from .config import BlockConfig, ModelConfig, load_config
 from .ops import layernorm, rmsnorm, swiglu_mlp
 from .safetensors_io import load_safetensors
@@ -30,6 +30,7 @@ MIXERS = {
     "mamba2": MixerEntry(mamba2.tensor_shapes, lambda cfg, w, eps, pinned: mamba2.Mamba2(cfg, w, eps)),
     "rwkv7": MixerEntry(rwkv7.tensor_shapes, lambda cfg, w, eps, pinned: rwkv7.Rwkv7TimeMix(cfg, w), carries=True),
     "gla": MixerEntry(gla.tensor_shapes, lambda cfg, w, eps, pinned: gla.GatedLinearAttention(cfg, w, eps)),
+    "cross": MixerEntry(cross.tensor_shapes, lambda cfg, w, eps, pinned: cross.CrossAttention(cfg, w)),
 }
 
 
@@ -165,8 +166,23 @@ class Reference:
             return self.lm_head @ layernorm(h, self.norm["weight"], self.norm["bias"], eps)
         return self.lm_head @ rmsnorm(h, self.norm["weight"], eps)
 
-    def logits(self, tokens) -> np.ndarray:
-        """Reset, then feed ``tokens``; return the logits of every position [T, vocab]."""
+    def select_memory(self, index: int) -> None:
+        """Attend to baked memory ``index`` in every ``cross`` layer (docs/spec.md §3.10);
+        ValueError when the model has none or a layer has ``index`` memories or fewer."""
+        layers = [block.mixer for block in self.layers if isinstance(block.mixer, cross.CrossAttention)]
+        if not layers:
+            raise ValueError(f"no memory {index}: the model has no cross layer")
+        for mixer in layers:
+            if not 0 <= index < mixer.cfg.memories:
+                raise ValueError(f"no memory {index}: a cross layer has {mixer.cfg.memories}")
+        for mixer in layers:
+            mixer.select(index)
+
+    def logits(self, tokens, memory: int | None = None) -> np.ndarray:
+        """Reset, then feed ``tokens``; return the logits of every position [T, vocab].
+        ``memory``: the baked memory every ``cross`` layer attends to (after the reset)."""
         self.reset()
+        if memory is not None:
+            self.select_memory(memory)
         rows = [self.step(int(token)) for token in tokens]
         return np.stack(rows) if rows else np.zeros((0, self.config.vocab_size))

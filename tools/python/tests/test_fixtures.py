@@ -38,6 +38,17 @@ def test_fixture_is_consistent(name):
     cfg = load_config(path / "config.json")
     assert tokens.dtype == np.int32 and tokens.shape == (fixtures.NUM_TOKENS,)
     assert logits.dtype == np.float32 and logits.shape == (fixtures.NUM_TOKENS, cfg.vocab_size)
-    fresh = Reference(path, pinned=int(metadata["pinned"])).logits(tokens)
+    reference = Reference(path, pinned=int(metadata["pinned"]))
+    fresh = reference.logits(tokens)
     np.testing.assert_allclose(logits, fresh, rtol=1e-6, atol=1e-6)
+    # A cross fixture's other memories (docs/spec.md §3.10): every one, on the first tokens.
+    memories = {layer.memories for layer in cfg.layers if layer.kind == "cross"}
+    others = sorted(k for k in expected if k.startswith("logits_memory_"))
+    assert others == [f"logits_memory_{n}" for n in range(1, min(memories, default=1))]
+    for key in others:
+        n = int(key.rsplit("_", 1)[1])
+        got = expected[key]
+        assert got.shape == (fixtures.MEMORY_TOKENS, cfg.vocab_size)
+        np.testing.assert_allclose(got, reference.logits(tokens[:fixtures.MEMORY_TOKENS], memory=n),
+                                   rtol=1e-6, atol=1e-6)
     assert sum(f.stat().st_size for f in Path(path).iterdir()) < 300_000

@@ -91,6 +91,11 @@ def _random_layer(rng: random.Random, hidden: int) -> dict:
         else:
             layer.update(o_norm_eps=rng.choice([1e-5, 1e-6]))
         return layer
+    if kind == "cross":
+        return {"mixer": "cross", "num_heads": heads,
+                "num_kv_heads": rng.choice([h for h in (1, 2, 4) if heads % h == 0]),
+                "head_dim": rng.choice([4, 8]), "memory_slots": rng.choice([1, 5, 16]),
+                "memories": rng.choice([1, 2, 3]), "output_gate": rng.random() < 0.5}
     if kind != "bla":
         raise ValueError(f"no random {kind} layer: add one here (docs/adding-a-mixer.md)")
     period = rng.choice([4, 7, 10, 16])
@@ -131,6 +136,31 @@ def test_random_config_matches_reference(tmp_path: Path, seed: int) -> None:
     diff = float(np.max(np.abs(got - want)))
     assert got.shape == want.shape
     assert diff <= TOLERANCE, f"config {json.dumps(config)}: max|diff| = {diff:.3e}"
+
+
+def test_every_baked_memory_matches_the_reference_through_the_cli(tmp_path: Path) -> None:
+    """`ferrite logits --memory n` against ``Reference.logits(tokens, memory=n)``: a cross
+    layer of 3 memories between a gdn and an swa layer (docs/spec.md §3.10); --memory 3
+    is refused with one line."""
+    config = {"model_type": "ferrite", "vocab_size": 256, "hidden_size": 16, "intermediate_size": 24,
+              "layers": [{"mixer": "gdn", "num_heads": 2, "head_dim": 8},
+                         {"mixer": "cross", "num_heads": 4, "num_kv_heads": 2, "head_dim": 4, "memory_slots": 6,
+                          "memories": 3, "output_gate": True},
+                         {"mixer": "swa", "num_heads": 2, "window": 4}]}
+    model_dir = write_model_dir(tmp_path / "model", config, seed=5)
+    image = tmp_path / "model.fer"
+    _ferrite("quantize", str(model_dir), "-o", str(image))
+    tokens = np.random.default_rng(5).integers(0, 256, size=32).tolist()
+    reference = Reference(model_dir)
+    for n in range(3):
+        got = np.array(json.loads(_ferrite("logits", str(image), "--tokens", ",".join(map(str, tokens)),
+                                           "--memory", str(n))))
+        diff = float(np.max(np.abs(got - reference.logits(tokens, memory=n))))
+        assert diff <= TOLERANCE, f"memory {n}: max|diff| = {diff:.3e}"
+    done = subprocess.run([FERRITE_BIN, "logits", str(image), "--tokens", "1", "--memory", "3"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and done.stderr.strip() == "error: no memory 3: a cross layer has 3 (0..=2)", \
+        done.stderr
 
 
 def test_bad_inputs_exit_nonzero_with_one_line(tmp_path: Path) -> None:

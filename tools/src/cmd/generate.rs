@@ -60,6 +60,10 @@ pub struct Args {
     /// of --seed. The pinned count is the snapshot's (no --pin).
     #[arg(long, value_name = "F", conflicts_with = "pin")]
     load_state: Option<PathBuf>,
+    /// Attend to baked memory N in every `cross` layer (docs/cross-attention.md;
+    /// default 0). A snapshot keeps its own choice (no --memory with --load-state).
+    #[arg(long, value_name = "N", conflicts_with = "load_state")]
+    memory: Option<u32>,
 }
 
 /// Checks the sampler, warns about its idle options and streams the tokens.
@@ -74,6 +78,7 @@ pub fn run(args: Args) -> Result<()> {
     let states = States {
         load: args.load_state.as_deref(),
         save: args.save_state.as_deref(),
+        memory: args.memory,
     };
     generate(
         model,
@@ -90,6 +95,8 @@ pub fn run(args: Args) -> Result<()> {
 struct States<'p> {
     load: Option<&'p Path>,
     save: Option<&'p Path>,
+    /// The baked memory a new stream's `cross` layers attend to (`--memory`).
+    memory: Option<u32>,
 }
 
 /// Reads the snapshot file at `path` and checks its header (not yet what
@@ -210,7 +217,12 @@ fn generate(
                 );
             }
         }
-        _ => session.reset_pinned(pin).map_err(anyhow::Error::msg)?,
+        _ => {
+            session.reset_pinned(pin).map_err(anyhow::Error::msg)?;
+            if let Some(m) = states.memory {
+                session.select_memory(m).map_err(anyhow::Error::msg)?;
+            }
+        }
     }
     let mut out = std::io::stdout().lock();
     let mut first = true;

@@ -52,6 +52,7 @@ pub fn run(args: Args) -> Result<()> {
     if c.final_norm != ferrite::block::NormKind::Rms {
         writeln!(out, "final norm: layernorm (with a bias)")?;
     }
+    let mut memory_total = 0u64;
     for i in 0..c.num_layers as usize {
         let layer = model.layer(i).map_err(anyhow::Error::msg)?;
         let block = model.block(i).map_err(anyhow::Error::msg)?;
@@ -75,6 +76,17 @@ pub fn run(args: Args) -> Result<()> {
             4 * words,
             layer
         )?;
+        if let ferrite::LayerConfig::Cross(cc) = layer {
+            let bytes = memory_bytes(&model, i)?;
+            memory_total += bytes;
+            writeln!(
+                out,
+                "layer {i}: cross memories {} x {} slots, {bytes} bytes in flash (keys and values, read in place), {} bytes of state in RAM (the selected memory)",
+                cc.memories,
+                cc.memory_slots,
+                4 * words
+            )?;
+        }
     }
     writeln!(
         out,
@@ -115,6 +127,9 @@ pub fn run(args: Args) -> Result<()> {
         ferrite::math::FAST_MATH,
         model_snapshot_len(image.bytes())?
     )?;
+    if memory_total > 0 {
+        writeln!(out, "cross memories: flash_bytes={memory_total}")?;
+    }
     writeln!(
         out,
         "flash_bytes={} ram_bytes={} state_bytes={}",
@@ -123,6 +138,24 @@ pub fn run(args: Args) -> Result<()> {
         model.state_bytes(0).map_err(anyhow::Error::msg)?
     )?;
     Ok(())
+}
+
+/// Bytes in the image of layer `layer`'s baked cross-attention memories
+/// (`attn.memory_k` and `attn.memory_v`: payload and scales).
+fn memory_bytes(model: &ferrite::Model<'_>, layer: usize) -> Result<u64> {
+    let mut bytes = 0u64;
+    for index in 0..model.tensor_count() {
+        let e = model.entry(index).map_err(anyhow::Error::msg)?;
+        if e.layer_index() == Some(layer as u16)
+            && matches!(
+                e.role,
+                ferrite::image::Role::MemoryK | ferrite::image::Role::MemoryV
+            )
+        {
+            bytes += u64::from(e.data_len) + u64::from(e.scale_len);
+        }
+    }
+    Ok(bytes)
 }
 
 /// Bytes of a snapshot of a session over `image` (no pinned capacity).

@@ -20,6 +20,10 @@ pub struct Args {
     /// number of tokens, and only for a model with an SWA layer.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pin: usize,
+    /// Attend to baked memory N in every `cross` layer
+    /// (docs/cross-attention.md; default 0).
+    #[arg(long, value_name = "N")]
+    memory: Option<u32>,
 }
 
 /// Streams `[[..],[..]]`, one row per token, as serde_json writes a
@@ -36,7 +40,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(b"[")?;
     let mut first = true;
-    run::for_each_logits(model, &tokens, args.pin, |row| {
+    run::for_each_logits_with_memory(model, &tokens, args.pin, args.memory, |row| {
         if !std::mem::take(&mut first) {
             out.write_all(b",")?;
         }

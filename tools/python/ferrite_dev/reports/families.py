@@ -15,7 +15,7 @@ ORDER = tuple(sorted(FAMILIES))
 #: One colour per family (the plots).
 COLORS = {"swa": "#1f77b4", "swa-sinks": "#17becf", "bla": "#d62728", "gsa": "#2ca02c", "gdn": "#9467bd",
           "mla": "#ff7f0e", "gsa-conv": "#8c564b", "mamba2": "#e377c2", "rwkv7": "#7f7f7f",
-          "gla": "#bcbd22"}
+          "gla": "#bcbd22", "cross": "#393b79"}
 
 
 def kind_of(family: str) -> str:

@@ -1,0 +1,236 @@
+//! The `cross` layer's configuration: its record, checks and sizes
+//! (docs/spec.md §3.10), below its step (`mixers/cross.rs`).
+
+use super::{product, sum};
+use crate::error::{ensure, ensure_size, Result};
+use crate::format::{dim_ok, record_words, width_ok, LayerWords, StateFormat, STATE_WORD};
+use crate::image::BLOCK_FORMAT_VERSION;
+
+/// Record flag bits (word 5) of a `cross` layer.
+mod flag {
+    /// A sigmoid output gate: `o = o * sigmoid(g_proj x)` before `o_proj`.
+    pub const OUTPUT_GATE: u32 = 1;
+    pub const KNOWN: u32 = 1;
+}
+
+/// Most baked memories one `cross` layer may hold (issue 32: "up to 8").
+pub const MAX_MEMORIES: u32 = 8;
+
+/// Cross-attention over a fixed memory stored in the image (docs/spec.md
+/// §3.10, docs/cross-attention.md).
+///
+/// Record words: `H | Hkv | d (head_dim) | m (memory_slots) | N (memories,
+/// 1..=8) | flags`, flags bit 0 the sigmoid output gate; word 15 the state
+/// format (f32 only). The state is one word: the selected memory's index.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CrossConfig {
+    /// Query heads H.
+    pub num_heads: u32,
+    /// Key/value heads Hkv of the memory (divides H: query head `h` reads
+    /// kv head `h / (H / Hkv)`).
+    pub num_kv_heads: u32,
+    /// Channels per head d (queries, keys and values).
+    pub head_dim: u32,
+    /// Slots m of each memory.
+    pub memory_slots: u32,
+    /// Baked memories N in the image (1..=[`MAX_MEMORIES`]).
+    pub memories: u32,
+    /// Whether the output is gated by `sigmoid(g_proj x)`.
+    pub output_gate: bool,
+}
+
+impl CrossConfig {
+    /// Parses and validates a layer record.
+    pub const fn from_words(w: &LayerWords, layer: Option<u16>) -> Result<CrossConfig> {
+        let f = w[5];
+        ensure!(f & !flag::KNOWN == 0, layer, "unknown cross flags");
+        ensure!(
+            w[STATE_WORD] == StateFormat::F32 as u32,
+            layer,
+            "this mixer has no step for that state format"
+        );
+        let c = CrossConfig {
+            num_heads: w[0],
+            num_kv_heads: w[1],
+            head_dim: w[2],
+            memory_slots: w[3],
+            memories: w[4],
+            output_gate: f & flag::OUTPUT_GATE != 0,
+        };
+        ensure!(
+            dim_ok(c.num_heads)
+                && dim_ok(c.num_kv_heads)
+                && dim_ok(c.head_dim)
+                && dim_ok(c.memory_slots),
+            layer,
+            "cross dims out of range"
+        );
+        ensure!(
+            c.num_heads % c.num_kv_heads == 0,
+            layer,
+            "cross num_kv_heads must divide num_heads"
+        );
+        ensure!(
+            c.memories >= 1 && c.memories <= MAX_MEMORIES,
+            layer,
+            "cross memories must be 1..=8"
+        );
+        ensure_size!(
+            width_ok(c.num_heads, c.head_dim),
+            layer,
+            "cross num_heads * head_dim exceeds 2^20"
+        );
+        ensure_size!(
+            c.memory_slots as u64 * c.num_kv_heads as u64 * c.head_dim as u64 <= 1 << 20,
+            layer,
+            "cross memory_slots * num_kv_heads * head_dim exceeds 2^20"
+        );
+        Ok(c)
+    }
+
+    /// Encodes the layer record words.
+    pub fn to_words(&self) -> LayerWords {
+        let flags = if self.output_gate {
+            flag::OUTPUT_GATE
+        } else {
+            0
+        };
+        record_words(&[
+            self.num_heads,
+            self.num_kv_heads,
+            self.head_dim,
+            self.memory_slots,
+            self.memories,
+            flags,
+        ])
+    }
+
+    /// Query width `H * d` (saturating for a hand-built config).
+    pub const fn query_width(&self) -> u64 {
+        product(&[self.num_heads as u64, self.head_dim as u64])
+    }
+
+    /// Key (and value) width of one memory slot, `Hkv * d`.
+    pub const fn kv_width(&self) -> u64 {
+        product(&[self.num_kv_heads as u64, self.head_dim as u64])
+    }
+
+    /// Values in one memory's keys (or values): `m * Hkv * d`.
+    pub const fn memory_values(&self) -> u64 {
+        product(&[self.memory_slots as u64, self.kv_width()])
+    }
+
+    /// State words: one, the selected memory's index (an f32 holding a
+    /// whole number; 0, the first memory, when zeroed).
+    pub const fn state_len(&self) -> u64 {
+        1
+    }
+
+    /// Scratch words: q, the gate and the output, `[H*d]` each.
+    pub const fn scratch_len(&self) -> u64 {
+        sum(&[self.query_width(), self.query_width(), self.query_width()])
+    }
+
+    // The layer interface: `config::LayerConfig`'s methods dispatch to these
+    // (every mixer has them, with the same signatures).
+
+    /// State words ([`CrossConfig::state_len`]; `pinned_max` is for SWA only).
+    pub(crate) const fn layer_state_len(&self, _pinned_max: usize) -> u64 {
+        self.state_len()
+    }
+
+    /// Input width of the output projection (`o_proj` columns): `H * d`.
+    pub(crate) const fn out_proj_cols(&self) -> u64 {
+        self.query_width()
+    }
+
+    /// How the layer keeps its state: f32 (no integer step; on the integer
+    /// token path the layer runs its f32 step, docs/integer-path.md).
+    pub(crate) const fn state_format(&self) -> StateFormat {
+        StateFormat::F32
+    }
+
+    /// The oldest image format version whose records hold a `cross` layer:
+    /// format 8 (a kind added within it, as `gla`; docs/image-format.md).
+    pub(crate) const fn min_format_version(&self) -> u32 {
+        BLOCK_FORMAT_VERSION
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    fn fixture() -> CrossConfig {
+        CrossConfig {
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_dim: 8,
+            memory_slots: 16,
+            memories: 3,
+            output_gate: true,
+        }
+    }
+
+    #[test]
+    fn record_round_trips_and_sizes_are_the_spec_s() {
+        let c = fixture();
+        assert_eq!(CrossConfig::from_words(&c.to_words(), None), Ok(c));
+        let plain = CrossConfig {
+            output_gate: false,
+            memories: 8,
+            num_kv_heads: 4,
+            ..c
+        };
+        assert_eq!(CrossConfig::from_words(&plain.to_words(), None), Ok(plain));
+        assert_eq!(c.state_len(), 1);
+        assert_eq!(c.scratch_len(), 3 * 32);
+        assert_eq!(c.out_proj_cols(), 32);
+        assert_eq!(c.memory_values(), 16 * 16);
+        assert_eq!(c.min_format_version(), 8);
+    }
+
+    #[test]
+    fn bad_records_are_refused() {
+        // Zero dims, kv heads not dividing the heads, 0 or 9 memories,
+        // unknown flags.
+        let cases: [(usize, u32); 8] = [
+            (0, 0),
+            (1, 0),
+            (1, 3),
+            (2, 0),
+            (3, 0),
+            (4, 0),
+            (4, 9),
+            (5, 2),
+        ];
+        for (i, v) in cases {
+            let mut w = fixture().to_words();
+            w[i] = v;
+            assert!(
+                matches!(
+                    CrossConfig::from_words(&w, Some(2)),
+                    Err(Error::BadConfig { layer: Some(2), .. })
+                ),
+                "word {i} = {v}"
+            );
+        }
+        let mut w = fixture().to_words();
+        w[STATE_WORD] = StateFormat::Int16 as u32;
+        assert!(CrossConfig::from_words(&w, None).is_err());
+        // A memory past 2^20 values, and heads past 2^20 channels.
+        let mut w = fixture().to_words();
+        w[3] = 1 << 17;
+        assert!(matches!(
+            CrossConfig::from_words(&w, None),
+            Err(Error::SizeOverflow { .. })
+        ));
+        let mut w = fixture().to_words();
+        (w[0], w[1], w[2]) = (1 << 11, 1, 1 << 10);
+        assert!(matches!(
+            CrossConfig::from_words(&w, None),
+            Err(Error::SizeOverflow { .. })
+        ));
+    }
+}
