@@ -73,7 +73,11 @@ fn exercise(image: &[u8]) {
     for m in [1u32, 0, 7, 8, u32::MAX] {
         let before = session.state().to_vec();
         if session.select_memory(m).is_err() {
-            assert_eq!(session.state(), &before[..], "a refused selection changed the state");
+            assert_eq!(
+                session.state(),
+                &before[..],
+                "a refused selection changed the state"
+            );
         }
         let _ = session.feed(m % vocab.max(1));
     }
