@@ -8,8 +8,6 @@ use ferrite_common::{checksum_line, report::Tokens, tokens_hash_line, Fnv1a};
 use crate::config;
 use crate::image::{SNAPSHOT, SNAPSHOT_BYTES};
 use crate::io::Platform;
-#[cfg(feature = "_qemu")]
-use crate::platform;
 
 /// What one generation measured.
 pub struct Outcome {
@@ -171,7 +169,7 @@ fn run_line<P: Platform>(p: &mut P, out: &Outcome, state_bytes: usize, session_b
         config::N,
         out.elapsed,
         out.elapsed / out.fed as u64,
-        platform::stack_peak(),
+        crate::qemu::stack_peak_checked(),
         state_bytes,
         session_bytes
     ));

@@ -34,6 +34,31 @@ pub fn exit(code: i32) -> ! {
     semihosting::process::exit(code)
 }
 
+/// The stack's peak in bytes ([`platform::stack_peak`](crate::platform::stack_peak)), once it is
+/// known to have stayed in its room: a stack that reached the statics (its
+/// lowest word written) overwrote them, so the run ends with
+/// [`stack_overflow`] instead of figures that cannot be trusted.
+pub fn stack_peak_checked() -> usize {
+    let peak = crate::platform::stack_peak();
+    if peak >= crate::platform::stack_room() {
+        stack_overflow()
+    }
+    peak
+}
+
+/// Reports that the stack outgrew the RAM the statics leave it and exits
+/// with [`status::FAULT`]: a QEMU board has no stack guard in hardware, so
+/// the firmware checks its painted stack (at the end of a run and in the
+/// fault handler).
+pub fn stack_overflow() -> ! {
+    say!(
+        "error: stack overflow: the stack outgrew the {} bytes of RAM the statics leave it ({} bytes of RAM)",
+        crate::platform::stack_room(),
+        crate::config::RAM_BYTES
+    );
+    exit(status::FAULT)
+}
+
 /// Reports a runtime error and exits with [`status::RUNTIME_ERROR`].
 pub fn fail(e: ferrite::Error) -> ! {
     say!("error: {}", e);

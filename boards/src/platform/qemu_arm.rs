@@ -37,14 +37,26 @@ pub fn stack_peak() -> usize {
     top - p
 }
 
+/// Bytes of RAM the statics leave the stack: `[_stack_end, _stack_start)`.
+pub fn stack_room() -> usize {
+    core::ptr::addr_of!(_stack_start) as usize - core::ptr::addr_of!(_stack_end) as usize
+}
+
 /// Reports a panic (location and message) and exits with [`status::PANIC`].
 pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     console::panic_message(info);
     exit(status::PANIC)
 }
 
+/// Reports the fault; a stack that grew into the statics (the frame below
+/// `_stack_end`, or the lowest stack word written) is named as such.
 #[exception]
 unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
+    let sp = frame as *const ExceptionFrame as usize;
+    if sp < core::ptr::addr_of!(_stack_end) as usize || stack_peak() >= stack_room() {
+        say!("hardfault: pc={:#010x} lr={:#010x}", frame.pc(), frame.lr());
+        crate::qemu::stack_overflow()
+    }
     say!("hardfault: pc={:#010x} lr={:#010x}", frame.pc(), frame.lr());
     exit(status::FAULT)
 }

@@ -59,6 +59,11 @@ pub fn stack_peak() -> usize {
     top - p
 }
 
+/// Bytes of RAM the statics leave the stack: `[_estack, _stack_start)`.
+pub fn stack_room() -> usize {
+    core::ptr::addr_of!(_stack_start) as usize - core::ptr::addr_of!(_estack) as usize
+}
+
 /// Reports a panic (location and message) and exits with [`status::PANIC`].
 pub fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     console::panic_message(info);
