@@ -169,7 +169,7 @@ fn run_line<P: Platform>(p: &mut P, out: &Outcome, state_bytes: usize, session_b
         config::N,
         out.elapsed,
         out.elapsed / out.fed as u64,
-        crate::qemu::stack_peak_checked(),
+        crate::platform::stack_peak_checked(),
         state_bytes,
         session_bytes
     ));

@@ -52,7 +52,7 @@ pub use generate::{generate, Outcome};
 pub use image::{IMAGE, IMAGE_BYTES, SESSION_LEN, SNAPSHOT, SNAPSHOT_BYTES, TOKEN_LOG};
 pub use io::Platform;
 #[cfg(feature = "_qemu")]
-pub use qemu::{exit, fail, fail_with, stack_peak_checked, Qemu};
+pub use qemu::{exit, fail, fail_with, Qemu};
 
 /// The runtime, for the packages that build on this library (esp32c3/).
 pub use ferrite;

@@ -34,26 +34,24 @@ pub fn exit(code: i32) -> ! {
     semihosting::process::exit(code)
 }
 
-/// The stack's peak in bytes ([`platform::stack_peak`](crate::platform::stack_peak)), once it is
-/// known to have stayed in its room: a stack that reached the statics (its
-/// lowest word written) overwrote them, so the run ends with
-/// [`stack_overflow`] instead of figures that cannot be trusted.
-pub fn stack_peak_checked() -> usize {
-    let peak = crate::platform::stack_peak();
-    if peak >= crate::platform::stack_room() {
-        stack_overflow()
+/// `peak`, the stack's peak in bytes, once it is known to have stayed in its
+/// `room`: a stack that reached the statics (its lowest word written)
+/// overwrote them, so the run ends with [`stack_overflow`] instead of figures
+/// that cannot be trusted.
+pub fn checked_stack_peak(peak: usize, room: usize) -> usize {
+    if peak >= room {
+        stack_overflow(room)
     }
     peak
 }
 
-/// Reports that the stack outgrew the RAM the statics leave it and exits
-/// with [`status::FAULT`]: a QEMU board has no stack guard in hardware, so
-/// the firmware checks its painted stack (at the end of a run and in the
-/// fault handler).
-pub fn stack_overflow() -> ! {
+/// Reports that the stack outgrew the `room` bytes of RAM the statics leave
+/// it and exits with [`status::FAULT`]: a QEMU board has no stack guard in
+/// hardware, so the firmware checks its painted stack (at the end of a run
+/// and in the fault handler).
+pub fn stack_overflow(room: usize) -> ! {
     say!(
-        "error: stack overflow: the stack outgrew the {} bytes of RAM the statics leave it ({} bytes of RAM)",
-        crate::platform::stack_room(),
+        "error: stack overflow: the stack outgrew the {room} bytes of RAM the statics leave it ({} bytes of RAM)",
         crate::config::RAM_BYTES
     );
     exit(status::FAULT)

@@ -159,7 +159,7 @@ fn main() -> ! {
         fed.tokens,
         fed.instructions,
         fed.instructions / fed.tokens.max(1),
-        ferrite_boards::stack_peak_checked(),
+        platform::stack_peak_checked(),
         state_bytes,
         4 * SESSION_LEN
     ));

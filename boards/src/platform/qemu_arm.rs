@@ -37,6 +37,12 @@ pub fn stack_peak() -> usize {
     top - p
 }
 
+/// [`stack_peak`], ending the run with `stack overflow` when the stack
+/// reached the statics ([`crate::qemu::checked_stack_peak`]).
+pub fn stack_peak_checked() -> usize {
+    crate::qemu::checked_stack_peak(stack_peak(), stack_room())
+}
+
 /// Bytes of RAM the statics leave the stack: `[_stack_end, _stack_start)`.
 pub fn stack_room() -> usize {
     core::ptr::addr_of!(_stack_start) as usize - core::ptr::addr_of!(_stack_end) as usize
@@ -55,7 +61,7 @@ unsafe fn HardFault(frame: &ExceptionFrame) -> ! {
     let sp = frame as *const ExceptionFrame as usize;
     if sp < core::ptr::addr_of!(_stack_end) as usize || stack_peak() >= stack_room() {
         say!("hardfault: pc={:#010x} lr={:#010x}", frame.pc(), frame.lr());
-        crate::qemu::stack_overflow()
+        crate::qemu::stack_overflow(stack_room())
     }
     say!("hardfault: pc={:#010x} lr={:#010x}", frame.pc(), frame.lr());
     exit(status::FAULT)

@@ -59,6 +59,12 @@ pub fn stack_peak() -> usize {
     top - p
 }
 
+/// [`stack_peak`], ending the run with `stack overflow` when the stack
+/// reached the statics ([`crate::qemu::checked_stack_peak`]).
+pub fn stack_peak_checked() -> usize {
+    crate::qemu::checked_stack_peak(stack_peak(), stack_room())
+}
+
 /// Bytes of RAM the statics leave the stack: `[_estack, _stack_start)`.
 pub fn stack_room() -> usize {
     core::ptr::addr_of!(_stack_start) as usize - core::ptr::addr_of!(_estack) as usize
