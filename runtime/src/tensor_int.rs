@@ -245,7 +245,7 @@ fn finish_with<const MASK: bool>(
         return ZERO_EXP;
     }
     // |a| <= 2^15 after `ta` more bits.
-    let ta = (32 - top.leading_zeros()).saturating_sub(15);
+    let ta = (32 - crate::fixed::wide::lz32(top)).saturating_sub(15);
     let s16 = s.mantissa() >> 16; // [2^15, 2^16)
                                   // ds in [2^14, 2^16): 16-bit mantissa of d times s (0 for d = 0
                                   // where `m` masks); |a| <= 2^15, ds < 2^16: the product below 2^31.

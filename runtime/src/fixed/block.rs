@@ -61,7 +61,7 @@ pub fn shift_to_top(max: u32) -> i32 {
     if max == 0 {
         return 0;
     }
-    let bits = 32 - max.leading_zeros() as i32; // max in [2^(bits-1), 2^bits)
+    let bits = 32 - super::wide::lz32(max) as i32; // max in [2^(bits-1), 2^bits)
     TOP_BITS as i32 - bits
 }
 
@@ -170,7 +170,7 @@ pub fn to_f32_bits(m: i32, e: i32) -> u32 {
     if mag == 0 {
         return 0;
     }
-    let lz = mag.leading_zeros();
+    let lz = super::wide::lz32(mag);
     let norm = mag << lz; // [2^31, 2^32)
     let mut q = norm >> 8; // 24 bits
     let rest = norm & 0xff;

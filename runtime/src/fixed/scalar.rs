@@ -96,7 +96,7 @@ impl Fx {
         if v == 0 {
             return Fx::ZERO;
         }
-        let lz = v.leading_zeros() as i32;
+        let lz = super::wide::lz64(v) as i32;
         if lz >= 32 {
             // Fits 32 bits: shift left, exact.
             let s = lz - 32;
