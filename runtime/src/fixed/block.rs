@@ -346,7 +346,8 @@ impl<'a> F32Bits<'a> {
         let m = (bits & 0x7f_ffff) | 0x80_0000; // < 2^24
                                                 // d - 1, at least 8; from 24 on every m gives 0, so 31 stands for
                                                 // any larger.
-        let d1 = (shift_base - 1 - biased as i32).clamp(0, 31) as u32;
+                                                // (At least 8: no value's `biased` exceeds the vector's largest.)
+        let d1 = super::wide::shift_up_to_31(shift_base - 1 - biased as i32);
         let v = (((m >> d1) + 1) >> 1) as i32;
         let sign = (bits as i32) >> 31; // 0 or -1
         (v ^ sign) - sign

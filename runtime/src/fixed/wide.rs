@@ -19,6 +19,23 @@ const NO_LONG_MUL: bool = cfg!(all(
 /// calls `__clzsi2`; [`lz32`] takes about 9.
 const NO_CLZ: bool = NO_LONG_MUL || cfg!(all(target_arch = "riscv32", not(target_feature = "zbb")));
 
+/// Whether this target saturates a shift count in one instruction (`USAT`:
+/// ARMv7-M and later; ARMv6-M has none).
+const HAS_USAT: bool = cfg!(target_arch = "arm") && !NO_LONG_MUL;
+
+/// `x.clamp(0, 31)` for an `x` the caller knows to be at least 0: one `USAT`
+/// where the core has it, else one unsigned compare (RV32, ARMv6-M: the
+/// lower clamp would be a second). The same number for every `x >= 0`.
+#[inline(always)]
+pub fn shift_up_to_31(x: i32) -> u32 {
+    debug_assert!(x >= 0);
+    if HAS_USAT {
+        x.clamp(0, 31) as u32
+    } else {
+        (x as u32).min(31)
+    }
+}
+
 /// The leading zeros of a byte (`LZ8[0] = 8`).
 const LZ8: [u8; 256] = {
     let mut t = [0u8; 256];
