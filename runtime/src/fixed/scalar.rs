@@ -241,19 +241,52 @@ impl Fx {
         } else {
             (other, self)
         };
-        // Both with 31 guard bits below the mantissa: a sum stays below 2^64.
-        let d = (a.e as i64 - b.e as i64) as u64;
+        let d = a.e.abs_diff(b.e); // a.e >= b.e
+        if a.neg == b.neg {
+            return Fx::plus_same_sign(a.m, b.m, d, a.e.saturating_sub(31), a.neg);
+        }
+        // Both with 31 guard bits below the mantissa: the difference is
+        // exact below 2^63.
+        let d = d as u64;
         let wa = (a.m as u64) << 31;
         let wb = if d >= 63 {
             0
         } else {
             ((b.m as u64) << 31) >> d
         };
-        // The same sign: `wa + wb` in [2^62, 2^64).
-        if a.neg == b.neg {
-            return Fx::from_top2(wa + wb, a.e.saturating_sub(31), a.neg);
-        }
         Fx::from_u64(wa - wb, a.e.saturating_sub(31), a.neg)
+    }
+
+    /// The rounded sum of two magnitudes of one sign, `a >= b` (normal
+    /// mantissas), `b` `d` octaves below `a`: what `from_top2(w, e, neg)`
+    /// makes of `w = a 2^31 + floor(b 2^31 / 2^d)`, in 32-bit words. Only
+    /// the bits of `w` from bit 30 up reach `from_top2` (the 32 kept and the
+    /// one below), and `a 2^31` has none below bit 31, so `w >> 30 = 2 (a +
+    /// q) + h` with `q = b >> d` and `h` bit `d - 1` of `b` (`d` in
+    /// `1..=32`; `h = 0` for `d = 0` and from `d = 33`, where `q` is 0 too).
+    /// Where `a + q` carries past 32 bits (`w >= 2^63`) the 32 bits kept are
+    /// `(a + q) >> 1` and the half below is its lowest bit; else `a + q` and
+    /// `h`.
+    #[inline(always)]
+    fn plus_same_sign(a: u32, b: u32, d: u32, e: i32, neg: bool) -> Fx {
+        let (q, h) = match d {
+            0 => (b, 0),
+            1..=31 => (b >> d, (b >> (d - 1)) & 1),
+            32 => (0, b >> 31),
+            _ => (0, 0),
+        };
+        let (sum, carry) = a.overflowing_add(q);
+        let (s, kept, half) = if carry {
+            (32, (sum >> 1) | TOP, sum & 1)
+        } else {
+            (31, sum, h)
+        };
+        let (m, up) = kept.overflowing_add(half);
+        if up {
+            Fx::normal(TOP, e.saturating_add(s + 1), neg)
+        } else {
+            Fx::normal(m, e.saturating_add(s), neg)
+        }
     }
 
     /// `1 / self`; the reciprocal of zero is [`Fx::MAX`].
