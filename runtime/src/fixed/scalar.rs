@@ -20,6 +20,11 @@ pub const E_MIN: i32 = -(1 << 20);
 pub const E_MAX: i32 = 1 << 20;
 
 /// `±m × 2^e` with `m` in `[2^31, 2^32)`, or zero (`m = 0`, `e = 0`, not negative).
+///
+/// Every value that is not zero has `e` in `[E_MIN, E_MAX]` (every
+/// constructor goes through `normal`, which saturates), so the exponent
+/// sums of a product, a sum or a reciprocal (at most a few times `2^20`)
+/// cannot leave an `i32`: they are plain wrapping adds, no saturation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fx {
     m: u32,
@@ -119,7 +124,8 @@ impl Fx {
     /// bits), to the same bits without finding the bit length: it is 63 or
     /// 64, and the 32 bits kept start at bit 31 or 32. (Finding it is a
     /// 64-bit count of leading zeros, some 50 instructions where the core
-    /// has no `CLZ`: the RV32IMAC.)
+    /// has no `CLZ`: the RV32IMAC.) `e` within a few times `2^20` (the
+    /// exponents of values: see [`Fx`]), so its adds do not wrap.
     #[inline(always)]
     const fn from_top2(v: u64, e: i32, neg: bool) -> Fx {
         debug_assert!(v >> 62 != 0);
@@ -134,9 +140,9 @@ impl Fx {
         };
         let (m, carry) = kept.overflowing_add(half);
         if carry {
-            Fx::normal(TOP, e.saturating_add(s + 1), neg)
+            Fx::normal(TOP, e.wrapping_add(s + 1), neg)
         } else {
-            Fx::normal(m, e.saturating_add(s), neg)
+            Fx::normal(m, e.wrapping_add(s), neg)
         }
     }
 
@@ -223,7 +229,7 @@ impl Fx {
             return Fx::ZERO;
         }
         let p = mul_u32(self.m, other.m); // [2^62, 2^64)
-        let e = self.e.saturating_add(other.e);
+        let e = self.e.wrapping_add(other.e);
         Fx::from_top2(p, e, self.neg != other.neg)
     }
 
@@ -243,7 +249,7 @@ impl Fx {
         };
         let d = a.e.abs_diff(b.e); // a.e >= b.e
         if a.neg == b.neg {
-            return Fx::plus_same_sign(a.m, b.m, d, a.e.saturating_sub(31), a.neg);
+            return Fx::plus_same_sign(a.m, b.m, d, a.e.wrapping_sub(31), a.neg);
         }
         // Both with 31 guard bits below the mantissa: the difference is
         // exact below 2^63.
@@ -283,9 +289,9 @@ impl Fx {
         };
         let (m, up) = kept.overflowing_add(half);
         if up {
-            Fx::normal(TOP, e.saturating_add(s + 1), neg)
+            Fx::normal(TOP, e.wrapping_add(s + 1), neg)
         } else {
-            Fx::normal(m, e.saturating_add(s), neg)
+            Fx::normal(m, e.wrapping_add(s), neg)
         }
     }
 
@@ -297,9 +303,9 @@ impl Fx {
         // 2^63 / m in (2^31, 2^32], rounded: (2^63 + m / 2) / m, where the
         // quotient has 33 bits only for m = 2^31.
         let m = self.m;
-        let e = (-63i32).saturating_sub(self.e);
+        let e = (-63i32).wrapping_sub(self.e);
         if m == TOP {
-            return Fx::normal(TOP, e.saturating_add(1), self.neg); // 2^32
+            return Fx::normal(TOP, e.wrapping_add(1), self.neg); // 2^32
         }
         // In (2^31, 2^32): already a normal mantissa (what `from_u64`
         // would make of it, without its bit count).
