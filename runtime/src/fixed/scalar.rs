@@ -97,6 +97,7 @@ impl Fx {
     }
 
     /// `±v × 2^e` for an unsigned magnitude `v`, rounded to 32 bits (half up).
+    #[inline(always)]
     pub const fn from_u64(v: u64, e: i32, neg: bool) -> Fx {
         if v == 0 {
             return Fx::ZERO;
