@@ -82,7 +82,7 @@ fn norm_into(h: Block<'_>, weight: &Tensor<'_>, eps: Fx, x: &mut [i32]) -> Resul
     }
     let f = (inv.mantissa() >> 16) as i32; // [2^15, 2^16)
                                            // 15 x 15 bits, its 15-bit view times 16 bits: below 2^31.
-    let one = |hc: i32, w15: i32| ((hc >> TO_15) * w15 >> 15) * f;
+    let one = |hc: i32, w15: i32| (((hc >> TO_15) * w15) >> 15) * f;
     let mut max = 0u32;
     let (bits, base) = w.raw();
     if base >= F32Bits::WIDE_BASE && bits.len() >= x.len() {
