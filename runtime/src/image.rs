@@ -425,6 +425,7 @@ pub struct TensorEntry {
 
 impl TensorEntry {
     /// Parses entry `index` of a table.
+    #[inline(always)]
     pub fn parse(table: &[u8], index: u32) -> Result<TensorEntry> {
         let e = (index as usize)
             .checked_mul(TENSOR_ENTRY_LEN)

@@ -136,6 +136,7 @@ impl<'s> ActBuf<'s> {
 impl<'a> Tensor<'a> {
     /// Builds a view of table entry `index` over `image`, checking bounds,
     /// alignment, payload length, layout and group size.
+    #[inline(always)]
     pub fn from_entry(image: &'a [u8], e: &TensorEntry, index: u32) -> Result<Tensor<'a>> {
         let bad = |reason| Error::BadTensor { index, reason };
         let dims = e.dims;
@@ -255,6 +256,7 @@ impl<'a> Tensor<'a> {
     /// A view `[rows, cols]` of `data`, after checking that the payload
     /// matches the shape (lengths, group sizes, tiled invariants), so that
     /// no product or lookup on it can index out of bounds.
+    #[inline(always)]
     pub fn new(rows: usize, cols: usize, data: TensorData<'a>) -> Result<Tensor<'a>> {
         let bad = Err(Error::Internal("tensor payload does not match its shape"));
         let Some(numel) = rows.checked_mul(cols).filter(|&n| n > 0) else {

@@ -13,6 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::fixed::block::{self, f32_parts, shr_round, Block, F32Bits, ZERO_EXP};
+use crate::fixed::wide::shift_up_to_31;
 use crate::fixed::Fx;
 use crate::kernels::generic::{tiled_i4_at, tiled_i8_at};
 use crate::kernels::tiled::QVec;
@@ -219,8 +220,9 @@ fn finish_with<const MASK: bool>(
     // numbers as aligning row by row (for totals above `i32::MIN`, which no
     // product gives: a row gap of 32 or more shifts by 31, which leaves 0
     // of any other total).
+    // (`dmax` is the largest `bits >> 23` of `d`: no gap is below 0.)
     let aligned = |v: i32, bits: u32| {
-        let g = (dmax as i32 - (bits >> 23) as i32).clamp(0, 31) as u32; // gap, at most 31
+        let g = shift_up_to_31(dmax as i32 - (bits >> 23) as i32); // gap, at most 31
         (v.unsigned_abs() >> g) & live(bits)
     };
     let n = mults.len().min(t.len());
@@ -245,7 +247,7 @@ fn finish_with<const MASK: bool>(
         return ZERO_EXP;
     }
     // |a| <= 2^15 after `ta` more bits.
-    let ta = (32 - top.leading_zeros()).saturating_sub(15);
+    let ta = (32 - crate::fixed::wide::lz32(top)).saturating_sub(15);
     let s16 = s.mantissa() >> 16; // [2^15, 2^16)
                                   // ds in [2^14, 2^16): 16-bit mantissa of d times s (0 for d = 0
                                   // where `m` masks); |a| <= 2^15, ds < 2^16: the product below 2^31.
@@ -257,9 +259,10 @@ fn finish_with<const MASK: bool>(
         // is `shr_round` (a live row's `v >> (sh - 1)` is below 2^16; a
         // zero-scale row's may wrap, and is multiplied by 0 or, unmasked,
         // shifted by 31 to 0).
+        // (`c - e >= ta - 1 >= 0`: no row's exponent `e` exceeds `dmax`.)
         let c = ta as i32 - 1 + dmax;
         for (v, &bits) in t.iter_mut().zip(d) {
-            let sh1 = (c - (bits >> 23) as i32).clamp(0, 31) as u32;
+            let sh1 = shift_up_to_31(c - (bits >> 23) as i32);
             let a = (*v >> sh1).wrapping_add(1) >> 1;
             let p = a * ds(bits, live(bits)) as i32;
             *v = p;

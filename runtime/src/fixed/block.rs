@@ -61,7 +61,7 @@ pub fn shift_to_top(max: u32) -> i32 {
     if max == 0 {
         return 0;
     }
-    let bits = 32 - max.leading_zeros() as i32; // max in [2^(bits-1), 2^bits)
+    let bits = 32 - super::wide::lz32(max) as i32; // max in [2^(bits-1), 2^bits)
     TOP_BITS as i32 - bits
 }
 
@@ -170,12 +170,14 @@ pub fn to_f32_bits(m: i32, e: i32) -> u32 {
     if mag == 0 {
         return 0;
     }
-    let lz = mag.leading_zeros();
+    let lz = super::wide::lz32(mag);
     let norm = mag << lz; // [2^31, 2^32)
     let mut q = norm >> 8; // 24 bits
     let rest = norm & 0xff;
-    // value = norm 2^(e - lz); f32 exponent e - lz + 31.
-    let mut biased = e as i64 - lz as i64 + 31 + 127;
+    // value = norm 2^(e - lz); f32 exponent e - lz + 31. An `e` beyond
+    // ±2^12 gives a biased exponent beyond 0..0xff either way (a zero or an
+    // infinity, below): clamped first, the sum stays in an i32.
+    let mut biased = e.clamp(-(1 << 12), 1 << 12) - lz as i32 + 31 + 127;
     if rest > 0x80 || (rest == 0x80 && q & 1 == 1) {
         q += 1;
         if q == 1 << 24 {
@@ -346,7 +348,8 @@ impl<'a> F32Bits<'a> {
         let m = (bits & 0x7f_ffff) | 0x80_0000; // < 2^24
                                                 // d - 1, at least 8; from 24 on every m gives 0, so 31 stands for
                                                 // any larger.
-        let d1 = (shift_base - 1 - biased as i32).clamp(0, 31) as u32;
+                                                // (At least 8: no value's `biased` exceeds the vector's largest.)
+        let d1 = super::wide::shift_up_to_31(shift_base - 1 - biased as i32);
         let v = (((m >> d1) + 1) >> 1) as i32;
         let sign = (bits as i32) >> 31; // 0 or -1
         (v ^ sign) - sign
@@ -417,6 +420,70 @@ mod tests {
             }
         }
         assert_eq!(to_f32_bits(0, 7), 0);
+    }
+
+    /// The conversion as it was, its exponent in an i64.
+    fn to_f32_bits_i64(m: i32, e: i32) -> u32 {
+        let sign = if m < 0 { 0x8000_0000 } else { 0 };
+        let mag = m.unsigned_abs();
+        if mag == 0 {
+            return 0;
+        }
+        let lz = mag.leading_zeros();
+        let norm = mag << lz;
+        let mut q = norm >> 8;
+        let rest = norm & 0xff;
+        let mut biased = e as i64 - lz as i64 + 31 + 127;
+        if rest > 0x80 || (rest == 0x80 && q & 1 == 1) {
+            q += 1;
+            if q == 1 << 24 {
+                q >>= 1;
+                biased += 1;
+            }
+        }
+        if biased >= 0xff {
+            return sign | 0x7f80_0000;
+        }
+        if biased <= 0 {
+            return sign;
+        }
+        sign | ((biased as u32) << 23) | (q & 0x7f_ffff)
+    }
+
+    /// The clamped i32 exponent gives the i64 form's bits at every exponent
+    /// (the extremes, the clamp's edges, the f32 range's) and mantissa
+    /// (every bit length, the rounding points, random ones).
+    #[test]
+    fn f32_conversion_with_a_clamped_exponent_is_the_same() {
+        let mut exps: Vec<i32> = (-300..=300).collect();
+        for b in [12, 20, 30] {
+            for d in -2..=2 {
+                exps.push((1 << b) + d);
+                exps.push(-(1 << b) + d);
+            }
+        }
+        exps.extend([i32::MIN, i32::MIN + 1, i32::MAX, i32::MAX - 1, i32::MIN / 2]);
+        let mut rng = crate::fixed::testing::Rng(0x1234_5678_9abc_def1);
+        let mut mants = vec![
+            1i32,
+            -1,
+            0x7fff_ffff,
+            -0x7fff_ffff,
+            i32::MIN,
+            0x0100_0080,
+            0x0180_0080,
+        ];
+        for bits in 1..31 {
+            mants.extend([(1 << bits) - 1, 1 << bits, (1 << bits) + 1, -(1 << bits)]);
+        }
+        for _ in 0..200 {
+            mants.push((rng.next() * 2f64.powi(31)) as i32);
+        }
+        for &e in &exps {
+            for &m in &mants {
+                assert_eq!(to_f32_bits(m, e), to_f32_bits_i64(m, e), "{m} {e}");
+            }
+        }
     }
 
     #[test]

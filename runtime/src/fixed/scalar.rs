@@ -20,6 +20,11 @@ pub const E_MIN: i32 = -(1 << 20);
 pub const E_MAX: i32 = 1 << 20;
 
 /// `±m × 2^e` with `m` in `[2^31, 2^32)`, or zero (`m = 0`, `e = 0`, not negative).
+///
+/// Every value that is not zero has `e` in `[E_MIN, E_MAX]` (every
+/// constructor goes through `normal`, which saturates), so the exponent
+/// sums of a product, a sum or a reciprocal (at most a few times `2^20`)
+/// cannot leave an `i32`: they are plain wrapping adds, no saturation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fx {
     m: u32,
@@ -92,11 +97,12 @@ impl Fx {
     }
 
     /// `±v × 2^e` for an unsigned magnitude `v`, rounded to 32 bits (half up).
+    #[inline(always)]
     pub const fn from_u64(v: u64, e: i32, neg: bool) -> Fx {
         if v == 0 {
             return Fx::ZERO;
         }
-        let lz = v.leading_zeros() as i32;
+        let lz = super::wide::lz64(v) as i32;
         if lz >= 32 {
             // Fits 32 bits: shift left, exact.
             let s = lz - 32;
@@ -111,6 +117,33 @@ impl Fx {
             } else {
                 Fx::normal(m, e.saturating_add(s), neg)
             }
+        }
+    }
+
+    /// [`Fx::from_u64`] of a `v` in `[2^62, 2^64)` (the product of two
+    /// normal mantissas, the sum of two with the same sign and 31 guard
+    /// bits), to the same bits without finding the bit length: it is 63 or
+    /// 64, and the 32 bits kept start at bit 31 or 32. (Finding it is a
+    /// 64-bit count of leading zeros, some 50 instructions where the core
+    /// has no `CLZ`: the RV32IMAC.) `e` within a few times `2^20` (the
+    /// exponents of values: see [`Fx`]), so its adds do not wrap.
+    #[inline(always)]
+    const fn from_top2(v: u64, e: i32, neg: bool) -> Fx {
+        debug_assert!(v >> 62 != 0);
+        let hi = (v >> 32) as u32;
+        let lo = v as u32;
+        // s = 32 (v >= 2^63: `hi` kept, bit 31 of `lo` the half) or 31
+        // (`hi << 1 | lo >> 31` kept, bit 30 the half).
+        let (s, kept, half) = if hi >> 31 != 0 {
+            (32, hi, lo >> 31)
+        } else {
+            (31, (hi << 1) | (lo >> 31), (lo >> 30) & 1)
+        };
+        let (m, carry) = kept.overflowing_add(half);
+        if carry {
+            Fx::normal(TOP, e.wrapping_add(s + 1), neg)
+        } else {
+            Fx::normal(m, e.wrapping_add(s), neg)
         }
     }
 
@@ -197,8 +230,8 @@ impl Fx {
             return Fx::ZERO;
         }
         let p = mul_u32(self.m, other.m); // [2^62, 2^64)
-        let e = self.e.saturating_add(other.e);
-        Fx::from_u64(p, e, self.neg != other.neg)
+        let e = self.e.wrapping_add(other.e);
+        Fx::from_top2(p, e, self.neg != other.neg)
     }
 
     /// `self + other`, rounded (the `+` operator).
@@ -215,16 +248,52 @@ impl Fx {
         } else {
             (other, self)
         };
-        // Both with 31 guard bits below the mantissa: a sum stays below 2^64.
-        let d = (a.e as i64 - b.e as i64) as u64;
+        let d = a.e.abs_diff(b.e); // a.e >= b.e
+        if a.neg == b.neg {
+            return Fx::plus_same_sign(a.m, b.m, d, a.e.wrapping_sub(31), a.neg);
+        }
+        // Both with 31 guard bits below the mantissa: the difference is
+        // exact below 2^63.
+        let d = d as u64;
         let wa = (a.m as u64) << 31;
         let wb = if d >= 63 {
             0
         } else {
             ((b.m as u64) << 31) >> d
         };
-        let w = if a.neg == b.neg { wa + wb } else { wa - wb };
-        Fx::from_u64(w, a.e.saturating_sub(31), a.neg)
+        Fx::from_u64(wa - wb, a.e.saturating_sub(31), a.neg)
+    }
+
+    /// The rounded sum of two magnitudes of one sign, `a >= b` (normal
+    /// mantissas), `b` `d` octaves below `a`: what `from_top2(w, e, neg)`
+    /// makes of `w = a 2^31 + floor(b 2^31 / 2^d)`, in 32-bit words. Only
+    /// the bits of `w` from bit 30 up reach `from_top2` (the 32 kept and the
+    /// one below), and `a 2^31` has none below bit 31, so `w >> 30 = 2 (a +
+    /// q) + h` with `q = b >> d` and `h` bit `d - 1` of `b` (`d` in
+    /// `1..=32`; `h = 0` for `d = 0` and from `d = 33`, where `q` is 0 too).
+    /// Where `a + q` carries past 32 bits (`w >= 2^63`) the 32 bits kept are
+    /// `(a + q) >> 1` and the half below is its lowest bit; else `a + q` and
+    /// `h`.
+    #[inline(always)]
+    fn plus_same_sign(a: u32, b: u32, d: u32, e: i32, neg: bool) -> Fx {
+        let (q, h) = match d {
+            0 => (b, 0),
+            1..=31 => (b >> d, (b >> (d - 1)) & 1),
+            32 => (0, b >> 31),
+            _ => (0, 0),
+        };
+        let (sum, carry) = a.overflowing_add(q);
+        let (s, kept, half) = if carry {
+            (32, (sum >> 1) | TOP, sum & 1)
+        } else {
+            (31, sum, h)
+        };
+        let (m, up) = kept.overflowing_add(half);
+        if up {
+            Fx::normal(TOP, e.wrapping_add(s + 1), neg)
+        } else {
+            Fx::normal(m, e.wrapping_add(s), neg)
+        }
     }
 
     /// `1 / self`; the reciprocal of zero is [`Fx::MAX`].
@@ -235,12 +304,13 @@ impl Fx {
         // 2^63 / m in (2^31, 2^32], rounded: (2^63 + m / 2) / m, where the
         // quotient has 33 bits only for m = 2^31.
         let m = self.m;
-        let q = if m == TOP {
-            1u64 << 32
-        } else {
-            div_u64_u32(1 << 31, m >> 1, m) as u64
-        };
-        Fx::from_u64(q, (-63i32).saturating_sub(self.e), self.neg)
+        let e = (-63i32).wrapping_sub(self.e);
+        if m == TOP {
+            return Fx::normal(TOP, e.wrapping_add(1), self.neg); // 2^32
+        }
+        // In (2^31, 2^32): already a normal mantissa (what `from_u64`
+        // would make of it, without its bit count).
+        Fx::normal(div_u64_u32(1 << 31, m >> 1, m), e, self.neg)
     }
 
     /// `1 / sqrt(self)` for a positive value; zero and negative values give
@@ -462,6 +532,126 @@ mod tests {
                 v
             }
         })
+    }
+
+    /// The forms `times`, `plus` and `recip` had before they skipped the
+    /// bit count ([`Fx::from_top2`]): every result through `from_u64`.
+    fn times_by_count(a: Fx, b: Fx) -> Fx {
+        if a.m == 0 || b.m == 0 {
+            return Fx::ZERO;
+        }
+        Fx::from_u64(mul_u32(a.m, b.m), a.e.saturating_add(b.e), a.neg != b.neg)
+    }
+
+    fn plus_by_count(x: Fx, y: Fx) -> Fx {
+        if y.m == 0 {
+            return x;
+        }
+        if x.m == 0 {
+            return y;
+        }
+        let (a, b) = if (x.e, x.m) >= (y.e, y.m) {
+            (x, y)
+        } else {
+            (y, x)
+        };
+        let d = (a.e as i64 - b.e as i64) as u64;
+        let wa = (a.m as u64) << 31;
+        let wb = if d >= 63 {
+            0
+        } else {
+            ((b.m as u64) << 31) >> d
+        };
+        let w = if a.neg == b.neg { wa + wb } else { wa - wb };
+        Fx::from_u64(w, a.e.saturating_sub(31), a.neg)
+    }
+
+    fn recip_by_count(x: Fx) -> Fx {
+        if x.m == 0 {
+            return Fx::MAX;
+        }
+        let q = if x.m == TOP {
+            1u64 << 32
+        } else {
+            div_u64_u32(1 << 31, x.m >> 1, x.m) as u64
+        };
+        Fx::from_u64(q, (-63i32).saturating_sub(x.e), x.neg)
+    }
+
+    /// `from_top2` is `from_u64` on `[2^62, 2^64)`, and `times`, `plus`
+    /// and `recip` give the bits they gave through `from_u64`: random
+    /// mantissas (and the carries' edges) at exponents across the whole
+    /// range, the saturations included.
+    #[test]
+    fn skipping_the_bit_count_gives_the_same_bits() {
+        let mut h = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            h
+        };
+        let edges = [
+            1u64 << 62,
+            (1 << 63) - 1,
+            1 << 63,
+            u64::MAX,
+            0xffff_ffff_8000_0000,
+            0xffff_ffff_7fff_ffff,
+            0x7fff_ffff_c000_0000,
+            0x7fff_ffff_bfff_ffff,
+        ];
+        let exps = [
+            E_MIN - 40,
+            E_MIN - 1,
+            E_MIN,
+            -200,
+            -31,
+            0,
+            17,
+            E_MAX - 33,
+            E_MAX,
+            E_MAX + 5,
+        ];
+        for i in 0..200_000u32 {
+            let v = match i as usize % 16 {
+                k if k < edges.len() => edges[k],
+                _ => next() | (1 << 62) >> (next() & 1),
+            };
+            let v = if v >> 62 == 0 { v | 1 << 62 } else { v };
+            let e = match i % 3 {
+                0 => exps[(next() % exps.len() as u64) as usize],
+                _ => (next() % 400) as i32 - 200,
+            };
+            let neg = next() & 1 == 1;
+            assert_eq!(
+                Fx::from_top2(v, e, neg),
+                Fx::from_u64(v, e, neg),
+                "{v:#x} {e}"
+            );
+            let mant = |r: u64| match r % 7 {
+                0 => TOP,
+                1 => u32::MAX,
+                _ => (r >> 8) as u32 | TOP,
+            };
+            let fx = |r: u64, e: i32, neg: bool| match r % 23 {
+                0 => Fx::ZERO,
+                _ => Fx::normal(mant(r >> 5), e, neg),
+            };
+            let (ea, eb) = if i % 5 == 0 {
+                (
+                    exps[(next() % exps.len() as u64) as usize],
+                    exps[(next() % exps.len() as u64) as usize],
+                )
+            } else {
+                ((next() % 140) as i32 - 70, (next() % 140) as i32 - 70)
+            };
+            let a = fx(next(), ea, next() & 1 == 1);
+            let b = fx(next(), eb, next() & 1 == 1);
+            assert_eq!(a * b, times_by_count(a, b), "{a:?} {b:?}");
+            assert_eq!(a + b, plus_by_count(a, b), "{a:?} {b:?}");
+            assert_eq!(a.recip(), recip_by_count(a), "{a:?}");
+        }
     }
 
     #[test]

@@ -13,6 +13,90 @@ const NO_LONG_MUL: bool = cfg!(all(
     any(ferrite_kernels = "v6m", ferrite_kernels = "portable")
 ));
 
+/// Whether this target lacks a count-leading-zeros instruction: RV32
+/// without Zbb, and the cores [`NO_LONG_MUL`] names (ARMv6-M has no `CLZ`).
+/// There LLVM expands `leading_zeros` to some 26 instructions (RV32) or
+/// calls `__clzsi2`; [`lz32`] takes about 9.
+const NO_CLZ: bool = NO_LONG_MUL || cfg!(all(target_arch = "riscv32", not(target_feature = "zbb")));
+
+/// Whether this target saturates a shift count in one instruction (`USAT`:
+/// ARMv7-M and later; ARMv6-M has none).
+const HAS_USAT: bool = cfg!(target_arch = "arm") && !NO_LONG_MUL;
+
+/// `x.clamp(0, 31)` for an `x` the caller knows to be at least 0: one `USAT`
+/// where the core has it, else one unsigned compare (RV32, ARMv6-M: the
+/// lower clamp would be a second). The same number for every `x >= 0`.
+#[inline(always)]
+pub fn shift_up_to_31(x: i32) -> u32 {
+    debug_assert!(x >= 0);
+    if HAS_USAT {
+        x.clamp(0, 31) as u32
+    } else {
+        (x as u32).min(31)
+    }
+}
+
+/// The leading zeros of a byte (`LZ8[0] = 8`).
+const LZ8: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u8).leading_zeros() as u8;
+        i += 1;
+    }
+    t
+};
+
+/// `x.leading_zeros()`, in the cheapest exact form for the core: the
+/// instruction where there is one, else two compares and a table of bytes
+/// ([`lz32_table`]). The same number either way.
+#[inline(always)]
+pub const fn lz32(x: u32) -> u32 {
+    if NO_CLZ {
+        lz32_table(x)
+    } else {
+        x.leading_zeros()
+    }
+}
+
+/// `x.leading_zeros()` from the top byte that is not zero (of the top two
+/// half words' first that is not) and a 256-byte table.
+#[inline(always)]
+pub const fn lz32_table(x: u32) -> u32 {
+    let (mut n, mut v) = (0, x);
+    if v >> 16 == 0 {
+        n = 16;
+        v <<= 16;
+    }
+    if v >> 24 == 0 {
+        n += 8;
+        v <<= 8;
+    }
+    n + LZ8[(v >> 24) as usize] as u32
+}
+
+/// `x.leading_zeros()` for a u64: the instruction(s) where the core has
+/// one, else [`lz64_table`].
+#[inline(always)]
+pub const fn lz64(x: u64) -> u32 {
+    if NO_CLZ {
+        lz64_table(x)
+    } else {
+        x.leading_zeros()
+    }
+}
+
+/// `x.leading_zeros()` for a u64 by [`lz32_table`] of its halves.
+#[inline(always)]
+pub const fn lz64_table(x: u64) -> u32 {
+    let hi = (x >> 32) as u32;
+    if hi != 0 {
+        lz32_table(hi)
+    } else {
+        32 + lz32_table(x as u32)
+    }
+}
+
 /// `a * b` as a u64, exactly.
 #[inline(always)]
 pub fn mul_u32(a: u32, b: u32) -> u64 {
@@ -98,6 +182,37 @@ pub fn div_u64_u32(hi: u32, lo: u32, d: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table's count is `leading_zeros` for every u32 (every 7th, and
+    /// every value of at most two bits set), and `lz64` for u64s built from
+    /// them.
+    #[test]
+    fn table_leading_zeros_are_the_instructions() {
+        let mut x = 0u32;
+        loop {
+            assert_eq!(lz32_table(x), x.leading_zeros(), "{x:#x}");
+            match x.checked_add(7) {
+                Some(n) => x = n,
+                None => break,
+            }
+        }
+        for i in 0..32 {
+            for j in 0..=i {
+                let v = (1u32 << i) | (1u32 << j);
+                for x in [v, v - 1, 1 << i, (1u32 << i) - 1, u32::MAX >> i] {
+                    assert_eq!(lz32_table(x), x.leading_zeros(), "{x:#x}");
+                    for y in [0, 1, x, u32::MAX] {
+                        let w = (u64::from(x) << 32) | u64::from(y);
+                        let z = (u64::from(y) << 32) | u64::from(x);
+                        assert_eq!(lz64_table(w), w.leading_zeros());
+                        assert_eq!(lz64_table(z), z.leading_zeros());
+                        assert_eq!(lz64(w), w.leading_zeros());
+                        assert_eq!(lz32(x), x.leading_zeros());
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn products_are_exact_at_the_extremes() {

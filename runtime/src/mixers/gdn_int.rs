@@ -67,7 +67,7 @@ const L2_EPS: Fx = Fx::from_f32_bits(1e-6f32.to_bits());
 /// Bits of `v` (`v` in `[2^(b-1), 2^b)`; 0 for 0).
 #[inline]
 fn bits(v: u64) -> i32 {
-    64 - v.leading_zeros() as i32
+    64 - crate::fixed::wide::lz64(v) as i32
 }
 
 /// A factor `F` as a 16-bit mantissa and a right shift: `x F ≈ (x m) >> s`

@@ -52,7 +52,7 @@ const C_BITS: i32 = 15;
 /// Bits of `v` (`v` in `[2^(b-1), 2^b)`; 0 for 0).
 #[inline]
 pub(super) fn bits(v: u64) -> i32 {
-    64 - v.leading_zeros() as i32
+    64 - crate::fixed::wide::lz64(v) as i32
 }
 
 /// The shift of a part's own 15-bit view: `x15_i = at15(m_i, s)` is at
@@ -219,7 +219,7 @@ pub(super) fn update(mant: &mut [i16], rec: &mut [i32], x: &Part<'_>, alpha: Fx,
     // The shift: the old mantissas kept exact while the largest lies in
     // [2^13, 2^15), else to [2^14, 2^15); one more where rounding would
     // reach 2^15. (`at15`: a right shift rounded, or an exact left shift.)
-    let b = 32 - max.leading_zeros() as i32;
+    let b = 32 - crate::fixed::wide::lz32(max) as i32;
     let mut s = if (GUARD + 14..=GUARD + 15).contains(&b) {
         GUARD
     } else {

@@ -163,7 +163,7 @@ pub(crate) fn quantize_log(b: Block<'_>, q: &mut [i8], clamps: &mut u32) -> u8 {
     // top in [2^(t-1), 2^t): the value below 2^(e + t); at c = 8k with
     // k = e + t - 7 + B the largest is below 128 units, at 8(k - 1) at
     // least 2^(t-1-(k-1)+...) = 64: the code is in (8k - 8, 8k + 1].
-    let t = 32 - top.leading_zeros() as i32;
+    let t = 32 - crate::fixed::wide::lz32(top) as i32;
     let k = b.e + t - 7 + LOG_SCALE_BIAS;
     let mut c = 8 * k - 7;
     while c < 8 * k + 1 && (c < 0 || in_units(top, b.e, c) > 127) {
