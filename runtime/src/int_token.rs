@@ -19,7 +19,7 @@
 
 use crate::block::MlpKind;
 use crate::config::LayerConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fixed::activation::silu15;
 use crate::fixed::block::{
     add_into, f32_parts, normalize_with_max, rms_inv, shr_round, to_f32_bits, Block, TO_15,
@@ -138,7 +138,8 @@ fn from_f32_in_place(words: &mut [f32]) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn feed(
     model: &Model<'_>,
-    ctx: &StepCtx,
+    ctx: &StepCtx<'_>,
+    memory: Option<&crate::memory::Memory<'_>>,
     token: u32,
     mut state: &mut [f32],
     v: Vectors<'_>,
@@ -160,8 +161,20 @@ pub(crate) fn feed(
     let mut eh = model
         .global(Role::Embeddings)?
         .row_int(token as usize, ints(h))?;
+    let mut ctx = *ctx;
+    // Word offset of the next cross layer's part of a caller memory.
+    let mut memory_at = 0usize;
     for layer in 0..cfg.num_layers as usize {
         let lc: LayerConfig = model.layer(layer)?;
+        ctx.memory = None;
+        if let (Some(m), LayerConfig::Cross(c)) = (memory, &lc) {
+            let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
+            ctx.memory = Some(
+                m.layer(memory_at, len)
+                    .ok_or(Error::Internal("memory checked against the model"))?,
+            );
+            memory_at = memory_at.saturating_add(len);
+        }
         // RMSNorm, no pre-norm, SwiGLU or no MLP (checked at load): no
         // block state.
         let block = model.block(layer)?;
@@ -173,7 +186,7 @@ pub(crate) fn feed(
         let eo = if lc.state_format() != StateFormat::F32 {
             let mut count = clamps.get(layer).copied().unwrap_or(0);
             let e = lc.mixer().step_int(
-                ctx,
+                &ctx,
                 &w,
                 layer_state,
                 scratch,
@@ -189,7 +202,7 @@ pub(crate) fn feed(
         } else {
             // A mixer on the f32 path: its input and output converted here.
             to_f32_in_place(x, ex);
-            lc.step(ctx, &w, layer_state, scratch, act, carry, x, out)?;
+            lc.step(&ctx, &w, layer_state, scratch, act, carry, x, out)?;
             from_f32_in_place(out)
         };
         eh = add_into(ints(h), eh, hb(out, eo));
