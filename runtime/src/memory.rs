@@ -15,6 +15,7 @@
 use crate::config::{LayerConfig as Layer, ModelConfig as Cfg};
 use crate::error::{Error, Result};
 use crate::image::Header;
+use crate::mixers::LayerMemory;
 use crate::model::Model;
 
 /// Largest buffer (f32 words) whose byte size this target can address.
@@ -80,15 +81,6 @@ pub const fn memory_len(image: &[u8], slots: usize) -> Result<usize> {
 pub struct Memory<'m> {
     words: &'m [f32],
     slots: usize,
-}
-
-/// One `cross` layer's part of a [`Memory`], as its step reads it.
-#[derive(Clone, Copy, Debug)]
-pub struct LayerMemory<'m> {
-    /// Keys then values, `[slots, Hkv*d]` each.
-    pub words: &'m [f32],
-    /// Slots `m`.
-    pub slots: usize,
 }
 
 impl<'m> Memory<'m> {

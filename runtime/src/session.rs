@@ -437,7 +437,7 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         if let Some(m) = memory {
-            match crate::memory_len(self.model.image(), m.slots()) {
+            match crate::memory::memory_len(self.model.image(), m.slots()) {
                 Ok(n) if n == m.words().len() => {}
                 _ => {
                     return Err(StepError::BadMemory(
@@ -482,7 +482,7 @@ impl<'a, 'b> Session<'a, 'b> {
         if tokens.is_empty() {
             return Err(Error::BadMemory("a memory needs at least one token"));
         }
-        let want = crate::memory_len(self.model.image(), tokens.len())?;
+        let want = crate::memory::memory_len(self.model.image(), tokens.len())?;
         if out.len() != want {
             return Err(Error::BadMemory(
                 "the output's length is not memory_len(image, tokens)",

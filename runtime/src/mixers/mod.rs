@@ -92,6 +92,16 @@ impl SpecSink for Specs {
     }
 }
 
+/// One `cross` layer's part of a caller-owned memory ([`crate::memory::Memory`]),
+/// as its step reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerMemory<'m> {
+    /// Keys then values, `[slots, Hkv*d]` each.
+    pub words: &'m [f32],
+    /// Slots `m`.
+    pub slots: usize,
+}
+
 /// What a mixer needs to know about the stream besides its state.
 #[derive(Clone, Copy, Debug)]
 pub struct StepCtx<'m> {
@@ -110,7 +120,7 @@ pub struct StepCtx<'m> {
     /// A `cross` layer's caller-owned memory, attended to instead of its
     /// baked one ([`crate::Session::feed_with_memory`]): set per layer by
     /// the session, `None` for every other layer and call.
-    pub memory: Option<crate::memory::LayerMemory<'m>>,
+    pub memory: Option<LayerMemory<'m>>,
 }
 
 /// A token mixer: a fixed-size state updated once per token.
