@@ -24,7 +24,7 @@
 
 pub use super::cross_config::CrossConfig;
 use super::{push, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, sigmoid};
 use crate::tensor::{ActBuf, Tensor, TensorData};
@@ -232,7 +232,10 @@ impl CrossConfig {
         let per_group = (h / kv).max(1);
         let scale = 1.0 / libm::sqrtf(d as f32);
         let memory = n * m * kv * d;
-        for (hh, (q_h, o_h)) in q.chunks_exact(d).zip(o.chunks_exact_mut(d)).enumerate() {
+        for (hh, (q_h, o_h)) in Rows(q.chunks_exact(d))
+            .zip(o.chunks_exact_mut(d))
+            .enumerate()
+        {
             let g_off = (hh / per_group) * d;
             o_h.fill(0.0);
             // The streaming softmax: `top` the largest score so far, `sum`
