@@ -167,7 +167,7 @@ pub(crate) fn feed(
     for layer in 0..cfg.num_layers as usize {
         let lc: LayerConfig = model.layer(layer)?;
         ctx.memory = None;
-        if let (Some(m), LayerConfig::Cross(c)) = (memory, &lc) {
+        if let (true, Some(m), LayerConfig::Cross(c)) = (cfg!(feature = "cross"), memory, &lc) {
             let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
             ctx.memory = Some(
                 m.layer(memory_at, len)

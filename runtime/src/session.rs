@@ -425,9 +425,22 @@ impl<'a, 'b> Session<'a, 'b> {
     /// does, and with [`StepError::BadMemory`] when `memory` does not fit
     /// this session's model; the state is unchanged then.
     pub fn feed_with_memory(&mut self, token: u32, memory: &Memory<'_>) -> StepResult<&[f32]> {
+        self.check_memory(memory)?;
         self.feed_inner(token, Some(memory))
     }
 
+    /// [`StepError::BadMemory`] unless `memory` has this model's length
+    /// for its slots.
+    fn check_memory(&self, memory: &Memory<'_>) -> StepResult<()> {
+        match crate::memory::memory_len(self.model.image(), memory.slots()) {
+            Ok(n) if n == memory.words().len() => Ok(()),
+            _ => Err(StepError::BadMemory(
+                "the memory does not fit this session's model",
+            )),
+        }
+    }
+
+    /// [`Session::feed`] attending to `memory` (checked by the caller).
     fn feed_inner(&mut self, token: u32, memory: Option<&Memory<'_>>) -> StepResult<&[f32]> {
         let cfg = *self.model.config();
         if token >= cfg.vocab_size {
@@ -435,16 +448,6 @@ impl<'a, 'b> Session<'a, 'b> {
                 token,
                 vocab: cfg.vocab_size,
             });
-        }
-        if let Some(m) = memory {
-            match crate::memory::memory_len(self.model.image(), m.slots()) {
-                Ok(n) if n == m.words().len() => {}
-                _ => {
-                    return Err(StepError::BadMemory(
-                        "the memory does not fit this session's model",
-                    ))
-                }
-            }
         }
         let next = self.pos.checked_add(1).ok_or(StepError::PositionOverflow)?;
         self.run(token, next, memory, None)
@@ -606,7 +609,9 @@ impl<'a, 'b> Session<'a, 'b> {
             let lc: LayerConfig = self.model.layer(layer)?;
             let block = self.model.block(layer)?;
             let w = self.model.layer_weights(layer);
-            if let Some(enc) = encode.as_mut() {
+            // Without the `cross` feature no model has a cross layer: no
+            // encoder or caller memory code is linked.
+            if let Some(enc) = encode.as_mut().filter(|_| cfg!(feature = "cross")) {
                 // Every cross layer whose encoder ends here takes this
                 // token's keys and values; past the last such depth (at
                 // most the first cross layer) the encoder is done.
@@ -622,7 +627,7 @@ impl<'a, 'b> Session<'a, 'b> {
             let block_state = take(&mut state, block_words);
 
             ctx.memory = None;
-            if let (Some(m), LayerConfig::Cross(c)) = (memory, &lc) {
+            if let (true, Some(m), LayerConfig::Cross(c)) = (cfg!(feature = "cross"), memory, &lc) {
                 let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
                 ctx.memory = Some(
                     m.layer(memory_at, len)
@@ -1048,6 +1053,7 @@ impl<'a, 'b> Session<'a, 'b> {
         memory: &Memory<'_>,
         mut on_token: impl FnMut(u32) -> bool,
     ) -> StepResult<usize> {
+        self.check_memory(memory)?;
         self.generate_steps(prompt, n, sampler, Some(memory), |step| {
             on_token(step.token)
         })
