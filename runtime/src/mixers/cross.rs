@@ -19,8 +19,12 @@
 //!
 //! State layout: one word, the selected memory's index as an f32 whole
 //! number ([`crate::Session::select_memory`]; 0 when zeroed). The layer's
-//! `k_proj` and `v_proj` are stored but not run per token: they turn a
-//! memory encoder's hidden states into keys and values (issue 32 stage 2).
+//! `k_proj` and `v_proj` are stored but not run per token: they turn the
+//! memory encoder's hidden states into keys and values
+//! ([`crate::Session::encode_memory`], `ferrite quantize --memory`). With a
+//! caller-owned memory (`StepCtx::memory`,
+//! [`crate::Session::feed_with_memory`]) the step reads its f32 words with
+//! the same loops instead of the selected baked memory.
 
 pub use super::cross_config::CrossConfig;
 use super::{push, width, Mixer, SpecSink, StepCtx};
