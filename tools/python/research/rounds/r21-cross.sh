@@ -18,7 +18,8 @@ cd tools/python
 mkdir -p /tmp/o21
 pids=()
 for m in 16 64 256 1024; do
-  python -m ferrite_train.memory_lookup --slots "$m" --out /tmp/o21/m$m --time-budget "$budget" \
+  timeout $((budget + 120)) python -m ferrite_train.memory_lookup --slots "$m" --out /tmp/o21/m$m \
+    --time-budget "$budget" \
     > /tmp/o21/m$m.log 2>&1 &
   pids+=($!)
 done
