@@ -16,6 +16,9 @@
 //!   `snapshot:` line (for the host to go on from);
 //! - `FERRITE_TEMPERATURE` (default 0 = greedy), `FERRITE_TOP_K` (0), `FERRITE_TOP_P` (1),
 //!   `FERRITE_SEED` (0): `generate`'s sampler, as `ferrite generate` takes them;
+//! - `FERRITE_MEMORY` (0): the baked memory `generate` selects in every
+//!   `cross` layer before the prompt (`ferrite generate --memory`; 0 selects
+//!   nothing, the session's memory 0; a baked snapshot keeps its own);
 //! - `eval`: `FERRITE_TEXT` (a file: score its bits per byte; unset: MQAR),
 //!   `FERRITE_CHUNK` (512, state reset every N tokens), `FERRITE_MQAR_SEED` (0),
 //!   `FERRITE_MQAR_PAIRS` (8), `FERRITE_MQAR_SEQ_LEN` (64);
@@ -134,6 +137,7 @@ fn main() {
     let top_k: usize = number("FERRITE_TOP_K", 0);
     let top_p: f32 = number("FERRITE_TOP_P", 1.0);
     let seed: u64 = number("FERRITE_SEED", 0);
+    let memory: u32 = number("FERRITE_MEMORY", 0);
     let chunk: usize = number("FERRITE_CHUNK", 512);
     assert!(chunk >= 2, "FERRITE_CHUNK must be at least 2");
     let mqar_seed: u64 = number("FERRITE_MQAR_SEED", 0);
@@ -158,6 +162,8 @@ fn main() {
          pub const SNAPSHOT_AT: usize = {snapshot_at};\n\
          /// The sampler of `generate` (FERRITE_TEMPERATURE, _TOP_K, _TOP_P, _SEED).\n\
          pub const SAMPLER: ferrite::SamplerConfig = ferrite::SamplerConfig {{ temperature: {temperature:?}, top_k: {top_k}, top_p: {top_p:?}, seed: {seed} }};\n\
+         /// The baked memory `generate` selects in every cross layer before the prompt (FERRITE_MEMORY; 0: none selected, memory 0).\n\
+         pub const MEMORY: u32 = {memory};\n\
          /// Whether `eval` scores a text (FERRITE_TEXT) rather than MQAR.\n\
          pub const EVAL_TEXT: bool = {eval_text};\n\
          /// State reset every CHUNK tokens when scoring a text (FERRITE_CHUNK).\n\

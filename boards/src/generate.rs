@@ -30,6 +30,10 @@ pub struct Outcome {
 /// host) and the target's `run:` line; with the `roofline` feature (QEMU
 /// boards) also the `roofline:` line.
 ///
+/// With [`config::MEMORY`] `n > 0` (`FERRITE_MEMORY`) the session attends
+/// to baked memory `n` of its `cross` layers, as `ferrite generate --memory
+/// n` does.
+///
 /// With a baked snapshot in flash ([`SNAPSHOT`], `FERRITE_SNAPSHOT`) it
 /// restores it instead of feeding the prompt (printing a `baked:` line, not
 /// the prompt's text) and samples the first token from the snapshot's
@@ -48,6 +52,10 @@ pub fn generate<P: Platform>(
     let state_bytes = model.state_bytes(0)?;
     let session_bytes = 4 * buf.len();
     let mut session = Session::new(model, buf)?;
+    // A build-time constant: without FERRITE_MEMORY no selection is linked.
+    if config::MEMORY != 0 && !baked {
+        session.select_memory(config::MEMORY)?;
+    }
     let tokenizer = model.tokenizer();
     // No tokenizer makes more ids than bytes.
     let mut ids = [0u32; config::PROMPT.len()];

@@ -118,6 +118,12 @@
 // Snapshot refused (other model, build or capacity, corrupted, truncated) or output too small (`ferrite::Error::BadSnapshot`).
 #define FERRITE_E_BAD_SNAPSHOT -21
 
+// No such baked memory: the model has no cross layer, or one has that many memories or fewer (`ferrite::Error::NoSuchMemory`).
+#define FERRITE_E_NO_SUCH_MEMORY -22
+
+// A caller-owned cross-attention memory does not fit the model or the call (`ferrite::Error::BadMemory`).
+#define FERRITE_E_BAD_MEMORY -23
+
 // An error this version of the C API has no code for.
 #define FERRITE_E_UNKNOWN -99
 
@@ -320,6 +326,19 @@ int32_t ferrite_position(const struct ferrite_session *session, uint64_t *pos);
 // # Safety
 // `session` was made by [`ferrite_session_init`] and is not used concurrently.
 int32_t ferrite_reset(struct ferrite_session *session);
+
+// Selects baked memory `index` in every `cross` layer of the session's
+// model (docs/cross-attention.md): the next tokens attend to it. The
+// choice is part of the state: [`ferrite_reset`] and [`ferrite_seek`]
+// return to memory 0, snapshots keep it.
+//
+// Returns `FERRITE_E_NO_SUCH_MEMORY` when the model has no cross layer or
+// one has `index` memories or fewer (the session is then unchanged), or a
+// handle error.
+//
+// # Safety
+// `session` was made by [`ferrite_session_init`] and is not used concurrently.
+int32_t ferrite_select_memory(struct ferrite_session *session, uint32_t index);
 
 // Resets the session and starts a new stream at absolute position `pos`
 // (RoPE angles see it; docs/design.md, "Runtime shape").

@@ -1,5 +1,5 @@
 //! Status codes: `ferrite::Error`'s variants in declaration order (-1 ..
-//! -21, never renumbered: docs/design.md, "Errors"), then the C API's own
+//! -23, never renumbered: docs/design.md, "Errors"), then the C API's own
 //! (from -99), and their messages.
 
 use core::ffi::CStr;
@@ -52,6 +52,10 @@ pub const FERRITE_E_SIZE_OVERFLOW: i32 = -19;
 pub const FERRITE_E_POSITION_OVERFLOW: i32 = -20;
 /// Snapshot refused (other model, build or capacity, corrupted, truncated) or output too small (`ferrite::Error::BadSnapshot`).
 pub const FERRITE_E_BAD_SNAPSHOT: i32 = -21;
+/// No such baked memory: the model has no cross layer, or one has that many memories or fewer (`ferrite::Error::NoSuchMemory`).
+pub const FERRITE_E_NO_SUCH_MEMORY: i32 = -22;
+/// A caller-owned cross-attention memory does not fit the model or the call (`ferrite::Error::BadMemory`).
+pub const FERRITE_E_BAD_MEMORY: i32 = -23;
 /// An error this version of the C API has no code for.
 pub const FERRITE_E_UNKNOWN: i32 = -99;
 /// A required pointer is null.
@@ -108,6 +112,8 @@ pub(crate) const MESSAGES: &[(i32, &CStr)] = &[
     (FERRITE_E_SIZE_OVERFLOW, c"a size derived from the image overflows what this target can hold"),
     (FERRITE_E_POSITION_OVERFLOW, c"the stream reached position 2^64 - 1: reset or seek the session"),
     (FERRITE_E_BAD_SNAPSHOT, c"snapshot refused (other model, build or capacity, corrupted, truncated) or output too small"),
+    (FERRITE_E_NO_SUCH_MEMORY, c"no such baked memory: the model has no cross layer, or one has that many memories or fewer"),
+    (FERRITE_E_BAD_MEMORY, c"a caller-owned cross-attention memory does not fit the model or the call"),
     (FERRITE_E_UNKNOWN, c"an error this version of the C API has no code for"),
     (FERRITE_E_NULL_POINTER, c"a required pointer is null"),
     (FERRITE_E_MISALIGNED, c"a pointer is not aligned for its type (buffers: 4 bytes; handles: 8)"),
@@ -161,6 +167,8 @@ pub(crate) fn error_code(e: Error) -> i32 {
         Error::SizeOverflow { .. } => FERRITE_E_SIZE_OVERFLOW,
         Error::PositionOverflow => FERRITE_E_POSITION_OVERFLOW,
         Error::BadSnapshot(_) => FERRITE_E_BAD_SNAPSHOT,
+        Error::NoSuchMemory { .. } => FERRITE_E_NO_SUCH_MEMORY,
+        Error::BadMemory(_) => FERRITE_E_BAD_MEMORY,
         _ => FERRITE_E_UNKNOWN,
     }
 }

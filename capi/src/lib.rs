@@ -378,6 +378,26 @@ pub unsafe extern "C" fn ferrite_reset(session: *mut ferrite_session) -> i32 {
     status(unsafe { session_mut(session) }.map(|s| s.reset()))
 }
 
+/// Selects baked memory `index` in every `cross` layer of the session's
+/// model (docs/cross-attention.md): the next tokens attend to it. The
+/// choice is part of the state: [`ferrite_reset`] and [`ferrite_seek`]
+/// return to memory 0, snapshots keep it.
+///
+/// Returns `FERRITE_E_NO_SUCH_MEMORY` when the model has no cross layer or
+/// one has `index` memories or fewer (the session is then unchanged), or a
+/// handle error.
+///
+/// # Safety
+/// `session` was made by [`ferrite_session_init`] and is not used concurrently.
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_select_memory(session: *mut ferrite_session, index: u32) -> i32 {
+    status((|| {
+        // SAFETY: the contract.
+        let s = unsafe { session_mut(session) }?;
+        s.select_memory(index).map_err(error_code)
+    })())
+}
+
 /// Resets the session and starts a new stream at absolute position `pos`
 /// (RoPE angles see it; docs/design.md, "Runtime shape").
 ///

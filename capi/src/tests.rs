@@ -63,6 +63,12 @@ fn runtime_errors_keep_their_declared_order() {
         },
         Error::PositionOverflow,
         Error::BadSnapshot(ferrite::SnapshotError::BadMagic),
+        Error::NoSuchMemory {
+            layer: None,
+            index: 1,
+            count: 0,
+        },
+        Error::BadMemory(""),
     ];
     for (i, e) in in_order.into_iter().enumerate() {
         assert_eq!(codes::error_code(e), -(i as i32) - 1, "{e:?}");

@@ -81,6 +81,23 @@ fn exercise(image: &[u8]) {
         }
         let _ = session.feed(m % vocab.max(1));
     }
+    // Caller-owned memories (issue 32 stage 2): the device encoder writes
+    // exactly `memory_len` words or refuses, and a step with the memory it
+    // wrote, or one a word short, never panics.
+    for slots in [1usize, 3] {
+        let Ok(len) = ferrite::memory_len(image, slots) else {
+            continue;
+        };
+        if len > MAX_SESSION_WORDS {
+            continue;
+        }
+        let tokens: Vec<u32> = (0..slots as u32).map(|t| t % vocab.max(1)).collect();
+        let mut out = vec![0.0f32; len];
+        if let Ok(memory) = session.encode_memory(&tokens, &mut out) {
+            let _ = session.feed_with_memory(1 % vocab.max(1), &memory);
+        }
+        assert!(ferrite::Memory::new(&model, slots, &out[..len - 1]).is_err());
+    }
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -149,6 +149,10 @@ pub enum Error {
         /// Memories the layer has (0: not a `cross` layer).
         count: u32,
     },
+    /// A caller-owned memory ([`crate::Memory`], [`crate::memory_len`],
+    /// [`crate::Session::encode_memory`]) does not fit the model or the
+    /// call (see the reason); nothing was changed.
+    BadMemory(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -212,6 +216,7 @@ impl fmt::Display for Error {
                 "the stream reached position 2^64 - 1: reset or seek the session to go on"
             ),
             Error::BadSnapshot(e) => fmt::Display::fmt(&e, f),
+            Error::BadMemory(reason) => write!(f, "bad memory: {reason}"),
             Error::NoSuchMemory {
                 layer: Some(l),
                 index,
@@ -282,6 +287,10 @@ pub enum StepError {
     /// [`crate::Session::resume_with`] found no logits to sample from:
     /// nothing was fed since the stream started.
     NoLogits,
+    /// A caller-owned memory ([`crate::Session::feed_with_memory`]) does
+    /// not fit the session's model (its length for the model's `cross`
+    /// layers); the state is unchanged.
+    BadMemory(&'static str),
     /// An invariant of the runtime itself failed (data validated at load was
     /// not what the step found): a bug, reported rather than a panic (please
     /// report it with the image that caused it).
@@ -301,6 +310,7 @@ impl From<StepError> for Error {
             StepError::NoLogits => Error::BadPrompt(
                 "nothing was fed since the stream started: no logits to go on from",
             ),
+            StepError::BadMemory(reason) => Error::BadMemory(reason),
             StepError::Internal(reason) => Error::Internal(reason),
         }
     }

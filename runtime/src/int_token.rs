@@ -19,7 +19,7 @@
 
 use crate::block::MlpKind;
 use crate::config::LayerConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fixed::activation::silu15;
 use crate::fixed::block::{
     add_into, f32_parts, normalize_with_max, rms_inv, shr_round, to_f32_bits, Block, F32Bits, TO_15,
@@ -148,7 +148,8 @@ fn from_f32_in_place(words: &mut [f32]) -> i32 {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn feed(
     model: &Model<'_>,
-    ctx: &StepCtx,
+    ctx: &StepCtx<'_>,
+    memory: Option<&crate::memory::Memory<'_>>,
     token: u32,
     mut state: &mut [f32],
     v: Vectors<'_>,
@@ -170,8 +171,20 @@ pub(crate) fn feed(
     let mut eh = model
         .global(Role::Embeddings)?
         .row_int(token as usize, ints(h))?;
+    let mut ctx = *ctx;
+    // Word offset of the next cross layer's part of a caller memory.
+    let mut memory_at = 0usize;
     for layer in 0..cfg.num_layers as usize {
         let lc: LayerConfig = model.layer(layer)?;
+        ctx.memory = None;
+        if let (true, Some(m), LayerConfig::Cross(c)) = (cfg!(feature = "cross"), memory, &lc) {
+            let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
+            ctx.memory = Some(
+                m.layer(memory_at, len)
+                    .ok_or(Error::Internal("memory checked against the model"))?,
+            );
+            memory_at = memory_at.saturating_add(len);
+        }
         // RMSNorm, no pre-norm, SwiGLU or no MLP (checked at load): no
         // block state.
         let block = model.block(layer)?;
@@ -183,7 +196,7 @@ pub(crate) fn feed(
         let eo = if lc.state_format() != StateFormat::F32 {
             let mut count = clamps.get(layer).copied().unwrap_or(0);
             let e = lc.mixer().step_int(
-                ctx,
+                &ctx,
                 &w,
                 layer_state,
                 scratch,
@@ -199,7 +212,7 @@ pub(crate) fn feed(
         } else {
             // A mixer on the f32 path: its input and output converted here.
             to_f32_in_place(x, ex);
-            lc.step(ctx, &w, layer_state, scratch, act, carry, x, out)?;
+            lc.step(&ctx, &w, layer_state, scratch, act, carry, x, out)?;
             from_f32_in_place(out)
         };
         eh = add_into(ints(h), eh, hb(out, eo));

@@ -144,6 +144,7 @@ mod int_token;
 pub mod kernels;
 mod macs;
 pub mod math;
+pub mod memory;
 pub mod mixers;
 pub mod model;
 #[cfg(all(feature = "probe", not(target_os = "none")))]
@@ -167,6 +168,7 @@ mod weights;
 pub use config::{LayerConfig, ModelConfig, TokenPath};
 pub use error::{Error, Result, StepError};
 pub use format::StateFormat;
+pub use memory::{memory_len, Memory};
 pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig, SamplerState};
 pub use session::Session;

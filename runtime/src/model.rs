@@ -183,8 +183,19 @@ impl<'a> Model<'a> {
         }
         // Layers that run their integer step (a bit per layer).
         let mut int_layers = 0u64;
+        // The first cross layer: no memory encoder may run it.
+        let mut first_cross: Option<u16> = None;
         for layer in 0..config.num_layers as u16 {
             let lc = LayerConfig::parse(section, layer)?;
+            if let LayerConfig::Cross(c) = lc {
+                let first = *first_cross.get_or_insert(layer);
+                if c.encoder_layers > first as u32 {
+                    return Err(Error::BadConfig {
+                        layer: Some(layer),
+                        reason: "cross memory_encoder_layers must not reach the first cross layer",
+                    });
+                }
+            }
             let block = BlockConfig::parse(section, layer)?;
             if block.min_format_version() > header.version {
                 return Err(Error::BadConfig {

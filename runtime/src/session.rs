@@ -20,6 +20,7 @@ use crate::block::{norm, NormKind};
 use crate::config::LayerConfig;
 use crate::error::{Error, Result, StepError, StepResult};
 use crate::image::Role;
+use crate::memory::Memory;
 use crate::mixers::StepCtx;
 use crate::model::Model;
 use crate::sampler::Sampler;
@@ -65,6 +66,66 @@ fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
     let (head, tail) = all.split_at_mut(n.min(all.len()));
     *buf = tail;
     head
+}
+
+/// One memory token's place in [`Session::encode_memory`]: its slot, the
+/// memory's slots and the caller's output ([`Memory`]'s layout).
+struct Encode<'o> {
+    slot: usize,
+    slots: usize,
+    out: &'o mut [f32],
+}
+
+impl Encode<'_> {
+    /// Before layer `layer` runs on the memory token (hidden state `h`):
+    /// writes this slot's key and value of every `cross` layer whose
+    /// encoder is `layer` layers deep (its pre-norm of `h`, into `x`, then
+    /// `k_proj` and `v_proj`; `out` is a copy of `h` the pre-norm may
+    /// change). Returns whether every cross layer is done (no encoder runs
+    /// deeper).
+    fn write(
+        &mut self,
+        model: &Model<'_>,
+        layer: usize,
+        act: &mut ActBuf<'_>,
+        h: &[f32],
+        x: &mut [f32],
+        out: &mut [f32],
+    ) -> Result<bool> {
+        let mut at = 0usize;
+        let mut deeper = false;
+        for l in 0..model.config().num_layers as usize {
+            let LayerConfig::Cross(c) = model.layer(l)? else {
+                continue;
+            };
+            let kv = usize::try_from(c.kv_width()).unwrap_or(usize::MAX);
+            let len = usize::try_from(c.memory_len(self.slots)).unwrap_or(usize::MAX);
+            let depth = c.encoder_layers as usize;
+            if depth == layer {
+                let w = model.layer_weights(l);
+                let block = model.block(l)?;
+                out.iter_mut().zip(h).for_each(|(o, &v)| *o = v);
+                block.pre_mixer(&w, model.config().norm_eps, out, x)?;
+                let part = self
+                    .out
+                    .get_mut(at..at.saturating_add(len))
+                    .ok_or(Error::Internal("memory length"))?;
+                let (keys, values) = part
+                    .split_at_mut_checked(len / 2)
+                    .ok_or(Error::Internal("memory length"))?;
+                let row = self.slot * kv..(self.slot + 1) * kv;
+                let xin = act.input(x)?;
+                let k = keys.get_mut(row.clone()).ok_or(Error::Internal("slot"))?;
+                w.get(Role::KProj)?.matvec(&xin, k)?;
+                let v = values.get_mut(row).ok_or(Error::Internal("slot"))?;
+                w.get(Role::VProj)?.matvec(&xin, v)?;
+            } else if depth > layer {
+                deeper = true;
+            }
+            at = at.saturating_add(len);
+        }
+        Ok(!deeper)
+    }
 }
 
 impl<'a, 'b> Session<'a, 'b> {
@@ -352,6 +413,35 @@ impl<'a, 'b> Session<'a, 'b> {
     /// session made, so nothing else is expected (a failed invariant is a
     /// [`StepError::Internal`]).
     pub fn feed(&mut self, token: u32) -> StepResult<&[f32]> {
+        self.feed_inner(token, None)
+    }
+
+    /// [`Session::feed`] with a caller-owned memory: every `cross` layer
+    /// attends to its part of `memory` instead of its selected baked memory
+    /// (docs/cross-attention.md, "Caller-owned memories"). The memory is
+    /// borrowed for this call only, so the session keeps no reference to
+    /// it: pass it to every token that should see it (a token fed without
+    /// it attends to the baked memory the state selects). Errors as `feed`
+    /// does, and with [`StepError::BadMemory`] when `memory` does not fit
+    /// this session's model; the state is unchanged then.
+    pub fn feed_with_memory(&mut self, token: u32, memory: &Memory<'_>) -> StepResult<&[f32]> {
+        self.check_memory(memory)?;
+        self.feed_inner(token, Some(memory))
+    }
+
+    /// [`StepError::BadMemory`] unless `memory` has this model's length
+    /// for its slots.
+    fn check_memory(&self, memory: &Memory<'_>) -> StepResult<()> {
+        match crate::memory::memory_len(self.model.image(), memory.slots()) {
+            Ok(n) if n == memory.words().len() => Ok(()),
+            _ => Err(StepError::BadMemory(
+                "the memory does not fit this session's model",
+            )),
+        }
+    }
+
+    /// [`Session::feed`] attending to `memory` (checked by the caller).
+    fn feed_inner(&mut self, token: u32, memory: Option<&Memory<'_>>) -> StepResult<&[f32]> {
         let cfg = *self.model.config();
         if token >= cfg.vocab_size {
             return Err(StepError::TokenOutOfRange {
@@ -360,14 +450,85 @@ impl<'a, 'b> Session<'a, 'b> {
             });
         }
         let next = self.pos.checked_add(1).ok_or(StepError::PositionOverflow)?;
-        self.run(token, next).map_err(Error::at_step)
+        self.run(token, next, memory, None)
+            .map_err(Error::at_step)?;
+        self.buf
+            .get(self.logits_range())
+            .ok_or(StepError::Internal("logits"))
     }
 
-    /// [`Session::feed`] after its checks: runs the layers on `token` (in
-    /// the vocabulary) and moves to position `next`. Its errors are the
-    /// load-time type, converted once by `feed`: everything here was checked
-    /// at load, so any error is a bug.
-    fn run(&mut self, token: u32, next: u64) -> Result<&[f32]> {
+    /// The model's memory encoder, run on the device
+    /// (docs/cross-attention.md, "The memory encoder"): the memory text's
+    /// `tokens` are fed from a reset stream through the first
+    /// `memory_encoder_layers` layers of the stack, and each `cross` layer
+    /// turns every token's hidden state into one key and one value slot
+    /// (its pre-norm, then `k_proj` and `v_proj`). Writes them into `out`,
+    /// which must hold exactly [`crate::memory_len`]`(image,
+    /// tokens.len())` words (the layout of [`Memory`]); returns the
+    /// [`Memory`] over it, ready for [`Session::feed_with_memory`]. `ferrite
+    /// quantize --memory` bakes the same keys and values (from the f32
+    /// weights) into an image.
+    ///
+    /// The session's state is the encoder's workspace: the stream is reset
+    /// before and after (position 0, baked memory 0 selected, the pinned
+    /// count kept). Errors with [`Error::BadMemory`] (no `cross` layer, no
+    /// tokens, `out` of another length, an image on the integer token
+    /// path, whose encoder is not written), [`Error::TokenOutOfRange`];
+    /// `out` may be partly written then, and the stream is reset.
+    pub fn encode_memory<'m>(&mut self, tokens: &[u32], out: &'m mut [f32]) -> Result<Memory<'m>> {
+        let cfg = *self.model.config();
+        if cfg.token_path != crate::config::TokenPath::F32 {
+            return Err(Error::BadMemory(
+                "the memory encoder runs on the f32 token path only (the image is on the integer token path)",
+            ));
+        }
+        if tokens.is_empty() {
+            return Err(Error::BadMemory("a memory needs at least one token"));
+        }
+        let want = crate::memory::memory_len(self.model.image(), tokens.len())?;
+        if out.len() != want {
+            return Err(Error::BadMemory(
+                "the output's length is not memory_len(image, tokens)",
+            ));
+        }
+        if let Some(&token) = tokens.iter().find(|&&t| t >= cfg.vocab_size) {
+            return Err(Error::TokenOutOfRange {
+                token,
+                vocab: cfg.vocab_size,
+            });
+        }
+        self.reset();
+        let mut result = Ok(());
+        for (slot, &token) in tokens.iter().enumerate() {
+            let enc = Encode {
+                slot,
+                slots: tokens.len(),
+                out: &mut *out,
+            };
+            if let Err(e) = self.run(token, self.pos + 1, None, Some(enc)) {
+                result = Err(e);
+                break;
+            }
+        }
+        self.reset();
+        result?;
+        Memory::new(&self.model, tokens.len(), out)
+    }
+
+    /// [`Session::feed`]'s layers on `token` (in the vocabulary), moving to
+    /// position `next`: the whole stack and the logits, attending to
+    /// `memory` in `cross` layers when given; or, with `encode`, the memory
+    /// encoder's layers only, writing slot `encode.slot` of each `cross`
+    /// layer's keys and values. Its errors are the load-time type,
+    /// converted once by `feed`: everything here was checked at load, so
+    /// any error is a bug.
+    fn run(
+        &mut self,
+        token: u32,
+        next: u64,
+        memory: Option<&Memory<'_>>,
+        mut encode: Option<Encode<'_>>,
+    ) -> Result<()> {
         let cfg = *self.model.config();
         let (d, i, vocab) = (
             cfg.hidden_size as usize,
@@ -404,12 +565,13 @@ impl<'a, 'b> Session<'a, 'b> {
         let logits = take(&mut scratch, vocab);
         let carry = take(&mut scratch, self.carry_len);
         carry.fill(0.0);
-        let ctx = StepCtx {
+        let mut ctx = StepCtx {
             pos: self.pos - self.start,
             abs_pos: self.pos,
             pinned: self.pinned,
             pinned_max: self.pinned_max,
             norm_eps: cfg.norm_eps,
+            memory: None,
         };
         #[cfg(feature = "int-path")]
         if cfg.token_path == crate::config::TokenPath::Int {
@@ -424,18 +586,39 @@ impl<'a, 'b> Session<'a, 'b> {
                 scratch,
             };
             let clamps: &mut [u32] = bytemuck::cast_slice_mut(clamp_words);
-            crate::int_token::feed(&self.model, &ctx, token, state, vectors, &mut act, clamps)?;
+            crate::int_token::feed(
+                &self.model,
+                &ctx,
+                memory,
+                token,
+                state,
+                vectors,
+                &mut act,
+                clamps,
+            )?;
             self.pos = next;
-            return Ok(logits);
+            return Ok(());
         }
 
         self.model
             .global(Role::Embeddings)?
             .row_into(token as usize, h);
+        // Word offset of the next cross layer's part of a memory.
+        let mut memory_at = 0usize;
         for layer in 0..cfg.num_layers as usize {
             let lc: LayerConfig = self.model.layer(layer)?;
             let block = self.model.block(layer)?;
             let w = self.model.layer_weights(layer);
+            // Without the `cross` feature no model has a cross layer: no
+            // encoder or caller memory code is linked.
+            if let Some(enc) = encode.as_mut().filter(|_| cfg!(feature = "cross")) {
+                // Every cross layer whose encoder ends here takes this
+                // token's keys and values; past the last such depth (at
+                // most the first cross layer) the encoder is done.
+                if enc.write(&self.model, layer, &mut act, h, x, out)? {
+                    break;
+                }
+            }
             // At most the whole state (checked when the session was made).
             let mixer_words = usize::try_from(lc.state_len(self.pinned_max)).unwrap_or(usize::MAX);
             let layer_state = take(&mut state, mixer_words);
@@ -443,10 +626,23 @@ impl<'a, 'b> Session<'a, 'b> {
                 usize::try_from(block.state_len(cfg.hidden_size)).unwrap_or(usize::MAX);
             let block_state = take(&mut state, block_words);
 
+            ctx.memory = None;
+            if let (true, Some(m), LayerConfig::Cross(c)) = (cfg!(feature = "cross"), memory, &lc) {
+                let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
+                ctx.memory = Some(
+                    m.layer(memory_at, len)
+                        .ok_or(Error::Internal("memory checked against the model"))?,
+                );
+                memory_at = memory_at.saturating_add(len);
+            }
             block.pre_mixer(&w, cfg.norm_eps, h, x)?;
             lc.step(&ctx, &w, layer_state, scratch, &mut act, carry, x, out)?;
             h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
             block.mlp(&w, cfg.norm_eps, block_state, &mut act, h, x, out, gate, up)?;
+        }
+        if encode.is_some() {
+            self.pos = next;
+            return Ok(());
         }
         let bias = match cfg.final_norm {
             NormKind::Layer if cfg!(feature = "block-options") => {
@@ -465,7 +661,7 @@ impl<'a, 'b> Session<'a, 'b> {
             .global(Role::LmHead)?
             .matvec(&act.input(x)?, logits)?;
         self.pos = next;
-        Ok(logits)
+        Ok(())
     }
 
     /// Where the logits sit in the buffer (after the state and `h, x, out,
@@ -841,15 +1037,43 @@ impl<'a, 'b> Session<'a, 'b> {
         prompt: &[u32],
         n: usize,
         sampler: &mut Sampler,
+        on_step: impl FnMut(Step<'_>) -> bool,
+    ) -> StepResult<usize> {
+        self.generate_steps(prompt, n, sampler, None, on_step)
+    }
+
+    /// [`Session::generate`] with a caller-owned memory: every token, the
+    /// prompt's and the generated ones, is fed with
+    /// [`Session::feed_with_memory`].
+    pub fn generate_with_memory(
+        &mut self,
+        prompt: &[u32],
+        n: usize,
+        sampler: &mut Sampler,
+        memory: &Memory<'_>,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> StepResult<usize> {
+        self.check_memory(memory)?;
+        self.generate_steps(prompt, n, sampler, Some(memory), |step| {
+            on_token(step.token)
+        })
+    }
+
+    fn generate_steps(
+        &mut self,
+        prompt: &[u32],
+        n: usize,
+        sampler: &mut Sampler,
+        memory: Option<&Memory<'_>>,
         mut on_step: impl FnMut(Step<'_>) -> bool,
     ) -> StepResult<usize> {
         let (&last, head) = prompt.split_last().ok_or(StepError::EmptyPrompt)?;
         for &t in head {
-            self.feed(t)?;
+            self.feed_inner(t, memory)?;
         }
         let mut token = last;
         for index in 0..n {
-            let logits = self.feed(token)?;
+            let logits = self.feed_inner(token, memory)?;
             token = sampler.sample(logits);
             if !on_step(Step {
                 index,

@@ -14,7 +14,7 @@ use ferrite_tools::writer::WriteOptions;
 use safetensors::SafeTensors;
 
 /// The committed fixtures with `cross` layers.
-const FIXTURES: [&str; 2] = ["cross_memories", "hybrid_gdn_cross"];
+const FIXTURES: [&str; 3] = ["cross_memories", "hybrid_gdn_cross", "cross_encoder"];
 
 /// docs/spec.md §5's tolerance for f32 images.
 const F32_TOLERANCE: f32 = 1e-4;

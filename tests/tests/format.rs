@@ -200,7 +200,7 @@ fn new_mixer_options_are_version_4_and_an_older_label_is_refused() {
 /// The fixtures whose images need format 8: Mamba-2, RWKV-7, the
 /// generalized block's options, the `gla` family and the `cross` kind
 /// (kinds added within version 8: docs/image-format.md, "Version plan").
-const FORMAT_8_FIXTURES: [&str; 9] = [
+const FORMAT_8_FIXTURES: [&str; 10] = [
     "mamba2_groups",
     "mamba2_options",
     "rwkv7_lm",
@@ -210,6 +210,7 @@ const FORMAT_8_FIXTURES: [&str; 9] = [
     "gla_retention",
     "cross_memories",
     "hybrid_gdn_cross",
+    "cross_encoder",
 ];
 
 /// Format 8 (the generalized block, `mamba2`, `rwkv7`): exactly the images

@@ -209,6 +209,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     memory_slots: m,
                     memories: n,
                     output_gate: g,
+                    encoder_layers: 0,
                 })
             }),
     ]

@@ -101,6 +101,8 @@ const BOUNDS: &[(&str, f32, f64)] = &[
     // (issue 32; memory 0, every memory in tests/tests/cross.rs).
     ("cross_memories", 0.8, 0.03),
     ("hybrid_gdn_cross", 3.5, 0.06),
+    // The memory encoder's fixture (issue 32 stage 2): gdn / cross / cross.
+    ("cross_encoder", 3.5, 0.06),
 ];
 
 #[test]

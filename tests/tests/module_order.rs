@@ -45,6 +45,8 @@ const ORDER: &[&str] = &[
     "model",
     // `Model::macs_per_token`: the products' cost, from the model's specs.
     "macs",
+    // Caller-owned memories of `cross` layers: `memory_len`, `Memory`.
+    "memory",
     // One token on the integer token path.
     "int_token",
     // Snapshot bytes: header, hash, checks (the session calls them).

@@ -488,9 +488,12 @@ fn parse_gla(f: &mut Fields) -> Result<LayerConfig> {
 
 /// A `cross` layer (docs/spec.md §3.10): cross-attention over `memories`
 /// baked memories of `memory_slots` slots each; `num_kv_heads` defaults to
-/// `num_heads`, `head_dim` to `hidden_size / num_heads`. The record's own
+/// `num_heads`, `head_dim` to `hidden_size / num_heads`,
+/// `memory_encoder_layers` (the layers the memory encoder runs before the
+/// layer's norm and `k_proj`/`v_proj`) to 0; `Model::load` refuses one
+/// that reaches the first cross layer. The record's own
 /// checks (`CrossConfig::from_words`) refuse the rest by reason.
-fn parse_cross(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
+fn parse_cross(f: &mut Fields, hidden: u32, first: usize) -> Result<LayerConfig> {
     let num_heads = f.int("num_heads", None, 1)?;
     let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
     let head_dim = f.head_dim(hidden, num_heads)?;
@@ -510,9 +513,24 @@ fn parse_cross(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
         memory_slots,
         memories,
         output_gate: f.flag("output_gate", false)?,
+        encoder_layers: f.int("memory_encoder_layers", Some(0), 0)?,
     };
     CrossConfig::from_words(&c.to_words(), None).map_err(|e| anyhow::anyhow!("{}: {e}", f.at))?;
+    // The encoder runs layers 0..E of the stack, none of them a cross
+    // layer: E is at most the first cross layer's index (this one's, when
+    // it is the first: `first`).
+    if c.encoder_layers as usize > first {
+        bail!(
+            "{}: field 'memory_encoder_layers' must be at most {first} (the memory encoder runs layers before the first cross layer, layer {first}), got {}",
+            f.at,
+            c.encoder_layers
+        );
+    }
     Ok(LayerConfig::Cross(c))
+}
+
+fn is_cross(l: &LayerConfig) -> bool {
+    matches!(l, LayerConfig::Cross(_))
 }
 
 /// An RWKV-7 layer; `first` (layer 0) passes its value to later layers
@@ -636,7 +654,11 @@ pub fn parse(value: &Value) -> Result<Config> {
             "mamba2" => parse_mamba2(&mut lf)?,
             "rwkv7" => parse_rwkv7(&mut lf, hidden, norm_eps, i == 0)?,
             "gla" => parse_gla(&mut lf)?,
-            "cross" => parse_cross(&mut lf, hidden)?,
+            "cross" => parse_cross(
+                &mut lf,
+                hidden,
+                layers.iter().position(is_cross).unwrap_or(i),
+            )?,
             other => bail!(
                 "{}: mixer {other:?} has no config.json parser in ferrite-tools",
                 lf.at
@@ -858,6 +880,25 @@ mod tests {
     /// refused by name or by the record's reason.
     #[test]
     fn cross_parses_with_defaults_and_refuses_bad_values() {
+        // An encoder of 1 layer before a cross layer at index 1; one that
+        // reaches the first cross layer is refused in a later layer too.
+        let two = |e: u32| {
+            parse(
+                &json!({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
+                "layers": [{"mixer": "gdn", "num_heads": 2},
+                    {"mixer": "cross", "num_heads": 4, "memory_slots": 4, "memory_encoder_layers": 1},
+                    {"mixer": "cross", "num_heads": 4, "memory_slots": 4, "memory_encoder_layers": e}]}),
+            )
+        };
+        assert!(matches!(
+            two(1).unwrap().layers[2],
+            LayerConfig::Cross(CrossConfig {
+                encoder_layers: 1,
+                ..
+            })
+        ));
+        let err = format!("{:#}", two(2).unwrap_err());
+        assert!(err.contains("must be at most 1"), "{err}");
         let cross = |layer: Value| {
             parse(
                 &json!({"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
@@ -874,6 +915,7 @@ mod tests {
                 memory_slots: 16,
                 memories: 1,
                 output_gate: false,
+                encoder_layers: 0,
             })
         );
         let c = cross(json!({"mixer": "cross", "num_heads": 4, "num_kv_heads": 2,
@@ -921,6 +963,10 @@ mod tests {
             (
                 json!({"num_heads": 4, "memory_slots": 4, "output_gate": 1}),
                 "output_gate",
+            ),
+            (
+                json!({"num_heads": 4, "memory_slots": 4, "memory_encoder_layers": 1}),
+                "'memory_encoder_layers' must be at most 0",
             ),
         ] {
             let mut layer = bad.clone();

@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod config_json;
 pub mod eval;
 pub mod fla;
+pub mod memory;
 pub mod model_dir;
 pub mod mqar;
 pub mod quant;

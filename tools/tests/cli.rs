@@ -345,6 +345,73 @@ fn inspect_shows_cross_memories_and_logits_select_one() {
     );
 }
 
+/// `quantize --memory` (docs/cross-attention.md, "The memory encoder"):
+/// texts encoded by the model's encoder and baked as memories 0, 1, ... (the
+/// slots their token count), selected by `logits --memory`; every refusal
+/// (a file that cannot be read, an empty one, texts of different token
+/// counts, more than 8, a model without a cross layer) on one line.
+#[test]
+fn quantize_bakes_memory_texts_and_refuses_bad_ones_on_one_line() {
+    let d = repo().join("tests/fixtures/cross_encoder");
+    let d = d.to_str().unwrap();
+    let text = |name: &str, body: &str| {
+        let p = tmp(name);
+        std::fs::write(&p, body).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (a, b) = (
+        text("mem-a.txt", "pump 3 runs at 40"),
+        text("mem-b.txt", "pump 7 stops at 9"),
+    );
+    let out = tmp("baked.fer");
+    let out = out.to_str().unwrap();
+    let o = ferrite(&[
+        "quantize", d, "-o", out, "--dtype", "int8", "--memory", &a, "--memory", &b,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("memories: 2 of 17 slots (tokens) each"),
+        "{}",
+        stderr(&o)
+    );
+    let report = String::from_utf8(ferrite(&["inspect", out]).stdout).unwrap();
+    assert!(
+        report.contains("layer 1: cross memories 2 x 17 slots"),
+        "{report}"
+    );
+    let logits = |m: &str| ferrite(&["logits", out, "--tokens", "1,2,3", "--memory", m]);
+    let (l0, l1) = (logits("0"), logits("1"));
+    assert!(l0.status.success() && l1.status.success());
+    assert_ne!(l0.stdout, l1.stdout, "the two texts gave the same logits");
+    let q = |extra: &[&str], model: &str| {
+        let mut args = vec!["quantize", model, "-o", out];
+        args.extend_from_slice(extra);
+        ferrite(&args)
+    };
+    let missing = tmp("no-such-memory.txt");
+    let missing = missing.to_str().unwrap();
+    let empty = text("mem-empty.txt", "");
+    let short = text("mem-short.txt", "pump 3");
+    let nine: Vec<&str> = (0..9).flat_map(|_| ["--memory", a.as_str()]).collect();
+    let plain = repo().join("tests/fixtures/gdn_gate");
+    for (o, says) in [
+        (q(&["--memory", missing], d), "cannot read"),
+        (q(&["--memory", &empty], d), "the memory is empty"),
+        (
+            q(&["--memory", &a, "--memory", &short], d),
+            "same number of tokens",
+        ),
+        (q(&nine, d), "1..=8 memories per image, got 9"),
+        (
+            q(&["--memory", &a], plain.to_str().unwrap()),
+            "needs a model with a cross layer",
+        ),
+    ] {
+        let err = assert_one_line_failure(&o, says);
+        assert!(err.contains(says), "{says}: {err}");
+    }
+}
+
 #[test]
 fn inspect_refuses_every_corrupt_image_on_one_line() {
     let dir = repo().join("tests/corrupt");

@@ -149,6 +149,10 @@ pub struct GenerateArgs {
     /// The sampler's seed [default: 0]
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Attend to baked memory N in every `cross` layer (`ferrite generate
+    /// --memory`; docs/cross-attention.md) [default: 0]
+    #[arg(long, value_name = "N")]
+    pub memory: Option<u32>,
     #[command(flatten)]
     pub math: MathArgs,
 }
@@ -172,6 +176,7 @@ impl GenerateArgs {
             top_k: self.top_k.unwrap_or(d.top_k),
             top_p: self.top_p.unwrap_or(d.top_p),
             seed: self.seed.unwrap_or(d.seed),
+            memory: self.memory.unwrap_or(d.memory),
             fast_math: self.math.fast_math,
             ..d
         }

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use clap::Args as ClapArgs;
 
 use crate::args::{self, GenerateArgs};
@@ -68,6 +68,10 @@ pub fn run(board: &'static Board, opts: &Opts) -> Result<ExitCode> {
     let mut build = g.build_opts();
     build.roofline = opts.roofline;
     if opts.bake {
+        ensure!(
+            build.memory == 0,
+            "--memory with --bake: a baked snapshot keeps the memory it was baked on (memory 0)"
+        );
         build.snapshot = Some(host::bake(&image, g.prompt(), build.math(board))?);
     }
     let req = RunRequest {

@@ -229,6 +229,8 @@ fn host_test() -> Result<()> {
         root_dir().join("tests/images/tiny_int8.fer"),
         host::bpe_image("f32")?,
     ];
+    // A model with cross layers (2 baked memories): ferrite_select_memory.
+    let cross = host::fixture_image("hybrid_gdn_cross", "int8")?;
     for exe in [&exe, &exe_shared] {
         for image in &images {
             eprintln!(
@@ -238,6 +240,7 @@ fn host_test() -> Result<()> {
             );
             let out = Command::new(exe)
                 .arg(image)
+                .arg(&cross)
                 .env("LD_LIBRARY_PATH", &shared)
                 .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1")
                 .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
@@ -356,6 +359,7 @@ const PANIC_FREE: &[&str] = &[
     "ferrite_position",
     "ferrite_reset",
     "ferrite_seek",
+    "ferrite_select_memory",
     "ferrite_sampler_init",
     "ferrite_sample",
     "ferrite_generate",

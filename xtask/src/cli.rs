@@ -221,6 +221,7 @@ mod tests {
             &["fast_math: Some(true)", "n: Some(7)"],
         ),
         ("board m4f", &["n: None", "fast_math: None", "defmt: false"]),
+        ("board m4f --memory 1", &["memory: Some(1)"]),
         (
             "eval-board m4f --image d --dtype f16 --mqar -n 4 --seed 2 --pairs 4 --seq-len 32 \
              --math fast",

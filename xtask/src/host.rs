@@ -259,16 +259,17 @@ pub fn generate_states(
 
 /// The last position's logits of `ferrite logits <image> --tokens ...`,
 /// parsed straight to f32 (shortest round-trip text gives the exact bits),
-/// by the CLI that runs `math`.
-pub fn last_logits(image: &Path, tokens: &[u32], math: Math) -> Result<Vec<f32>> {
+/// by the CLI that runs `math`, attending to baked memory `memory` (`--memory`; 0: memory 0).
+pub fn last_logits(image: &Path, tokens: &[u32], math: Math, memory: u32) -> Result<Vec<f32>> {
     let list: Vec<String> = tokens.iter().map(u32::to_string).collect();
     let mut cmd = Command::new(ferrite_with(math)?);
-    let text = stdout(
-        cmd.arg("logits")
-            .arg(image)
-            .args(["--tokens", &list.join(",")]),
-        "ferrite logits",
-    )?;
+    cmd.arg("logits")
+        .arg(image)
+        .args(["--tokens", &list.join(",")]);
+    if memory != 0 {
+        cmd.args(["--memory", &memory.to_string()]);
+    }
+    let text = stdout(&mut cmd, "ferrite logits")?;
     let inner = text
         .trim()
         .strip_suffix("]]")

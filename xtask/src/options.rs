@@ -86,6 +86,9 @@ pub struct BuildOpts {
     /// `generate` on a QEMU board: the `roofline` feature (every product
     /// timed, the `roofline:` line), built in a directory of its own.
     pub roofline: bool,
+    /// `generate`: the baked memory selected in every `cross` layer
+    /// (`FERRITE_MEMORY`, `ferrite generate --memory`); 0: memory 0.
+    pub memory: u32,
 }
 
 impl Default for BuildOpts {
@@ -109,6 +112,7 @@ impl Default for BuildOpts {
             snapshot: None,
             snapshot_at: 0,
             roofline: false,
+            memory: 0,
         }
     }
 }
@@ -119,12 +123,16 @@ impl BuildOpts {
         Math::of(board, self.fast_math.unwrap_or(true))
     }
 
-    /// `ferrite generate` arguments for the same sampler.
+    /// `ferrite generate` arguments for the same sampler (and the same
+    /// baked memory, when not 0).
     pub fn sampler_args(&self) -> Vec<String> {
         let (t, k, p, s) = (self.temperature, self.top_k, self.top_p, self.seed);
+        let memory = self.memory.to_string();
+        let memory = (self.memory != 0).then_some(["--memory", memory.as_str()]);
         ["--temperature", &t.to_string(), "--top-k", &k.to_string()]
             .into_iter()
             .chain(["--top-p", &p.to_string(), "--seed", &s.to_string()])
+            .chain(memory.into_iter().flatten())
             .map(str::to_string)
             .collect()
     }

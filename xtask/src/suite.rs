@@ -84,7 +84,7 @@ const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
 /// Boards that run every fixture whose int8 image is format 8 (Mamba-2,
 /// RWKV-7, GLA / HGRN2 / RetNet and the generalized block, issue 27; the
-/// `cross` kind's fixtures, issue 32, on memory 0): host
+/// `cross` kind's fixtures, issue 32, on memory 0 and on memory 1): host
 /// and board bit for bit on every board (issue 27, item 4). The first in
 /// the default run, the others in `--full` (the m3 runs fla's RWKV-7 and
 /// Mamba-2 LMs by default, [`M3_LMS`]); the m0 runs those its RAM holds
@@ -838,7 +838,7 @@ pub(crate) fn compare_with_host(
         fed.len()
     );
     fed.extend_from_slice(&host_ids[..n - 1]);
-    let logits = host::last_logits(image, &fed, math)?;
+    let logits = host::last_logits(image, &fed, math, opts.memory)?;
     if boards::fnv1a(logits.iter().map(|l| l.to_bits())) == report.logits_fnv {
         return Ok(format!("{n} tokens, logits bit-identical"));
     }
@@ -1128,7 +1128,7 @@ fn fixtures_of_version_match_host(board: &'static Board, version: u32) -> Result
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    let (mut ran, mut left_out) = (0, Vec::new());
+    let (mut ran, mut left_out, mut memory_runs) = (0, Vec::new(), 0);
     for fixture in &names {
         let image = host::fixture_image(fixture, "int8")?;
         // Header: magic (8 bytes), then the format version (u32 LE).
@@ -1154,6 +1154,23 @@ fn fixtures_of_version_match_host(board: &'static Board, version: u32) -> Result
         }
         generate(&req).with_context(|| format!("fixture {fixture}"))?;
         ran += 1;
+        // A cross fixture runs again on its memory 1 (`FERRITE_MEMORY`,
+        // `ferrite generate --memory 1` on the host): every one has 2 or more.
+        let config = std::fs::read_to_string(
+            boards::root_dir()
+                .join("tests/fixtures")
+                .join(fixture)
+                .join("config.json"),
+        )?;
+        if config.contains("\"cross\"") {
+            let mut on_one = RunRequest {
+                n: 16,
+                ..generate_req(board, &image)
+            };
+            on_one.opts.memory = 1;
+            generate(&on_one).with_context(|| format!("fixture {fixture}, memory 1"))?;
+            memory_runs += 1;
+        }
     }
     ensure!(ran > 0, "no fixture has a format-{version} image");
     let left_out = if left_out.is_empty() {
@@ -1164,8 +1181,12 @@ fn fixtures_of_version_match_host(board: &'static Board, version: u32) -> Result
             left_out.join(", ")
         )
     };
+    let memories = match memory_runs {
+        0 => String::new(),
+        n => format!(" (the {n} with cross layers also on memory 1)"),
+    };
     Ok(format!(
-        "{ran} format-{version} fixtures, 16 tokens each, logits bit-identical{left_out}"
+        "{ran} format-{version} fixtures{memories}, 16 tokens each, logits bit-identical{left_out}"
     ))
 }
 

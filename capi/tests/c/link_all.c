@@ -19,6 +19,7 @@ __attribute__((used)) static const any_fn every_function[] = {
     (any_fn)ferrite_position,
     (any_fn)ferrite_reset,
     (any_fn)ferrite_seek,
+    (any_fn)ferrite_select_memory,
     (any_fn)ferrite_sampler_init,
     (any_fn)ferrite_sample,
     (any_fn)ferrite_generate,

@@ -4,7 +4,9 @@
  * with each other. Built by `cargo xtask capi` with
  * gcc -fsanitize=address,undefined against the host libferrite_capi.a
  * (features: the defaults and `verify`); run with an image path
- * (tests/images/tiny_int8.fer). Exit status 0 when every check passes. */
+ * (tests/images/tiny_int8.fer) and, optionally, an image with cross layers
+ * of 2 baked memories (the hybrid_gdn_cross fixture). Exit status 0 when
+ * every check passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +113,7 @@ static const int32_t ALL_CODES[] = {
     FERRITE_E_TOKEN_OUT_OF_RANGE, FERRITE_E_TOO_MANY_PINNED, FERRITE_E_BAD_SAMPLER,
     FERRITE_E_BAD_PROMPT, FERRITE_E_BAD_TOKENIZER, FERRITE_E_INTERNAL,
     FERRITE_E_SIZE_OVERFLOW, FERRITE_E_POSITION_OVERFLOW, FERRITE_E_BAD_SNAPSHOT,
-    FERRITE_E_UNKNOWN, FERRITE_E_NULL_POINTER, FERRITE_E_MISALIGNED, FERRITE_E_BAD_HANDLE,
+    FERRITE_E_NO_SUCH_MEMORY, FERRITE_E_BAD_MEMORY, FERRITE_E_UNKNOWN, FERRITE_E_NULL_POINTER, FERRITE_E_MISALIGNED, FERRITE_E_BAD_HANDLE,
     FERRITE_E_BAD_ARGUMENT, FERRITE_E_NOT_BUILT, FERRITE_E_UPDATE_NO_HEADER,
     FERRITE_E_UPDATE_TOO_LARGE, FERRITE_E_UPDATE_INTERRUPTED, FERRITE_E_UPDATE_READ_ERROR,
     FERRITE_E_UPDATE_SESSION_TOO_LARGE, FERRITE_E_UNSIGNED, FERRITE_E_UNTRUSTED_KEY,
@@ -249,6 +251,10 @@ static void test_session(const uint8_t *image, size_t len) {
     CHECK(pos == 0);
     EXPECT(FERRITE_E_NULL_POINTER, ferrite_reset(NULL));
     EXPECT(FERRITE_E_NULL_POINTER, ferrite_seek(NULL, 3));
+    /* The first image has no cross layer: no memory to select. */
+    EXPECT(FERRITE_E_NO_SUCH_MEMORY, ferrite_select_memory(&s, 0));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_select_memory(NULL, 0));
+    EXPECT(FERRITE_E_BAD_HANDLE, ferrite_select_memory(&zeroed, 0));
 
     /* Samplers. */
     ferrite_sampler sampler;
@@ -425,9 +431,38 @@ static void test_update(const uint8_t *image, size_t len) {
     free(block);
 }
 
+/* ferrite_select_memory on a model with cross layers of 2 baked memories:
+ * memory 1's logits differ from memory 0's, an index past them is refused
+ * with the session unchanged, a reset returns to memory 0. */
+static void test_memories(const uint8_t *image, size_t len) {
+    ferrite_model model;
+    EXPECT(FERRITE_OK, ferrite_model_load(image, len, &model));
+    size_t bytes = 0;
+    EXPECT(FERRITE_OK, ferrite_session_len(image, len, &bytes));
+    float *buf = malloc(bytes);
+    ferrite_session s;
+    EXPECT(FERRITE_OK, ferrite_session_init(&model, buf, bytes, &s));
+    const float *logits = NULL;
+    size_t n = 0;
+    EXPECT(FERRITE_OK, ferrite_feed(&s, 'a', &logits, &n));
+    float *first = malloc(n * sizeof *first);
+    memcpy(first, logits, n * sizeof *first);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_select_memory(&s, 1));
+    EXPECT(FERRITE_E_NO_SUCH_MEMORY, ferrite_select_memory(&s, 2));
+    EXPECT(FERRITE_E_NO_SUCH_MEMORY, ferrite_select_memory(&s, UINT32_MAX));
+    EXPECT(FERRITE_OK, ferrite_feed(&s, 'a', &logits, &n));
+    CHECK(memcmp(first, logits, n * sizeof *first) != 0); /* memory 1 is still selected */
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_feed(&s, 'a', &logits, &n));
+    CHECK(memcmp(first, logits, n * sizeof *first) == 0); /* back to memory 0 */
+    free(first);
+    free(buf);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s IMAGE.fer\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s IMAGE.fer [CROSS_IMAGE.fer]\n", argv[0]);
         return 2;
     }
     size_t len = 0;
@@ -440,6 +475,13 @@ int main(int argc, char **argv) {
     test_update(image, len);
     free(block);
     free(file);
+    if (argc == 3) {
+        uint8_t *cross_file = read_file(argv[2], &len);
+        const uint8_t *cross = copy_at(cross_file, len, 0, &block);
+        test_memories(cross, len);
+        free(block);
+        free(cross_file);
+    }
     printf("test_capi: %d checks, %d failed\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }

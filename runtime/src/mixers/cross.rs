@@ -19,12 +19,16 @@
 //!
 //! State layout: one word, the selected memory's index as an f32 whole
 //! number ([`crate::Session::select_memory`]; 0 when zeroed). The layer's
-//! `k_proj` and `v_proj` are stored but not run per token: they turn a
-//! memory encoder's hidden states into keys and values (issue 32 stage 2).
+//! `k_proj` and `v_proj` are stored but not run per token: they turn the
+//! memory encoder's hidden states into keys and values
+//! ([`crate::Session::encode_memory`], `ferrite quantize --memory`). With a
+//! caller-owned memory (`StepCtx::memory`,
+//! [`crate::Session::feed_with_memory`]) the step reads its f32 words with
+//! the same loops instead of the selected baked memory.
 
 pub use super::cross_config::CrossConfig;
 use super::{push, width, Mixer, SpecSink, StepCtx};
-use crate::error::{Error, Result, StepResult};
+use crate::error::{Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, sigmoid};
 use crate::tensor::{ActBuf, Tensor, TensorData};
@@ -48,7 +52,7 @@ impl Mixer for CrossConfig {
 
     fn step(
         &self,
-        _ctx: &StepCtx,
+        ctx: &StepCtx<'_>,
         w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
@@ -56,7 +60,7 @@ impl Mixer for CrossConfig {
         x: &[f32],
         out: &mut [f32],
     ) -> StepResult<()> {
-        self.run(w, state, scratch, act, x, out)
+        self.run(ctx, w, state, scratch, act, x, out)
             .map_err(Error::at_step)
     }
 }
@@ -170,8 +174,10 @@ impl CrossConfig {
     /// [`Mixer::step`] with the load-time error type, converted once by
     /// `step` (everything here was checked at load: an error is a bug or a
     /// state word no session wrote).
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
+        ctx: &StepCtx<'_>,
         w: &LayerWeights<'_>,
         state: &mut [f32],
         scratch: &mut [f32],
@@ -180,16 +186,41 @@ impl CrossConfig {
         out: &mut [f32],
     ) -> Result<()> {
         // At least 1 (a parsed config's are), so that no chunk size is 0.
-        let (h, kv, d, m) = (
+        let (h, kv, d) = (
             (self.num_heads as usize).max(1),
             (self.num_kv_heads as usize).max(1),
             (self.head_dim as usize).max(1),
-            self.memory_slots as usize,
         );
-        let word = state.first().copied().unwrap_or(0.0);
-        let n = memory_index(word, self.memories).ok_or(Error::Internal(
-            "cross: the selected memory is not in the image",
-        ))?;
+        // The caller's memory (keys then values, `[m, Hkv*d]` each, as f32
+        // tensors read by the same loops), or the selected baked one.
+        let (mk, mv, m, n) = match ctx.memory {
+            Some(mem) => {
+                let (keys, values) = mem
+                    .words
+                    .split_at_checked(mem.words.len() / 2)
+                    .ok_or(Error::Internal("cross memory"))?;
+                let rows = mem.slots;
+                let cols = keys.len() / rows.max(1);
+                (
+                    Tensor::new(rows, cols, TensorData::F32(keys))?,
+                    Tensor::new(rows, cols, TensorData::F32(values))?,
+                    rows,
+                    0,
+                )
+            }
+            None => {
+                let word = state.first().copied().unwrap_or(0.0);
+                let n = memory_index(word, self.memories).ok_or(Error::Internal(
+                    "cross: the selected memory is not in the image",
+                ))?;
+                (
+                    w.get(Role::MemoryK)?,
+                    w.get(Role::MemoryV)?,
+                    self.memory_slots as usize,
+                    n,
+                )
+            }
+        };
         let hd = h * d;
         let mut rest = scratch;
         let q = take(&mut rest, hd)?;
@@ -202,11 +233,13 @@ impl CrossConfig {
                 w.get(Role::GProj)?.matvec(&xin, g)?;
             }
         }
-        let (mk, mv) = (w.get(Role::MemoryK)?, w.get(Role::MemoryV)?);
         let per_group = (h / kv).max(1);
         let scale = 1.0 / libm::sqrtf(d as f32);
         let memory = n * m * kv * d;
-        for (hh, (q_h, o_h)) in q.chunks_exact(d).zip(o.chunks_exact_mut(d)).enumerate() {
+        for (hh, (q_h, o_h)) in Rows(q.chunks_exact(d))
+            .zip(o.chunks_exact_mut(d))
+            .enumerate()
+        {
             let g_off = (hh / per_group) * d;
             o_h.fill(0.0);
             // The streaming softmax: `top` the largest score so far, `sum`

@@ -16,12 +16,33 @@ mod flag {
 /// Most baked memories one `cross` layer may hold (issue 32: "up to 8").
 pub const MAX_MEMORIES: u32 = 8;
 
+/// f32 words of a caller-owned memory of `slots` slots for one `cross`
+/// layer of `kv_heads` key/value heads of `head_dim` channels: its keys
+/// then its values, `[slots, kv_heads * head_dim]` each (the layout of one
+/// baked memory of `attn.memory_k` and `attn.memory_v`). Saturates at
+/// `usize::MAX`. [`crate::memory_len`] sums it over a model's cross layers.
+pub const fn cross_memory_len(slots: usize, kv_heads: usize, head_dim: usize) -> usize {
+    match 2usize.checked_mul(slots) {
+        Some(a) => match a.checked_mul(kv_heads) {
+            Some(b) => match b.checked_mul(head_dim) {
+                Some(c) => c,
+                None => usize::MAX,
+            },
+            None => usize::MAX,
+        },
+        None => usize::MAX,
+    }
+}
+
 /// Cross-attention over a fixed memory stored in the image (docs/spec.md
 /// §3.10, docs/cross-attention.md).
 ///
 /// Record words: `H | Hkv | d (head_dim) | m (memory_slots) | N (memories,
-/// 1..=8) | flags`, flags bit 0 the sigmoid output gate; word 15 the state
-/// format (f32 only). The state is one word: the selected memory's index.
+/// 1..=8) | flags | E (memory_encoder_layers)`, flags bit 0 the sigmoid
+/// output gate; word 15 the state format (f32 only). The state is one word:
+/// the selected memory's index. `E` (0 in stage-1 images) is how many
+/// layers of the stack the memory encoder runs before this layer's norm and
+/// `k_proj`/`v_proj` (docs/cross-attention.md, "The memory encoder").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CrossConfig {
     /// Query heads H.
@@ -37,6 +58,11 @@ pub struct CrossConfig {
     pub memories: u32,
     /// Whether the output is gated by `sigmoid(g_proj x)`.
     pub output_gate: bool,
+    /// Layers of the stack (`0..E`) the memory encoder runs on a memory's
+    /// tokens before this layer's pre-norm and `k_proj`/`v_proj`
+    /// ([`crate::Session::encode_memory`]); none of them may be a `cross`
+    /// layer (checked at load), so `E` is at most the first one's index.
+    pub encoder_layers: u32,
 }
 
 impl CrossConfig {
@@ -56,6 +82,7 @@ impl CrossConfig {
             memory_slots: w[3],
             memories: w[4],
             output_gate: f & flag::OUTPUT_GATE != 0,
+            encoder_layers: w[6],
         };
         ensure!(
             dim_ok(c.num_heads)
@@ -74,6 +101,16 @@ impl CrossConfig {
             c.memories >= 1 && c.memories <= MAX_MEMORIES,
             layer,
             "cross memories must be 1..=8"
+        );
+        // The encoder runs layers before this one (and before the first
+        // cross layer: `Model::load` checks that across layers).
+        ensure!(
+            match layer {
+                Some(l) => c.encoder_layers <= l as u32,
+                None => true,
+            },
+            layer,
+            "cross memory_encoder_layers must not reach this layer"
         );
         ensure_size!(
             width_ok(c.num_heads, c.head_dim),
@@ -102,6 +139,7 @@ impl CrossConfig {
             self.memory_slots,
             self.memories,
             flags,
+            self.encoder_layers,
         ])
     }
 
@@ -118,6 +156,13 @@ impl CrossConfig {
     /// Values in one memory's keys (or values): `m * Hkv * d`.
     pub const fn memory_values(&self) -> u64 {
         product(&[self.memory_slots as u64, self.kv_width()])
+    }
+
+    /// f32 words of one caller-owned memory of `slots` slots for this
+    /// layer: keys then values, `[slots, Hkv*d]` each
+    /// ([`cross_memory_len`]).
+    pub const fn memory_len(&self, slots: usize) -> u64 {
+        product(&[2, slots as u64, self.kv_width()])
     }
 
     /// State words: one, the selected memory's index (an f32 holding a
@@ -170,6 +215,7 @@ mod tests {
             memory_slots: 16,
             memories: 3,
             output_gate: true,
+            encoder_layers: 1,
         }
     }
 
@@ -194,8 +240,8 @@ mod tests {
     #[test]
     fn bad_records_are_refused() {
         // Zero dims, kv heads not dividing the heads, 0 or 9 memories,
-        // unknown flags.
-        let cases: [(usize, u32); 8] = [
+        // unknown flags, an encoder past the layer.
+        let cases: [(usize, u32); 9] = [
             (0, 0),
             (1, 0),
             (1, 3),
@@ -204,6 +250,8 @@ mod tests {
             (4, 0),
             (4, 9),
             (5, 2),
+            // An encoder reaching the layer itself (layer 2).
+            (6, 3),
         ];
         for (i, v) in cases {
             let mut w = fixture().to_words();

@@ -47,7 +47,7 @@ mod swa_logkv;
 pub use bla_config::{BlaConfig, BlaDecay, BlaKernel, BlaPhiSource};
 pub(crate) use bla_int::state_max_abs as bla_state_max_abs;
 pub(crate) use cross::memory_index as cross_memory_index;
-pub use cross_config::{CrossConfig, MAX_MEMORIES};
+pub use cross_config::{cross_memory_len, CrossConfig, MAX_MEMORIES};
 pub use gdn::{retention_gamma, GdnConfig, GdnDecay, QkActivation, QkNorm};
 pub(crate) use gdn_int::state_max_abs as gdn_state_max_abs;
 pub use gla_config::{GlaConfig, GlaVariant};
@@ -92,9 +92,19 @@ impl SpecSink for Specs {
     }
 }
 
+/// One `cross` layer's part of a caller-owned memory ([`crate::memory::Memory`]),
+/// as its step reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerMemory<'m> {
+    /// Keys then values, `[slots, Hkv*d]` each.
+    pub words: &'m [f32],
+    /// Slots `m`.
+    pub slots: usize,
+}
+
 /// What a mixer needs to know about the stream besides its state.
 #[derive(Clone, Copy, Debug)]
-pub struct StepCtx {
+pub struct StepCtx<'m> {
     /// Tokens before the current one since the stream started: windows,
     /// sinks and BLA phases count with it.
     pub pos: u64,
@@ -107,6 +117,10 @@ pub struct StepCtx {
     pub pinned_max: usize,
     /// The model's RMSNorm epsilon.
     pub norm_eps: f32,
+    /// A `cross` layer's caller-owned memory, attended to instead of its
+    /// baked one ([`crate::Session::feed_with_memory`]): set per layer by
+    /// the session, `None` for every other layer and call.
+    pub memory: Option<LayerMemory<'m>>,
 }
 
 /// A token mixer: a fixed-size state updated once per token.

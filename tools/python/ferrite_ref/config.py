@@ -166,6 +166,9 @@ class CrossConfig:
     memory_slots: int  # m
     memories: int  # N, 1..=8
     output_gate: bool
+    #: Layers 0..E the memory encoder runs before this layer's norm and k/v projections
+    #: (docs/cross-attention.md, "The memory encoder"); at most the first cross layer's index.
+    memory_encoder_layers: int = 0
 
 
 #: Most baked memories a cross layer holds.
@@ -494,7 +497,8 @@ def _parse_cross(f: _Fields, hidden: int) -> CrossConfig:
     if memory_slots * num_kv_heads * head_dim > 1 << 20:
         raise f.error("memory_slots * num_kv_heads * head_dim exceeds 2^20")
     return CrossConfig(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                       memory_slots=memory_slots, memories=memories, output_gate=f.flag("output_gate", False))
+                       memory_slots=memory_slots, memories=memories, output_gate=f.flag("output_gate", False),
+                       memory_encoder_layers=f.integer("memory_encoder_layers", 0, 0))
 
 
 def _plain(parser):
@@ -546,6 +550,11 @@ def parse_config(raw: Any) -> ModelConfig:
         norm=norm,
     )
     f.finish()
+    cross_layers = [i for i, layer in enumerate(config.layers) if isinstance(layer, CrossConfig)]
+    for i in cross_layers:
+        if config.layers[i].memory_encoder_layers > cross_layers[0]:
+            raise ValueError(f"config.layers[{i}]: field 'memory_encoder_layers' must be at most {cross_layers[0]} "
+                             f"(the memory encoder runs layers before the first cross layer)")
     return config
 
 

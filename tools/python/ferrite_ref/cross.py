@@ -3,8 +3,8 @@
 Per head h (kv head g = h // (H / Hkv)) over memory n (the session's choice, 0 after a reset):
     s_j = q_h . K[n, j, g] / sqrt(d),   o_h = sum_j softmax(s)_j V[n, j, g]
 with the optional output gate o = o * sigmoid(Wg x), then out = Wo o. The memory has no
-positions. ``k_proj`` and ``v_proj`` are stored for a memory encoder (issue 32 stage 2)
-and not run per token.
+positions. ``k_proj`` and ``v_proj`` are not run per token: they are the memory encoder's
+(``Reference.encode_memory``, docs/spec.md §3.10).
 """
 
 from __future__ import annotations

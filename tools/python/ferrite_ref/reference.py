@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, NamedTuple, Union
 
@@ -177,6 +178,49 @@ class Reference:
                 raise ValueError(f"no memory {index}: a cross layer has {mixer.cfg.memories}")
         for mixer in layers:
             mixer.select(index)
+
+    def encode_memory(self, tokens) -> list:
+        """The memory encoder (docs/cross-attention.md, "The memory encoder"): from a reset
+        stream, feed ``tokens`` through the first ``memory_encoder_layers`` layers; each
+        ``cross`` layer's pre-norm, ``k_proj`` and ``v_proj`` turn every token's hidden state
+        into one key and one value slot. Returns ``[(keys [m, Hkv*d], values [m, Hkv*d])]``,
+        one pair per cross layer in stack order; the stream is reset after."""
+        cross_blocks = [(n, b) for n, b in enumerate(self.layers) if isinstance(b.mixer, cross.CrossAttention)]
+        if not cross_blocks:
+            raise ValueError("the model has no cross layer")
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ValueError("a memory needs at least one token")
+        depth = max(b.mixer.cfg.memory_encoder_layers for _, b in cross_blocks)
+        out = [([], []) for _ in cross_blocks]
+        self.reset()
+        for token in tokens:
+            if not 0 <= token < self.config.vocab_size:
+                raise ValueError(f"token {token} outside [0, {self.config.vocab_size})")
+            h = self.embeddings[token].copy()
+            carry = {}
+            for layer in range(depth + 1):
+                for (_, block), (keys, values) in zip(cross_blocks, out):
+                    if block.mixer.cfg.memory_encoder_layers == layer:
+                        u = block.norm(h, "pre_norm") if block.cfg.pre_norm else h
+                        x = block.norm(u, "attn_norm")
+                        keys.append(block.mixer.w["k_proj.weight"] @ x)
+                        values.append(block.mixer.w["v_proj.weight"] @ x)
+                if layer < depth:
+                    h = self.layers[layer].step(h, carry)
+        self.reset()
+        return [(np.stack(k), np.stack(v)) for k, v in out]
+
+    def use_memories(self, encoded: list) -> None:
+        """Replace every cross layer's baked memories: ``encoded[n]`` is memory n, as
+        :meth:`encode_memory` returns it (one (keys, values) pair per cross layer)."""
+        mixers = [b.mixer for b in self.layers if isinstance(b.mixer, cross.CrossAttention)]
+        for i, mixer in enumerate(mixers):
+            keys = np.stack([memory[i][0] for memory in encoded])
+            values = np.stack([memory[i][1] for memory in encoded])
+            mixer.w = {**mixer.w, "memory_k": keys, "memory_v": values}
+            mixer.cfg = dataclasses.replace(mixer.cfg, memories=len(encoded), memory_slots=keys.shape[1])
+        self.reset()
 
     def logits(self, tokens, memory: int | None = None) -> np.ndarray:
         """Reset, then feed ``tokens``; return the logits of every position [T, vocab].

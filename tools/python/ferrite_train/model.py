@@ -85,6 +85,28 @@ class FerriteLM(nn.Module):
     def forward(self, tokens, pinned: int = 0):
         return self.hidden(tokens, pinned) @ self.head_weight().t()
 
+    def encode_memory(self, memory_tokens) -> None:
+        """The memory encoder of docs/spec.md §3.10 over ``memory_tokens`` [B, m] (one memory per
+        sequence): the embedding and the first ``memory_encoder_layers`` layers (causal, as the
+        stream runs them), then each ``cross`` layer's own norm, ``k_proj`` and ``v_proj``. Sets
+        every cross layer's memory for the next forward passes (gradients flow through it);
+        ``None`` returns them to their baked memory 0."""
+        cross = [(i, block) for i, block in enumerate(self.model.layers) if self.cfg.layers[i].kind == "cross"]
+        if memory_tokens is None:
+            for _, block in cross:
+                block.attn.memory = None
+            return
+        if not cross:
+            raise ValueError("the model has no cross layer")
+        depth = max(self.cfg.layers[i].memory_encoder_layers for i, _ in cross)
+        h = self.model.embeddings(memory_tokens)
+        for layer in range(depth + 1):
+            for i, block in cross:
+                if self.cfg.layers[i].memory_encoder_layers == layer:
+                    block.attn.memory = block.attn.encode(block.attn_norm(h))
+            if layer < depth:
+                h = self.model.layers[layer](h)
+
     def logits_at(self, tokens, positions):
         """The logits at ``positions`` only ([P] shared, or [B, P] per sequence): [B, P, vocab].
         The same numbers as ``forward(tokens)`` there, without the head's cost at every

@@ -180,3 +180,25 @@ def test_missing_required_top_level_field():
     del raw["hidden_size"]
     with pytest.raises(ValueError, match="hidden_size"):
         parse_config(raw)
+
+
+def test_cross_memory_encoder_layers_default_and_reach():
+    """docs/spec.md §3.10: `memory_encoder_layers` defaults to 0 and may not reach the first
+    cross layer (the runtime and ferrite-tools refuse the same)."""
+    from ferrite_ref.config import parse_config
+
+    def config(*encoders):
+        layers = [{"mixer": "swa", "num_heads": 2, "head_dim": 16, "window": 4}]
+        for e in encoders:
+            layer = {"mixer": "cross", "num_heads": 2, "memory_slots": 4}
+            if e is not None:
+                layer["memory_encoder_layers"] = e
+            layers.append(layer)
+        return {"vocab_size": 256, "hidden_size": 32, "intermediate_size": 64, "layers": layers}
+
+    assert parse_config(config(None)).layers[1].memory_encoder_layers == 0
+    assert [layer.memory_encoder_layers for layer in parse_config(config(1, 0, 1)).layers[1:]] == [1, 0, 1]
+    with pytest.raises(ValueError, match="must be at most 1"):
+        parse_config(config(1, 2))
+    with pytest.raises(ValueError, match="must be at most 1"):
+        parse_config(config(2))

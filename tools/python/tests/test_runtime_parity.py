@@ -163,6 +163,29 @@ def test_every_baked_memory_matches_the_reference_through_the_cli(tmp_path: Path
         done.stderr
 
 
+def test_the_lookup_round_export_bakes_its_memory_files_like_the_reference(tmp_path: Path) -> None:
+    """What research/rounds/r21-cross.sh brings back, with random weights in place of trained
+    ones: the lookup model's directory and its held-out memory files (ferrite_train.memory_task)
+    through `ferrite quantize --memory ...` (the runtime's encoder), against the f64
+    reference's encoder and logits for every memory (docs/spec.md §3.10)."""
+    from ferrite_train import memory_task as task
+
+    model_dir = write_model_dir(tmp_path / "model", task.lookup_config(64, hidden=32), seed=3)
+    held = task.heldout_batch(0, 4, 64, 8)
+    paths = task.write_memories(tmp_path / "heldout", held, 4)
+    image = tmp_path / "lookup.fer"
+    args = [arg for path in paths for arg in ("--memory", str(path))]
+    _ferrite("quantize", str(model_dir), "-o", str(image), *args)
+    reference = Reference(model_dir)
+    reference.use_memories([reference.encode_memory(held["memory"][n]) for n in range(4)])
+    for n in range(4):
+        stream = held["stream"][n].tolist()
+        got = np.array(json.loads(_ferrite("logits", str(image), "--tokens", ",".join(map(str, stream)),
+                                           "--memory", str(n))))
+        diff = float(np.max(np.abs(got - reference.logits(stream, memory=n))))
+        assert diff <= TOLERANCE, f"memory {n}: max|diff| = {diff:.3e}"
+
+
 def test_bad_inputs_exit_nonzero_with_one_line(tmp_path: Path) -> None:
     model_dir = write_model_dir(tmp_path / "model", _random_config(7), seed=7)
     image = tmp_path / "m.fer"

@@ -11,6 +11,7 @@ use ferrite::mixers::BlaPhiSource;
 use ferrite::{StateFormat, TokenPath};
 use ferrite_tools::calibrate::{self, Source};
 use ferrite_tools::fla::{FlaOptions, Mamba2Groups};
+use ferrite_tools::memory::{self, MemoryText};
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::mqar::{MqarParams, Queries};
 use ferrite_tools::quant::Scales;
@@ -92,6 +93,16 @@ pub struct Args {
     /// --path int].
     #[arg(long, value_enum)]
     state: Option<StateArg>,
+    /// A memory text to bake into every cross layer (repeatable, up to 8;
+    /// memory i is the i-th given): tokenized with the image's tokenizer
+    /// and encoded by the model's memory encoder (its first
+    /// `memory_encoder_layers` layers, then each cross layer's norm,
+    /// k_proj and v_proj; docs/cross-attention.md), one key and value
+    /// slot per token. Every memory must have the same number of tokens;
+    /// it replaces the config's `memories` and `memory_slots`. An error for
+    /// a model without a cross layer.
+    #[arg(long = "memory", value_name = "FILE")]
+    memories: Vec<PathBuf>,
 }
 
 /// What tiled int4 matrices are quantized for: a text, or MQAR sequences of
@@ -295,6 +306,27 @@ pub fn run(args: Args) -> Result<()> {
             mamba2_groups: args.mamba2_groups.map(Mamba2Groups::from),
         },
     )?;
+    let mut dir = dir;
+    if !args.memories.is_empty() {
+        let texts = args
+            .memories
+            .iter()
+            .map(|p| {
+                Ok(MemoryText {
+                    name: p.display().to_string(),
+                    text: std::fs::read(p)
+                        .with_context(|| format!("--memory: cannot read {}", p.display()))?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let baked = memory::bake(&mut dir, &texts)?;
+        eprintln!(
+            "memories: {} of {} slots (tokens) each, encoded by the model's memory encoder",
+            baked.tokens.len(),
+            baked.slots
+        );
+    }
+    let dir = dir;
     writer::check_options(&dir, &opts, args.dtype.is_some())?;
     if writer::tiled_int4_count(&dir, &opts)? == 0 {
         if args.scales.is_some() {

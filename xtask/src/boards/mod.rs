@@ -329,6 +329,7 @@ pub fn build(req: &RunRequest<'_>) -> Result<PathBuf> {
         .env("FERRITE_MQAR_PAIRS", opts.pairs.to_string())
         .env("FERRITE_MQAR_SEQ_LEN", opts.seq_len.to_string())
         .env("FERRITE_SNAPSHOT_AT", opts.snapshot_at.to_string())
+        .env("FERRITE_MEMORY", opts.memory.to_string())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped());
     let vars = [

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import bla, gdn, gsa, mla, swa
+from . import bla, cross, gdn, gsa, mla, swa
 
 # Every mixer kind of the runtime's table (tests/test_kinds.py checks it).
-MIXERS = {"gdn": gdn, "gsa": gsa, "swa": swa, "bla": bla, "mla": mla}
+MIXERS = {"gdn": gdn, "gsa": gsa, "swa": swa, "bla": bla, "mla": mla, "cross": cross}
 
 
 def build_mixer(layer, d: int, norm_eps: float) -> nn.Module:

@@ -1,0 +1,119 @@
+//! Caller-owned memories of `cross` layers (docs/cross-attention.md,
+//! "Caller-owned memories"): keys and values in a buffer the application
+//! owns, sized by the `const fn` [`memory_len`], filled by
+//! [`crate::Session::encode_memory`] (the model's own memory encoder, run
+//! on the device) or computed elsewhere, and attended to instead of a baked
+//! memory by [`crate::Session::feed_with_memory`] and
+//! [`crate::Session::generate_with_memory`].
+//!
+//! Layout (f32 words): each `cross` layer in stack order, its keys then its
+//! values, `[m, Hkv*d]` each (one baked memory's layout):
+//! ```text
+//! [ K of the first cross layer: m x Hkv*d | V: m x Hkv*d | K of the next | ... ]
+//! ```
+
+use crate::config::{LayerConfig as Layer, ModelConfig as Cfg};
+use crate::error::{Error, Result};
+use crate::image::Header;
+use crate::mixers::LayerMemory;
+use crate::model::Model;
+
+/// Largest buffer (f32 words) whose byte size this target can address.
+const MAX_WORDS: u64 = (isize::MAX as u64) / 4;
+
+/// f32 words of a caller-owned memory of `slots` slots for the model of
+/// `image`: the sum over its `cross` layers of
+/// [`crate::mixers::cross_memory_len`]. `const`, so a board sizes a
+/// `static` memory buffer at compile time, as it sizes its session with
+/// [`crate::session_len`]. Errors with [`Error::BadMemory`] for a model
+/// without a `cross` layer or `slots` 0, and with what parsing the header
+/// and records meets.
+pub const fn memory_len(image: &[u8], slots: usize) -> Result<usize> {
+    let header = match Header::parse(image) {
+        Ok(h) => h,
+        Err(e) => return Err(e),
+    };
+    let section = match image.split_at_checked(header.config_off as usize) {
+        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
+            Some((section, _)) => section,
+            None => return Err(Error::BadHeader("config section out of bounds")),
+        },
+        None => return Err(Error::BadHeader("config section out of bounds")),
+    };
+    let cfg = match Cfg::parse(section) {
+        Ok(c) => c,
+        Err(e) => return Err(e),
+    };
+    if slots == 0 {
+        return Err(Error::BadMemory("a memory needs at least one slot"));
+    }
+    let mut total = 0u64;
+    let mut any = false;
+    let mut layer = 0;
+    while layer < cfg.num_layers {
+        if let Ok(Layer::Cross(c)) = Layer::parse(section, layer as u16) {
+            any = true;
+            total = match total.checked_add(c.memory_len(slots)) {
+                Some(t) if t <= MAX_WORDS => t,
+                _ => {
+                    return Err(Error::SizeOverflow {
+                        layer: None,
+                        what: "the memory exceeds what this target can address",
+                    })
+                }
+            };
+        } else if let Err(e) = Layer::parse(section, layer as u16) {
+            return Err(e);
+        }
+        layer += 1;
+    }
+    if !any {
+        return Err(Error::BadMemory("the model has no cross layer"));
+    }
+    Ok(total as usize)
+}
+
+/// A caller-owned memory of `slots` slots for one model (its keys and
+/// values in the [module layout](self)), borrowed for the calls that
+/// attend to it; checked against the model when made and again at each
+/// step (its length for the session's model).
+#[derive(Clone, Copy, Debug)]
+pub struct Memory<'m> {
+    words: &'m [f32],
+    slots: usize,
+}
+
+impl<'m> Memory<'m> {
+    /// A memory of `slots` slots in `words`, which must hold exactly
+    /// [`memory_len`]`(image, slots)` words for `model`'s image (else
+    /// [`Error::BadMemory`]).
+    pub fn new(model: &Model<'_>, slots: usize, words: &'m [f32]) -> Result<Memory<'m>> {
+        let want = memory_len(model.image(), slots)?;
+        if words.len() != want {
+            return Err(Error::BadMemory(
+                "the memory's length is not memory_len(image, slots)",
+            ));
+        }
+        Ok(Memory { words, slots })
+    }
+
+    /// Slots `m`.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The keys and values, in the [module layout](self).
+    pub fn words(&self) -> &'m [f32] {
+        self.words
+    }
+
+    /// The part of the layer whose memory starts at word `start` and takes
+    /// `len` words (`None` past the end: a memory of another model).
+    pub(crate) fn layer(&self, start: usize, len: usize) -> Option<LayerMemory<'m>> {
+        let words = self.words.get(start..start.checked_add(len)?)?;
+        Some(LayerMemory {
+            words,
+            slots: self.slots,
+        })
+    }
+}

@@ -1,0 +1,372 @@
+//! Issue 32 stage 2: the memory encoder and caller-owned memories
+//! (docs/cross-attention.md, "The memory encoder" and "Caller-owned
+//! memories"). The tools' baked keys and values against the f64 reference's
+//! encoder (the `cross_encoder` fixture: a 1-layer and a 0-layer encoder),
+//! an image baked from the texts against the reference's logits over them,
+//! the device encoder against the baked memories, a caller-owned memory
+//! against the same baked memory bit for bit, and every refusal's typed
+//! error.
+
+use std::path::PathBuf;
+
+use ferrite::image::{DType, Role};
+use ferrite::{Error, LayerConfig, Memory, Model, Session, StepError};
+use ferrite_tests::{fixtures_dir, image_of, max_abs_diff};
+use ferrite_tools::memory::{bake, MemoryText};
+use ferrite_tools::model_dir::ModelDir;
+use ferrite_tools::run::{session_buffer, AlignedImage};
+use ferrite_tools::writer::{build_image, tensor_name, WriteOptions};
+use safetensors::SafeTensors;
+
+/// The baked keys and values against the f64 encoder: both run the same
+/// f32 weights, the runtime in f32 (through one gdn layer for layer 1), so
+/// they differ by f32 rounding. Measured 2026-12-07: below 1e-6.
+const ENCODER_TOLERANCE: f32 = 1e-5;
+
+/// docs/spec.md §5's tolerance for f32 images.
+const F32_TOLERANCE: f32 = 1e-4;
+
+fn dir() -> PathBuf {
+    fixtures_dir().join("cross_encoder")
+}
+
+/// A tensor of the fixture's expected.safetensors as f32 (int32 tokens
+/// converted).
+fn tensor(name: &str) -> (Vec<usize>, Vec<f32>) {
+    let bytes = std::fs::read(dir().join("expected.safetensors")).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let v = st.tensor(name).unwrap_or_else(|_| panic!("no {name}"));
+    let values = v
+        .data()
+        .chunks_exact(4)
+        .map(|c| {
+            let b = [c[0], c[1], c[2], c[3]];
+            match v.dtype() {
+                safetensors::Dtype::I32 => i32::from_le_bytes(b) as f32,
+                _ => f32::from_le_bytes(b),
+            }
+        })
+        .collect();
+    (v.shape().to_vec(), values)
+}
+
+/// The fixture's memory texts (memory n: `memory_tokens_{n}`, bytes).
+fn texts() -> Vec<MemoryText> {
+    (0..2)
+        .map(|n| MemoryText {
+            name: format!("memory {n}"),
+            text: tensor(&format!("memory_tokens_{n}"))
+                .1
+                .iter()
+                .map(|&t| t as u8)
+                .collect(),
+        })
+        .collect()
+}
+
+/// The fixture's model directory with the texts baked in.
+fn baked_dir() -> ModelDir {
+    let mut d = ModelDir::open(&dir()).unwrap();
+    let baked = bake(&mut d, &texts()).unwrap();
+    assert_eq!(baked.slots, 23);
+    d
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn baked_keys_and_values_match_the_f64_encoder() {
+    let d = baked_dir();
+    for layer in [1u16, 2] {
+        let LayerConfig::Cross(c) = d.config.layers[layer as usize] else {
+            panic!("layer {layer} is a cross layer");
+        };
+        assert_eq!((c.memories, c.memory_slots), (2, 23));
+        for (role, what) in [(Role::MemoryK, "keys"), (Role::MemoryV, "values")] {
+            let t = &d.tensors[&tensor_name(Some(layer), role)];
+            let kv = c.kv_width() as usize;
+            assert_eq!(t.shape, vec![2, 23, kv]);
+            for n in 0..2 {
+                let (shape, want) = tensor(&format!("encoded_{what}_{layer}_{n}"));
+                assert_eq!(shape, vec![23, kv]);
+                let got = &t.values[n * 23 * kv..(n + 1) * 23 * kv];
+                let diff = max_diff(got, &want);
+                println!("layer {layer} {what} memory {n}: max|diff| = {diff:.3e}");
+                assert!(
+                    diff <= ENCODER_TOLERANCE,
+                    "layer {layer} {what} {n}: {diff:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_image_baked_from_texts_generates_like_the_reference() {
+    let d = baked_dir();
+    let image = AlignedImage::new(
+        &build_image(&d, &WriteOptions::default(), |_, _| {})
+            .unwrap()
+            .bytes,
+    );
+    let tokens = ferrite_tests::expected(&dir()).tokens;
+    for n in 0..2u32 {
+        let (shape, flat) = tensor(&format!("logits_encoded_{n}"));
+        let want: Vec<Vec<f32>> = flat.chunks(shape[1]).map(<[f32]>::to_vec).collect();
+        let model = image.model().unwrap();
+        let mut buf = session_buffer(&model, 0).unwrap();
+        let mut s = Session::new(model, &mut buf).unwrap();
+        s.select_memory(n).unwrap();
+        let got: Vec<Vec<f32>> = tokens[..want.len()]
+            .iter()
+            .map(|&t| s.feed(t).unwrap().to_vec())
+            .collect();
+        let diff = max_abs_diff(&got, &want);
+        println!("memory {n}: max|diff| = {diff:.3e}");
+        assert!(diff <= F32_TOLERANCE, "memory {n}: {diff:e}");
+    }
+}
+
+/// The f32 image of the baked directory.
+fn baked_image() -> AlignedImage {
+    AlignedImage::new(
+        &build_image(&baked_dir(), &WriteOptions::default(), |_, _| {})
+            .unwrap()
+            .bytes,
+    )
+}
+
+/// Memory `n` of every cross layer of `model`, in [`Memory`]'s layout
+/// (keys then values per layer), read from the baked f32 tensors.
+fn baked_words(model: &Model<'_>, n: usize) -> Vec<f32> {
+    let mut words = Vec::new();
+    for l in 0..model.config().num_layers as usize {
+        let LayerConfig::Cross(c) = model.layer(l).unwrap() else {
+            continue;
+        };
+        let w = model.layer_weights(l);
+        let len = c.memory_values() as usize;
+        for role in [Role::MemoryK, Role::MemoryV] {
+            let t = w.get(role).unwrap();
+            words.extend((0..len).map(|i| t.at(n * len + i)));
+        }
+    }
+    words
+}
+
+#[test]
+fn the_device_encoder_writes_what_the_tools_bake_bit_for_bit() {
+    let image = baked_image();
+    let model = image.model().unwrap();
+    const SLOTS: usize = 23;
+    let words = ferrite::memory_len(image.bytes(), SLOTS).unwrap();
+    // Layer 1: one kv head of 8, layer 2: two of 8; keys and values.
+    assert_eq!(words, 2 * SLOTS * 8 + 2 * SLOTS * 16);
+    assert_eq!(
+        words,
+        ferrite::mixers::cross_memory_len(SLOTS, 1, 8)
+            + ferrite::mixers::cross_memory_len(SLOTS, 2, 8)
+    );
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut s = Session::new(model, &mut buf).unwrap();
+    s.feed(7).unwrap();
+    s.select_memory(1).unwrap();
+    for (n, text) in texts().iter().enumerate() {
+        let tokens: Vec<u32> = text.text.iter().map(|&b| b as u32).collect();
+        let mut out = vec![f32::NAN; words];
+        let memory = s.encode_memory(&tokens, &mut out).unwrap();
+        assert_eq!(memory.slots(), SLOTS);
+        // The encoder leaves a reset stream on memory 0.
+        assert_eq!(s.stream_len(), 0);
+        assert_eq!(s.selected_memory(1).unwrap(), Some(0));
+        let want = baked_words(&model, n);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&out), bits(&want), "memory {n}");
+    }
+}
+
+#[test]
+fn a_caller_memory_equals_the_same_baked_memory_bit_for_bit() {
+    let image = baked_image();
+    let model = image.model().unwrap();
+    let tokens = ferrite_tests::expected(&dir()).tokens;
+    for n in 0..2u32 {
+        let words = baked_words(&model, n as usize);
+        let memory = Memory::new(&model, 23, &words).unwrap();
+        let mut buf = session_buffer(&model, 0).unwrap();
+        let mut baked = Session::new(model, &mut buf).unwrap();
+        baked.select_memory(n).unwrap();
+        let mut buf2 = session_buffer(&model, 0).unwrap();
+        // The caller session stays on baked memory 1 - n: the caller's
+        // memory is what it attends to.
+        let mut caller = Session::new(model, &mut buf2).unwrap();
+        caller.select_memory(1 - n).unwrap();
+        for &t in &tokens[..32] {
+            let a = baked.feed(t).unwrap().to_vec();
+            let b = caller.feed_with_memory(t, &memory).unwrap();
+            assert_eq!(
+                a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                b.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "memory {n}"
+            );
+        }
+        // generate_with_memory: the same tokens as generating on the baked one.
+        let mut sampler = ferrite::Sampler::greedy();
+        let (mut g1, mut g2) = (Vec::new(), Vec::new());
+        baked.reset();
+        baked.select_memory(n).unwrap();
+        baked
+            .generate(&tokens[..4], 12, &mut sampler, |t| {
+                g1.push(t);
+                true
+            })
+            .unwrap();
+        caller.reset();
+        caller
+            .generate_with_memory(&tokens[..4], 12, &mut sampler, &memory, |t| {
+                g2.push(t);
+                true
+            })
+            .unwrap();
+        assert_eq!(g1, g2, "memory {n}");
+    }
+}
+
+#[test]
+fn a_caller_memory_runs_on_quantized_images_and_the_integer_token_path() {
+    // int8 weights (the memories int8 too, unused here) with an f32 caller
+    // memory: the same logits as the int8 image's baked memory within the
+    // int8 memories' error, on both token paths.
+    let d = baked_dir();
+    let f32_image = AlignedImage::new(
+        &build_image(&d, &WriteOptions::default(), |_, _| {})
+            .unwrap()
+            .bytes,
+    );
+    let words = baked_words(&f32_image.model().unwrap(), 0);
+    for path in [ferrite::TokenPath::F32, ferrite::TokenPath::Int] {
+        let opts = WriteOptions {
+            dtype: DType::I8,
+            token_path: path,
+            ..Default::default()
+        };
+        let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
+        let model = image.model().unwrap();
+        let memory = Memory::new(&model, 23, &words).unwrap();
+        let mut buf = session_buffer(&model, 0).unwrap();
+        let mut s = Session::new(model, &mut buf).unwrap();
+        let mut buf2 = session_buffer(&model, 0).unwrap();
+        let mut b = Session::new(model, &mut buf2).unwrap();
+        let (mut worst, mut scale) = (0f32, 0f32);
+        for t in [5u32, 80, 200, 3, 17, 99] {
+            let x = s.feed_with_memory(t, &memory).unwrap().to_vec();
+            let y = b.feed(t).unwrap();
+            worst = worst.max(max_diff(&x, y));
+            scale = scale.max(y.iter().fold(0f32, |a, v| a.max(v.abs())));
+        }
+        println!("{path:?}: caller f32 memory vs baked int8: max|diff| {worst:.3e} of {scale:.3e}");
+        assert!(
+            worst > 0.0 && worst <= 0.05 * scale,
+            "{path:?}: {worst} of {scale}"
+        );
+        if path == ferrite::TokenPath::Int {
+            // The device encoder is for f32 token path images only.
+            let mut out = vec![0f32; words.len()];
+            assert!(matches!(
+                s.encode_memory(&[1; 23], &mut out),
+                Err(Error::BadMemory(_))
+            ));
+        }
+    }
+}
+
+#[test]
+fn bad_memories_are_refused_with_typed_errors() {
+    let image = baked_image();
+    let model = image.model().unwrap();
+    let words = ferrite::memory_len(image.bytes(), 4).unwrap();
+    // memory_len: 0 slots; a model without a cross layer.
+    assert!(matches!(
+        ferrite::memory_len(image.bytes(), 0),
+        Err(Error::BadMemory(_))
+    ));
+    let plain = image_of(&fixtures_dir().join("gdn_gate"), &WriteOptions::default());
+    assert_eq!(
+        ferrite::memory_len(plain.bytes(), 4),
+        Err(Error::BadMemory("the model has no cross layer"))
+    );
+    // Memory::new: a length that is not memory_len.
+    let w = vec![0f32; words + 1];
+    assert!(matches!(
+        Memory::new(&model, 4, &w),
+        Err(Error::BadMemory(_))
+    ));
+    assert!(matches!(
+        Memory::new(&model, 4, &w[..words - 1]),
+        Err(Error::BadMemory(_))
+    ));
+    // encode_memory: no tokens, another length, a token outside the vocabulary.
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut s = Session::new(model, &mut buf).unwrap();
+    let mut out = vec![0f32; words];
+    assert!(matches!(
+        s.encode_memory(&[], &mut out),
+        Err(Error::BadMemory(_))
+    ));
+    assert!(matches!(
+        s.encode_memory(&[1, 2, 3], &mut out),
+        Err(Error::BadMemory(_))
+    ));
+    assert_eq!(
+        s.encode_memory(&[1, 2, 256, 3], &mut out).unwrap_err(),
+        Error::TokenOutOfRange {
+            token: 256,
+            vocab: 256
+        }
+    );
+    // A memory of another model (same slots, another length) at a step:
+    // refused, the state unchanged.
+    let other = image_of(
+        &fixtures_dir().join("hybrid_gdn_cross"),
+        &WriteOptions::default(),
+    );
+    let other_model = other.model().unwrap();
+    let ow = vec![0f32; ferrite::memory_len(other.bytes(), 4).unwrap()];
+    let foreign = Memory::new(&other_model, 4, &ow).unwrap();
+    s.feed(3).unwrap();
+    let before = s.state().to_vec();
+    assert!(matches!(
+        s.feed_with_memory(5, &foreign),
+        Err(StepError::BadMemory(_))
+    ));
+    assert_eq!(s.state(), &before[..]);
+    assert_eq!(s.stream_len(), 1);
+    assert_eq!(
+        Error::from(StepError::BadMemory("x")).to_string(),
+        "bad memory: x"
+    );
+}
+
+#[test]
+fn quantize_memory_refusals_are_one_line() {
+    // bake's refusals (the CLI prints them as one line: tools/tests/cli.rs).
+    let mut d = ModelDir::open(&dir()).unwrap();
+    let one = |s: &str| MemoryText {
+        name: s.into(),
+        text: s.as_bytes().to_vec(),
+    };
+    let err = |d: &mut ModelDir, m: &[MemoryText]| format!("{:#}", bake(d, m).err().unwrap());
+    assert!(err(&mut d, &[]).contains("1..=8 memories"));
+    let nine: Vec<MemoryText> = (0..9).map(|_| one("abc")).collect();
+    assert!(err(&mut d, &nine).contains("1..=8 memories per image, got 9"));
+    assert!(err(&mut d, &[one("abc"), one("abcd")]).contains("same number of tokens"));
+    assert!(err(&mut d, &[one("")]).contains("empty"));
+    let mut plain = ModelDir::open(&fixtures_dir().join("gdn_gate")).unwrap();
+    assert!(err(&mut plain, &[one("abc")]).contains("a cross layer; this one has none"));
+}
