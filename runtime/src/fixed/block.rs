@@ -463,7 +463,7 @@ mod tests {
             }
         }
         exps.extend([i32::MIN, i32::MIN + 1, i32::MAX, i32::MAX - 1, i32::MIN / 2]);
-        let mut rng = crate::fixed::testing::Rng(0x1234_5678_9abc_def1);
+        let mut rng = crate::fixed::test_rng::Rng(0x1234_5678_9abc_def1);
         let mut mants = vec![
             1i32,
             -1,

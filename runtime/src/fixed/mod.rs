@@ -23,6 +23,8 @@ pub mod activation;
 pub mod block;
 pub mod scalar;
 #[cfg(test)]
+pub(crate) mod test_rng;
+#[cfg(test)]
 pub(crate) mod testing;
 pub mod trig;
 pub mod wide;

@@ -17,19 +17,7 @@ pub fn fx64(x: Fx) -> f64 {
     }
 }
 
-/// xorshift64*, uniform in [-1, 1).
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// The next value.
-    pub fn next(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let r = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        (r >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-    }
-}
+pub use super::test_rng::Rng;
 
 /// A normal block of the values `x` (rounded at 2^-24, then normalized).
 pub fn block_of(x: &[f64]) -> (Vec<i32>, i32) {
