@@ -92,6 +92,8 @@ const BOUNDS: &[(&str, f32, f64)] = &[
     ("bla_dirichlet_scalar_nyquist", 0.8, 0.03),
     ("bla_fejer_none_odd", 0.8, 0.03),
     ("bla_fejer_scalar_nyquist", 0.8, 0.03),
+    // Shared key/value heads (issue 28): 4 on 2, then 2 on 1.
+    ("bla_gqa", 0.8, 0.03),
     ("hybrid_gdn_swa", 3.5, 0.06),
     ("mla_latent_window", 0.8, 0.03),
     // No integer step: their f32 step inside the integer block (issue 27).
