@@ -745,6 +745,7 @@ mod tests {
             }),
             LayerConfig::Bla(BlaConfig {
                 num_heads: m,
+                num_kv_heads: m,
                 head_k_dim: m,
                 head_v_dim: m,
                 period: m,

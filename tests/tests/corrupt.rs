@@ -702,6 +702,16 @@ fn bla_computed_cases() -> Vec<Case> {
             let flags = u32_at(b, at);
             set_u32(b, at, flags | 4)
         }),
+        // Shared key/value heads (record word 12, issue 28): 2 kv heads for
+        // the base image's one query head, and more than a record allows.
+        case("bla_kv_heads_not_dividing", true, |b| {
+            let at = bla_flags(b) + 8;
+            set_u32(b, at, 2)
+        }),
+        case("bla_kv_heads_out_of_range", true, |b| {
+            let at = bla_flags(b) + 8;
+            set_u32(b, at, (1 << 20) + 1)
+        }),
     ]
 }
 
@@ -1199,6 +1209,8 @@ fn corpus_covers_every_load_error_class() {
         "attn.phi is stored where the config has none",
         "missing tensor model.layers.0.attn.phi",
         "unknown bla flags",
+        "num_heads must be a multiple of num_kv_heads",
+        "bla num_kv_heads out of range",
         "the tiled layout needs image format version 3",
         "unknown tensor layout",
         "only int8 and int4 tensors may be tiled",

@@ -170,10 +170,20 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     state: ferrite::StateFormat::F32,
                 })
             }),
-        (s(), s(), s(), s(), s(), 0u32..=64, any::<bool>()).prop_map(
-            |(h, k, v, period, slots, conv, computed)| {
+        (
+            s(),
+            prop::option::of(s()),
+            s(),
+            s(),
+            s(),
+            s(),
+            0u32..=64,
+            any::<bool>()
+        )
+            .prop_map(move |(h, hkv, k, v, period, slots, conv, computed)| {
                 LayerConfig::Bla(BlaConfig {
                     num_heads: h,
+                    num_kv_heads: kv(h, hkv),
                     head_k_dim: k,
                     head_v_dim: v,
                     period,
@@ -190,8 +200,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     },
                     state: ferrite::StateFormat::F32,
                 })
-            }
-        ),
+            }),
         // A cross layer's memory `[N, m, Hkv*d]` (issue 32).
         (
             s(),

@@ -40,9 +40,12 @@ fn with_layer(dir: &ModelDir, layer: LayerConfig) -> ModelDir {
 
 #[test]
 fn full_resolution_bla_is_sliding_window_attention() {
-    for period in [5u32, 7, 9] {
+    // With one key/value head per query head, and with both query heads
+    // sharing one (`num_kv_heads` 1: BLA's option and SWA's alike).
+    for (period, kv) in [(5u32, 2u32), (7, 2), (9, 2), (5, 1), (9, 1)] {
         let bla = LayerConfig::Bla(BlaConfig {
             num_heads: 2,
+            num_kv_heads: kv,
             head_k_dim: 16,
             head_v_dim: 16,
             period,
@@ -57,7 +60,7 @@ fn full_resolution_bla_is_sliding_window_attention() {
         });
         let swa = LayerConfig::Swa(SwaConfig {
             num_heads: 2,
-            num_kv_heads: 2,
+            num_kv_heads: kv,
             head_dim: 16,
             window: period,
             sinks: 0,
@@ -86,7 +89,7 @@ fn full_resolution_bla_is_sliding_window_attention() {
             let diff = ferrite_tests::max_abs_diff(&la, &lb);
             assert!(
                 diff < 1e-4,
-                "period {period}, phi {bla_phi:?}: BLA vs SWA max|diff| = {diff:e}"
+                "period {period}, kv heads {kv}, phi {bla_phi:?}: BLA vs SWA max|diff| = {diff:e}"
             );
         }
     }
@@ -98,6 +101,7 @@ fn blurred_bla_is_not_a_sliding_window() {
     let bla = |modes| {
         LayerConfig::Bla(BlaConfig {
             num_heads: 2,
+            num_kv_heads: 2,
             head_k_dim: 16,
             head_v_dim: 16,
             period: 9,

@@ -323,6 +323,7 @@ fn parse_swa(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
 
 fn parse_bla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     let num_heads = f.int("num_heads", None, 1)?;
+    let num_kv_heads = f.divisor_heads("num_kv_heads", num_heads)?;
     let head_dim = f.head_dim(hidden, num_heads)?;
     let period = f.int("period", None, 1)?;
     let modes = f.int("modes", None, 0)?;
@@ -354,6 +355,7 @@ fn parse_bla(f: &mut Fields, hidden: u32) -> Result<LayerConfig> {
     };
     Ok(LayerConfig::Bla(BlaConfig {
         num_heads,
+        num_kv_heads,
         head_k_dim: head_dim,
         head_v_dim: head_dim,
         period,
@@ -851,6 +853,14 @@ mod tests {
             bla(json!({"decay": "none"})).unwrap().decay,
             BlaDecay::None
         ));
+        // Shared key/value heads (issue 28): default one per query head;
+        // 0 and a non-divisor are refused in one line each.
+        assert_eq!(bla(json!({})).unwrap().num_kv_heads, 2);
+        assert_eq!(bla(json!({"num_kv_heads": 1})).unwrap().num_kv_heads, 1);
+        for bad in [0, 3] {
+            let e = bla(json!({ "num_kv_heads": bad })).unwrap_err().to_string();
+            assert!(e.contains("num_kv_heads") && !e.contains('\n'), "{e}");
+        }
 
         let mla = |rope_dim: u32| {
             one_layer(json!({"mixer": "mla", "num_heads": 2, "rope_dim": rope_dim,

@@ -82,6 +82,13 @@ const BPE_BOARDS: &[&str] = &["m4f", "rv32imac"];
 /// (`--full`: every fixture is checked against the f64 reference on the
 /// host, and the integer-path models run their options on the boards).
 const FORMAT4_BOARDS: &[&str] = &["m4f"];
+/// Boards that run every fixture whose int8 image is format 5 (a `bla`
+/// layer whose phi the runtime computes: every BLA fixture, among them
+/// `bla_gqa`'s shared key/value heads, issue 28, and `hybrid_all4_untied`):
+/// host and board bit for bit (`--full`: every fixture is checked against
+/// the f64 reference on the host, and the default run runs the BLA MQAR
+/// model on the boards).
+const FORMAT5_BOARDS: &[&str] = &["m4f"];
 /// Boards that run every fixture whose int8 image is format 8 (Mamba-2,
 /// RWKV-7, GLA / HGRN2 / RetNet and the generalized block, issue 27; the
 /// `cross` kind's fixtures, issue 32, on memory 0 and on memory 1): host
@@ -510,6 +517,15 @@ fn run_or_list(
                 board.name
             ),
             |_| format4_matches_host(board),
+        );
+    }
+    for board in named(FORMAT5_BOARDS)? {
+        s.full(
+            &format!(
+                "{}: the bla fixtures (format 5, shared kv heads among them) generate like the host (int8)",
+                board.name
+            ),
+            |_| fixtures_of_version_match_host(board, 5),
         );
     }
     for (i, board) in named(FORMAT8_BOARDS)?.into_iter().enumerate() {

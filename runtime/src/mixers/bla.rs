@@ -27,7 +27,11 @@
 //! rounded to f32. During the first period only slots whose phase the
 //! stream has reached (`u_n <= t`) take part in the softmax.
 //!
-//! State layout (f32): `Ks [H][N][K]`, `Vs [H][N][V]`, then the
+//! With `Hkv < H` key/value heads (`num_kv_heads`, issue 28) query head `h`
+//! reads the slots of key/value head `h / (H / Hkv)`: `k_proj` and `v_proj`
+//! give `Hkv` heads, and the slots are written once per key/value head.
+//!
+//! State layout (f32): `Ks [Hkv][N][K]`, `Vs [Hkv][N][V]`, then the
 //! short-convolution caches when `use_short_conv` is set; the int16 state of
 //! the integer token path is `mixers/bla_int.rs`'s. The phase and warm-up count derive from
 //! the session's 64-bit token position.
@@ -140,11 +144,12 @@ impl Mixer for BlaConfig {
     fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
         let (h, k, v) = (self.num_heads, self.head_k_dim, self.head_v_dim);
         let (qk, vo) = (width(h, k), width(h, v));
+        let (kvk, kvv) = (width(self.num_kv_heads, k), width(self.num_kv_heads, v));
         push(s, layer, Role::QProj, [qk, d, 0], true);
-        push(s, layer, Role::KProj, [qk, d, 0], true);
-        push(s, layer, Role::VProj, [vo, d, 0], true);
+        push(s, layer, Role::KProj, [kvk, d, 0], true);
+        push(s, layer, Role::VProj, [kvv, d, 0], true);
         if self.conv_size > 0 {
-            push_conv_specs(s, layer, [qk, qk, vo], self.conv_size);
+            push_conv_specs(s, layer, [qk, kvk, kvv], self.conv_size);
         }
         if self.phi_source == BlaPhiSource::Table {
             push(s, layer, Role::BlaPhi, [self.period, self.slots, 0], false);
@@ -198,11 +203,14 @@ impl BlaConfig {
         out: &mut [f32],
     ) -> Result<()> {
         let x = act.input(x)?;
-        let (h, k, v, n) = self.dims();
+        let (h, hkv, k, v, n) = self.dims();
         const SCRATCH: &str = "bla scratch too small";
+        // k and v use the first `Hkv` heads of their `H`-head parts.
         let (q, rest) = split_mut(scratch, h * k, SCRATCH)?;
         let (kk, rest) = split_mut(rest, h * k, SCRATCH)?;
+        let kk = part_mut(kk, ..hkv * k, SCRATCH)?;
         let (vv, rest) = split_mut(rest, h * v, SCRATCH)?;
+        let vv = part_mut(vv, ..hkv * v, SCRATCH)?;
         let (o, rest) = split_mut(rest, h * v, SCRATCH)?;
         let row_len = match self.phi_source {
             BlaPhiSource::Table => 0,
@@ -218,8 +226,8 @@ impl BlaConfig {
         w.get(Role::KProj)?.matvec(&x, kk)?;
         w.get(Role::VProj)?.matvec(&x, vv)?;
         const STATE: &str = "bla state too small";
-        let (ks_all, rest) = split_mut(state, h * n * k, STATE)?;
-        let (vs_all, conv_state) = split_mut(rest, h * n * v, STATE)?;
+        let (ks_all, rest) = split_mut(state, hkv * n * k, STATE)?;
+        let (vs_all, conv_state) = split_mut(rest, hkv * n * v, STATE)?;
         if self.conv_size > 0 {
             conv::step_qkv(w, self.conv_size as usize, conv_state, q, kk, vv)?;
         }
@@ -244,24 +252,31 @@ impl BlaConfig {
         let scale = 1.0 / libm::sqrtf(k as f32);
         let live_scores = part_mut(scores, ..live, "bla live slots")?;
         // The sizes are nonzero (checked at load): the `max(1)`s state it,
-        // so no chunk size has a panic branch. Each head's key and value
-        // slots, key, value, query and output.
+        // so no chunk size has a panic branch. Each key/value head's key
+        // and value slots, key and value, and its `group = H / Hkv` query
+        // heads' queries and outputs (one of each when `Hkv = H`).
         let (k, v, n) = (k.max(1), v.max(1), n.max(1));
-        let per_head = Rows(ks_all.chunks_exact_mut((n * k).max(1)))
+        let group = (h / hkv.max(1)).max(1);
+        let per_kv_head = Rows(ks_all.chunks_exact_mut((n * k).max(1)))
             .zip(vs_all.chunks_exact_mut((n * v).max(1)))
             .zip(Rows(kk.chunks_exact(k)).zip(vv.chunks_exact(v)))
-            .zip(Rows(q.chunks_exact(k)).zip(o.chunks_exact_mut(v)))
-            .take(h);
-        for (((ks, vs), (kh, vh)), (qh, oh)) in per_head {
+            .zip(
+                Rows(q.chunks_exact((group * k).max(1)))
+                    .zip(o.chunks_exact_mut((group * v).max(1))),
+            )
+            .take(hkv);
+        for (((ks, vs), (kh, vh)), (qg, og)) in per_kv_head {
             self.write_slots(phi_r, ks, kh);
             self.write_slots(phi_r, vs, vh);
-            for (s, krow) in live_scores.iter_mut().zip(ks.chunks_exact(k)) {
-                *s = dot(qh, krow) * scale;
-            }
-            softmax_in_place(live_scores);
-            oh.fill(0.0);
-            for (&p, vrow) in live_scores.iter().zip(vs.chunks_exact(v)) {
-                oh.iter_mut().zip(vrow).for_each(|(e, &vc)| *e += p * vc);
+            for (qh, oh) in Rows(qg.chunks_exact(k)).zip(og.chunks_exact_mut(v)) {
+                for (s, krow) in live_scores.iter_mut().zip(ks.chunks_exact(k)) {
+                    *s = dot(qh, krow) * scale;
+                }
+                softmax_in_place(live_scores);
+                oh.fill(0.0);
+                for (&p, vrow) in live_scores.iter().zip(vs.chunks_exact(v)) {
+                    oh.iter_mut().zip(vrow).for_each(|(e, &vc)| *e += p * vc);
+                }
             }
         }
         w.get(Role::OProj)?.matvec(&act.input(o)?, out)?;

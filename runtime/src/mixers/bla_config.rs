@@ -44,13 +44,18 @@ pub enum BlaPhiSource {
 /// Blurry Window Attention layer configuration.
 ///
 /// Record words: `H | K | V | P | M | N | kernel | decay | gamma (f32 bits) |
-/// flags (bit 0 short conv, bit 1 phi computed: format 5) | conv_size`, and
+/// flags (bit 0 short conv, bit 1 phi computed: format 5) | conv_size |
+/// Hkv` (0 = `H`: every record written before the word had a meaning), and
 /// word 15 the state format (`format::STATE_WORD`: f32, or int16 on the
 /// integer token path, `mixers/bla_int.rs`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlaConfig {
-    /// Heads H.
+    /// Query heads H.
     pub num_heads: u32,
+    /// Key/value heads Hkv (divides H; `H` = one key/value head per query
+    /// head, every image written before the option existed): query head
+    /// `h` reads the slot memories of key/value head `h / (H / Hkv)`.
+    pub num_kv_heads: u32,
     /// q/k head size K.
     pub head_k_dim: u32,
     /// Value head size V.
@@ -102,6 +107,11 @@ impl BlaConfig {
         };
         let c = BlaConfig {
             num_heads: w[0],
+            num_kv_heads: if w[KV_HEADS_WORD] == 0 {
+                w[0]
+            } else {
+                w[KV_HEADS_WORD]
+            },
             head_k_dim: w[1],
             head_v_dim: w[2],
             period: w[3],
@@ -133,6 +143,16 @@ impl BlaConfig {
         );
         ensure!(w[9] & !3 == 0, layer, "unknown bla flags");
         ensure!(dim_ok(c.num_heads), layer, "bla num_heads out of range");
+        ensure!(
+            dim_ok(c.num_kv_heads),
+            layer,
+            "bla num_kv_heads out of range"
+        );
+        ensure!(
+            c.num_heads % c.num_kv_heads == 0,
+            layer,
+            "num_heads must be a multiple of num_kv_heads"
+        );
         ensure!(
             dim_ok(c.head_k_dim) && dim_ok(c.head_v_dim),
             layer,
@@ -186,44 +206,55 @@ impl BlaConfig {
             self.gamma.to_bits(),
             (self.conv_size > 0) as u32 | (self.phi_source as u32) << 1,
             self.conv_size,
+            // 0 for one kv head per query head: the record every image
+            // before the option has.
+            if self.num_kv_heads == self.num_heads {
+                0
+            } else {
+                self.num_kv_heads
+            },
         ]);
         w[STATE_WORD] = self.state as u32;
         w
     }
 
-    pub(super) const fn dims(&self) -> (usize, usize, usize, usize) {
+    /// `(H, Hkv, K, V, N)`.
+    pub(super) const fn dims(&self) -> (usize, usize, usize, usize, usize) {
         (
             self.num_heads as usize,
+            self.num_kv_heads as usize,
             self.head_k_dim as usize,
             self.head_v_dim as usize,
             self.slots as usize,
         )
     }
 
-    const fn dims64(&self) -> (u64, u64, u64, u64) {
-        let (h, k, v, n) = (self.num_heads, self.head_k_dim, self.head_v_dim, self.slots);
-        (h as u64, k as u64, v as u64, n as u64)
+    const fn dims64(&self) -> (u64, u64, u64, u64, u64) {
+        let (h, g, k) = (self.num_heads, self.num_kv_heads, self.head_k_dim);
+        let (v, n) = (self.head_v_dim, self.slots);
+        (h as u64, g as u64, k as u64, v as u64, n as u64)
     }
 
-    /// State words: f32, `H * N * (K + V)` plus the convolution caches;
-    /// int16, per head and slot four scale words and `K + V` 16-bit
-    /// mantissas (keys and values each padded to a word), then the q, k and
-    /// v rings of `mixers::conv_int` (`mixers/bla_int.rs`).
+    /// State words: f32, `Hkv * N * (K + V)` plus the convolution caches
+    /// (`H*K + Hkv*K + Hkv*V` channels); int16, per kv head and slot four
+    /// scale words and `K + V` 16-bit mantissas (keys and values each
+    /// padded to a word), then the q, k and v rings of `mixers::conv_int`
+    /// (`mixers/bla_int.rs`).
     pub const fn state_len(&self) -> u64 {
-        let (h, k, v, n) = self.dims64();
+        let (h, hkv, k, v, n) = self.dims64();
         if let StateFormat::Int16 = self.state {
             return sum(&[
-                product(&[h, n, SLOT_WORDS]),
-                product(&[h, n, k]).div_ceil(2),
-                product(&[h, n, v]).div_ceil(2),
+                product(&[hkv, n, SLOT_WORDS]),
+                product(&[hkv, n, k]).div_ceil(2),
+                product(&[hkv, n, v]).div_ceil(2),
                 conv_int::state_words(product(&[h, k]), self.conv_size),
-                conv_int::state_words(product(&[h, k]), self.conv_size),
-                conv_int::state_words(product(&[h, v]), self.conv_size),
+                conv_int::state_words(product(&[hkv, k]), self.conv_size),
+                conv_int::state_words(product(&[hkv, v]), self.conv_size),
             ]);
         }
-        let channels = sum(&[product(&[2, h, k]), product(&[h, v])]);
+        let channels = sum(&[product(&[h, k]), product(&[hkv, k]), product(&[hkv, v])]);
         sum(&[
-            product(&[h, n, k + v]),
+            product(&[hkv, n, k + v]),
             conv::state_words(channels, self.conv_size),
         ])
     }
@@ -233,8 +264,10 @@ impl BlaConfig {
     /// int16 state's step instead the token's row of phi as [`crate::fixed::Fx`]
     /// values (two words each, `[2N]`, both phi sources) and an i64
     /// accumulator `[V]` (`2V + 1` words, the one for its alignment).
+    /// (The k and v parts are sized for `H` heads; with `Hkv < H` only the
+    /// first `Hkv` are used.)
     pub const fn scratch_len(&self) -> u64 {
-        let (h, k, v, n) = self.dims64();
+        let (h, _, k, v, n) = self.dims64();
         if let StateFormat::Int16 = self.state {
             return sum(&[
                 product(&[2, h, k]),
@@ -322,6 +355,11 @@ impl BlaConfig {
     }
 }
 
+/// Index in [`LayerWords`] (the record's word 12) of `num_kv_heads`, 0 for
+/// `num_heads` (issue 28: within format 8, no version of its own; an
+/// older reader refuses such a layer by its `k_proj` shape).
+pub(crate) const KV_HEADS_WORD: usize = 11;
+
 /// Words of a slot's scale records in the int16 state: `Ek | fk | Ev | fv`
 /// (`mixers/slots_int.rs`).
 pub(crate) const SLOT_WORDS: u64 = 4;
@@ -339,6 +377,7 @@ pub(crate) fn test_config(
 ) -> BlaConfig {
     BlaConfig {
         num_heads: 1,
+        num_kv_heads: 1,
         head_k_dim: 3,
         head_v_dim: 3,
         period,
@@ -441,6 +480,65 @@ mod tests {
         w[9] |= 4;
         assert!(BlaConfig::from_words(&w, None).is_err());
     }
+
+    /// `num_kv_heads` (record word 12): 0 and `H` both mean one key/value
+    /// head per query head (0 is what is written, so older records read
+    /// unchanged); a divisor round-trips and shrinks the state by `H /
+    /// Hkv`; a non-divisor or an out-of-range count is a typed refusal.
+    #[test]
+    fn shared_kv_heads_round_trip_shrink_the_state_and_are_checked() {
+        let base = BlaConfig {
+            num_heads: 4,
+            num_kv_heads: 4,
+            ..config(12, 3, 7, BlaKernel::Fejer, BlaDecay::Gated, 1.0)
+        };
+        let w = base.to_words();
+        assert_eq!(w[KV_HEADS_WORD], 0);
+        assert_eq!(BlaConfig::from_words(&w, None).unwrap(), base);
+        let mut explicit = w;
+        explicit[KV_HEADS_WORD] = 4;
+        assert_eq!(BlaConfig::from_words(&explicit, None).unwrap(), base);
+        for state in [StateFormat::F32, StateFormat::Int16] {
+            for conv_size in [0, 4] {
+                let full = BlaConfig {
+                    state,
+                    conv_size,
+                    ..base
+                };
+                let shared = BlaConfig {
+                    num_kv_heads: 2,
+                    ..full
+                };
+                let w = shared.to_words();
+                assert_eq!(w[KV_HEADS_WORD], 2);
+                assert_eq!(BlaConfig::from_words(&w, Some(0)).unwrap(), shared);
+                assert_eq!(shared.min_format_version(), full.min_format_version());
+                if conv_size == 0 {
+                    assert_eq!(full.state_len(), 2 * shared.state_len(), "{state:?}");
+                } else {
+                    assert!(shared.state_len() < full.state_len());
+                }
+            }
+        }
+        for (bad, reason) in [
+            (3, "num_heads must be a multiple of num_kv_heads"),
+            (8, "num_heads must be a multiple of num_kv_heads"),
+            (MAX_DIM_PLUS_ONE, "bla num_kv_heads out of range"),
+        ] {
+            let mut w = base.to_words();
+            w[KV_HEADS_WORD] = bad;
+            assert_eq!(
+                BlaConfig::from_words(&w, Some(1)),
+                Err(Error::BadConfig {
+                    layer: Some(1),
+                    reason
+                })
+            );
+        }
+    }
+
+    /// One more than the largest dimension a record allows.
+    const MAX_DIM_PLUS_ONE: u32 = crate::format::MAX_DIM + 1;
 
     #[test]
     fn fewer_modes_blur_the_window() {

@@ -3,13 +3,13 @@
 //! docs/spec.md §3.4 on blocks and 16-bit slot memories, every step in
 //! integer code.
 //!
-//! **State** (i32 words, in this order; `H` heads, `N` slots; the layout of
-//! GSA's int16 state with one kv head per head):
+//! **State** (i32 words, in this order; `Hkv` key/value heads, `N` slots;
+//! the layout of GSA's int16 state):
 //!
 //! ```text
-//! scales [H][N][ Ek: i32 | fk: u32 | Ev: i32 | fv: u32 ]   per (head, slot): its key and its value scale
-//! Ks: [H][N][K] i16 mantissas (padded to a word)           slot n's key   = mantissa × fk 2^(Ek - 32)
-//! Vs: [H][N][V] i16 mantissas (padded to a word)           slot n's value = mantissa × fv 2^(Ev - 32)
+//! scales [Hkv][N][ Ek: i32 | fk: u32 | Ev: i32 | fv: u32 ] per (kv head, slot): its key and its value scale
+//! Ks: [Hkv][N][K] i16 mantissas (padded to a word)         slot n's key   = mantissa × fk 2^(Ek - 32)
+//! Vs: [Hkv][N][V] i16 mantissas (padded to a word)         slot n's value = mantissa × fv 2^(Ev - 32)
 //! q, k, v convolution rings (mixers::conv_int), when conv_size > 0
 //! ```
 //!
@@ -29,7 +29,8 @@
 //!
 //! **Per token**: q, k, v from the products (blocks); with
 //! `use_short_conv` the convolutions with SiLU (`conv_int`, as the f32
-//! step's `conv::step_qkv`); the slot updates; per head the softmax read
+//! step's `conv::step_qkv`); the slot updates, per key/value head; per
+//! query head the softmax read (of its key/value head `h / (H / Hkv)`)
 //! over the live slots (`slots_int::read`, the logits times `1/sqrt(K)`);
 //! the heads aligned into one block; `o_proj`.
 
@@ -155,10 +156,10 @@ type Parts<'s> = (&'s mut [i32], &'s mut [i32], &'s mut [i32], &'s mut [i32]);
 
 /// Splits an int16 state into its parts (`None` if it is too short).
 fn parts<'s>(c: &BlaConfig, state: &'s mut [i32]) -> Option<Parts<'s>> {
-    let (h, k, v, n) = c.dims();
-    let (scales, rest) = state.split_at_mut_checked(h * n * SLOT_WORDS as usize)?;
-    let (kw, rest) = rest.split_at_mut_checked((h * n * k).div_ceil(2))?;
-    let (vw, convs) = rest.split_at_mut_checked((h * n * v).div_ceil(2))?;
+    let (_, hkv, k, v, n) = c.dims();
+    let (scales, rest) = state.split_at_mut_checked(hkv * n * SLOT_WORDS as usize)?;
+    let (kw, rest) = rest.split_at_mut_checked((hkv * n * k).div_ceil(2))?;
+    let (vw, convs) = rest.split_at_mut_checked((hkv * n * v).div_ceil(2))?;
     Some((scales, kw, vw, convs))
 }
 
@@ -166,9 +167,9 @@ fn parts<'s>(c: &BlaConfig, state: &'s mut [i32]) -> Option<Parts<'s>> {
 /// every slot vector's largest mantissa times its scale, and the
 /// convolution rings.
 pub(crate) fn state_max_abs(c: &BlaConfig, state: &[i32]) -> f32 {
-    let (h, k, v, n) = c.dims();
-    let channels = [h * k, h * k, h * v];
-    slots_int::state_max_abs(state, h * n, (k, v), channels, c.conv_size)
+    let (h, hkv, k, v, n) = c.dims();
+    let channels = [h * k, hkv * k, hkv * v];
+    slots_int::state_max_abs(state, hkv * n, (k, v), channels, c.conv_size)
 }
 
 /// One token of `bla` with the int16 state ([`crate::mixers::Mixer::step_int`]).
@@ -184,12 +185,15 @@ pub(crate) fn step(
     out: &mut [i32],
     clamps: &mut u32,
 ) -> Result<i32> {
-    let (h, k, v, n) = c.dims();
+    let (h, hkv, k, v, n) = c.dims();
     let scratch: &mut [i32] = bytemuck::cast_slice_mut(scratch);
     let too_small = Error::Internal("bla scratch too small");
+    // k and v use the first `Hkv` heads of their `H`-head parts.
     let (q, rest) = scratch.split_at_mut_checked(h * k).ok_or(too_small)?;
     let (kk, rest) = rest.split_at_mut_checked(h * k).ok_or(too_small)?;
+    let kk = kk.get_mut(..hkv * k).ok_or(too_small)?;
     let (vv, rest) = rest.split_at_mut_checked(h * v).ok_or(too_small)?;
+    let vv = vv.get_mut(..hkv * v).ok_or(too_small)?;
     let (o, rest) = rest.split_at_mut_checked(h * v).ok_or(too_small)?;
     let (logits, rest) = rest.split_at_mut_checked(n).ok_or(too_small)?;
     let (phi, rest) = rest.split_at_mut_checked(n * FX_WORDS).ok_or(too_small)?;
@@ -241,7 +245,7 @@ pub(crate) fn step(
         .zip(scales.chunks_exact_mut((n1 * 4).max(1)))
         .zip(ks_all.chunks_exact_mut((n1 * k1).max(1)))
         .zip(vs_all.chunks_exact_mut((n1 * v1).max(1)))
-        .take(h);
+        .take(hkv);
     for ((((kh, vh), recs), ksh), vsh) in per_head {
         let xk = Part::new(kh, ek);
         let xv = Part::new(vh, ev);
@@ -265,7 +269,7 @@ pub(crate) fn step(
         eq,
         Some(inv_sqrt_k),
         (k, v),
-        1,
+        h / hkv.max(1),
         n,
         scales,
         ks_all,

@@ -17,14 +17,15 @@ from .ops import QkvShortConv, qkv_conv_shapes, softmax
 def tensor_shapes(cfg: BlaConfig, hidden: int) -> dict:
     """Tensor names (under ``model.layers.{i}.attn.``) and shapes."""
     dim = cfg.num_heads * cfg.head_dim
+    kv_dim = cfg.num_kv_heads * cfg.head_dim
     shapes = {
         "q_proj.weight": (dim, hidden),
-        "k_proj.weight": (dim, hidden),
-        "v_proj.weight": (dim, hidden),
+        "k_proj.weight": (kv_dim, hidden),
+        "v_proj.weight": (kv_dim, hidden),
         "o_proj.weight": (hidden, dim),
     }
     if cfg.use_short_conv:
-        shapes.update(qkv_conv_shapes(dim, dim, dim, cfg.conv_size))
+        shapes.update(qkv_conv_shapes(dim, kv_dim, kv_dim, cfg.conv_size))
     return shapes
 
 
@@ -62,16 +63,17 @@ def live_slots(count: int, cfg: BlaConfig) -> np.ndarray:
 
 
 class BlurryWindowAttention:
-    """Per-token BLA: slot memories Ks [H, N, K], Vs [H, N, V], the phase
-    r = t mod P and a warm-up count capped at P."""
+    """Per-token BLA: slot memories Ks [Hkv, N, K], Vs [Hkv, N, V] (query head h
+    reads key/value head h // (H / Hkv)), the phase r = t mod P and a warm-up
+    count capped at P."""
 
     def __init__(self, cfg: BlaConfig, weights: dict):
         self.cfg = cfg
         self.w = weights
         self.phi = phi_table(cfg)
         self.conv = QkvShortConv(weights) if cfg.use_short_conv else None
-        self.ks = np.zeros((cfg.num_heads, cfg.slots, cfg.head_dim))
-        self.vs = np.zeros((cfg.num_heads, cfg.slots, cfg.head_dim))
+        self.ks = np.zeros((cfg.num_kv_heads, cfg.slots, cfg.head_dim))
+        self.vs = np.zeros((cfg.num_kv_heads, cfg.slots, cfg.head_dim))
         self.phase = 0
         self.count = 0
 
@@ -97,15 +99,19 @@ class BlurryWindowAttention:
         q, k, v = w["q_proj.weight"] @ x, w["k_proj.weight"] @ x, w["v_proj.weight"] @ x
         if self.conv is not None:
             q, k, v = self.conv.step(q, k, v)
-        q, k, v = (a.reshape(cfg.num_heads, cfg.head_dim) for a in (q, k, v))
+        q = q.reshape(cfg.num_heads, cfg.head_dim)
+        k, v = (a.reshape(cfg.num_kv_heads, cfg.head_dim) for a in (k, v))
 
         phi = self.phi[self.phase]
         self.ks = self._write(self.ks, k, phi)
         self.vs = self._write(self.vs, v, phi)
 
         live = live_slots(self.count, cfg)
-        scores = np.einsum("hnk,hk->hn", self.ks[:, live], q) / np.sqrt(cfg.head_dim)
-        o = np.einsum("hn,hnv->hv", softmax(scores), self.vs[:, live])
+        group = cfg.num_heads // cfg.num_kv_heads
+        ks = np.repeat(self.ks[:, live], group, axis=0)  # query head h: kv head h // group
+        vs = np.repeat(self.vs[:, live], group, axis=0)
+        scores = np.einsum("hnk,hk->hn", ks, q) / np.sqrt(cfg.head_dim)
+        o = np.einsum("hn,hnv->hv", softmax(scores), vs)
 
         self.phase = (self.phase + 1) % cfg.period
         self.count = min(self.count + 1, cfg.period)

@@ -76,7 +76,10 @@ class SwaConfig:
 
 @dataclass(frozen=True)
 class BlaConfig:
-    """Blurry Window Attention (docs/spec.md §3.4): H heads, K = V = head_dim."""
+    """Blurry Window Attention (docs/spec.md §3.4): H heads, K = V = head_dim, and
+    ``num_kv_heads`` key/value heads (0 = ``num_heads``, one per query head; set
+    to ``num_heads`` after construction) shared by ``num_heads / num_kv_heads``
+    query heads each."""
 
     kind: ClassVar[str] = "bla"  # the `mixer` field (ferrite_ref.kinds)
     num_heads: int
@@ -89,6 +92,11 @@ class BlaConfig:
     gamma: float
     use_short_conv: bool
     conv_size: int
+    num_kv_heads: int = 0  # Hkv, divides H (0: H)
+
+    def __post_init__(self) -> None:
+        if self.num_kv_heads == 0:
+            object.__setattr__(self, "num_kv_heads", self.num_heads)
 
 
 @dataclass(frozen=True)
@@ -384,6 +392,7 @@ def _parse_bla(f: _Fields, hidden: int) -> BlaConfig:
         raise f.error(f"field 'gamma' must be in (0, 1], got {gamma}")
     return BlaConfig(
         num_heads=num_heads,
+        num_kv_heads=_kv_heads(f, num_heads),
         head_dim=_head_dim(f, hidden, num_heads),
         period=period,
         modes=modes,

@@ -15,6 +15,8 @@ The device rounds that ran them are research/rounds/r1.sh .. r11.sh; the second 
 
 from __future__ import annotations
 
+import re
+
 from ferrite_train import fla_shapes
 from ferrite_train import runs as shipped
 from ferrite_train.runs import D_MQAR, model_config
@@ -24,6 +26,39 @@ STUDY_TASK = {"pairs": 16, "seq_len": 256, "queries": "spread"}
 STUDY_KB = (1, 2, 4, 8, 16, 32, 64)
 STUDY_LRS = (3e-4, 1e-3, 3e-3)
 STUDY_STEPS = 1500
+
+
+# BLA's variants (issue 28 item 3), named ``bla[-kv<Hkv>][-p<P>]``: ``-kv1`` shares one key/value
+# head between the two query heads (64 floats a slot, SWA's width, so equal-width comparisons
+# exist; the runtime's num_kv_heads), ``-p<P>`` sets the period to P instead of the sequence
+# length (128 and 512 at 256 tokens). Plain ``bla`` is the layer it always was.
+BLA_NAME = re.compile(r"bla(?:-kv(\d+))?(?:-p(\d+))?")
+Z2_BLA_VARIANTS = ("bla-kv1", "bla-p128", "bla-p512", "bla-kv1-p128", "bla-kv1-p512")
+
+
+def bla_variant(family: str):
+    """``(num_kv_heads, period)`` of a BLA family name (None where the name leaves the default:
+    2 heads, the sequence length), or None when ``family`` is not one."""
+    m = BLA_NAME.fullmatch(family)
+    if m is None:
+        return None
+    return tuple(None if g is None else int(g) for g in m.groups())
+
+
+def bla_layer(family: str, kb: int, seq_len: int) -> dict:
+    """A BLA layer of ``family`` (plain or a variant) whose slots hold ``kb`` KB (f32): 2 query
+    heads of 32, N = 2M + 1 slots of key and value of its key/value heads (N = the largest that
+    fits; at most M = P/2, the Nyquist limit, where a short period cannot use the size)."""
+    kv, period = bla_variant(family)
+    heads = 2
+    width = 2 * (heads if kv is None else kv) * 32
+    period = seq_len if period is None else period
+    modes = min((kb * 256 // width - 1) // 2, period // 2)
+    layer = {"mixer": "bla", "num_heads": heads, "head_dim": 32, "period": period, "modes": modes,
+             "kernel": "dirichlet", "decay": "gated", "use_short_conv": True}
+    if kv is not None:
+        layer["num_kv_heads"] = kv
+    return layer
 
 
 def study_layer(family: str, kb: int) -> dict:
@@ -36,10 +71,8 @@ def study_layer(family: str, kb: int) -> dict:
         sinks = 2 if kb == 1 else 4
         return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64 - sinks,
                 "sinks": sinks, "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True}
-    if family == "bla":  # 2 heads of 32, period = L, N = 2M + 1 slots: N * 128 floats (N = the largest that fits)
-        modes = (floats // 128 - 1) // 2
-        return {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": STUDY_TASK["seq_len"], "modes": modes,
-                "kernel": "dirichlet", "decay": "gated", "use_short_conv": True}
+    if bla_variant(family) is not None:  # 2 heads of 32, period = L, N = 2M + 1 slots: N * 128 floats
+        return bla_layer(family, kb, STUDY_TASK["seq_len"])
     if family == "gsa":  # 1 kv head, K = V = 32, short conv: M * 64 floats
         return {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": floats // 64, "feature_map": "swish",
                 "use_short_conv": True, "conv_size": 4}
@@ -139,7 +172,7 @@ def z2_config(family: str, kb: int) -> dict:
 def z2_runs() -> dict:
     """Every (family, size, lr, seed) the second edition may run (seeds 1-5)."""
     out = {}
-    for family in Z2_FAMILIES + Z2_FLA_FAMILIES:
+    for family in Z2_FAMILIES + Z2_FLA_FAMILIES + Z2_BLA_VARIANTS:
         for kb in z2_sizes(family):
             for lr in Z2_LRS:
                 for seed in range(1, 6):

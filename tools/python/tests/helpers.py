@@ -20,10 +20,10 @@ def random_mixer_weights(shapes: dict, rng: np.random.Generator) -> dict:
 
 
 def bla_config(period, modes, slots=None, kernel="dirichlet", decay="gated", gamma=1.0,
-               heads=2, head_dim=8, use_short_conv=False) -> BlaConfig:
+               heads=2, head_dim=8, use_short_conv=False, kv_heads=0) -> BlaConfig:
     return BlaConfig(num_heads=heads, head_dim=head_dim, period=period, modes=modes,
                      slots=2 * modes + 1 if slots is None else slots, kernel=kernel, decay=decay,
-                     gamma=gamma, use_short_conv=use_short_conv, conv_size=4)
+                     gamma=gamma, use_short_conv=use_short_conv, conv_size=4, num_kv_heads=kv_heads)
 
 
 def swa_config(window, heads=2, kv_heads=2, head_dim=8, sinks=0, rope_theta=10000.0,

@@ -29,6 +29,26 @@ def test_full_resolution_equals_swa_without_rope(period):
     np.testing.assert_allclose(run(mixer, xs), run(window, xs), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("heads,kv_heads", [(2, 1), (4, 2), (4, 1)])
+def test_full_resolution_with_shared_kv_heads_equals_swa_gqa(heads, kv_heads):
+    """num_kv_heads < num_heads (issue 28): query head h reads kv head h // (H / Hkv), as SWA's GQA."""
+    period = 7
+    rng = np.random.default_rng(heads * 10 + kv_heads)
+    cfg = bla_config(period, 3, slots=period, heads=heads, kv_heads=kv_heads)
+    assert cfg.num_kv_heads == kv_heads
+    mixer = random_bla(cfg, HIDDEN, rng)
+    assert mixer.w["k_proj.weight"].shape == (kv_heads * cfg.head_dim, HIDDEN)
+    assert mixer.ks.shape == (kv_heads, period, cfg.head_dim)
+    window = swa.SlidingWindowAttention(swa_config(period, heads=heads, kv_heads=kv_heads, rope_theta=None),
+                                        mixer.w)
+    xs = rng.standard_normal((4 * period, HIDDEN))
+    np.testing.assert_allclose(run(mixer, xs), run(window, xs), rtol=1e-10, atol=1e-12)
+
+
+def test_default_kv_heads_is_one_per_query_head():
+    assert bla_config(8, 2, heads=4).num_kv_heads == 4
+
+
 # --- 2. mode form = slot form ------------------------------------------------
 
 def cosine_coefficients(cfg) -> np.ndarray:

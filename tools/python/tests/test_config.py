@@ -110,6 +110,8 @@ def test_explicit_head_dim_needs_no_divisible_hidden():
     ({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 2, "kernel": "gauss"}, "kernel"),
     ({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 2, "decay": "exp"}, "decay"),
     ({"mixer": "bla", "num_heads": 2, "period": 8, "modes": 2, "gamma": 1.5}, "gamma"),
+    ({"mixer": "bla", "num_heads": 4, "period": 8, "modes": 2, "num_kv_heads": 3}, "num_kv_heads"),
+    ({"mixer": "bla", "num_heads": 4, "period": 8, "modes": 2, "num_kv_heads": 0}, "num_kv_heads"),
     ({"mixer": "swa", "num_heads": 4, "window": 8, "rope_positions": "relative"}, "rope_positions"),
     ({"mixer": "swa", "num_heads": 4, "num_kv_heads": 3, "window": 8}, "num_kv_heads"),
     ({"mixer": "swa", "num_heads": 2, "head_dim": 7, "window": 8}, "even"),

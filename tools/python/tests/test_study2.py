@@ -4,6 +4,7 @@ and, once its rounds ran, models/mqar-zoology/runs.csv against docs/state-study.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -146,3 +147,38 @@ def test_fla_shapes_refuse_what_fla_cannot_build():
         fla_shapes.study_config("gla", 4, 8192)
     with pytest.raises(ValueError, match="not an fla configuration"):
         fla_shapes.state_floats({"model_type": "ferrite", "hidden_size": 64})
+
+
+def test_bla_variants_share_kv_heads_and_set_the_period_apart_from_the_length():
+    """Issue 28 item 3: ``z2-bla-kv1-...`` shares one key/value head (64 floats a slot, SWA's
+    width), ``z2-bla-p128-...`` / ``-p512-`` train period 128 / 512 at 256 tokens; plain ``bla``
+    keeps the layer it had (the period the sequence length, no num_kv_heads field)."""
+    from research.study_runs import (STUDY_TASK, Z2_BLA_VARIANTS, Z2_TASK, bla_variant, study_layer, z2_name,
+                                     z2_runs)
+
+    assert bla_variant("bla") == (None, None) and bla_variant("bla-kv1-p128") == (1, 128)
+    assert bla_variant("swa") is None and bla_variant("bla-p") is None
+    plain = study_layer("bla", 8)
+    assert plain == {"mixer": "bla", "num_heads": 2, "head_dim": 32, "period": STUDY_TASK["seq_len"], "modes": 7,
+                     "kernel": "dirichlet", "decay": "gated", "use_short_conv": True}
+    runs = z2_runs()
+    assert set(Z2_BLA_VARIANTS) <= set(study2.FAMILIES)
+    for family in Z2_BLA_VARIANTS:
+        kv, period = bla_variant(family)
+        for kb in (1, 4, 16, 64):
+            run = runs[z2_name(family, kb, 3e-3, 1)]
+            assert run["family"] == family and run["seq_len"] == Z2_TASK["seq_len"] == 256
+            layer = run["config"]["layers"][0]
+            assert layer["period"] == (256 if period is None else period)
+            assert layer.get("num_kv_heads", 2) == (2 if kv is None else kv)
+            assert 2 * layer["modes"] <= layer["period"]
+            slots, width = study2.slots_and_width(layer)
+            assert width == (64 if kv == 1 else 128)
+            assert slots * width <= kb * 256, (family, kb)
+    # Equal width with SWA: at 4 KB the shared-head BLA keeps twice the plain one's slots (15 against 7).
+    assert study2.slots_and_width(study_layer("bla-kv1", 4))[0] == 15
+    assert study2.slots_and_width(study_layer("bla", 4))[0] == 7
+    # A short period caps the modes at P/2: at 64 KB, period 128 has 129 slots, not 255.
+    assert study_layer("bla-kv1-p128", 64)["modes"] == 64
+    # The report reads the size from the name whatever the variant.
+    assert int(re.search(r"-(\d+)k-", z2_name("bla-kv1-p512", 16, 1e-2, 2)).group(1)) == 16

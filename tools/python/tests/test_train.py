@@ -67,3 +67,17 @@ def test_recorded_state_sizes_are_the_runtimes():
         assert [4 * layer_state_floats(layer) for layer in cfg.layers] == runtime, m.parent.name
         checked += 1
     assert checked >= 20
+
+
+def test_bla_shared_kv_heads_state_is_the_runtimes():
+    """bla_gqa (4 query heads on 2 with a convolution, 2 on 1): the state bytes the training
+    side computes, as `ferrite inspect` reports them for the fixture's image (2026-12-07), and
+    the unshared layer's twice the slots."""
+    cfg = load_config(fixtures.FIXTURES_DIR / "bla_gqa" / "config.json")
+    assert [4 * layer_state_floats(layer) for layer in cfg.layers] == [1408, 768]
+    from dataclasses import replace
+
+    from ferrite_train.mixers.bla import core_state_floats
+    for layer in cfg.layers:
+        assert core_state_floats(replace(layer, num_kv_heads=layer.num_heads)) == \
+            layer.num_heads // layer.num_kv_heads * core_state_floats(layer)

@@ -31,7 +31,10 @@ OUT = ROOT / "models" / "mqar-zoology"
 DOC = ROOT / "docs" / "state-study.md"
 README = ROOT / "README.md"
 COMMAND = "ferrite-study2-report"
-FAMILIES = ("swa", "bla", "gdn", "gsa", "mla", "rwkv7", "mamba2")
+# Then BLA's variants (research/study_runs.py's Z2_BLA_VARIANTS: shared key/value heads, periods
+# other than the sequence length; issue 28 item 3), in the tables once they have runs.
+FAMILIES = ("swa", "bla", "gdn", "gsa", "mla", "rwkv7", "mamba2", "bla-kv1", "bla-p128", "bla-p512", "bla-kv1-p128",
+            "bla-kv1-p512")
 GRID = (1e-3, 3e-3, 1e-2)
 LEVELS = (0.5, 0.9, 0.99)
 CAP = 2400  # the protocol's step cap
@@ -41,13 +44,13 @@ FIELDS = ["run", "family", "state_kb", "state_bytes", "core_state_bytes", "slots
 
 def slots_and_width(layer: dict) -> tuple:
     """(slots, floats per slot) of one layer config: SWA W + S slots of key and value of its kv
-    heads, BLA 2M + 1 slots of key and value of its heads, GDN H x K key rows of V floats, GSA M
+    heads, BLA 2M + 1 slots of key and value of its kv heads (its heads by default), GDN H x K key rows of V floats, GSA M
     slots of key and value of its kv heads (K = V = 32), mla W slots of the latent R and the
     shared RoPE key (research/study_runs.py's ``study_layer``)."""
     if layer["mixer"] == "swa":
         return layer["window"] + layer.get("sinks", 0), 2 * layer["num_kv_heads"] * layer["head_dim"]
     if layer["mixer"] == "bla":
-        return 2 * layer["modes"] + 1, 2 * layer["num_heads"] * layer["head_dim"]
+        return 2 * layer["modes"] + 1, 2 * layer.get("num_kv_heads", layer["num_heads"]) * layer["head_dim"]
     if layer["mixer"] == "gdn":
         return layer["num_heads"] * layer["head_dim"], int(layer["head_dim"] * layer.get("expand_v", 2.0))
     if layer["mixer"] == "gsa":

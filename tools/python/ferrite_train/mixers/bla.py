@@ -43,16 +43,18 @@ def bla_live_mask(cfg: BlaConfig, t: int) -> np.ndarray:
 
 
 class BlurryWindowAttention(nn.Module):
-    """The Blurry Window Attention layer (kernel, decay and slot options of §3.4)."""
+    """The Blurry Window Attention layer (kernel, decay, slot and shared key/value head
+    options of §3.4: ``num_kv_heads`` heads of k and v, each read by ``H / Hkv`` query heads)."""
 
     def __init__(self, cfg: BlaConfig, d: int):
         super().__init__()
         self.cfg = cfg
         dim = cfg.num_heads * cfg.head_dim
-        self.q_proj, self.k_proj, self.v_proj = linear(d, dim), linear(d, dim), linear(d, dim)
+        kv_dim = cfg.num_kv_heads * cfg.head_dim
+        self.q_proj, self.k_proj, self.v_proj = linear(d, dim), linear(d, kv_dim), linear(d, kv_dim)
         self.o_proj = linear(dim, d)
         if cfg.use_short_conv:
-            conv_modules(self, dim, dim, dim, cfg.conv_size)
+            conv_modules(self, dim, kv_dim, kv_dim, cfg.conv_size)
         self._cache = {}
 
     def _tables(self, t: int, dtype, device):
@@ -68,11 +70,13 @@ class BlurryWindowAttention(nn.Module):
     def forward(self, x, pinned: int = 0):
         cfg = self.cfg
         b, t, _ = x.shape
-        h, hd = cfg.num_heads, cfg.head_dim
+        h, hkv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         if cfg.use_short_conv:
             q, k, v = self.q_conv1d(q), self.k_conv1d(k), self.v_conv1d(v)
-        q, k, v = (u.view(b, t, h, hd).transpose(1, 2) for u in (q, k, v))
+        q = q.view(b, t, h, hd).transpose(1, 2)
+        # Query head h reads key/value head h // (H / Hkv) (the runtime's grouping).
+        k, v = (u.view(b, t, hkv, hd).transpose(1, 2).repeat_interleave(h // hkv, dim=1) for u in (k, v))
         a, live = self._tables(t, x.dtype, x.device)
         qk = q @ k.transpose(-1, -2) / math.sqrt(hd)  # [B, H, T, S]
         scores = torch.einsum("tsn,bhts->bhtn", a, qk).masked_fill(~live, float("-inf"))
@@ -89,11 +93,11 @@ def build(cfg: BlaConfig, d: int, norm_eps: float) -> BlurryWindowAttention:
 
 def state_floats(cfg: BlaConfig) -> int:
     """Recurrent state words, as the runtime sizes it (runtime/src/mixers/bla.rs)."""
-    h, k = cfg.num_heads, cfg.head_dim
-    conv = 3 * h * k * (cfg.conv_size - 1) if cfg.use_short_conv else 0
+    h, hkv, k = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    conv = (h + 2 * hkv) * k * (cfg.conv_size - 1) if cfg.use_short_conv else 0
     return core_state_floats(cfg) + conv
 
 
 def core_state_floats(cfg: BlaConfig) -> int:
-    """The memory proper (the slots), without the short-convolution caches."""
-    return cfg.num_heads * cfg.slots * 2 * cfg.head_dim
+    """The memory proper (the slots of the Hkv key/value heads), without the short-convolution caches."""
+    return cfg.num_kv_heads * cfg.slots * 2 * cfg.head_dim
