@@ -4,6 +4,7 @@ encoded by the model itself, every sequence with its own memory
 (``ferrite_train.memory_task``), at one memory size per run.
 
     python -m ferrite_train.memory_lookup --slots 256 --out DIR [--time-budget S] [--steps N]
+        [--curriculum-start P --curriculum-ramp F]
 
 Writes into DIR: ``metrics.json`` (held-out accuracy on memories of unseen seeds, the
 loss, steps, seconds, and the exported model against the f64 reference), ``loss.csv``,
@@ -85,7 +86,11 @@ def train(args) -> dict:
     warmup = 200
     while step < args.steps and time.monotonic() - start < args.time_budget:
         # Training seeds: the run's seed times 2^32 plus the step, all below HELDOUT_SEED.
-        b = task.make_batch(args.seed * (1 << 32) + step, args.batch, args.slots, args.queries)
+        pairs = None
+        if args.curriculum_start:
+            progress = max(step / args.steps, (time.monotonic() - start) / args.time_budget)
+            pairs = task.curriculum_pairs(args.slots, args.curriculum_start, progress, args.curriculum_ramp)
+        b = task.make_batch(args.seed * (1 << 32) + step, args.batch, args.slots, args.queries, pairs)
         memory, stream, targets = _tensors(b, device)
         lr = args.lr * min(1.0, (step + 1) / warmup)
         for group in opt.param_groups:
@@ -98,7 +103,7 @@ def train(args) -> dict:
         opt.step()
         step += 1
         if step % 50 == 0 or step == 1:
-            rows.append((step, round(time.monotonic() - start, 2), float(loss)))
+            rows.append((step, round(time.monotonic() - start, 2), float(loss), pairs or task.pairs_for(args.slots)))
             print(f"slots {args.slots} step {step} loss {float(loss):.4f}", flush=True)
     seconds = time.monotonic() - start
     model.encode_memory(None)
@@ -119,9 +124,11 @@ def train(args) -> dict:
         "heldout_accuracy_first4": task.accuracy(logits, held["targets"]),
         "reference_max_abs_diff": reference_check(model_dir, held, logits),
         "lr": args.lr, "batch": args.batch, "seed": args.seed, "device": str(device),
+        "curriculum": ({"start_pairs": args.curriculum_start, "ramp": args.curriculum_ramp}
+                       if args.curriculum_start else None),
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    (out / "loss.csv").write_text("step,seconds,loss\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows),
+    (out / "loss.csv").write_text("step,seconds,loss,pairs\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows),
                                   encoding="utf-8")
     return metrics
 
@@ -141,8 +148,14 @@ def parse_args(argv=None):
     p.add_argument("--heldout", type=int, default=1024, help="held-out sequences scored")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default="auto")
+    p.add_argument("--curriculum-start", type=int, default=0,
+                   help="pair curriculum: start with this many pairs (0: the memory full from the start)")
+    p.add_argument("--curriculum-ramp", type=float, default=0.5,
+                   help="share of the run over which the pairs grow to the full memory")
     args = p.parse_args(argv)
     task.pairs_for(args.slots)
+    if args.curriculum_start:
+        task.curriculum_pairs(args.slots, args.curriculum_start, 0.0, args.curriculum_ramp)
     return args
 
 

@@ -45,9 +45,14 @@ def pairs_for(slots: int) -> int:
     return pairs
 
 
-def make_memory(rng: np.random.Generator, slots: int):
-    """One memory: (tokens [slots] int64, keys [P, 2], values [P])."""
-    pairs = pairs_for(slots)
+def make_memory(rng: np.random.Generator, slots: int, pairs: int | None = None):
+    """One memory: (tokens [slots] int64, keys [P, 2], values [P]); ``pairs`` (at most what
+    ``slots`` holds, default all of it) leaves the rest ``PAD``, as a curriculum's early
+    batches do."""
+    full = pairs_for(slots)
+    pairs = full if pairs is None else pairs
+    if not 1 <= pairs <= full:
+        raise ValueError(f"{pairs} pairs: a memory of {slots} slots holds 1 to {full}")
     flat = rng.choice(64 * 64, size=pairs, replace=False)
     keys = np.stack([KEY1[0] + flat // 64, KEY2[0] + flat % 64], axis=1).astype(np.int64)
     values = rng.integers(VALUE[0], VALUE[1], size=pairs).astype(np.int64)
@@ -56,10 +61,10 @@ def make_memory(rng: np.random.Generator, slots: int):
     return tokens, keys, values
 
 
-def make_batch(seed: int, batch: int, slots: int, queries: int) -> dict:
+def make_batch(seed: int, batch: int, slots: int, queries: int, pairs: int | None = None) -> dict:
     """``batch`` sequences, each with its own memory (seed ``seed``): ``memory`` [B, slots],
     ``stream`` [B, 3 * queries], ``targets`` [B, 3 * queries] (the value at each ``k2``
-    position, -1 elsewhere)."""
+    position, -1 elsewhere). ``pairs``: as ``make_memory``'s (default: the memory full)."""
     if queries < 1:
         raise ValueError("a stream needs at least one query")
     rng = np.random.default_rng(seed)
@@ -68,12 +73,28 @@ def make_batch(seed: int, batch: int, slots: int, queries: int) -> dict:
     stream = np.empty((batch, t), dtype=np.int64)
     targets = np.full((batch, t), -1, dtype=np.int64)
     for b in range(batch):
-        tokens, keys, values = make_memory(rng, slots)
+        tokens, keys, values = make_memory(rng, slots, pairs)
         pick = rng.integers(0, len(values), size=queries)
         memory[b] = tokens
         stream[b] = np.stack([keys[pick, 0], keys[pick, 1], values[pick]], axis=1).reshape(-1)
         targets[b, 1::TOKENS_PER_PAIR] = values[pick]
     return {"memory": memory, "stream": stream, "targets": targets}
+
+
+def curriculum_pairs(slots: int, start: int, progress: float, ramp: float) -> int:
+    """Pairs a training batch holds under the pair curriculum: ``start`` pairs at the
+    beginning, growing geometrically to the full memory (``pairs_for(slots)``) when
+    ``progress`` (the share of the run done, 0 to 1) reaches ``ramp``, full after that.
+    Large memories do not leave the loss plateau when trained full from the start
+    (docs/cross-attention.md, round 21); a lookup learned among few pairs carries over."""
+    full = pairs_for(slots)
+    if not 0 < ramp <= 1:
+        raise ValueError(f"ramp {ramp}: a share of the run in (0, 1]")
+    if start < 1:
+        raise ValueError(f"start {start}: at least one pair")
+    start = min(start, full)
+    done = min(1.0, max(0.0, progress) / ramp)
+    return min(full, max(start, round(start * (full / start) ** done)))
 
 
 def heldout_batch(index: int, batch: int, slots: int, queries: int) -> dict:

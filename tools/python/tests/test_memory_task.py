@@ -16,6 +16,7 @@ from ferrite_ref.config import parse_config
 from ferrite_train import memory_task as task
 
 ROUND = Path(__file__).resolve().parents[1] / "research" / "rounds" / "r21-cross.sh"
+ROUND23 = ROUND.with_name("r23-cross-curriculum.sh")
 
 
 @pytest.mark.parametrize("slots", task.SLOTS)
@@ -111,6 +112,48 @@ def test_the_round_script_is_one_call_with_a_budget():
     assert "ferrite_train.memory_lookup" in text and '$OUT/r21-cross.tar' in text
     budget = int(text.split("budget=${1:-")[1].split("}")[0])
     assert budget + 90 <= 8 * 60  # training, then scoring and export, in one 8-minute call
+
+
+def test_a_curriculum_memory_holds_fewer_pairs_and_pads_the_rest():
+    full = task.make_batch(7, 3, 256, 8)
+    # The default is the full memory, drawn exactly as before the curriculum existed.
+    assert np.array_equal(task.make_batch(7, 3, 256, 8, pairs=None)["memory"], full["memory"])
+    b = task.make_batch(7, 3, 256, 8, pairs=5)
+    for n in range(3):
+        memory = b["memory"][n]
+        assert (memory[15:] == task.PAD).all() and (memory[:15] != task.PAD).all()
+        pairs = {tuple(memory[i:i + 2]): memory[i + 2] for i in range(0, 15, 3)}
+        assert len(pairs) == 5
+        # Every query asks one of the five keys and scores its value.
+        for q in range(8):
+            k1, k2, v = b["stream"][n][3 * q:3 * q + 3]
+            assert pairs[(k1, k2)] == v == b["targets"][n][3 * q + 1]
+    with pytest.raises(ValueError, match="holds 1 to 85"):
+        task.make_batch(7, 1, 256, 8, pairs=86)
+    with pytest.raises(ValueError, match="holds 1 to 85"):
+        task.make_batch(7, 1, 256, 8, pairs=0)
+
+
+def test_curriculum_pairs_grow_geometrically_to_the_full_memory():
+    grow = [task.curriculum_pairs(256, 5, p, 0.5) for p in (0.0, 0.125, 0.25, 0.375, 0.5, 0.75, 1.0)]
+    assert grow[0] == 5 and grow[4:] == [85, 85, 85]
+    assert grow == sorted(grow) and len(set(grow)) == 5
+    # Halfway through the ramp: the geometric mean of 5 and 85.
+    assert grow[2] == round((5 * 85) ** 0.5)
+    assert task.curriculum_pairs(16, 9, 0.0, 0.5) == 5  # a start above the memory is the memory
+    for bad, match in (((256, 5, 0.1, 0.0), "ramp"), ((256, 0, 0.1, 0.5), "at least one pair")):
+        with pytest.raises(ValueError, match=match):
+            task.curriculum_pairs(*bad)
+
+
+def test_the_curriculum_round_is_one_call_for_the_large_memories():
+    text = ROUND23.read_text()
+    assert subprocess.run(["bash", "-n", str(ROUND23)]).returncode == 0
+    runs = text.split('runs="')[1].split('"')[0].split()
+    assert {r.split("-")[0] for r in runs} == {"m256", "m1024"} and len(runs) == 4
+    assert "--curriculum-start 5" in text and '$OUT/r23-cross.tar' in text
+    budget = int(text.split("budget=${1:-")[1].split("}")[0])
+    assert budget + 90 <= 8 * 60
 
 
 def test_the_pytorch_module_matches_the_f64_reference(tmp_path):
