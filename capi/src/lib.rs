@@ -40,7 +40,7 @@ mod pointers;
 
 use core::ffi::{c_char, c_void};
 
-use ferrite::{Model, Sampler, SamplerConfig, Session};
+use ferrite::{Memory, Model, Sampler, SamplerConfig, Session};
 
 pub use codes::*;
 pub use handles::{
@@ -376,6 +376,180 @@ pub unsafe extern "C" fn ferrite_position(session: *const ferrite_session, pos: 
 pub unsafe extern "C" fn ferrite_reset(session: *mut ferrite_session) -> i32 {
     // SAFETY: the contract.
     status(unsafe { session_mut(session) }.map(|s| s.reset()))
+}
+
+/// Writes into `*out` the bytes of a caller-owned memory of `slots` slots
+/// for `image` (`len` bytes): `ferrite::memory_len(image, slots)` words of
+/// 4 bytes, the keys and values of every `cross` layer
+/// (docs/cross-attention.md, "Caller-owned memories"). As
+/// [`ferrite_session_len`], the image need not be aligned for this call.
+///
+/// Returns `FERRITE_E_BAD_MEMORY` for a model without a `cross` layer or
+/// `slots` 0, an image error, or an argument error.
+///
+/// # Safety
+/// `image` points to `len` readable bytes; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_memory_len(
+    image: *const u8,
+    len: usize,
+    slots: usize,
+    out: *mut usize,
+) -> i32 {
+    status((|| {
+        non_null(out)?;
+        check_align(out)?;
+        // SAFETY: `len` readable bytes at `image` (the contract).
+        let image = unsafe { slice(image, len) }?;
+        let words = ferrite::memory_len(image, slots).map_err(error_code)?;
+        let bytes = words.checked_mul(4).ok_or(FERRITE_E_SIZE_OVERFLOW)?;
+        // SAFETY: checked non-null and aligned; writable by the contract.
+        unsafe { out.write(bytes) };
+        Ok(())
+    })())
+}
+
+/// The caller-owned memory at `memory` (`bytes` bytes, 4-byte aligned) of
+/// `slots` slots, checked against `model` (`FERRITE_E_BAD_MEMORY` when its
+/// size is not [`ferrite_memory_len`]'s).
+///
+/// # Safety
+/// `memory` points to `bytes` readable bytes for `'a`.
+unsafe fn caller_memory<'a>(
+    model: &Model<'_>,
+    memory: *const f32,
+    bytes: usize,
+    slots: usize,
+) -> Result<Memory<'a>, i32> {
+    if !bytes.is_multiple_of(4) {
+        return Err(FERRITE_E_BAD_MEMORY);
+    }
+    // SAFETY: `bytes` readable bytes at `memory` (the contract).
+    let words = unsafe { slice(memory, bytes / 4) }?;
+    Memory::new(model, slots, words).map_err(error_code)
+}
+
+/// Runs the model's memory encoder on the device (`ferrite::Session::encode_memory`,
+/// docs/cross-attention.md, "The memory encoder"): the memory text's
+/// `tokens` (`n` ids, one slot each) become the keys and values of every
+/// `cross` layer, written into `memory` (`bytes` bytes, 4-byte aligned,
+/// exactly [`ferrite_memory_len`] for `n` slots), ready for
+/// [`ferrite_feed_with_memory`] with `slots` = `n`. The session is the
+/// encoder's workspace: its stream is reset before and after (position 0,
+/// baked memory 0 selected).
+///
+/// Returns `FERRITE_E_BAD_MEMORY` (no `cross` layer, no tokens, a buffer
+/// of another size, an image on the integer token path),
+/// `FERRITE_E_TOKEN_OUT_OF_RANGE`, or an argument or handle error; `memory`
+/// may be partly written then.
+///
+/// # Safety
+/// `session` was made by [`ferrite_session_init`] and is not used
+/// concurrently; `tokens` points to `n` readable ids; `memory` to `bytes`
+/// writable bytes that do not overlap the session's buffer.
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_encode_memory(
+    session: *mut ferrite_session,
+    tokens: *const u32,
+    n: usize,
+    memory: *mut f32,
+    bytes: usize,
+) -> i32 {
+    status((|| {
+        if !bytes.is_multiple_of(4) {
+            return Err(FERRITE_E_BAD_MEMORY);
+        }
+        // SAFETY: the contract.
+        let tokens = unsafe { slice(tokens, n) }?;
+        // SAFETY: `bytes` writable bytes, not the session's (the contract).
+        let out = unsafe { slice_mut(memory, bytes / 4) }?;
+        // SAFETY: the contract.
+        let s = unsafe { session_mut(session) }?;
+        s.encode_memory(tokens, out).map_err(error_code)?;
+        Ok(())
+    })())
+}
+
+/// [`ferrite_feed`] attending to a caller-owned memory: `memory` (`bytes`
+/// bytes, 4-byte aligned) holds `slots` slots of keys and values for every
+/// `cross` layer, as [`ferrite_encode_memory`] writes them (or as computed
+/// elsewhere, in the layout docs/cross-attention.md gives), in place of
+/// the selected baked memory, for this token only. The memory is read,
+/// never kept: pass it again with every token.
+///
+/// Returns `FERRITE_E_BAD_MEMORY` (a memory whose size is not
+/// [`ferrite_memory_len`]'s for `slots`, or a model without a `cross`
+/// layer; the state is unchanged) or what [`ferrite_feed`] returns.
+///
+/// # Safety
+/// As [`ferrite_feed`]; `memory` points to `bytes` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_feed_with_memory(
+    session: *mut ferrite_session,
+    token: u32,
+    memory: *const f32,
+    bytes: usize,
+    slots: usize,
+    logits: *mut *const f32,
+    n: *mut usize,
+) -> i32 {
+    status((|| {
+        check_align(logits)?;
+        check_align(n)?;
+        // SAFETY: the contract.
+        let s = unsafe { session_mut(session) }?;
+        // SAFETY: `bytes` readable bytes (the contract).
+        let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
+        let l = s.feed_with_memory(token, &memory).map_err(step_code)?;
+        // SAFETY: null or writable and aligned (checked above, the contract).
+        unsafe {
+            put(logits, l.as_ptr());
+            put(n, l.len());
+        }
+        Ok(())
+    })())
+}
+
+/// [`ferrite_generate`] attending to a caller-owned memory (as
+/// [`ferrite_feed_with_memory`]'s) with every token, the prompt's and the
+/// generated ones: `ferrite::Session::generate_with_memory`.
+///
+/// Returns `FERRITE_E_BAD_MEMORY` (nothing is fed then) or what
+/// [`ferrite_generate`] returns.
+///
+/// # Safety
+/// As [`ferrite_generate`]; `memory` points to `bytes` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_generate_with_memory(
+    session: *mut ferrite_session,
+    prompt: *const u32,
+    prompt_len: usize,
+    n: usize,
+    sampler: *mut ferrite_sampler,
+    memory: *const f32,
+    bytes: usize,
+    slots: usize,
+    callback: ferrite_token_fn,
+    user_data: *mut c_void,
+    generated: *mut usize,
+) -> i32 {
+    status((|| {
+        check_align(generated)?;
+        // SAFETY: the contract.
+        let prompt = unsafe { slice(prompt, prompt_len) }?;
+        // SAFETY: the contract.
+        let s = unsafe { session_mut(session) }?;
+        // SAFETY: the contract.
+        let sampler = unsafe { sampler_mut(sampler) }?;
+        // SAFETY: `bytes` readable bytes (the contract).
+        let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
+        let count = s
+            .generate_with_memory(prompt, n, sampler, &memory, on_token(callback, user_data))
+            .map_err(step_code)?;
+        // SAFETY: null or writable and aligned.
+        unsafe { put(generated, count) };
+        Ok(())
+    })())
 }
 
 /// Selects baked memory `index` in every `cross` layer of the session's

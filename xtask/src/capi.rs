@@ -229,7 +229,9 @@ fn host_test() -> Result<()> {
         root_dir().join("tests/images/tiny_int8.fer"),
         host::bpe_image("f32")?,
     ];
-    // A model with cross layers (2 baked memories): ferrite_select_memory.
+    // A model with cross layers (2 baked memories): ferrite_select_memory and
+    // the caller-owned memories (ferrite_memory_len, ferrite_encode_memory,
+    // ferrite_feed_with_memory, ferrite_generate_with_memory).
     let cross = host::fixture_image("hybrid_gdn_cross", "int8")?;
     for exe in [&exe, &exe_shared] {
         for image in &images {
@@ -360,6 +362,10 @@ const PANIC_FREE: &[&str] = &[
     "ferrite_reset",
     "ferrite_seek",
     "ferrite_select_memory",
+    "ferrite_memory_len",
+    "ferrite_encode_memory",
+    "ferrite_feed_with_memory",
+    "ferrite_generate_with_memory",
     "ferrite_sampler_init",
     "ferrite_sample",
     "ferrite_generate",

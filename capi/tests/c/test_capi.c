@@ -457,6 +457,106 @@ static void test_memories(const uint8_t *image, size_t len) {
     EXPECT(FERRITE_OK, ferrite_feed(&s, 'a', &logits, &n));
     CHECK(memcmp(first, logits, n * sizeof *first) == 0); /* back to memory 0 */
     free(first);
+
+    /* Caller-owned memories: sized by ferrite_memory_len, written by the
+     * device encoder, fed token by token; generation with one equals the
+     * same tokens fed with it (the default sampler is greedy). */
+    size_t mem_bytes = 0;
+    EXPECT(FERRITE_OK, ferrite_memory_len(image, len, 5, &mem_bytes));
+    size_t words = mem_bytes / sizeof(float);
+    CHECK(mem_bytes % sizeof(float) == 0 && words > 0);
+    size_t one_slot = 0;
+    EXPECT(FERRITE_OK, ferrite_memory_len(image, len, 1, &one_slot));
+    CHECK(mem_bytes == 5 * one_slot); /* words grow with the slots, nothing else */
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_memory_len(image, len, 0, &mem_bytes));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_memory_len(image, len, 5, NULL));
+    EXPECT(FERRITE_E_TRUNCATED, ferrite_memory_len(image, 10, 5, &one_slot));
+    float *mem = malloc(mem_bytes + sizeof(float));
+    const uint32_t text[5] = {'k', 'e', 'y', '=', 'v'};
+    EXPECT(FERRITE_OK, ferrite_feed(&s, 'z', NULL, NULL));
+    EXPECT(FERRITE_OK, ferrite_encode_memory(&s, text, 5, mem, mem_bytes));
+    uint64_t pos = 1;
+    EXPECT(FERRITE_OK, ferrite_position(&s, &pos));
+    CHECK(pos == 0); /* the encoder leaves a reset stream */
+    for (size_t i = 0; i < words; i++) {
+        CHECK(isfinite(mem[i]));
+    }
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory(&s, text, 4, mem, mem_bytes));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory(&s, text, 5, mem, mem_bytes - 4));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory(&s, text, 5, mem, mem_bytes + 2));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_encode_memory(&s, NULL, 5, mem, mem_bytes));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_encode_memory(NULL, text, 5, mem, mem_bytes));
+    const uint32_t bad_text[5] = {'k', 'e', 'y', 256, 'v'};
+    EXPECT(FERRITE_E_TOKEN_OUT_OF_RANGE, ferrite_encode_memory(&s, bad_text, 5, mem, mem_bytes));
+    EXPECT(FERRITE_OK, ferrite_encode_memory(&s, text, 5, mem, mem_bytes));
+
+    /* Fed with the caller memory: not the baked memory 0's logits, the same
+     * again after a reset, and a memory of the wrong size refused with the
+     * state unchanged. */
+    EXPECT(FERRITE_OK, ferrite_feed(&s, 'a', &logits, &n));
+    float *baked = malloc(n * sizeof *baked);
+    memcpy(baked, logits, n * sizeof *baked);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory(&s, 'a', mem, mem_bytes, 5, &logits, &n));
+    float *with = malloc(n * sizeof *with);
+    memcpy(with, logits, n * sizeof *with);
+    CHECK(memcmp(baked, with, n * sizeof *with) != 0);
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory(&s, 'b', mem, mem_bytes, 4, NULL, NULL));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory(&s, 'b', mem, mem_bytes - 4, 5, NULL, NULL));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory(&s, 'b', mem, mem_bytes + 2, 5, NULL, NULL));
+    EXPECT(FERRITE_E_MISALIGNED,
+           ferrite_feed_with_memory(&s, 'b', (const float *)((const uint8_t *)mem + 2), mem_bytes, 5, NULL, NULL));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_feed_with_memory(&s, 'b', NULL, mem_bytes, 5, NULL, NULL));
+    EXPECT(FERRITE_OK, ferrite_position(&s, &pos));
+    CHECK(pos == 1);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory(&s, 'a', mem, mem_bytes, 5, &logits, &n));
+    CHECK(memcmp(with, logits, n * sizeof *with) == 0);
+
+    /* Generation with the memory = the greedy loop fed with it. */
+    ferrite_sampler sampler;
+    EXPECT(FERRITE_OK, ferrite_sampler_init(&sampler, NULL));
+    const uint32_t prompt[2] = {'a', 'b'};
+    struct record got = {{0}, 0, 0};
+    size_t generated = 0;
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_generate_with_memory(&s, prompt, 2, 6, &sampler, mem, mem_bytes, 5,
+                                                    record_token, &got, &generated));
+    CHECK(generated == 6 && got.n == 6);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    uint32_t token = prompt[0];
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory(&s, token, mem, mem_bytes, 5, NULL, NULL));
+    token = prompt[1];
+    for (size_t i = 0; i < 6; i++) {
+        EXPECT(FERRITE_OK, ferrite_feed_with_memory(&s, token, mem, mem_bytes, 5, &logits, &n));
+        EXPECT(FERRITE_OK, ferrite_sample(&sampler, logits, n, &token));
+        CHECK(i < got.n && token == got.tokens[i]);
+    }
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_generate_with_memory(&s, prompt, 2, 6, &sampler, mem, mem_bytes, 4,
+                                                              NULL, NULL, &generated));
+    EXPECT(FERRITE_E_BAD_PROMPT, ferrite_generate_with_memory(&s, prompt, 0, 6, &sampler, mem, mem_bytes, 5,
+                                                              NULL, NULL, &generated));
+    free(with);
+    free(baked);
+    free(mem);
+    free(buf);
+}
+
+/* ferrite_encode_memory and the caller-memory calls on the first image (no
+ * cross layer). */
+static void test_no_cross_memory(const uint8_t *image, size_t len) {
+    size_t bytes = 0;
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_memory_len(image, len, 4, &bytes));
+    ferrite_model model;
+    EXPECT(FERRITE_OK, ferrite_model_load(image, len, &model));
+    EXPECT(FERRITE_OK, ferrite_session_len(image, len, &bytes));
+    float *buf = malloc(bytes);
+    ferrite_session s;
+    EXPECT(FERRITE_OK, ferrite_session_init(&model, buf, bytes, &s));
+    float mem[8] = {0};
+    const uint32_t text[2] = {'a', 'b'};
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory(&s, text, 2, mem, sizeof mem));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory(&s, 'a', mem, sizeof mem, 2, NULL, NULL));
     free(buf);
 }
 
@@ -473,6 +573,7 @@ int main(int argc, char **argv) {
     test_image_checks(image, len);
     test_session(image, len);
     test_update(image, len);
+    test_no_cross_memory(image, len);
     free(block);
     free(file);
     if (argc == 3) {
