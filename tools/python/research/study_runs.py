@@ -133,7 +133,9 @@ def curriculum_runs() -> dict:
 # extended until its best is inside, three seeds, early stop on the validation split.
 Z2_TASK = {"pairs": 16, "seq_len": 256, "queries": "zoology"}
 Z2_VOCAB = 8192
-Z2_FAMILIES = ("swa", "bla", "gdn", "gsa", "mla")  # gsa and mla from round 15 (the (b))
+# gsa and mla from round 15, swa-sinks (4 sinks, StreamingLLM cache positions; 2 at 1 KB) from the
+# dated note of 2026-12-07 (the (b)).
+Z2_FAMILIES = ("swa", "swa-sinks", "bla", "gdn", "gsa", "mla")
 Z2_KB = STUDY_KB
 Z2_LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)  # the grid {1e-3, 3e-3, 1e-2} and its extensions
 Z2_GRID = (1e-3, 3e-3, 1e-2)

@@ -33,7 +33,7 @@ README = ROOT / "README.md"
 COMMAND = "ferrite-study2-report"
 # Then BLA's variants (research/study_runs.py's Z2_BLA_VARIANTS: shared key/value heads, periods
 # other than the sequence length; issue 28 item 3), in the tables once they have runs.
-FAMILIES = ("swa", "bla", "gdn", "gsa", "mla", "rwkv7", "mamba2", "bla-kv1", "bla-p128", "bla-p512", "bla-kv1-p128",
+FAMILIES = ("swa", "swa-sinks", "bla", "gdn", "gsa", "mla", "rwkv7", "mamba2", "bla-kv1", "bla-p128", "bla-p512", "bla-kv1-p128",
             "bla-kv1-p512")
 GRID = (1e-3, 3e-3, 1e-2)
 LEVELS = (0.5, 0.9, 0.99)
