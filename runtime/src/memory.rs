@@ -6,11 +6,13 @@
 //! memory by [`crate::Session::feed_with_memory`] and
 //! [`crate::Session::generate_with_memory`].
 //!
-//! Layout (f32 words): each `cross` layer in stack order, its keys then its
+//! Layout (f32 or f16 words): each `cross` layer in stack order, its keys then its
 //! values, `[m, Hkv*d]` each (one baked memory's layout):
 //! ```text
 //! [ K of the first cross layer: m x Hkv*d | V: m x Hkv*d | K of the next | ... ]
 //! ```
+
+use half::f16;
 
 use crate::config::{LayerConfig as Layer, ModelConfig as Cfg};
 use crate::error::{Error, Result};
@@ -73,13 +75,47 @@ pub const fn memory_len(image: &[u8], slots: usize) -> Result<usize> {
     Ok(total as usize)
 }
 
+/// The words of a caller-owned memory: f32, or f16 for half the RAM (the
+/// step reads either in place, as it reads baked f16 memories).
+#[derive(Clone, Copy, Debug)]
+pub enum MemoryWords<'m> {
+    /// f32 words.
+    F32(&'m [f32]),
+    /// f16 words.
+    F16(&'m [f16]),
+}
+
+impl<'m> MemoryWords<'m> {
+    /// Number of words (keys and values of every `cross` layer).
+    pub fn len(&self) -> usize {
+        match self {
+            MemoryWords::F32(w) => w.len(),
+            MemoryWords::F16(w) => w.len(),
+        }
+    }
+
+    /// Whether there is no word (never for a [`Memory`]).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Words `start..start + len` (`None` past the end).
+    pub(crate) fn part(&self, start: usize, len: usize) -> Option<MemoryWords<'m>> {
+        let range = start..start.checked_add(len)?;
+        Some(match self {
+            MemoryWords::F32(w) => MemoryWords::F32(w.get(range)?),
+            MemoryWords::F16(w) => MemoryWords::F16(w.get(range)?),
+        })
+    }
+}
+
 /// A caller-owned memory of `slots` slots for one model (its keys and
-/// values in the [module layout](self)), borrowed for the calls that
-/// attend to it; checked against the model when made and again at each
-/// step (its length for the session's model).
+/// values in the [module layout](self), f32 or f16 words), borrowed for the
+/// calls that attend to it; checked against the model when made and again
+/// at each step (its length for the session's model).
 #[derive(Clone, Copy, Debug)]
 pub struct Memory<'m> {
-    words: &'m [f32],
+    words: MemoryWords<'m>,
     slots: usize,
 }
 
@@ -88,6 +124,18 @@ impl<'m> Memory<'m> {
     /// [`memory_len`]`(image, slots)` words for `model`'s image (else
     /// [`Error::BadMemory`]).
     pub fn new(model: &Model<'_>, slots: usize, words: &'m [f32]) -> Result<Memory<'m>> {
+        Memory::of(model, slots, MemoryWords::F32(words))
+    }
+
+    /// [`Memory::new`] with f16 words: half the RAM, the same
+    /// [`memory_len`] words (written by [`crate::Session::encode_memory_f16`]
+    /// or computed elsewhere). Scores and weighted sums stay f32; the step
+    /// widens each word as it reads it.
+    pub fn new_f16(model: &Model<'_>, slots: usize, words: &'m [f16]) -> Result<Memory<'m>> {
+        Memory::of(model, slots, MemoryWords::F16(words))
+    }
+
+    fn of(model: &Model<'_>, slots: usize, words: MemoryWords<'m>) -> Result<Memory<'m>> {
         let want = memory_len(model.image(), slots)?;
         if words.len() != want {
             return Err(Error::BadMemory(
@@ -103,16 +151,15 @@ impl<'m> Memory<'m> {
     }
 
     /// The keys and values, in the [module layout](self).
-    pub fn words(&self) -> &'m [f32] {
+    pub fn words(&self) -> MemoryWords<'m> {
         self.words
     }
 
     /// The part of the layer whose memory starts at word `start` and takes
     /// `len` words (`None` past the end: a memory of another model).
     pub(crate) fn layer(&self, start: usize, len: usize) -> Option<LayerMemory<'m>> {
-        let words = self.words.get(start..start.checked_add(len)?)?;
         Some(LayerMemory {
-            words,
+            words: self.words.part(start, len)?,
             slots: self.slots,
         })
     }

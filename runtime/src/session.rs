@@ -25,6 +25,7 @@ use crate::mixers::StepCtx;
 use crate::model::Model;
 use crate::sampler::Sampler;
 use crate::tensor::ActBuf;
+use half::f16;
 
 /// One token stream over a model. Owns no memory: state and scratch live in
 /// the caller's buffer.
@@ -73,7 +74,54 @@ fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
 struct Encode<'o> {
     slot: usize,
     slots: usize,
-    out: &'o mut [f32],
+    out: EncodeOut<'o>,
+}
+
+/// The encoder's output words: f32, or f16 (each row computed in f32 in
+/// the session's scratch, then rounded to nearest even).
+enum EncodeOut<'o> {
+    F32(&'o mut [f32]),
+    F16(&'o mut [f16]),
+}
+
+impl EncodeOut<'_> {
+    fn reborrow(&mut self) -> EncodeOut<'_> {
+        match self {
+            EncodeOut::F32(w) => EncodeOut::F32(w),
+            EncodeOut::F16(w) => EncodeOut::F16(w),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            EncodeOut::F32(w) => w.len(),
+            EncodeOut::F16(w) => w.len(),
+        }
+    }
+}
+
+/// `t · x` into words `at..at + n` of `out` (f16 through `tmp`).
+fn matvec_into(
+    t: &crate::tensor::Tensor<'_>,
+    x: &crate::tensor::Input<'_>,
+    out: &mut EncodeOut<'_>,
+    at: usize,
+    n: usize,
+    tmp: &mut [f32],
+) -> Result<()> {
+    let range = at..at.saturating_add(n);
+    match out {
+        EncodeOut::F32(w) => Ok(t.matvec(x, w.get_mut(range).ok_or(Error::Internal("slot"))?)?),
+        EncodeOut::F16(w) => {
+            let row = tmp.get_mut(..n).ok_or(Error::Internal("encoder scratch"))?;
+            t.matvec(x, row)?;
+            let dst = w.get_mut(range).ok_or(Error::Internal("slot"))?;
+            dst.iter_mut()
+                .zip(row.iter())
+                .for_each(|(d, &v)| *d = f16::from_f32(v));
+            Ok(())
+        }
+    }
 }
 
 impl Encode<'_> {
@@ -82,7 +130,9 @@ impl Encode<'_> {
     /// encoder is `layer` layers deep (its pre-norm of `h`, into `x`, then
     /// `k_proj` and `v_proj`; `out` is a copy of `h` the pre-norm may
     /// change). Returns whether every cross layer is done (no encoder runs
-    /// deeper).
+    /// deeper). `tmp` (the mixers' scratch, at least a layer's query width)
+    /// holds an f16 output's rows before they are rounded.
+    #[allow(clippy::too_many_arguments)]
     fn write(
         &mut self,
         model: &Model<'_>,
@@ -91,6 +141,7 @@ impl Encode<'_> {
         h: &[f32],
         x: &mut [f32],
         out: &mut [f32],
+        tmp: &mut [f32],
     ) -> Result<bool> {
         let mut at = 0usize;
         let mut deeper = false;
@@ -106,19 +157,15 @@ impl Encode<'_> {
                 let block = model.block(l)?;
                 out.iter_mut().zip(h).for_each(|(o, &v)| *o = v);
                 block.pre_mixer(&w, model.config().norm_eps, out, x)?;
-                let part = self
-                    .out
-                    .get_mut(at..at.saturating_add(len))
-                    .ok_or(Error::Internal("memory length"))?;
-                let (keys, values) = part
-                    .split_at_mut_checked(len / 2)
-                    .ok_or(Error::Internal("memory length"))?;
-                let row = self.slot * kv..(self.slot + 1) * kv;
+                if at.saturating_add(len) > self.out.len() {
+                    return Err(Error::Internal("memory length"));
+                }
+                // This slot's key row, then its value row half the layer on.
+                let row = at.saturating_add(self.slot.saturating_mul(kv));
                 let xin = act.input(x)?;
-                let k = keys.get_mut(row.clone()).ok_or(Error::Internal("slot"))?;
-                w.get(Role::KProj)?.matvec(&xin, k)?;
-                let v = values.get_mut(row).ok_or(Error::Internal("slot"))?;
-                w.get(Role::VProj)?.matvec(&xin, v)?;
+                matvec_into(&w.get(Role::KProj)?, &xin, &mut self.out, row, kv, tmp)?;
+                let v_row = row.saturating_add(len / 2);
+                matvec_into(&w.get(Role::VProj)?, &xin, &mut self.out, v_row, kv, tmp)?;
             } else if depth > layer {
                 deeper = true;
             }
@@ -476,6 +523,24 @@ impl<'a, 'b> Session<'a, 'b> {
     /// path, whose encoder is not written), [`Error::TokenOutOfRange`];
     /// `out` may be partly written then, and the stream is reset.
     pub fn encode_memory<'m>(&mut self, tokens: &[u32], out: &'m mut [f32]) -> Result<Memory<'m>> {
+        self.encode_into(tokens, EncodeOut::F32(&mut *out))?;
+        Memory::new(&self.model, tokens.len(), out)
+    }
+
+    /// [`Session::encode_memory`] into f16 words: half the RAM. Each key and
+    /// value row is computed in f32 (in the session's scratch) and rounded
+    /// to the nearest f16, so the words are those of `encode_memory`
+    /// rounded; [`Memory::new_f16`]'s step reads them back exactly.
+    pub fn encode_memory_f16<'m>(
+        &mut self,
+        tokens: &[u32],
+        out: &'m mut [f16],
+    ) -> Result<Memory<'m>> {
+        self.encode_into(tokens, EncodeOut::F16(&mut *out))?;
+        Memory::new_f16(&self.model, tokens.len(), out)
+    }
+
+    fn encode_into(&mut self, tokens: &[u32], mut out: EncodeOut<'_>) -> Result<()> {
         let cfg = *self.model.config();
         if cfg.token_path != crate::config::TokenPath::F32 {
             return Err(Error::BadMemory(
@@ -503,7 +568,7 @@ impl<'a, 'b> Session<'a, 'b> {
             let enc = Encode {
                 slot,
                 slots: tokens.len(),
-                out: &mut *out,
+                out: out.reborrow(),
             };
             if let Err(e) = self.run(token, self.pos + 1, None, Some(enc)) {
                 result = Err(e);
@@ -511,8 +576,7 @@ impl<'a, 'b> Session<'a, 'b> {
             }
         }
         self.reset();
-        result?;
-        Memory::new(&self.model, tokens.len(), out)
+        result
     }
 
     /// [`Session::feed`]'s layers on `token` (in the vocabulary), moving to
@@ -615,7 +679,7 @@ impl<'a, 'b> Session<'a, 'b> {
                 // Every cross layer whose encoder ends here takes this
                 // token's keys and values; past the last such depth (at
                 // most the first cross layer) the encoder is done.
-                if enc.write(&self.model, layer, &mut act, h, x, out)? {
+                if enc.write(&self.model, layer, &mut act, h, x, out, scratch)? {
                     break;
                 }
             }

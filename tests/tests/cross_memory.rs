@@ -238,6 +238,84 @@ fn a_caller_memory_equals_the_same_baked_memory_bit_for_bit() {
     }
 }
 
+/// The relative RMS bound of f16 memories against f32 ones: the bound the
+/// baked f16 memories meet against the f64 reference (tests/cross.rs,
+/// "f32, f16 memories").
+const F16_MEMORY_BOUND: f64 = 1e-3;
+
+#[test]
+fn an_f16_memory_is_the_f32_one_rounded_and_reads_back_exactly() {
+    let image = baked_image();
+    let model = image.model().unwrap();
+    let tokens = ferrite_tests::expected(&dir()).tokens;
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut s = Session::new(model, &mut buf).unwrap();
+    let words = ferrite::memory_len(image.bytes(), 23).unwrap();
+    for (n, text) in texts().iter().enumerate() {
+        let text: Vec<u32> = text.text.iter().map(|&b| b as u32).collect();
+        let mut wide = vec![f32::NAN; words];
+        let mut narrow = vec![ferrite::f16::NAN; words];
+        s.encode_memory(&text, &mut wide).unwrap();
+        let memory16 = s.encode_memory_f16(&text, &mut narrow).unwrap();
+        assert_eq!(memory16.slots(), 23);
+        // The encoder's f16 words are its f32 words rounded to nearest.
+        let rounded: Vec<f32> = wide
+            .iter()
+            .map(|&v| ferrite::f16::from_f32(v).to_f32())
+            .collect();
+        let ferrite::MemoryWords::F16(narrow) = memory16.words() else {
+            panic!("encode_memory_f16 makes an f16 memory");
+        };
+        assert_eq!(
+            narrow
+                .iter()
+                .map(|v| v.to_f32().to_bits())
+                .collect::<Vec<_>>(),
+            rounded.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "memory {n}"
+        );
+        // The step reads f16 words exactly: the same bits as an f32 memory
+        // of the rounded words; against the unrounded memory within the
+        // f16 bound.
+        let memory32 = Memory::new(&model, 23, &wide).unwrap();
+        let memory_r = Memory::new(&model, 23, &rounded).unwrap();
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        for (memory, out) in [
+            (&memory16, &mut a),
+            (&memory_r, &mut b),
+            (&memory32, &mut c),
+        ] {
+            s.reset();
+            for &t in &tokens[..24] {
+                out.push(s.feed_with_memory(t, memory).unwrap().to_vec());
+            }
+        }
+        let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b), "memory {n}");
+        let (num, den) = a
+            .iter()
+            .flatten()
+            .zip(c.iter().flatten())
+            .fold((0f64, 0f64), |(n2, d2), (&x, &y)| {
+                (n2 + f64::from(x - y).powi(2), d2 + f64::from(y).powi(2))
+            });
+        let rel = (num / den).sqrt();
+        println!("memory {n}: f16 vs f32 caller memory, rel RMS {rel:.3e}");
+        assert!(rel > 0.0 && rel <= F16_MEMORY_BOUND, "memory {n}: {rel:e}");
+    }
+    // Wrong lengths are refused for f16 words as for f32 ones.
+    let short = vec![ferrite::f16::ZERO; words - 1];
+    assert!(matches!(
+        Memory::new_f16(&model, 23, &short),
+        Err(Error::BadMemory(_))
+    ));
+    let mut short = vec![ferrite::f16::ZERO; words - 1];
+    assert!(matches!(
+        s.encode_memory_f16(&[1; 23], &mut short),
+        Err(Error::BadMemory(_))
+    ));
+}
+
 #[test]
 fn a_caller_memory_runs_on_quantized_images_and_the_integer_token_path() {
     // int8 weights (the memories int8 too, unused here) with an f32 caller

@@ -31,6 +31,7 @@ use super::{push, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, sigmoid};
+use crate::memory::MemoryWords;
 use crate::tensor::{ActBuf, Tensor, TensorData};
 use crate::weights::LayerWeights;
 
@@ -195,15 +196,26 @@ impl CrossConfig {
         // tensors read by the same loops), or the selected baked one.
         let (mk, mv, m, n) = match ctx.memory {
             Some(mem) => {
-                let (keys, values) = mem
-                    .words
-                    .split_at_checked(mem.words.len() / 2)
-                    .ok_or(Error::Internal("cross memory"))?;
+                let half = mem.words.len() / 2;
                 let rows = mem.slots;
-                let cols = keys.len() / rows.max(1);
+                let cols = half / rows.max(1);
+                let (keys, values) = match mem.words {
+                    MemoryWords::F32(w) => {
+                        let (k, v) = w
+                            .split_at_checked(half)
+                            .ok_or(Error::Internal("cross memory"))?;
+                        (TensorData::F32(k), TensorData::F32(v))
+                    }
+                    MemoryWords::F16(w) => {
+                        let (k, v) = w
+                            .split_at_checked(half)
+                            .ok_or(Error::Internal("cross memory"))?;
+                        (TensorData::F16(k), TensorData::F16(v))
+                    }
+                };
                 (
-                    Tensor::new(rows, cols, TensorData::F32(keys))?,
-                    Tensor::new(rows, cols, TensorData::F32(values))?,
+                    Tensor::new(rows, cols, keys)?,
+                    Tensor::new(rows, cols, values)?,
                     rows,
                     0,
                 )

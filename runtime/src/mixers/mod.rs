@@ -97,7 +97,7 @@ impl SpecSink for Specs {
 #[derive(Clone, Copy, Debug)]
 pub struct LayerMemory<'m> {
     /// Keys then values, `[slots, Hkv*d]` each.
-    pub words: &'m [f32],
+    pub words: crate::memory::MemoryWords<'m>,
     /// Slots `m`.
     pub slots: usize,
 }
