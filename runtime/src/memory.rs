@@ -18,6 +18,7 @@ use crate::config::{LayerConfig as Layer, ModelConfig as Cfg};
 use crate::error::{Error, Result};
 use crate::image::Header;
 use crate::mixers::LayerMemory;
+pub use crate::mixers::MemoryWords;
 use crate::model::Model;
 
 /// Largest buffer (f32 words) whose byte size this target can address.
@@ -73,40 +74,6 @@ pub const fn memory_len(image: &[u8], slots: usize) -> Result<usize> {
         return Err(Error::BadMemory("the model has no cross layer"));
     }
     Ok(total as usize)
-}
-
-/// The words of a caller-owned memory: f32, or f16 for half the RAM (the
-/// step reads either in place, as it reads baked f16 memories).
-#[derive(Clone, Copy, Debug)]
-pub enum MemoryWords<'m> {
-    /// f32 words.
-    F32(&'m [f32]),
-    /// f16 words.
-    F16(&'m [f16]),
-}
-
-impl<'m> MemoryWords<'m> {
-    /// Number of words (keys and values of every `cross` layer).
-    pub fn len(&self) -> usize {
-        match self {
-            MemoryWords::F32(w) => w.len(),
-            MemoryWords::F16(w) => w.len(),
-        }
-    }
-
-    /// Whether there is no word (never for a [`Memory`]).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Words `start..start + len` (`None` past the end).
-    pub(crate) fn part(&self, start: usize, len: usize) -> Option<MemoryWords<'m>> {
-        let range = start..start.checked_add(len)?;
-        Some(match self {
-            MemoryWords::F32(w) => MemoryWords::F32(w.get(range)?),
-            MemoryWords::F16(w) => MemoryWords::F16(w.get(range)?),
-        })
-    }
 }
 
 /// A caller-owned memory of `slots` slots for one model (its keys and

@@ -92,12 +92,46 @@ impl SpecSink for Specs {
     }
 }
 
+/// The words of a caller-owned memory: f32, or f16 for half the RAM (the
+/// step reads either in place, as it reads baked f16 memories).
+#[derive(Clone, Copy, Debug)]
+pub enum MemoryWords<'m> {
+    /// f32 words.
+    F32(&'m [f32]),
+    /// f16 words.
+    F16(&'m [half::f16]),
+}
+
+impl<'m> MemoryWords<'m> {
+    /// Number of words (keys and values of every `cross` layer).
+    pub fn len(&self) -> usize {
+        match self {
+            MemoryWords::F32(w) => w.len(),
+            MemoryWords::F16(w) => w.len(),
+        }
+    }
+
+    /// Whether there is no word (never for a [`crate::Memory`]).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Words `start..start + len` (`None` past the end).
+    pub(crate) fn part(&self, start: usize, len: usize) -> Option<MemoryWords<'m>> {
+        let range = start..start.checked_add(len)?;
+        Some(match self {
+            MemoryWords::F32(w) => MemoryWords::F32(w.get(range)?),
+            MemoryWords::F16(w) => MemoryWords::F16(w.get(range)?),
+        })
+    }
+}
+
 /// One `cross` layer's part of a caller-owned memory ([`crate::memory::Memory`]),
 /// as its step reads it.
 #[derive(Clone, Copy, Debug)]
 pub struct LayerMemory<'m> {
     /// Keys then values, `[slots, Hkv*d]` each.
-    pub words: crate::memory::MemoryWords<'m>,
+    pub words: MemoryWords<'m>,
     /// Slots `m`.
     pub slots: usize,
 }
