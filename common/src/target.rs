@@ -240,6 +240,25 @@ pub const TARGETS: &[Target] = &[
         }),
     },
     Target {
+        name: "m3-mps2",
+        triple: "thumbv7m-none-eabi",
+        cpu: None,
+        core: "Cortex-M3, 4 MB / 4 MB (mps2-an385)",
+        memory: Memory::Map("m3-mps2.x"),
+        model: (DEFAULT_MODEL, "int8"),
+        // The m3's core on a machine with room: mps2-an385 is the
+        // mps2-an386 (m4f) with a Cortex-M3, the same map, 25 MHz. For the
+        // images the lm3s6965's 256 KB cannot hold (the integer-path
+        // `models/lm/small`, docs/integer-path.md); real M3 parts have up
+        // to 1 MB (STM32F103xG, STM32F207).
+        kind: Kind::Qemu(Qemu {
+            machine: "mps2-an385",
+            about: "Cortex-M3 (no FPU), QEMU mps2-an385: the m3's core with 4 MB of code memory",
+            instr_per_tick: (40, 1),
+            ..QEMU
+        }),
+    },
+    Target {
         name: "rp2350",
         triple: "thumbv8m.main-none-eabihf",
         cpu: Some("cortex-m33"),
@@ -485,22 +504,32 @@ mod tests {
             assert_eq!(Target::named(t.name), Some(t));
         }
         assert_eq!(Target::named("nope"), None);
-        assert_eq!((BOARDS.len(), CHIPS.len()), (8, 6));
+        assert_eq!((BOARDS.len(), CHIPS.len()), (9, 6));
     }
 
     #[test]
     fn kernels_and_float_follow_triple_and_cpu() {
-        let k: [&str; 14] = core::array::from_fn(|i| TARGETS[i].kernels());
+        let k: [&str; 15] = core::array::from_fn(|i| TARGETS[i].kernels());
         assert_eq!(
             k,
             [
-                "dsp", "dsp", "helium", "v7m", "rv32", "rv32", "dsp", "v6m", // QEMU
+                "dsp", "dsp", "helium", "v7m", "rv32", "rv32", "dsp", "v6m", "v7m", // QEMU
                 "dsp", "rv32", "v6m", "dsp", "dsp", "rv32" // chips
             ]
         );
         assert_eq!(kernels("thumbv8m.main-none-eabihf", None), "portable");
-        let hf: [bool; 8] = core::array::from_fn(|i| TARGETS[i].hard_float());
-        // m4f m7 m55 m3 rv32imac rv32imafc m33 m0
-        assert_eq!(hf, [true, true, true, false, false, true, true, false]);
+        let hf: [bool; 9] = core::array::from_fn(|i| TARGETS[i].hard_float());
+        // m4f m7 m55 m3 rv32imac rv32imafc m33 m0 m3-mps2
+        assert_eq!(
+            hf,
+            [true, true, true, false, false, true, true, false, false]
+        );
+        // The M3 on mps2-an385 is the m3's core: its triple, CPU and kernels.
+        let (m3, mps2) = (
+            Target::named("m3").unwrap(),
+            Target::named("m3-mps2").unwrap(),
+        );
+        assert_eq!((mps2.triple, mps2.cpu), (m3.triple, m3.cpu));
+        assert_eq!(mps2.kernels(), m3.kernels());
     }
 }

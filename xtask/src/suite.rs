@@ -105,6 +105,7 @@ const FORMAT8_BOARDS: &[&str] = &[
     "rv32imac",
     "rv32imafc",
     "m0",
+    "m3-mps2",
 ];
 /// Fixtures a board's RAM cannot hold: `mamba2_groups`' 13.6 KB session
 /// and `rwkv7_hybrid`'s 14.5 KB (`ferrite inspect`'s ram_bytes) leave the
@@ -155,6 +156,24 @@ const INT_PATH_RUNS: &[(&str, &[&str], &[&str])] = &[
         &["m4f"],
     ),
 ];
+
+/// QEMU boards that add a machine for a core an earlier board already runs
+/// (the same triple, CPU and tile kernels, which the target table decides):
+/// the M3 on mps2-an385 (4 MB of code memory), beside the lm3s6965 `m3`
+/// (256 KB), for the images the m3 cannot hold. Their board checks
+/// (calibration, kernels, `generate` with and without fast math, the
+/// snapshots, the format-8 fixtures) run with `--full`: the m3 runs the same
+/// code by default, and what a second machine changes is the memory map
+/// and the counter's clock. The default run has one check of each:
+/// [`ROOMY_RUNS`].
+const SECOND_MACHINES: &[&str] = &["m3-mps2"];
+/// The images only a second machine holds, on the integer token path, in
+/// the default run: (board, model). `models/lm/small` on the M3 (issue 24's
+/// target: <= 1.0M instructions a token; the m3's 256 KB cannot hold the
+/// integer-path firmware with its image, docs/integer-path.md): host and
+/// board bit for bit as [`INT_PATH_RUNS`], its transcript and `stats:` line
+/// recorded (boards/expected/lm-small-int-<board>.*).
+const ROOMY_RUNS: &[(&str, &str)] = &[("m3-mps2", "models/lm/small")];
 
 /// Boards whose `generate` also runs with the `roofline` feature (the
 /// default image and math module): an FPU core and a soft-float one, both
@@ -454,17 +473,21 @@ fn run_or_list(
 
     for board in BOARDS {
         let name = board.name;
-        s.check(&format!("{name}: instruction counter calibrated"), |_| {
-            calibrated(board)
-        });
-        s.check(
+        let second = SECOND_MACHINES.contains(&name);
+        s.check_in(
+            second,
+            &format!("{name}: instruction counter calibrated"),
+            |_| calibrated(board),
+        );
+        s.check_in(
+            second,
             &format!(
                 "{name}: tile kernels ({}) match the reference bit for bit",
                 board.kernels()
             ),
             |_| kernels_match(board),
         );
-        s.check(&format!("{name}: generate matches host"), |s| {
+        s.check_in(second, &format!("{name}: generate matches host"), |s| {
             let note = board_matches_host(s, board, &BuildOpts::default(), name)?;
             if let Some(count) = instructions_per_token(&note) {
                 s.default_counts.borrow_mut().insert(name, count);
@@ -472,7 +495,8 @@ fn run_or_list(
             Ok(note)
         });
         // The libm build too, so that the path without fast math stays checked.
-        s.check(
+        s.check_in(
+            second,
             &format!("{name}: generate without fast-math matches the libm host"),
             |s| {
                 let libm = BuildOpts {
@@ -490,11 +514,13 @@ fn run_or_list(
                 .as_ref()
                 .map_err(|e| anyhow::anyhow!("{e}"))
         };
-        s.check(
+        s.check_in(
+            second,
             &format!("{name}: a snapshot baked on the host continues on the board like one run"),
             |_| baked_on_host(snap_run()?),
         );
-        s.check(
+        s.check_in(
+            second,
             &format!(
                 "{name}: a snapshot the board wrote at token {SNAPSHOT_K} continues on the host like one run"
             ),
@@ -549,6 +575,24 @@ fn run_or_list(
                 |_| int_path_matches_host(board, model),
             );
         }
+    }
+    for &(name, model) in ROOMY_RUNS {
+        let board = boards::named(name)?;
+        s.check(
+            &format!(
+                "{name}: {model} on the integer token path like the plain host, bit for bit, recorded"
+            ),
+            |s| {
+                let (run, report, note) = int_path_run(board, model)?;
+                let stem = model.trim_start_matches("models/").replace('/', "-");
+                s.expect_run(&format!("{stem}-int-{name}"), &run, &report, true)?;
+                let (flash, ram) = boards::budget(board)?;
+                Ok(format!(
+                    "{note}; flash {} of {flash} B, static RAM {} of {ram} B",
+                    report.sizes.flash, report.sizes.ram
+                ))
+            },
+        );
     }
     for board in named(ROOFLINE_BOARDS)? {
         s.full(
@@ -1000,6 +1044,11 @@ fn written_on_board(r: &SnapshotRun) -> Result<String> {
 /// math module, against the host CLI without `fast-math`: the same tokens
 /// and the same final logits bit for bit.
 fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
+    int_path_run(board, model).map(|(_, _, note)| note)
+}
+
+/// [`int_path_matches_host`]'s run, its report and its note.
+fn int_path_run(board: &'static Board, model: &str) -> Result<(Run, Report, String)> {
     let image = host::shipped_image(model, "int8-int")?;
     let req = RunRequest {
         n: 16,
@@ -1018,11 +1067,12 @@ fn int_path_matches_host(board: &'static Board, model: &str) -> Result<String> {
         note.contains("bit-identical"),
         "the integer token path must give the host's bits: {note}"
     );
-    Ok(format!(
+    let note = format!(
         "{note} (board math {}, host libm); {calls}; {}",
         req.opts.math(board).name(),
         report.stats_line().trim_start_matches("stats: ")
-    ))
+    );
+    Ok((run, report, note))
 }
 
 /// The `instructions_per_token=` of a check's note (its stats).
@@ -1580,7 +1630,8 @@ mod tests {
 
     /// Each check that only `--full` runs is named in docs/testing.md's
     /// "--full" section (none leaves the default run silently), and the
-    /// default run keeps every board's core checks.
+    /// default run keeps every board's core checks (a second machine's
+    /// with `--full`, and one check of its own by default).
     #[test]
     fn every_full_check_is_in_docs_testing_md() {
         let doc =
@@ -1600,6 +1651,29 @@ mod tests {
         }
         assert!(full > 0);
         for board in BOARDS {
+            let prefix = format!("{}: ", board.name);
+            if SECOND_MACHINES.contains(&board.name) {
+                // A second machine of a core the default run checks on an
+                // earlier board: its core checks run with --full, one of
+                // its own by default.
+                let at = BOARDS.iter().position(|b| b.name == board.name).unwrap();
+                assert!(
+                    BOARDS[..at].iter().any(|b| {
+                        !SECOND_MACHINES.contains(&b.name)
+                            && (b.triple, b.cpu, b.kernels())
+                                == (board.triple, board.cpu, board.kernels())
+                    }),
+                    "{} is not a second machine of an earlier board's core",
+                    board.name
+                );
+                assert!(
+                    listed
+                        .iter()
+                        .any(|(tier, name)| *tier == Tier::Default && name.starts_with(&prefix)),
+                    "the default run has no check of {}",
+                    board.name
+                );
+            }
             for core in [
                 "instruction counter calibrated",
                 "match the reference bit for bit",
@@ -1609,11 +1683,13 @@ mod tests {
                 "continues on the host like one run",
                 "on the integer token path like the plain host, bit for bit",
             ] {
-                let prefix = format!("{}: ", board.name);
+                let second = SECOND_MACHINES.contains(&board.name);
                 assert!(
-                    listed.iter().any(|(tier, name)| *tier == Tier::Default
-                        && name.starts_with(&prefix)
-                        && name.contains(core)),
+                    listed
+                        .iter()
+                        .any(|(tier, name)| (*tier == Tier::Default || second)
+                            && name.starts_with(&prefix)
+                            && name.contains(core)),
                     "the default run lacks {prefix}...{core}"
                 );
             }

@@ -165,6 +165,7 @@ mod tests {
             Kernels::Dsp,
         ),
         ("m0", "thumbv6m-none-eabi", None, "", Kernels::V6m),
+        ("m3-mps2", "thumbv7m-none-eabi", None, "", Kernels::V7m),
         (
             "rp2350",
             "thumbv8m.main-none-eabihf",

@@ -212,6 +212,8 @@ TRAINED_ROWS = [
     ("lm-en-m3-m3", "lm-en-m3 int8 (trained on English text, 151k params)"),
     ("lm-rwkv7-m3-m3", "lm-rwkv7-m3 int8 (fla's RWKV-7, English text, 145k params)"),
     ("lm-mamba2-m3-m3", "lm-mamba2-m3 int8 (fla's Mamba-2, English text, 152k params)"),
+    ("lm-small-int-m3-mps2", "lm-small int8, integer token path (trained on English text, 151k params; the lm3s6965's "
+                             "256 KB cannot hold it)"),
     ("demo-m4f", "lm-en-m4f int8 (trained on English text, 1.8M params; `cargo xtask demo`: prompt \"A man \", "
                  "200 sampled tokens)"),
 ]
