@@ -27,11 +27,11 @@
 //! the same loops instead of the selected baked memory.
 
 pub use super::cross_config::CrossConfig;
+use super::MemoryWords;
 use super::{push, width, Mixer, SpecSink, StepCtx};
 use crate::error::{Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, sigmoid};
-use crate::memory::MemoryWords;
 use crate::tensor::{ActBuf, Tensor, TensorData};
 use crate::weights::LayerWeights;
 
