@@ -184,15 +184,8 @@ fn tiled_row(
 fn finish(t: &mut [i32], d: &[f32], mults: &[u8], s: Fx, shift: u32) -> i32 {
     let d: &[u32] = bytemuck::cast_slice(d);
     // The largest row-scale exponent (a zero scale's bits give 0, below or
-    // equal to every other): the largest bits' (`>> 23` is monotone), four
-    // rows a step (a branch a row where the core has no `max`).
-    let mut chunks = d.chunks_exact(4);
-    let mut top = 0u32;
-    for c in &mut chunks {
-        let (a, b) = (c[0].max(c[1]), c[2].max(c[3]));
-        top = top.max(a.max(b));
-    }
-    let dmax = chunks.remainder().iter().fold(top, |a, &bits| a.max(bits)) >> 23;
+    // equal to every other): the largest bits' (`>> 23` is monotone).
+    let dmax = crate::fixed::wide::max_mapped(d, |bits| bits) >> 23;
     // A zero scale's row (exponent 0) is `dmax` octaves below the largest:
     // from 31 on, the alignment's shift (31) and the scaling's (`sh - 1` of
     // 31, which leaves 0 of any total after the rounding) already give it

@@ -270,8 +270,9 @@ impl<'a> F32Bits<'a> {
     /// The view of f32 values (one pass to find the largest exponent).
     pub fn new(v: &'a [f32]) -> F32Bits<'a> {
         let bits: &[u32] = bytemuck::cast_slice(v);
-        // The largest exponent of a normal value (subnormals read as 0).
-        let biased = bits.iter().fold(0u32, |m, &b| m.max((b >> 23) & 0xff));
+        // The largest exponent of a normal value (subnormals read as 0):
+        // `(b >> 23) & 0xff` is `(b << 1) >> 24`, monotone in `b << 1`.
+        let biased = super::wide::max_mapped(bits, |b| b << 1) >> 24;
         let emax = if biased == 0 {
             i32::MIN
         } else {

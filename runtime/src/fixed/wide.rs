@@ -36,6 +36,24 @@ pub fn shift_up_to_31(x: i32) -> u32 {
     }
 }
 
+/// The largest `key(b)` over `bits` (0 for none), four values a step,
+/// three of whose maxima are independent of the running one: on cores
+/// without a `max` instruction (RV32 without Zbb, ARMv6-M) each is a
+/// compare and a branch, laid out better than the loop of one a step. The
+/// same number as `bits.iter().map(key).max().unwrap_or(0)`; a caller after
+/// the largest `f(b)` of a monotone `f` takes `f` of the largest `b`
+/// (`max_mapped(d, |b| b) >> 23`).
+#[inline(always)]
+pub fn max_mapped(bits: &[u32], key: impl Fn(u32) -> u32) -> u32 {
+    let mut chunks = bits.chunks_exact(4);
+    let mut top = 0u32;
+    for c in &mut chunks {
+        let (a, b) = (key(c[0]).max(key(c[1])), key(c[2]).max(key(c[3])));
+        top = top.max(a.max(b));
+    }
+    chunks.remainder().iter().fold(top, |a, &b| a.max(key(b)))
+}
+
 /// The leading zeros of a byte (`LZ8[0] = 8`).
 const LZ8: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -182,6 +200,32 @@ pub fn div_u64_u32(hi: u32, lo: u32, d: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `max_mapped` is the plain maximum of the keys for every length 0-9
+    /// (whole steps of four and remainders), with the largest anywhere.
+    #[test]
+    fn max_mapped_is_the_plain_maximum() {
+        let mut x = 0x9e37_79b9u32;
+        for n in 0..10usize {
+            for round in 0..50 {
+                let v: [u32; 9] = core::array::from_fn(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    if round % 3 == 0 {
+                        x & 0xff
+                    } else {
+                        x
+                    }
+                });
+                let v = &v[..n];
+                for key in [|b: u32| b, |b: u32| b << 1] {
+                    let want = v.iter().map(|&b| key(b)).max().unwrap_or(0);
+                    assert_eq!(max_mapped(v, key), want, "{v:?}");
+                }
+            }
+        }
+    }
 
     /// The table's count is `leading_zeros` for every u32 (every 7th, and
     /// every value of at most two bits set), and `lz64` for u64s built from
