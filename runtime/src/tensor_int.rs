@@ -261,13 +261,14 @@ fn finish_with<const MASK: bool>(
         // shifted by 31 to 0).
         // (`c - e >= ta - 1 >= 0`: no row's exponent `e` exceeds `dmax`.)
         let c = ta as i32 - 1 + dmax;
-        for (v, &bits) in t.iter_mut().zip(d) {
+        // Four rows a step (`update_max`).
+        max = crate::fixed::wide::update_max(t, d, |v, bits| {
             let sh1 = shift_up_to_31(c - (bits >> 23) as i32);
             let a = (*v >> sh1).wrapping_add(1) >> 1;
             let p = a * ds(bits, live(bits)) as i32;
             *v = p;
-            max = max.max(p.unsigned_abs());
-        }
+            p.unsigned_abs()
+        });
     } else {
         for (v, &bits) in t.iter_mut().zip(d) {
             let a = shr_round(*v, gap(bits)); // 0 for a gap of 32 or more

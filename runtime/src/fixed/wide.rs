@@ -54,6 +54,49 @@ pub fn max_mapped(bits: &[u32], key: impl Fn(u32) -> u32) -> u32 {
     chunks.remainder().iter().fold(top, |a, &b| a.max(key(b)))
 }
 
+/// The largest `f(a_i, b_i)` over the pairs of `a` and `b` (as far as the
+/// shorter goes; 0 for none), four pairs a step as [`max_mapped`] takes
+/// them: the same number as the loop of one pair a step.
+#[inline(always)]
+pub fn max_of_pairs<A: Copy, B: Copy>(a: &[A], b: &[B], f: impl Fn(A, B) -> u32) -> u32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (a.get(..n).unwrap_or(&[]), b.get(..n).unwrap_or(&[]));
+    let (mut ac, mut bc) = (a.chunks_exact(4), b.chunks_exact(4));
+    let mut top = 0u32;
+    for (p, q) in (&mut ac).zip(&mut bc) {
+        let u = f(p[0], q[0]).max(f(p[1], q[1]));
+        let v = f(p[2], q[2]).max(f(p[3], q[3]));
+        top = top.max(u.max(v));
+    }
+    ac.remainder()
+        .iter()
+        .zip(bc.remainder())
+        .fold(top, |t, (&p, &q)| t.max(f(p, q)))
+}
+
+/// [`max_of_pairs`] for a pass that also writes: `f(&mut a_i, b_i)`
+/// updates `a_i` and gives its key; returns the largest key. Four pairs a
+/// step; the same writes and number as the loop of one pair a step.
+#[inline(always)]
+pub fn update_max<A, B: Copy>(a: &mut [A], b: &[B], f: impl Fn(&mut A, B) -> u32) -> u32 {
+    let n = a.len().min(b.len());
+    let (a, b) = match (a.get_mut(..n), b.get(..n)) {
+        (Some(a), Some(b)) => (a, b),
+        _ => return 0,
+    };
+    let (mut ac, mut bc) = (a.chunks_exact_mut(4), b.chunks_exact(4));
+    let mut top = 0u32;
+    for (p, q) in (&mut ac).zip(&mut bc) {
+        let u = f(&mut p[0], q[0]).max(f(&mut p[1], q[1]));
+        let v = f(&mut p[2], q[2]).max(f(&mut p[3], q[3]));
+        top = top.max(u.max(v));
+    }
+    ac.into_remainder()
+        .iter_mut()
+        .zip(bc.remainder())
+        .fold(top, |t, (p, &q)| t.max(f(p, q)))
+}
+
 /// The leading zeros of a byte (`LZ8[0] = 8`).
 const LZ8: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -199,12 +242,13 @@ pub fn div_u64_u32(hi: u32, lo: u32, d: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
 
     /// `max_mapped` is the plain maximum of the keys for every length 0-9
     /// (whole steps of four and remainders), with the largest anywhere.
     #[test]
-    fn max_mapped_is_the_plain_maximum() {
+    fn max_mapped_and_max_of_pairs_are_the_plain_maximum() {
         let mut x = 0x9e37_79b9u32;
         for n in 0..10usize {
             for round in 0..50 {
@@ -222,6 +266,24 @@ mod tests {
                 for key in [|b: u32| b, |b: u32| b << 1] {
                     let want = v.iter().map(|&b| key(b)).max().unwrap_or(0);
                     assert_eq!(max_mapped(v, key), want, "{v:?}");
+                }
+                // Pairs, the second slice as long, shorter or longer.
+                let f = |p: u32, q: u32| p.wrapping_mul(3) ^ q;
+                for w in [
+                    v,
+                    &v[..n / 2],
+                    &[7u32, 8, 9, 10, 11, 12, 13, 14, 15, 16][..],
+                ] {
+                    let want = v.iter().zip(w).map(|(&p, &q)| f(p, q)).max().unwrap_or(0);
+                    assert_eq!(max_of_pairs(v, w, f), want, "{v:?} {w:?}");
+                    let (mut got, mut plain) = (v.to_vec(), v.to_vec());
+                    let g = |p: &mut u32, q: u32| {
+                        *p = f(*p, q);
+                        *p >> 1
+                    };
+                    let want = plain.iter_mut().zip(w).map(|(p, &q)| g(p, q)).max();
+                    assert_eq!(update_max(&mut got, w, g), want.unwrap_or(0));
+                    assert_eq!(got, plain);
                 }
             }
         }
