@@ -228,11 +228,17 @@ fn finish_with<const MASK: bool>(
     let n = mults.len().min(t.len());
     let (head, tail) = t.split_at_mut(n);
     let (dh, dt) = d.split_at(n.min(d.len()));
-    let mut top = 0u32;
-    for ((v, &bits), &m) in head.iter_mut().zip(dh).zip(mults) {
-        *v *= i32::from(m);
-        top |= aligned(*v, bits);
-    }
+    // Four rows a step (`update_reduce3`).
+    let top = crate::fixed::wide::update_reduce3(
+        head,
+        dh,
+        mults,
+        |v, bits, m| {
+            *v *= i32::from(m);
+            aligned(*v, bits)
+        },
+        |a, b| a | b,
+    );
     // Rows without a scale (none in a loaded image) still take theirs.
     for (v, &m) in head.iter_mut().zip(mults).skip(dh.len()) {
         *v *= i32::from(m);

@@ -51,7 +51,9 @@ pub fn shr_round_small(v: i32, s: u32) -> i32 {
 /// The largest `|m_i|`.
 #[inline]
 pub fn max_abs(m: &[i32]) -> u32 {
-    m.iter().fold(0u32, |a, &v| a.max(v.unsigned_abs()))
+    // Four values a step (`max_mapped`): the same number.
+    let bits: &[u32] = bytemuck::cast_slice(m);
+    super::wide::max_mapped(bits, |b| (b as i32).unsigned_abs())
 }
 
 /// The left shift (negative: right) that brings `max` into
@@ -108,12 +110,12 @@ pub fn add_into(h: &mut [i32], eh: i32, y: Block<'_>) -> i32 {
     }
     let e = eh.max(y.e);
     let (sh, sy) = ((e - eh) as u32, (e - y.e) as u32);
-    let mut max = 0u32;
-    for (a, &b) in h.iter_mut().zip(y.m) {
+    // Four values a step (`update_max`).
+    let max = super::wide::update_max(h, y.m, |a, b| {
         // Both below 2^30 after the shifts: the sum fits.
         *a = shr_round(*a, sh) + shr_round(b, sy);
-        max = max.max(a.unsigned_abs());
-    }
+        a.unsigned_abs()
+    });
     normalize_with_max(h, e, max)
 }
 

@@ -97,6 +97,61 @@ pub fn update_max<A, B: Copy>(a: &mut [A], b: &[B], f: impl Fn(&mut A, B) -> u32
         .fold(top, |t, (p, &q)| t.max(f(p, q)))
 }
 
+/// [`update_max`] over one slice: `f(&mut a_i)` updates `a_i` and gives
+/// its key; returns the largest key (0 for none). Four values a step.
+#[inline(always)]
+pub fn update_max_each<A>(a: &mut [A], f: impl Fn(&mut A) -> u32) -> u32 {
+    let mut ac = a.chunks_exact_mut(4);
+    let mut top = 0u32;
+    for p in &mut ac {
+        let u = f(&mut p[0]).max(f(&mut p[1]));
+        let v = f(&mut p[2]).max(f(&mut p[3]));
+        top = top.max(u.max(v));
+    }
+    ac.into_remainder().iter_mut().fold(top, |t, p| t.max(f(p)))
+}
+
+/// [`update_max`] with two read-only slices: `f(&mut a_i, b_i, c_i)`, as
+/// far as the shortest goes. Four values a step.
+#[inline(always)]
+pub fn update_max3<A, B: Copy, C: Copy>(
+    a: &mut [A],
+    b: &[B],
+    c: &[C],
+    f: impl Fn(&mut A, B, C) -> u32,
+) -> u32 {
+    update_reduce3(a, b, c, f, u32::max)
+}
+
+/// [`update_max3`] with another associative and commutative `op` in place
+/// of `max` (`|`): `op` of the keys and 0, four values a step.
+#[inline(always)]
+pub fn update_reduce3<A, B: Copy, C: Copy>(
+    a: &mut [A],
+    b: &[B],
+    c: &[C],
+    f: impl Fn(&mut A, B, C) -> u32,
+    op: impl Fn(u32, u32) -> u32,
+) -> u32 {
+    let n = a.len().min(b.len()).min(c.len());
+    let (a, b, c) = match (a.get_mut(..n), b.get(..n), c.get(..n)) {
+        (Some(a), Some(b), Some(c)) => (a, b, c),
+        _ => return 0,
+    };
+    let (mut ac, mut bc, mut cc) = (a.chunks_exact_mut(4), b.chunks_exact(4), c.chunks_exact(4));
+    let mut top = 0u32;
+    for ((p, q), r) in (&mut ac).zip(&mut bc).zip(&mut cc) {
+        let u = op(f(&mut p[0], q[0], r[0]), f(&mut p[1], q[1], r[1]));
+        let v = op(f(&mut p[2], q[2], r[2]), f(&mut p[3], q[3], r[3]));
+        top = op(top, op(u, v));
+    }
+    ac.into_remainder()
+        .iter_mut()
+        .zip(bc.remainder())
+        .zip(cc.remainder())
+        .fold(top, |t, ((p, &q), &r)| op(t, f(p, q, r)))
+}
+
 /// The leading zeros of a byte (`LZ8[0] = 8`).
 const LZ8: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -283,6 +338,33 @@ mod tests {
                     };
                     let want = plain.iter_mut().zip(w).map(|(p, &q)| g(p, q)).max();
                     assert_eq!(update_max(&mut got, w, g), want.unwrap_or(0));
+                    assert_eq!(got, plain);
+                    let h = |p: &mut u32| {
+                        *p = f(*p, 5);
+                        *p >> 2
+                    };
+                    let want = plain.iter_mut().map(h).max().unwrap_or(0);
+                    assert_eq!(update_max_each(&mut got, h), want);
+                    assert_eq!(got, plain);
+                    let k = |p: &mut u32, q: u32, r: u32| {
+                        *p = f(*p, q) ^ r.rotate_left(7);
+                        *p >> 3
+                    };
+                    let want = plain
+                        .iter_mut()
+                        .zip(w)
+                        .zip(v)
+                        .map(|((p, &q), &r)| k(p, q, r))
+                        .max()
+                        .unwrap_or(0);
+                    assert_eq!(update_max3(&mut got, w, v, k), want);
+                    assert_eq!(got, plain);
+                    let want = plain
+                        .iter_mut()
+                        .zip(w)
+                        .zip(v)
+                        .fold(0, |t, ((p, &q), &r)| t | k(p, q, r));
+                    assert_eq!(update_reduce3(&mut got, w, v, k, |x, y| x | y), want);
                     assert_eq!(got, plain);
                 }
             }
