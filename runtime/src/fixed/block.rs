@@ -163,13 +163,14 @@ pub fn quantize(b: Block<'_>, q: &mut [i8]) -> Fx {
     }
     // 127 / top in Q24: at most 127 * 2^10, so |v| * r < 2^32.
     let r = (127u32 << 24) / top;
-    for (qi, &v) in q.iter_mut().zip(b.m) {
+    // Four values a step (`for_each_pair`).
+    super::wide::for_each_pair(q, b.m, |qi, v| {
         let a = v.unsigned_abs() >> TO_15;
         // a <= top, so a r <= 127 × 2^24 and the rounded quotient is at
         // most 127: no clamp.
         let mag = ((a * r + (1 << 23)) >> 24) as i8;
         *qi = if v < 0 { -mag } else { mag };
-    }
+    });
     // scale = top * 2^(e + 15) / 127.
     Fx::from_i64(top as i64, b.e + TO_15 as i32) * INV_127
 }

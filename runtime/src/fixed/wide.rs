@@ -152,6 +152,17 @@ pub fn update_reduce3<A, B: Copy, C: Copy>(
         .fold(top, |t, ((p, &q), &r)| op(t, f(p, q, r)))
 }
 
+/// `f(&mut a_i, b_i)` over the pairs of `a` and `b` (as far as the shorter
+/// goes), four pairs a step: one pointer step and one branch for four (the
+/// RV32 LLVM does not unroll such loops).
+#[inline(always)]
+pub fn for_each_pair<A, B: Copy>(a: &mut [A], b: &[B], f: impl Fn(&mut A, B)) {
+    update_max(a, b, |p, q| {
+        f(p, q);
+        0
+    });
+}
+
 /// The leading zeros of a byte (`LZ8[0] = 8`).
 const LZ8: [u8; 256] = {
     let mut t = [0u8; 256];

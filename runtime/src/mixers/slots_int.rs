@@ -246,9 +246,8 @@ pub(super) fn update(mant: &mut [i16], rec: &mut [i32], x: &Part<'_>, alpha: Fx,
 /// `mant_i ← shifted(mant_i, x_i)` (within ±`S_MAX`: [`update`]'s shift).
 #[inline(always)]
 fn write_back(mant: &mut [i16], x: &[i32], shifted: impl Fn(i16, i32) -> i32) {
-    for (mi, &xi) in mant.iter_mut().zip(x) {
-        *mi = shifted(*mi, xi) as i16;
-    }
+    // Four values a step (`for_each_pair`).
+    crate::fixed::wide::for_each_pair(mant, x, |mi, xi| *mi = shifted(*mi, xi) as i16);
 }
 
 /// The softmax read of one query head (the module docs): `q` its part of
