@@ -78,10 +78,14 @@ fn shift_all(m: &mut [i32], s: i32) {
     }
 }
 
-/// `f` on every value, four a step (RV32's LLVM does not unroll: one
-/// pointer step and one branch for four values).
+/// `f` on every value, four a step where [`super::wide::STEP4`] (RV32's
+/// LLVM does not unroll: one pointer step and one branch for four values).
 #[inline(always)]
 fn each_by4(m: &mut [i32], f: impl Fn(&mut i32)) {
+    if !super::wide::STEP4 {
+        m.iter_mut().for_each(f);
+        return;
+    }
     let mut chunks = m.chunks_exact_mut(4);
     for c in &mut chunks {
         f(&mut c[0]);
