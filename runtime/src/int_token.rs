@@ -88,10 +88,11 @@ fn norm_into(h: Block<'_>, weight: &Tensor<'_>, eps: Fx, x: &mut [i32]) -> Resul
     if base >= F32Bits::WIDE_BASE && bits.len() >= x.len() {
         // Every norm weight of a trained model (the largest at least
         // 2^-110): `decode_wide`, `at15`'s bits in fewer instructions.
-        for ((xc, &hc), &b) in x.iter_mut().zip(h.m).zip(bits) {
+        // Four values a step (`update_max3`).
+        max = crate::fixed::wide::update_max3(x, h.m, bits, |xc, hc, b| {
             *xc = one(hc, F32Bits::decode_wide(b, base));
-            max = max.max(xc.unsigned_abs());
-        }
+            xc.unsigned_abs()
+        });
     } else {
         for (c, (xc, &hc)) in x.iter_mut().zip(h.m).enumerate() {
             *xc = one(hc, w.at15(c));
@@ -105,12 +106,12 @@ fn norm_into(h: Block<'_>, weight: &Tensor<'_>, eps: Fx, x: &mut [i32]) -> Resul
 
 /// `gate = silu(gate) × up` (normal blocks, in place); returns its exponent.
 fn swiglu(gate: &mut [i32], eg: i32, up: &[i32], eu: i32) -> i32 {
-    let mut max = 0u32;
-    for (g, &u) in gate.iter_mut().zip(up) {
+    // Four values a step (`update_max`).
+    let max = crate::fixed::wide::update_max(gate, up, |g, u| {
         // silu15 2^(eg + 15) times (u >> 15) 2^(eu + 15): 30 bits.
         *g = silu15(*g, eg) * (u >> TO_15);
-        max = max.max(g.unsigned_abs());
-    }
+        g.unsigned_abs()
+    });
     normalize_with_max(gate, eg + eu + 30, max)
 }
 

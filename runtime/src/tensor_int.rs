@@ -184,8 +184,8 @@ fn tiled_row(
 fn finish(t: &mut [i32], d: &[f32], mults: &[u8], s: Fx, shift: u32) -> i32 {
     let d: &[u32] = bytemuck::cast_slice(d);
     // The largest row-scale exponent (a zero scale's bits give 0, below or
-    // equal to every other).
-    let dmax = d.iter().fold(0u32, |a, &bits| a.max(bits >> 23));
+    // equal to every other): the largest bits' (`>> 23` is monotone).
+    let dmax = crate::fixed::wide::max_mapped(d, |bits| bits) >> 23;
     // A zero scale's row (exponent 0) is `dmax` octaves below the largest:
     // from 31 on, the alignment's shift (31) and the scaling's (`sh - 1` of
     // 31, which leaves 0 of any total after the rounding) already give it
@@ -228,11 +228,17 @@ fn finish_with<const MASK: bool>(
     let n = mults.len().min(t.len());
     let (head, tail) = t.split_at_mut(n);
     let (dh, dt) = d.split_at(n.min(d.len()));
-    let mut top = 0u32;
-    for ((v, &bits), &m) in head.iter_mut().zip(dh).zip(mults) {
-        *v *= i32::from(m);
-        top |= aligned(*v, bits);
-    }
+    // Four rows a step (`update_reduce3`).
+    let top = crate::fixed::wide::update_reduce3(
+        head,
+        dh,
+        mults,
+        |v, bits, m| {
+            *v *= i32::from(m);
+            aligned(*v, bits)
+        },
+        |a, b| a | b,
+    );
     // Rows without a scale (none in a loaded image) still take theirs.
     for (v, &m) in head.iter_mut().zip(mults).skip(dh.len()) {
         *v *= i32::from(m);
@@ -261,13 +267,14 @@ fn finish_with<const MASK: bool>(
         // shifted by 31 to 0).
         // (`c - e >= ta - 1 >= 0`: no row's exponent `e` exceeds `dmax`.)
         let c = ta as i32 - 1 + dmax;
-        for (v, &bits) in t.iter_mut().zip(d) {
+        // Four rows a step (`update_max`).
+        max = crate::fixed::wide::update_max(t, d, |v, bits| {
             let sh1 = shift_up_to_31(c - (bits >> 23) as i32);
             let a = (*v >> sh1).wrapping_add(1) >> 1;
             let p = a * ds(bits, live(bits)) as i32;
             *v = p;
-            max = max.max(p.unsigned_abs());
-        }
+            p.unsigned_abs()
+        });
     } else {
         for (v, &bits) in t.iter_mut().zip(d) {
             let a = shr_round(*v, gap(bits)); // 0 for a gap of 32 or more

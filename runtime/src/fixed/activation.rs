@@ -156,13 +156,13 @@ pub fn to_q16(m: i32, e: i32) -> i32 {
 /// SiLU of a normal block in place, `x sigmoid(x)`; returns the exponent
 /// of the (normal) result.
 pub fn silu_block(m: &mut [i32], e: i32) -> i32 {
-    let mut max = 0u32;
-    for v in m.iter_mut() {
+    // Four values a step (`update_max_each`).
+    let max = super::wide::update_max_each(m, |v| {
         let s = sigmoid_q15(to_q16(*v, e)) as i32; // <= 2^15
                                                    // |v >> 15| <= 2^15: the product is at most 2^30.
         *v = (*v >> super::block::TO_15) * s;
-        max = max.max(v.unsigned_abs());
-    }
+        v.unsigned_abs()
+    });
     // value = (v >> 15) s 2^(e + 15 - 15)
     super::block::normalize_with_max(m, e, max)
 }

@@ -51,7 +51,9 @@ pub fn shr_round_small(v: i32, s: u32) -> i32 {
 /// The largest `|m_i|`.
 #[inline]
 pub fn max_abs(m: &[i32]) -> u32 {
-    m.iter().fold(0u32, |a, &v| a.max(v.unsigned_abs()))
+    // Four values a step (`max_mapped`): the same number.
+    let bits: &[u32] = bytemuck::cast_slice(m);
+    super::wide::max_mapped(bits, |b| (b as i32).unsigned_abs())
 }
 
 /// The left shift (negative: right) that brings `max` into
@@ -69,11 +71,29 @@ pub fn shift_to_top(max: u32) -> i32 {
 #[inline]
 fn shift_all(m: &mut [i32], s: i32) {
     if s > 0 {
-        m.iter_mut().for_each(|v| *v <<= s);
+        each_by4(m, |v| *v <<= s);
     } else if s < 0 {
         let r = (-s) as u32;
-        m.iter_mut().for_each(|v| *v = shr_round(*v, r));
+        each_by4(m, |v| *v = shr_round(*v, r));
     }
+}
+
+/// `f` on every value, four a step where [`super::wide::STEP4`] (RV32's
+/// LLVM does not unroll: one pointer step and one branch for four values).
+#[inline(always)]
+fn each_by4(m: &mut [i32], f: impl Fn(&mut i32)) {
+    if !super::wide::STEP4 {
+        m.iter_mut().for_each(f);
+        return;
+    }
+    let mut chunks = m.chunks_exact_mut(4);
+    for c in &mut chunks {
+        f(&mut c[0]);
+        f(&mut c[1]);
+        f(&mut c[2]);
+        f(&mut c[3]);
+    }
+    chunks.into_remainder().iter_mut().for_each(f);
 }
 
 /// Makes `(m, e)` normal, given `max = max_abs(m)` (any mantissas below
@@ -108,12 +128,12 @@ pub fn add_into(h: &mut [i32], eh: i32, y: Block<'_>) -> i32 {
     }
     let e = eh.max(y.e);
     let (sh, sy) = ((e - eh) as u32, (e - y.e) as u32);
-    let mut max = 0u32;
-    for (a, &b) in h.iter_mut().zip(y.m) {
+    // Four values a step (`update_max`).
+    let max = super::wide::update_max(h, y.m, |a, b| {
         // Both below 2^30 after the shifts: the sum fits.
         *a = shr_round(*a, sh) + shr_round(b, sy);
-        max = max.max(a.unsigned_abs());
-    }
+        a.unsigned_abs()
+    });
     normalize_with_max(h, e, max)
 }
 
@@ -147,13 +167,14 @@ pub fn quantize(b: Block<'_>, q: &mut [i8]) -> Fx {
     }
     // 127 / top in Q24: at most 127 * 2^10, so |v| * r < 2^32.
     let r = (127u32 << 24) / top;
-    for (qi, &v) in q.iter_mut().zip(b.m) {
+    // Four values a step (`for_each_pair`).
+    super::wide::for_each_pair(q, b.m, |qi, v| {
         let a = v.unsigned_abs() >> TO_15;
         // a <= top, so a r <= 127 × 2^24 and the rounded quotient is at
         // most 127: no clamp.
         let mag = ((a * r + (1 << 23)) >> 24) as i8;
         *qi = if v < 0 { -mag } else { mag };
-    }
+    });
     // scale = top * 2^(e + 15) / 127.
     Fx::from_i64(top as i64, b.e + TO_15 as i32) * INV_127
 }
@@ -270,8 +291,9 @@ impl<'a> F32Bits<'a> {
     /// The view of f32 values (one pass to find the largest exponent).
     pub fn new(v: &'a [f32]) -> F32Bits<'a> {
         let bits: &[u32] = bytemuck::cast_slice(v);
-        // The largest exponent of a normal value (subnormals read as 0).
-        let biased = bits.iter().fold(0u32, |m, &b| m.max((b >> 23) & 0xff));
+        // The largest exponent of a normal value (subnormals read as 0):
+        // `(b >> 23) & 0xff` is `(b << 1) >> 24`, monotone in `b << 1`.
+        let biased = super::wide::max_mapped(bits, |b| b << 1) >> 24;
         let emax = if biased == 0 {
             i32::MIN
         } else {

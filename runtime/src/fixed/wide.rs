@@ -36,6 +36,208 @@ pub fn shift_up_to_31(x: i32) -> u32 {
     }
 }
 
+/// Whether the passes of [`max_mapped`], [`max_of_pairs`], [`update_max`],
+/// [`update_max_each`], [`update_reduce3`] and [`for_each_pair`] go four
+/// values a step: on RV32 and ARMv6-M, where LLVM neither unrolls such
+/// loops nor has a `max` instruction (a running maximum there is a compare
+/// and a branch, laid out with a jump every value; in a step of four, three
+/// of the four maxima do not depend on the running one). Elsewhere (the
+/// M4F, the M55: unrolled and predicated already) the plain loop is
+/// shorter. Either form gives the same numbers and writes.
+pub const STEP4: bool = NO_LONG_MUL || cfg!(target_arch = "riscv32");
+
+/// The largest `key(b)` over `bits` (0 for none): the same number as
+/// `bits.iter().map(key).max().unwrap_or(0)`, four values a step where
+/// [`STEP4`]. A caller after the largest `f(b)` of a monotone `f` takes
+/// `f` of the largest `b` (`max_mapped(d, |b| b) >> 23`).
+#[inline(always)]
+pub fn max_mapped(bits: &[u32], key: impl Fn(u32) -> u32) -> u32 {
+    max_mapped_in::<STEP4>(bits, key)
+}
+
+/// [`max_mapped`], four values a step where `S`.
+#[inline(always)]
+fn max_mapped_in<const S: bool>(bits: &[u32], key: impl Fn(u32) -> u32) -> u32 {
+    if !S {
+        return bits.iter().fold(0, |a, &b| a.max(key(b)));
+    }
+    let mut chunks = bits.chunks_exact(4);
+    let mut top = 0u32;
+    for c in &mut chunks {
+        let (a, b) = (key(c[0]).max(key(c[1])), key(c[2]).max(key(c[3])));
+        top = top.max(a.max(b));
+    }
+    chunks.remainder().iter().fold(top, |a, &b| a.max(key(b)))
+}
+
+/// The largest `f(a_i, b_i)` over the pairs of `a` and `b` (as far as the
+/// shorter goes; 0 for none), four pairs a step where [`STEP4`].
+#[inline(always)]
+pub fn max_of_pairs<A: Copy, B: Copy>(a: &[A], b: &[B], f: impl Fn(A, B) -> u32) -> u32 {
+    max_of_pairs_in::<STEP4, A, B>(a, b, f)
+}
+
+/// [`max_of_pairs`], four pairs a step where `S`.
+#[inline(always)]
+fn max_of_pairs_in<const S: bool, A: Copy, B: Copy>(
+    a: &[A],
+    b: &[B],
+    f: impl Fn(A, B) -> u32,
+) -> u32 {
+    if !S {
+        return a.iter().zip(b).fold(0, |t, (&p, &q)| t.max(f(p, q)));
+    }
+    let n = a.len().min(b.len());
+    let (a, b) = (a.get(..n).unwrap_or(&[]), b.get(..n).unwrap_or(&[]));
+    let (mut ac, mut bc) = (a.chunks_exact(4), b.chunks_exact(4));
+    let mut top = 0u32;
+    for (p, q) in (&mut ac).zip(&mut bc) {
+        let u = f(p[0], q[0]).max(f(p[1], q[1]));
+        let v = f(p[2], q[2]).max(f(p[3], q[3]));
+        top = top.max(u.max(v));
+    }
+    ac.remainder()
+        .iter()
+        .zip(bc.remainder())
+        .fold(top, |t, (&p, &q)| t.max(f(p, q)))
+}
+
+/// [`max_of_pairs`] for a pass that also writes: `f(&mut a_i, b_i)`
+/// updates `a_i` and gives its key; returns the largest key. Four pairs a
+/// step where [`STEP4`]; the same writes and number either way.
+#[inline(always)]
+pub fn update_max<A, B: Copy>(a: &mut [A], b: &[B], f: impl Fn(&mut A, B) -> u32) -> u32 {
+    update_max_in::<STEP4, A, B>(a, b, f)
+}
+
+/// [`update_max`], four pairs a step where `S`.
+#[inline(always)]
+fn update_max_in<const S: bool, A, B: Copy>(
+    a: &mut [A],
+    b: &[B],
+    f: impl Fn(&mut A, B) -> u32,
+) -> u32 {
+    if !S {
+        return a.iter_mut().zip(b).fold(0, |t, (p, &q)| t.max(f(p, q)));
+    }
+    let n = a.len().min(b.len());
+    let (a, b) = match (a.get_mut(..n), b.get(..n)) {
+        (Some(a), Some(b)) => (a, b),
+        _ => return 0,
+    };
+    let (mut ac, mut bc) = (a.chunks_exact_mut(4), b.chunks_exact(4));
+    let mut top = 0u32;
+    for (p, q) in (&mut ac).zip(&mut bc) {
+        let u = f(&mut p[0], q[0]).max(f(&mut p[1], q[1]));
+        let v = f(&mut p[2], q[2]).max(f(&mut p[3], q[3]));
+        top = top.max(u.max(v));
+    }
+    ac.into_remainder()
+        .iter_mut()
+        .zip(bc.remainder())
+        .fold(top, |t, (p, &q)| t.max(f(p, q)))
+}
+
+/// [`update_max`] over one slice: `f(&mut a_i)` updates `a_i` and gives
+/// its key; returns the largest key (0 for none). Four values a step where
+/// [`STEP4`].
+#[inline(always)]
+pub fn update_max_each<A>(a: &mut [A], f: impl Fn(&mut A) -> u32) -> u32 {
+    update_max_each_in::<STEP4, A>(a, f)
+}
+
+/// [`update_max_each`], four values a step where `S`.
+#[inline(always)]
+fn update_max_each_in<const S: bool, A>(a: &mut [A], f: impl Fn(&mut A) -> u32) -> u32 {
+    if !S {
+        return a.iter_mut().fold(0, |t, p| t.max(f(p)));
+    }
+    let mut ac = a.chunks_exact_mut(4);
+    let mut top = 0u32;
+    for p in &mut ac {
+        let u = f(&mut p[0]).max(f(&mut p[1]));
+        let v = f(&mut p[2]).max(f(&mut p[3]));
+        top = top.max(u.max(v));
+    }
+    ac.into_remainder().iter_mut().fold(top, |t, p| t.max(f(p)))
+}
+
+/// [`update_max`] with two read-only slices: `f(&mut a_i, b_i, c_i)`, as
+/// far as the shortest goes. Four values a step where [`STEP4`].
+#[inline(always)]
+pub fn update_max3<A, B: Copy, C: Copy>(
+    a: &mut [A],
+    b: &[B],
+    c: &[C],
+    f: impl Fn(&mut A, B, C) -> u32,
+) -> u32 {
+    update_reduce3_in::<STEP4, A, B, C>(a, b, c, f, u32::max)
+}
+
+/// [`update_max3`] with another associative and commutative `op` in place
+/// of `max` (`|`): `op` of the keys and 0, four values a step where
+/// [`STEP4`].
+#[inline(always)]
+pub fn update_reduce3<A, B: Copy, C: Copy>(
+    a: &mut [A],
+    b: &[B],
+    c: &[C],
+    f: impl Fn(&mut A, B, C) -> u32,
+    op: impl Fn(u32, u32) -> u32,
+) -> u32 {
+    update_reduce3_in::<STEP4, A, B, C>(a, b, c, f, op)
+}
+
+/// [`update_reduce3`], four values a step where `S`.
+#[inline(always)]
+fn update_reduce3_in<const S: bool, A, B: Copy, C: Copy>(
+    a: &mut [A],
+    b: &[B],
+    c: &[C],
+    f: impl Fn(&mut A, B, C) -> u32,
+    op: impl Fn(u32, u32) -> u32,
+) -> u32 {
+    if !S {
+        return a
+            .iter_mut()
+            .zip(b)
+            .zip(c)
+            .fold(0, |t, ((p, &q), &r)| op(t, f(p, q, r)));
+    }
+    let n = a.len().min(b.len()).min(c.len());
+    let (a, b, c) = match (a.get_mut(..n), b.get(..n), c.get(..n)) {
+        (Some(a), Some(b), Some(c)) => (a, b, c),
+        _ => return 0,
+    };
+    let (mut ac, mut bc, mut cc) = (a.chunks_exact_mut(4), b.chunks_exact(4), c.chunks_exact(4));
+    let mut top = 0u32;
+    for ((p, q), r) in (&mut ac).zip(&mut bc).zip(&mut cc) {
+        let u = op(f(&mut p[0], q[0], r[0]), f(&mut p[1], q[1], r[1]));
+        let v = op(f(&mut p[2], q[2], r[2]), f(&mut p[3], q[3], r[3]));
+        top = op(top, op(u, v));
+    }
+    ac.into_remainder()
+        .iter_mut()
+        .zip(bc.remainder())
+        .zip(cc.remainder())
+        .fold(top, |t, ((p, &q), &r)| op(t, f(p, q, r)))
+}
+
+/// `f(&mut a_i, b_i)` over the pairs of `a` and `b` (as far as the shorter
+/// goes), four pairs a step where [`STEP4`] (one pointer step and one
+/// branch for four).
+#[inline(always)]
+pub fn for_each_pair<A, B: Copy>(a: &mut [A], b: &[B], f: impl Fn(&mut A, B)) {
+    if !STEP4 {
+        a.iter_mut().zip(b).for_each(|(p, &q)| f(p, q));
+        return;
+    }
+    update_max_in::<true, A, B>(a, b, |p, q| {
+        f(p, q);
+        0
+    });
+}
+
 /// The leading zeros of a byte (`LZ8[0] = 8`).
 const LZ8: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -181,7 +383,86 @@ pub fn div_u64_u32(hi: u32, lo: u32, d: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+
+    /// `max_mapped` is the plain maximum of the keys for every length 0-9
+    /// (whole steps of four and remainders), with the largest anywhere.
+    #[test]
+    fn max_mapped_and_max_of_pairs_are_the_plain_maximum() {
+        both::<false>();
+        both::<true>();
+    }
+
+    /// The helpers of one form against the plain iterators.
+    fn both<const S: bool>() {
+        let mut x = 0x9e37_79b9u32;
+        for n in 0..10usize {
+            for round in 0..50 {
+                let v: [u32; 9] = core::array::from_fn(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    if round % 3 == 0 {
+                        x & 0xff
+                    } else {
+                        x
+                    }
+                });
+                let v = &v[..n];
+                for key in [|b: u32| b, |b: u32| b << 1] {
+                    let want = v.iter().map(|&b| key(b)).max().unwrap_or(0);
+                    assert_eq!(max_mapped_in::<S>(v, key), want, "{v:?}");
+                }
+                // Pairs, the second slice as long, shorter or longer.
+                let f = |p: u32, q: u32| p.wrapping_mul(3) ^ q;
+                for w in [
+                    v,
+                    &v[..n / 2],
+                    &[7u32, 8, 9, 10, 11, 12, 13, 14, 15, 16][..],
+                ] {
+                    let want = v.iter().zip(w).map(|(&p, &q)| f(p, q)).max().unwrap_or(0);
+                    assert_eq!(max_of_pairs_in::<S, _, _>(v, w, f), want, "{v:?} {w:?}");
+                    let (mut got, mut plain) = (v.to_vec(), v.to_vec());
+                    let g = |p: &mut u32, q: u32| {
+                        *p = f(*p, q);
+                        *p >> 1
+                    };
+                    let want = plain.iter_mut().zip(w).map(|(p, &q)| g(p, q)).max();
+                    assert_eq!(update_max_in::<S, _, _>(&mut got, w, g), want.unwrap_or(0));
+                    assert_eq!(got, plain);
+                    let h = |p: &mut u32| {
+                        *p = f(*p, 5);
+                        *p >> 2
+                    };
+                    let want = plain.iter_mut().map(h).max().unwrap_or(0);
+                    assert_eq!(update_max_each_in::<S, _>(&mut got, h), want);
+                    assert_eq!(got, plain);
+                    let k = |p: &mut u32, q: u32, r: u32| {
+                        *p = f(*p, q) ^ r.rotate_left(7);
+                        *p >> 3
+                    };
+                    for (op, unit) in [
+                        (u32::max as fn(u32, u32) -> u32, 0u32),
+                        (|a: u32, b: u32| a | b, 0),
+                    ] {
+                        let want = plain
+                            .iter_mut()
+                            .zip(w)
+                            .zip(v)
+                            .fold(unit, |t, ((p, &q), &r)| op(t, k(p, q, r)));
+                        let got_r = update_reduce3_in::<S, _, _, _>(&mut got, w, v, k, op);
+                        assert_eq!(got_r, want);
+                        assert_eq!(got, plain);
+                    }
+                    let e = |p: &mut u32, q: u32| *p = p.wrapping_add(q);
+                    plain.iter_mut().zip(w).for_each(|(p, &q)| e(p, q));
+                    for_each_pair(&mut got, w, e);
+                    assert_eq!(got, plain);
+                }
+            }
+        }
+    }
 
     /// The table's count is `leading_zeros` for every u32 (every 7th, and
     /// every value of at most two bits set), and `lz64` for u64s built from

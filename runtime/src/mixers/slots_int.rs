@@ -207,10 +207,8 @@ pub(super) fn update(mant: &mut [i16], rec: &mut [i32], x: &Part<'_>, alpha: Fx,
         // 2^23.
         (i32::from(m) << GUARD) + ((x15 * c15 + w_half) >> rs)
     };
-    let mut max = 0u32;
-    for (&m, &xi) in mant.iter().zip(x) {
-        max = max.max(n(m, xi).unsigned_abs());
-    }
+    // The largest |n| (four values a step: `max_of_pairs`).
+    let max = crate::fixed::wide::max_of_pairs(mant, x, |m, xi| n(m, xi).unsigned_abs());
     if max == 0 {
         mant.fill(0);
         rec.fill(0);
@@ -248,9 +246,8 @@ pub(super) fn update(mant: &mut [i16], rec: &mut [i32], x: &Part<'_>, alpha: Fx,
 /// `mant_i ← shifted(mant_i, x_i)` (within ±`S_MAX`: [`update`]'s shift).
 #[inline(always)]
 fn write_back(mant: &mut [i16], x: &[i32], shifted: impl Fn(i16, i32) -> i32) {
-    for (mi, &xi) in mant.iter_mut().zip(x) {
-        *mi = shifted(*mi, xi) as i16;
-    }
+    // Four values a step (`for_each_pair`).
+    crate::fixed::wide::for_each_pair(mant, x, |mi, xi| *mi = shifted(*mi, xi) as i16);
 }
 
 /// The softmax read of one query head (the module docs): `q` its part of
