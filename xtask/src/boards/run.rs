@@ -16,6 +16,8 @@ pub struct Run {
     /// Everything the firmware wrote (decoded, for defmt).
     pub output: Vec<u8>,
     pub sizes: Sizes,
+    /// What QEMU itself wrote (its fatal errors and register dumps).
+    pub qemu_stderr: String,
 }
 
 /// `timeout <s> qemu-system-.. -machine .. -kernel <elf>` for a QEMU board,
@@ -59,9 +61,24 @@ pub fn run_qemu(
     let mut qemu = qemu_command(board, elf, timeout_s)?
         .current_dir(cwd)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {}", board.qemu_binary()))?;
+    // QEMU's own messages: passed on as they come, and kept (a lockup's
+    // register dump names a stack overflow the firmware could not report).
+    let mut qemu_err = qemu.stderr.take().unwrap();
+    let stderr_thread = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while let Ok(n) = qemu_err.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            let _ = std::io::stderr().write_all(&chunk[..n]);
+            kept.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8_lossy(&kept).into_owned()
+    });
     let mut source: Box<dyn Read + Send> = Box::new(qemu.stdout.take().unwrap());
     let mut decoder = None;
     if defmt {
@@ -93,6 +110,7 @@ pub fn run_qemu(
         }
     }
     let status = qemu.wait()?.code().unwrap_or(-1);
+    let qemu_stderr = stderr_thread.join().unwrap_or_default();
     if let Some(mut d) = decoder {
         // A decoder that failed leaves the log undecoded: never a silent pass.
         let decoded = d.wait().context("waiting for defmt-print")?;
@@ -105,7 +123,52 @@ pub fn run_qemu(
         status,
         output,
         sizes,
+        qemu_stderr,
     })
+}
+
+/// A Cortex-M core that locked up with its stack pointer below RAM: the
+/// stack outgrew RAM so far that the fault handler's own frame could not be
+/// pushed (ARMv6-M and ARMv7-M lock up then, and QEMU ends with a register
+/// dump), so the firmware's stack check never ran. Reads `R13` of QEMU's
+/// dump against the RAM origin of the board's memory map.
+fn lockup_below_ram(board: &Board, qemu_stderr: &str) -> Option<String> {
+    if !qemu_stderr.contains("Lockup") {
+        return None;
+    }
+    let sp = qemu_stderr
+        .split("R13=")
+        .nth(1)
+        .and_then(|r| u64::from_str_radix(r.get(..8)?, 16).ok())?;
+    let ram = ram_origin(board)?;
+    (sp < ram).then(|| {
+        format!(
+            "stack overflow: the core locked up with its stack pointer at {sp:#010x}, below RAM \
+             ({ram:#010x}): the stack outgrew RAM before the fault handler could run"
+        )
+    })
+}
+
+/// The RAM region's ORIGIN in the board's memory map (`boards/memory/*.x`).
+fn ram_origin(board: &Board) -> Option<u64> {
+    let ferrite_common::target::Memory::Map(file) = board.memory else {
+        return None;
+    };
+    let text = std::fs::read_to_string(super::boards_dir().join("memory").join(file)).ok()?;
+    region_origin(&text, "RAM")
+}
+
+/// `ORIGIN` of `region` in a linker memory map (hexadecimal).
+fn region_origin(memory_x: &str, region: &str) -> Option<u64> {
+    let line = memory_x.lines().find(|l| {
+        let l = l.trim_start();
+        l.strip_prefix(region)
+            .is_some_and(|rest| rest.trim_start().starts_with(':'))
+            && l.contains("ORIGIN")
+    })?;
+    let v = line.split("ORIGIN").nth(1)?.trim_start_matches([' ', '=']);
+    let v = v.split([',', ' ']).next()?.trim();
+    u64::from_str_radix(v.strip_prefix("0x")?, 16).ok()
 }
 
 /// Builds the firmware and runs it, with a timeout for the work it does.
@@ -145,7 +208,10 @@ impl Run {
     pub fn succeeded(&self) -> Result<()> {
         match self.status {
             0 => Ok(()),
-            s => bail!("exit status {s}:\n{}", self.tail()),
+            s => match lockup_below_ram(self.board, &self.qemu_stderr) {
+                Some(why) => bail!("{why}:\n{}", self.tail()),
+                None => bail!("exit status {s}:\n{}", self.tail()),
+            },
         }
     }
 
@@ -153,8 +219,10 @@ impl Run {
     /// is an error with the reason.
     pub fn report(&self) -> Result<Report> {
         if self.status != ferrite_common::status::OK {
-            let why = ferrite_common::status::describe(self.status)
-                .map_or_else(|| format!("exit status {}", self.status), str::to_string);
+            let why = lockup_below_ram(self.board, &self.qemu_stderr).unwrap_or_else(|| {
+                ferrite_common::status::describe(self.status)
+                    .map_or_else(|| format!("exit status {}", self.status), str::to_string)
+            });
             bail!(
                 "{} firmware failed: {why}\n{}",
                 self.board.name,
@@ -295,4 +363,30 @@ pub fn verdicts(run: &Run) -> Vec<String> {
         })
         .map(str::to_string)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lockup_below_ram_is_a_stack_overflow() {
+        // QEMU's dump of the m0 (microbit: RAM at 0x20000000) of 2026-12-07.
+        let dump = "qemu: fatal: Lockup: can't escalate 3 to HardFault (current priority -1)\n\n\
+                    R00=00000001 R01=00019560 R02=00000000 R03=20000050\n\
+                    R12=fffff52a R13=1ffffff8 R14=0000a28f R15=00000f5c\n";
+        let m0 = crate::boards::named("m0").unwrap();
+        let why = lockup_below_ram(m0, dump).unwrap();
+        assert!(
+            why.contains("stack overflow") && why.contains("0x1ffffff8"),
+            "{why}"
+        );
+        // SP inside RAM, or no lockup: not a stack overflow.
+        assert!(lockup_below_ram(m0, &dump.replace("1ffffff8", "20003ff0")).is_none());
+        assert!(lockup_below_ram(m0, "qemu: fatal: something else R13=1ffffff8").is_none());
+        let map = "MEMORY\n{\n  FLASH : ORIGIN = 0x00000000, LENGTH = 256K\n  RAM   : ORIGIN = 0x20000000, LENGTH = 16K\n}\n";
+        assert_eq!(region_origin(map, "RAM"), Some(0x2000_0000));
+        assert_eq!(region_origin(map, "FLASH"), Some(0));
+        assert_eq!(region_origin(map, "ROM"), None);
+    }
 }
