@@ -19,13 +19,14 @@
 
 use crate::block::MlpKind;
 use crate::config::LayerConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fixed::activation::silu15;
 use crate::fixed::block::{
     add_into, f32_parts, normalize_with_max, rms_inv, shr_round, to_f32_bits, Block, F32Bits, TO_15,
 };
 use crate::fixed::Fx;
 use crate::format::{Role, StateFormat};
+use crate::memory::Memory;
 use crate::mixers::StepCtx;
 use crate::model::Model;
 use crate::tensor::{ActBuf, Tensor};
@@ -150,7 +151,7 @@ fn from_f32_in_place(words: &mut [f32]) -> i32 {
 pub(crate) fn feed(
     model: &Model<'_>,
     ctx: &StepCtx<'_>,
-    memory: Option<&crate::memory::Memory<'_>>,
+    memory: Option<&Memory<'_>>,
     token: u32,
     mut state: &mut [f32],
     v: Vectors<'_>,
@@ -177,15 +178,7 @@ pub(crate) fn feed(
     let mut memory_at = 0usize;
     for layer in 0..cfg.num_layers as usize {
         let lc: LayerConfig = model.layer(layer)?;
-        ctx.memory = None;
-        if let (true, Some(m), LayerConfig::Cross(c)) = (cfg!(feature = "cross"), memory, &lc) {
-            let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
-            ctx.memory = Some(
-                m.layer(memory_at, len)
-                    .ok_or(Error::Internal("memory checked against the model"))?,
-            );
-            memory_at = memory_at.saturating_add(len);
-        }
+        ctx.memory = Memory::part_for(memory, &lc, &mut memory_at)?;
         // RMSNorm, no pre-norm, SwiGLU or no MLP (checked at load): no
         // block state.
         let block = model.block(layer)?;

@@ -122,6 +122,26 @@ impl<'m> Memory<'m> {
         self.words
     }
 
+    /// What layer `layer` of a token's stack reads of `memory`: for a
+    /// `cross` layer its part, from word `*at` (moved past it: the layers'
+    /// parts follow in stack order); `None` for every other layer, without
+    /// a memory, or without the `cross` feature.
+    pub(crate) fn part_for(
+        memory: Option<&Memory<'m>>,
+        layer: &Layer,
+        at: &mut usize,
+    ) -> Result<Option<LayerMemory<'m>>> {
+        let (true, Some(m), Layer::Cross(c)) = (cfg!(feature = "cross"), memory, layer) else {
+            return Ok(None);
+        };
+        let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
+        let part = m
+            .layer(*at, len)
+            .ok_or(Error::Internal("memory checked against the model"))?;
+        *at = at.saturating_add(len);
+        Ok(Some(part))
+    }
+
     /// The part of the layer whose memory starts at word `start` and takes
     /// `len` words (`None` past the end: a memory of another model).
     pub(crate) fn layer(&self, start: usize, len: usize) -> Option<LayerMemory<'m>> {

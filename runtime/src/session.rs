@@ -690,15 +690,7 @@ impl<'a, 'b> Session<'a, 'b> {
                 usize::try_from(block.state_len(cfg.hidden_size)).unwrap_or(usize::MAX);
             let block_state = take(&mut state, block_words);
 
-            ctx.memory = None;
-            if let (true, Some(m), LayerConfig::Cross(c)) = (cfg!(feature = "cross"), memory, &lc) {
-                let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
-                ctx.memory = Some(
-                    m.layer(memory_at, len)
-                        .ok_or(Error::Internal("memory checked against the model"))?,
-                );
-                memory_at = memory_at.saturating_add(len);
-            }
+            ctx.memory = Memory::part_for(memory, &lc, &mut memory_at)?;
             block.pre_mixer(&w, cfg.norm_eps, h, x)?;
             lc.step(&ctx, &w, layer_state, scratch, &mut act, carry, x, out)?;
             h.iter_mut().zip(out.iter()).for_each(|(a, b)| *a += b);
