@@ -14,15 +14,12 @@
 
 use half::f16;
 
-use crate::config::{LayerConfig as Layer, ModelConfig as Cfg};
+use crate::config::LayerConfig as Layer;
 use crate::error::{Error, Result};
-use crate::image::Header;
 use crate::mixers::LayerMemory;
 pub use crate::mixers::MemoryWords;
 use crate::model::Model;
-
-/// Largest buffer (f32 words) whose byte size this target can address.
-const MAX_WORDS: u64 = (isize::MAX as u64) / 4;
+use crate::sizes::checked_add;
 
 /// f32 words of a caller-owned memory of `slots` slots for the model of
 /// `image`: the sum over its `cross` layers of
@@ -32,19 +29,8 @@ const MAX_WORDS: u64 = (isize::MAX as u64) / 4;
 /// without a `cross` layer or `slots` 0, and with what parsing the header
 /// and records meets.
 pub const fn memory_len(image: &[u8], slots: usize) -> Result<usize> {
-    let header = match Header::parse(image) {
-        Ok(h) => h,
-        Err(e) => return Err(e),
-    };
-    let section = match image.split_at_checked(header.config_off as usize) {
-        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
-            Some((section, _)) => section,
-            None => return Err(Error::BadHeader("config section out of bounds")),
-        },
-        None => return Err(Error::BadHeader("config section out of bounds")),
-    };
-    let cfg = match Cfg::parse(section) {
-        Ok(c) => c,
+    let (_, section, cfg) = match crate::sizes::parse_config(image) {
+        Ok(parts) => parts,
         Err(e) => return Err(e),
     };
     if slots == 0 {
@@ -56,14 +42,13 @@ pub const fn memory_len(image: &[u8], slots: usize) -> Result<usize> {
     while layer < cfg.num_layers {
         if let Ok(Layer::Cross(c)) = Layer::parse(section, layer as u16) {
             any = true;
-            total = match total.checked_add(c.memory_len(slots)) {
-                Some(t) if t <= MAX_WORDS => t,
-                _ => {
-                    return Err(Error::SizeOverflow {
-                        layer: None,
-                        what: "the memory exceeds what this target can address",
-                    })
-                }
+            total = match checked_add(
+                total,
+                c.memory_len(slots),
+                "the memory exceeds what this target can address",
+            ) {
+                Ok(t) => t,
+                Err(e) => return Err(e),
             };
         } else if let Err(e) = Layer::parse(section, layer as u16) {
             return Err(e);

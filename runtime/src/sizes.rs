@@ -32,13 +32,9 @@ pub(crate) const fn act_words(image: &[u8], header: &Header, cfg: &Cfg) -> Resul
     if !has_tiled_tensors(image, header) {
         return Ok(0);
     }
-    // Header::parse checked the config section is inside the image.
-    let section = match image.split_at_checked(header.config_off as usize) {
-        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
-            Some((section, _)) => section,
-            None => return Err(Error::Internal("config section")),
-        },
-        None => return Err(Error::Internal("config section")),
+    let section = match config_section(image, header) {
+        Ok(s) => s,
+        Err(e) => return Err(e),
     };
     let (d, i) = (cfg.hidden_size as u64, cfg.intermediate_size as u64);
     let mut widest = if d > i { d } else { i };
@@ -105,10 +101,40 @@ pub(crate) const fn layer_state_words(
 }
 
 /// Largest buffer (f32 words) whose byte size this target can address.
-const MAX_WORDS: u64 = (isize::MAX as u64) / 4;
+pub(crate) const MAX_WORDS: u64 = (isize::MAX as u64) / 4;
+
+/// The config section of `image`, which [`Header::parse`] checked lies
+/// inside it (const-compatible).
+pub(crate) const fn config_section<'a>(image: &'a [u8], header: &Header) -> Result<&'a [u8]> {
+    match image.split_at_checked(header.config_off as usize) {
+        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
+            Some((section, _)) => Ok(section),
+            None => Err(Error::BadHeader("config section out of bounds")),
+        },
+        None => Err(Error::BadHeader("config section out of bounds")),
+    }
+}
+
+/// The header, the config section and the model config of `image`,
+/// parsed: where every size computed from the image alone starts
+/// ([`session_len`], [`crate::snapshot_len`], [`crate::memory_len`]).
+pub(crate) const fn parse_config(image: &[u8]) -> Result<(Header, &[u8], Cfg)> {
+    let header = match Header::parse(image) {
+        Ok(h) => h,
+        Err(e) => return Err(e),
+    };
+    let section = match config_section(image, &header) {
+        Ok(s) => s,
+        Err(e) => return Err(e),
+    };
+    match Cfg::parse(section) {
+        Ok(cfg) => Ok((header, section, cfg)),
+        Err(e) => Err(e),
+    }
+}
 
 /// `a + b`, or the `SizeOverflow` error for `what` (const-compatible).
-const fn checked_add(a: u64, b: u64, what: &'static str) -> Result<u64> {
+pub(crate) const fn checked_add(a: u64, b: u64, what: &'static str) -> Result<u64> {
     match a.checked_add(b) {
         Some(v) if v <= MAX_WORDS => Ok(v),
         _ => Err(Error::SizeOverflow { layer: None, what }),
@@ -119,20 +145,8 @@ const fn checked_add(a: u64, b: u64, what: &'static str) -> Result<u64> {
 /// every sum is checked, and so is the total against the address space.
 pub(crate) const fn buffer_len(image: &[u8], pinned_max: usize) -> Result<BufferLen> {
     const TOO_LARGE: &str = "the session buffer exceeds what this target can address";
-    let header = match Header::parse(image) {
-        Ok(h) => h,
-        Err(e) => return Err(e),
-    };
-    // Header::parse checked that the section lies inside the image.
-    let section = match image.split_at_checked(header.config_off as usize) {
-        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
-            Some((section, _)) => section,
-            None => return Err(Error::BadHeader("config section out of bounds")),
-        },
-        None => return Err(Error::BadHeader("config section out of bounds")),
-    };
-    let cfg = match Cfg::parse(section) {
-        Ok(c) => c,
+    let (header, section, cfg) = match parse_config(image) {
+        Ok(parts) => parts,
         Err(e) => return Err(e),
     };
     if let Err(e) = tokenizer::check_section(image, &header, &cfg) {

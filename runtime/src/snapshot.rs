@@ -23,9 +23,8 @@
 //! ([`SnapshotError`] says why). Snapshots are not authenticated: the CRC
 //! finds accidents, not forgeries.
 
-use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::image::{self, Header};
+use crate::image;
 use crate::model::Model;
 use crate::sampler::{Sampler, SamplerState};
 pub use crate::snapshot_error::{math_name, SnapshotError};
@@ -84,19 +83,8 @@ pub const fn snapshot_len(image: &[u8], pinned_max: usize) -> Result<usize> {
         Ok(l) => l,
         Err(e) => return Err(e),
     };
-    let header = match Header::parse(image) {
-        Ok(h) => h,
-        Err(e) => return Err(e),
-    };
-    let section = match image.split_at_checked(header.config_off as usize) {
-        Some((_, rest)) => match rest.split_at_checked(header.config_len as usize) {
-            Some((s, _)) => s,
-            None => return Err(Error::BadHeader("config section out of bounds")),
-        },
-        None => return Err(Error::BadHeader("config section out of bounds")),
-    };
-    let cfg = match ModelConfig::parse(section) {
-        Ok(c) => c,
+    let (_, _, cfg) = match crate::sizes::parse_config(image) {
+        Ok(parts) => parts,
         Err(e) => return Err(e),
     };
     bytes_for(len.state, cfg.vocab_size as usize)
