@@ -304,16 +304,38 @@ pub unsafe extern "C" fn ferrite_feed(
     logits: *mut *const f32,
     n: *mut usize,
 ) -> i32 {
+    // SAFETY: the contract.
+    unsafe {
+        feed_and_point(session, logits, n, |s| {
+            let l = s.feed(token).map_err(step_code)?;
+            Ok((l.as_ptr(), l.len()))
+        })
+    }
+}
+
+/// Runs `step` (one token fed, with or without a caller memory) on the
+/// session and points `*logits` and `*n` at the logits it returns (each
+/// null when not wanted): what [`ferrite_feed`] and
+/// [`ferrite_feed_with_memory`] share.
+///
+/// # Safety
+/// As [`ferrite_feed`].
+unsafe fn feed_and_point(
+    session: *mut ferrite_session,
+    logits: *mut *const f32,
+    n: *mut usize,
+    step: impl FnOnce(&mut Session<'static, 'static>) -> Result<(*const f32, usize), i32>,
+) -> i32 {
     status((|| {
         check_align(logits)?;
         check_align(n)?;
         // SAFETY: the contract.
         let s = unsafe { session_mut(session) }?;
-        let l = s.feed(token).map_err(step_code)?;
+        let (ptr, len) = step(s)?;
         // SAFETY: null or writable and aligned (checked above, the contract).
         unsafe {
-            put(logits, l.as_ptr());
-            put(n, l.len());
+            put(logits, ptr);
+            put(n, len);
         }
         Ok(())
     })())
@@ -493,21 +515,14 @@ pub unsafe extern "C" fn ferrite_feed_with_memory(
     logits: *mut *const f32,
     n: *mut usize,
 ) -> i32 {
-    status((|| {
-        check_align(logits)?;
-        check_align(n)?;
-        // SAFETY: the contract.
-        let s = unsafe { session_mut(session) }?;
+    let step = |s: &mut Session<'static, 'static>| {
         // SAFETY: `bytes` readable bytes (the contract).
         let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
         let l = s.feed_with_memory(token, &memory).map_err(step_code)?;
-        // SAFETY: null or writable and aligned (checked above, the contract).
-        unsafe {
-            put(logits, l.as_ptr());
-            put(n, l.len());
-        }
-        Ok(())
-    })())
+        Ok((l.as_ptr(), l.len()))
+    };
+    // SAFETY: the contract.
+    unsafe { feed_and_point(session, logits, n, step) }
 }
 
 /// [`ferrite_generate`] attending to a caller-owned memory (as
@@ -533,23 +548,14 @@ pub unsafe extern "C" fn ferrite_generate_with_memory(
     user_data: *mut c_void,
     generated: *mut usize,
 ) -> i32 {
-    status((|| {
-        check_align(generated)?;
-        // SAFETY: the contract.
-        let prompt = unsafe { slice(prompt, prompt_len) }?;
-        // SAFETY: the contract.
-        let s = unsafe { session_mut(session) }?;
-        // SAFETY: the contract.
-        let sampler = unsafe { sampler_mut(sampler) }?;
+    let run = |s: &mut Session<'static, 'static>, prompt: &[u32], sampler: &mut Sampler| {
         // SAFETY: `bytes` readable bytes (the contract).
         let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
-        let count = s
-            .generate_with_memory(prompt, n, sampler, &memory, on_token(callback, user_data))
-            .map_err(step_code)?;
-        // SAFETY: null or writable and aligned.
-        unsafe { put(generated, count) };
-        Ok(())
-    })())
+        s.generate_with_memory(prompt, n, sampler, &memory, on_token(callback, user_data))
+            .map_err(step_code)
+    };
+    // SAFETY: the contract.
+    unsafe { generate_and_count(session, prompt, prompt_len, sampler, generated, run) }
 }
 
 /// Selects baked memory `index` in every `cross` layer of the session's
@@ -685,6 +691,30 @@ pub unsafe extern "C" fn ferrite_generate(
     user_data: *mut c_void,
     generated: *mut usize,
 ) -> i32 {
+    // SAFETY: the contract.
+    unsafe {
+        generate_and_count(session, prompt, prompt_len, sampler, generated, |s, prompt, sampler| {
+            s.generate(prompt, n, sampler, on_token(callback, user_data))
+                .map_err(step_code)
+        })
+    }
+}
+
+/// Runs `run` (a generation, with or without a caller memory) over the
+/// prompt with the session and sampler, and writes the number of tokens it
+/// generated into `*generated` (null when not wanted): what
+/// [`ferrite_generate`] and [`ferrite_generate_with_memory`] share.
+///
+/// # Safety
+/// As [`ferrite_generate`].
+unsafe fn generate_and_count(
+    session: *mut ferrite_session,
+    prompt: *const u32,
+    prompt_len: usize,
+    sampler: *mut ferrite_sampler,
+    generated: *mut usize,
+    run: impl FnOnce(&mut Session<'static, 'static>, &[u32], &mut Sampler) -> Result<usize, i32>,
+) -> i32 {
     status((|| {
         check_align(generated)?;
         // SAFETY: the contract.
@@ -693,9 +723,7 @@ pub unsafe extern "C" fn ferrite_generate(
         let s = unsafe { session_mut(session) }?;
         // SAFETY: the contract.
         let sampler = unsafe { sampler_mut(sampler) }?;
-        let count = s
-            .generate(prompt, n, sampler, on_token(callback, user_data))
-            .map_err(step_code)?;
+        let count = run(s, prompt, sampler)?;
         // SAFETY: null or writable and aligned.
         unsafe { put(generated, count) };
         Ok(())
