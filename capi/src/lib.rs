@@ -461,9 +461,8 @@ unsafe fn caller_memory<'a>(
 /// baked memory 0 selected).
 ///
 /// Returns `FERRITE_E_BAD_MEMORY` (no `cross` layer, no tokens, a buffer
-/// of another size, an image on the integer token path),
-/// `FERRITE_E_TOKEN_OUT_OF_RANGE`, or an argument or handle error; `memory`
-/// may be partly written then.
+/// of another size), `FERRITE_E_TOKEN_OUT_OF_RANGE`, or an argument or
+/// handle error; `memory` may be partly written then.
 ///
 /// # Safety
 /// `session` was made by [`ferrite_session_init`] and is not used

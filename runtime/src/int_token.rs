@@ -74,7 +74,7 @@ fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
 }
 
 /// `x = rmsnorm(h) × weight` as a normal block; returns its exponent.
-fn norm_into(h: Block<'_>, weight: &Tensor<'_>, eps: Fx, x: &mut [i32]) -> Result<i32> {
+pub(crate) fn norm_into(h: Block<'_>, weight: &Tensor<'_>, eps: Fx, x: &mut [i32]) -> Result<i32> {
     let w = weight.stored_vector()?;
     let inv = rms_inv(h, eps);
     if inv.is_zero() {
@@ -145,8 +145,18 @@ fn from_f32_in_place(words: &mut [f32]) -> i32 {
     normalize_with_max(ints, emax - 6, max)
 }
 
+/// What [`feed`] calls before each layer when it runs the memory encoder
+/// ([`crate::encoder`]): the layer's index, the activation scratch, the
+/// hidden state, and two vectors it may write (a `D`-wide one and the
+/// mixers' scratch). Returns whether the encoder is done (`feed` then
+/// stops: no later layer and no logits).
+pub(crate) type BeforeLayer<'f> =
+    &'f mut dyn FnMut(usize, &mut ActBuf<'_>, Block<'_>, &mut [i32], &mut [i32]) -> Result<bool>;
+
 /// Runs one token: `state` is the whole state region, `clamps` the
-/// per-layer clamp counters; writes the logits into `v.logits`.
+/// per-layer clamp counters; writes the logits into `v.logits`. With
+/// `before_layer` (the memory encoder), calls it before each layer and
+/// stops where it says the encoder is done.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn feed(
     model: &Model<'_>,
@@ -157,6 +167,7 @@ pub(crate) fn feed(
     v: Vectors<'_>,
     act: &mut ActBuf<'_>,
     clamps: &mut [u32],
+    mut before_layer: Option<BeforeLayer<'_>>,
 ) -> Result<()> {
     let cfg = *model.config();
     let eps = Fx::from_f32_bits(cfg.norm_eps.to_bits());
@@ -177,6 +188,11 @@ pub(crate) fn feed(
     // Word offset of the next cross layer's part of a caller memory.
     let mut memory_at = 0usize;
     for layer in 0..cfg.num_layers as usize {
+        if let Some(hook) = before_layer.as_mut() {
+            if hook(layer, act, hb(h, eh), ints(x), ints(scratch))? {
+                return Ok(());
+            }
+        }
         let lc: LayerConfig = model.layer(layer)?;
         ctx.memory = Memory::part_for(memory, &lc, &mut memory_at)?;
         // RMSNorm, no pre-norm, SwiGLU or no MLP (checked at load): no

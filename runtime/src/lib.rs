@@ -135,6 +135,7 @@ compile_error!(
 
 pub mod block;
 pub mod config;
+mod encoder;
 pub mod error;
 pub mod fixed;
 mod format;

@@ -27,6 +27,8 @@ use crate::sampler::Sampler;
 use crate::tensor::ActBuf;
 use half::f16;
 
+use crate::encoder::{Encode, EncodeOut};
+
 /// One token stream over a model. Owns no memory: state and scratch live in
 /// the caller's buffer.
 pub struct Session<'a, 'b> {
@@ -67,112 +69,6 @@ fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
     let (head, tail) = all.split_at_mut(n.min(all.len()));
     *buf = tail;
     head
-}
-
-/// One memory token's place in [`Session::encode_memory`]: its slot, the
-/// memory's slots and the caller's output ([`Memory`]'s layout).
-struct Encode<'o> {
-    slot: usize,
-    slots: usize,
-    out: EncodeOut<'o>,
-}
-
-/// The encoder's output words: f32, or f16 (each row computed in f32 in
-/// the session's scratch, then rounded to nearest even).
-enum EncodeOut<'o> {
-    F32(&'o mut [f32]),
-    F16(&'o mut [f16]),
-}
-
-impl EncodeOut<'_> {
-    fn reborrow(&mut self) -> EncodeOut<'_> {
-        match self {
-            EncodeOut::F32(w) => EncodeOut::F32(w),
-            EncodeOut::F16(w) => EncodeOut::F16(w),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            EncodeOut::F32(w) => w.len(),
-            EncodeOut::F16(w) => w.len(),
-        }
-    }
-}
-
-/// `t · x` into words `at..at + n` of `out` (f16 through `tmp`).
-fn matvec_into(
-    t: &crate::tensor::Tensor<'_>,
-    x: &crate::tensor::Input<'_>,
-    out: &mut EncodeOut<'_>,
-    at: usize,
-    n: usize,
-    tmp: &mut [f32],
-) -> Result<()> {
-    let range = at..at.saturating_add(n);
-    match out {
-        EncodeOut::F32(w) => Ok(t.matvec(x, w.get_mut(range).ok_or(Error::Internal("slot"))?)?),
-        EncodeOut::F16(w) => {
-            let row = tmp.get_mut(..n).ok_or(Error::Internal("encoder scratch"))?;
-            t.matvec(x, row)?;
-            let dst = w.get_mut(range).ok_or(Error::Internal("slot"))?;
-            dst.iter_mut()
-                .zip(row.iter())
-                .for_each(|(d, &v)| *d = f16::from_f32(v));
-            Ok(())
-        }
-    }
-}
-
-impl Encode<'_> {
-    /// Before layer `layer` runs on the memory token (hidden state `h`):
-    /// writes this slot's key and value of every `cross` layer whose
-    /// encoder is `layer` layers deep (its pre-norm of `h`, into `x`, then
-    /// `k_proj` and `v_proj`; `out` is a copy of `h` the pre-norm may
-    /// change). Returns whether every cross layer is done (no encoder runs
-    /// deeper). `tmp` (the mixers' scratch, at least a layer's query width)
-    /// holds an f16 output's rows before they are rounded.
-    #[allow(clippy::too_many_arguments)]
-    fn write(
-        &mut self,
-        model: &Model<'_>,
-        layer: usize,
-        act: &mut ActBuf<'_>,
-        h: &[f32],
-        x: &mut [f32],
-        out: &mut [f32],
-        tmp: &mut [f32],
-    ) -> Result<bool> {
-        let mut at = 0usize;
-        let mut deeper = false;
-        for l in 0..model.config().num_layers as usize {
-            let LayerConfig::Cross(c) = model.layer(l)? else {
-                continue;
-            };
-            let kv = usize::try_from(c.kv_width()).unwrap_or(usize::MAX);
-            let len = usize::try_from(c.memory_len(self.slots)).unwrap_or(usize::MAX);
-            let depth = c.encoder_layers as usize;
-            if depth == layer {
-                let w = model.layer_weights(l);
-                let block = model.block(l)?;
-                out.iter_mut().zip(h).for_each(|(o, &v)| *o = v);
-                block.pre_mixer(&w, model.config().norm_eps, out, x)?;
-                if at.saturating_add(len) > self.out.len() {
-                    return Err(Error::Internal("memory length"));
-                }
-                // This slot's key row, then its value row half the layer on.
-                let row = at.saturating_add(self.slot.saturating_mul(kv));
-                let xin = act.input(x)?;
-                matvec_into(&w.get(Role::KProj)?, &xin, &mut self.out, row, kv, tmp)?;
-                let v_row = row.saturating_add(len / 2);
-                matvec_into(&w.get(Role::VProj)?, &xin, &mut self.out, v_row, kv, tmp)?;
-            } else if depth > layer {
-                deeper = true;
-            }
-            at = at.saturating_add(len);
-        }
-        Ok(!deeper)
-    }
 }
 
 impl<'a, 'b> Session<'a, 'b> {
@@ -514,13 +410,15 @@ impl<'a, 'b> Session<'a, 'b> {
     /// tokens.len())` words (the layout of [`Memory`]); returns the
     /// [`Memory`] over it, ready for [`Session::feed_with_memory`]. `ferrite
     /// quantize --memory` bakes the same keys and values (from the f32
-    /// weights) into an image.
+    /// weights) into an image. On the integer token path the encoder is
+    /// that path's integer code (its norm and products), each value written
+    /// as its nearest f32: within 3% of the largest word of the f32
+    /// encoder's (docs/cross-attention.md).
     ///
     /// The session's state is the encoder's workspace: the stream is reset
     /// before and after (position 0, baked memory 0 selected, the pinned
     /// count kept). Errors with [`Error::BadMemory`] (no `cross` layer, no
-    /// tokens, `out` of another length, an image on the integer token
-    /// path, whose encoder is not written), [`Error::TokenOutOfRange`];
+    /// tokens, `out` of another length), [`Error::TokenOutOfRange`];
     /// `out` may be partly written then, and the stream is reset.
     pub fn encode_memory<'m>(&mut self, tokens: &[u32], out: &'m mut [f32]) -> Result<Memory<'m>> {
         self.encode_into(tokens, EncodeOut::F32(&mut *out))?;
@@ -542,11 +440,6 @@ impl<'a, 'b> Session<'a, 'b> {
 
     fn encode_into(&mut self, tokens: &[u32], mut out: EncodeOut<'_>) -> Result<()> {
         let cfg = *self.model.config();
-        if cfg.token_path != crate::config::TokenPath::F32 {
-            return Err(Error::BadMemory(
-                "the memory encoder runs on the f32 token path only (the image is on the integer token path)",
-            ));
-        }
         if tokens.is_empty() {
             return Err(Error::BadMemory("a memory needs at least one token"));
         }
@@ -650,8 +543,19 @@ impl<'a, 'b> Session<'a, 'b> {
                 scratch,
             };
             let clamps: &mut [u32] = bytemuck::cast_slice_mut(clamp_words);
+            let model = &self.model;
+            let encoding = encode.is_some() && cfg!(feature = "cross");
+            let eps = crate::fixed::Fx::from_f32_bits(cfg.norm_eps.to_bits());
+            let mut write = |layer: usize,
+                             act: &mut ActBuf<'_>,
+                             h: crate::fixed::block::Block<'_>,
+                             x: &mut [i32],
+                             tmp: &mut [i32]| match encode.as_mut() {
+                Some(enc) => enc.write_int(model, eps, layer, act, h, x, tmp),
+                None => Ok(true),
+            };
             crate::int_token::feed(
-                &self.model,
+                model,
                 &ctx,
                 memory,
                 token,
@@ -659,6 +563,7 @@ impl<'a, 'b> Session<'a, 'b> {
                 vectors,
                 &mut act,
                 clamps,
+                encoding.then_some(&mut write as crate::int_token::BeforeLayer<'_>),
             )?;
             self.pos = next;
             return Ok(());

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use ferrite::image::DType;
-use ferrite::{Session, StateFormat, TokenPath};
+use ferrite::{Memory, Session, StateFormat, TokenPath};
 use ferrite_tools::memory::{bake, MemoryText};
 use ferrite_tools::model_dir::ModelDir;
 use ferrite_tools::run::{session_buffer, AlignedImage};
@@ -75,8 +75,19 @@ fn queries(dir: &Path, names: &[String]) -> Vec<Query> {
         .collect()
 }
 
-/// (hits, queries asked) of the image over every held-out sequence.
+/// (hits, queries asked) of the image over every held-out sequence, each
+/// with its baked memory selected.
 fn score(image: &AlignedImage, qs: &[Query]) -> (usize, usize) {
+    score_with(image, qs, |s, _, token| s.feed(token).map(<[f32]>::to_vec))
+}
+
+/// (hits, queries asked) over every held-out sequence, each token fed by
+/// `feed` through a fresh session (its memory selected).
+fn score_with(
+    image: &AlignedImage,
+    qs: &[Query],
+    mut feed: impl FnMut(&mut Session<'_, '_>, &Query, u32) -> Result<Vec<f32>, ferrite::StepError>,
+) -> (usize, usize) {
     let (mut hits, mut total) = (0, 0);
     for q in qs {
         let model = image.model().unwrap();
@@ -84,7 +95,7 @@ fn score(image: &AlignedImage, qs: &[Query]) -> (usize, usize) {
         let mut s = Session::new(model, &mut buf).unwrap();
         s.select_memory(q.memory as u32).unwrap();
         for (&token, &target) in q.stream.iter().zip(&q.targets) {
-            let logits = s.feed(token).unwrap();
+            let logits = feed(&mut s, q, token).unwrap();
             if target < 0 {
                 continue;
             }
@@ -129,6 +140,61 @@ fn the_shipped_lookup_model_answers_every_held_out_query() {
         let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
         let (hits, total) = score(&image, &qs);
         println!("{what:<16} {hits}/{total}");
+        assert_eq!(total, 128, "{what}: 4 memories x 32 queries");
+        assert_eq!(hits, total, "{what}: {hits}/{total} held-out queries right");
+    }
+}
+
+#[test]
+fn memories_encoded_on_the_device_answer_every_held_out_query_on_both_token_paths() {
+    // The application's way (docs/cross-attention.md, "Caller-owned
+    // memories"): no baked memory is read; each memory text is encoded by
+    // the session's own encoder (on the integer token path, with its
+    // integer norm and products) into a caller buffer, then attended to.
+    let dir = model_dir();
+    let named = memories(&dir);
+    let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
+    let texts: Vec<MemoryText> = named.into_iter().map(|(_, t)| t).collect();
+    let qs = queries(&dir, &names);
+    let mut d = ModelDir::open(&dir).unwrap();
+    bake(&mut d, &texts).unwrap();
+    let int8 = WriteOptions {
+        dtype: DType::I8,
+        ..Default::default()
+    };
+    let cases = [
+        ("int8", int8.clone()),
+        (
+            "int8 --path int",
+            WriteOptions {
+                token_path: TokenPath::Int,
+                state: StateFormat::Int16,
+                ..int8
+            },
+        ),
+    ];
+    for (what, opts) in cases {
+        let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
+        let model = image.model().unwrap();
+        let mut buf = session_buffer(&model, 0).unwrap();
+        let mut encoder = Session::new(model, &mut buf).unwrap();
+        // (slots, words) of each memory.
+        let encoded: Vec<(usize, Vec<f32>)> = texts
+            .iter()
+            .map(|t| {
+                let tokens: Vec<u32> = t.text.iter().map(|&b| u32::from(b)).collect();
+                let mut words =
+                    vec![0f32; ferrite::memory_len(image.bytes(), tokens.len()).unwrap()];
+                encoder.encode_memory(&tokens, &mut words).unwrap();
+                (tokens.len(), words)
+            })
+            .collect();
+        let (hits, total) = score_with(&image, &qs, |s, q, token| {
+            let (slots, words) = &encoded[q.memory];
+            let memory = Memory::new(&model, *slots, words).unwrap();
+            s.feed_with_memory(token, &memory).map(<[f32]>::to_vec)
+        });
+        println!("{what:<16} device-encoded memories: {hits}/{total}");
         assert_eq!(total, 128, "{what}: 4 memories x 32 queries");
         assert_eq!(hits, total, "{what}: {hits}/{total} held-out queries right");
     }

@@ -353,14 +353,70 @@ fn a_caller_memory_runs_on_quantized_images_and_the_integer_token_path() {
             worst > 0.0 && worst <= 0.05 * scale,
             "{path:?}: {worst} of {scale}"
         );
-        if path == ferrite::TokenPath::Int {
-            // The device encoder is for f32 token path images only.
-            let mut out = vec![0f32; words.len()];
-            assert!(matches!(
-                s.encode_memory(&[1; 23], &mut out),
-                Err(Error::BadMemory(_))
-            ));
+    }
+}
+
+#[test]
+fn the_device_encoder_runs_on_the_integer_token_path() {
+    // An int8 image on the integer token path encodes its memories with
+    // the integer path's norm and products: within 3% of the largest key
+    // or value of the f32 encoder's words (the tools' bake), f16 words the
+    // f32 ones rounded, and the logits read through it within the 5% bound
+    // the baked int8 memories are held to above.
+    let d = baked_dir();
+    let f32_image = AlignedImage::new(
+        &build_image(&d, &WriteOptions::default(), |_, _| {})
+            .unwrap()
+            .bytes,
+    );
+    let opts = WriteOptions {
+        dtype: DType::I8,
+        token_path: ferrite::TokenPath::Int,
+        ..Default::default()
+    };
+    let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
+    let model = image.model().unwrap();
+    let mut buf = session_buffer(&model, 0).unwrap();
+    let mut s = Session::new(model, &mut buf).unwrap();
+    let mut buf2 = session_buffer(&model, 0).unwrap();
+    let mut b = Session::new(model, &mut buf2).unwrap();
+    for (n, text) in texts().iter().enumerate() {
+        let tokens: Vec<u32> = text.text.iter().map(|&b| b as u32).collect();
+        let want = baked_words(&f32_image.model().unwrap(), n);
+        let mut out = vec![f32::NAN; want.len()];
+        s.encode_memory(&tokens, &mut out).unwrap();
+        let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let diff = max_diff(&out, &want);
+        println!(
+            "memory {n}: integer-path encoder vs f32 bake: max|diff| {diff:.3e} of {scale:.3e}"
+        );
+        assert!(
+            diff > 0.0 && diff <= 0.03 * scale,
+            "memory {n}: {diff} of {scale}"
+        );
+        let mut half = vec![ferrite::f16::ZERO; want.len()];
+        s.encode_memory_f16(&tokens, &mut half).unwrap();
+        assert!(
+            half.iter()
+                .zip(&out)
+                .all(|(h, &v)| *h == ferrite::f16::from_f32(v)),
+            "memory {n}: the f16 words are the f32 ones rounded"
+        );
+        // The encoder leaves a reset stream, and the memory reads as one.
+        assert_eq!(s.stream_len(), 0);
+        let memory = Memory::new(&model, tokens.len(), &out).unwrap();
+        b.reset();
+        b.select_memory(n as u32).unwrap();
+        s.reset();
+        let (mut worst, mut top) = (0f32, 0f32);
+        for t in [5u32, 80, 200, 3, 17, 99] {
+            let x = s.feed_with_memory(t, &memory).unwrap().to_vec();
+            let y = b.feed(t).unwrap();
+            worst = worst.max(max_diff(&x, y));
+            top = top.max(y.iter().fold(0f32, |a, v| a.max(v.abs())));
         }
+        println!("memory {n}: logits vs the baked int8 memory: max|diff| {worst:.3e} of {top:.3e}");
+        assert!(worst <= 0.05 * top, "memory {n}: {worst} of {top}");
     }
 }
 

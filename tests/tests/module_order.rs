@@ -49,6 +49,8 @@ const ORDER: &[&str] = &[
     "memory",
     // One token on the integer token path.
     "int_token",
+    // The memory encoder's writes of keys and values (both token paths).
+    "encoder",
     // Snapshot bytes: header, hash, checks (the session calls them).
     "snapshot",
     "session",
