@@ -220,9 +220,6 @@ typedef struct ferrite_sampler {
   uint64_t _opaque[FERRITE_SAMPLER_WORDS];
 } ferrite_sampler;
 
-// Called with each generated token; returns `true` to go on, `false` to stop.
-typedef bool (*ferrite_token_fn)(uint32_t token, void *user_data);
-
 // Sampling options ([`ferrite_sampler_init`]): `ferrite::SamplerConfig`.
 typedef struct ferrite_sampler_config {
   // Softmax temperature; 0 is greedy (the argmax).
@@ -234,6 +231,9 @@ typedef struct ferrite_sampler_config {
   // Seed of the PCG32 generator: the same seed draws the same tokens on every target.
   uint64_t seed;
 } ferrite_sampler_config;
+
+// Called with each generated token; returns `true` to go on, `false` to stop.
+typedef bool (*ferrite_token_fn)(uint32_t token, void *user_data);
 
 // Fills `buf` (`len` bytes) with the next bytes of an update; returns how
 // many it wrote (0: the transfer ended), or a negative value on a failure.
@@ -326,84 +326,6 @@ int32_t ferrite_position(const struct ferrite_session *session, uint64_t *pos);
 // # Safety
 // `session` was made by [`ferrite_session_init`] and is not used concurrently.
 int32_t ferrite_reset(struct ferrite_session *session);
-
-// Writes into `*out` the bytes of a caller-owned memory of `slots` slots
-// for `image` (`len` bytes): `ferrite::memory_len(image, slots)` words of
-// 4 bytes, the keys and values of every `cross` layer
-// (docs/cross-attention.md, "Caller-owned memories"). As
-// [`ferrite_session_len`], the image need not be aligned for this call.
-//
-// Returns `FERRITE_E_BAD_MEMORY` for a model without a `cross` layer or
-// `slots` 0, an image error, or an argument error.
-//
-// # Safety
-// `image` points to `len` readable bytes; `out` is writable.
-int32_t ferrite_memory_len(const uint8_t *image, size_t len, size_t slots, size_t *out);
-
-// Runs the model's memory encoder on the device (`ferrite::Session::encode_memory`,
-// docs/cross-attention.md, "The memory encoder"): the memory text's
-// `tokens` (`n` ids, one slot each) become the keys and values of every
-// `cross` layer, written into `memory` (`bytes` bytes, 4-byte aligned,
-// exactly [`ferrite_memory_len`] for `n` slots), ready for
-// [`ferrite_feed_with_memory`] with `slots` = `n`. The session is the
-// encoder's workspace: its stream is reset before and after (position 0,
-// baked memory 0 selected).
-//
-// Returns `FERRITE_E_BAD_MEMORY` (no `cross` layer, no tokens, a buffer
-// of another size), `FERRITE_E_TOKEN_OUT_OF_RANGE`, or an argument or
-// handle error; `memory` may be partly written then.
-//
-// # Safety
-// `session` was made by [`ferrite_session_init`] and is not used
-// concurrently; `tokens` points to `n` readable ids; `memory` to `bytes`
-// writable bytes that do not overlap the session's buffer.
-int32_t ferrite_encode_memory(struct ferrite_session *session,
-                              const uint32_t *tokens,
-                              size_t n,
-                              float *memory,
-                              size_t bytes);
-
-// [`ferrite_feed`] attending to a caller-owned memory: `memory` (`bytes`
-// bytes, 4-byte aligned) holds `slots` slots of keys and values for every
-// `cross` layer, as [`ferrite_encode_memory`] writes them (or as computed
-// elsewhere, in the layout docs/cross-attention.md gives), in place of
-// the selected baked memory, for this token only. The memory is read,
-// never kept: pass it again with every token.
-//
-// Returns `FERRITE_E_BAD_MEMORY` (a memory whose size is not
-// [`ferrite_memory_len`]'s for `slots`, or a model without a `cross`
-// layer; the state is unchanged) or what [`ferrite_feed`] returns.
-//
-// # Safety
-// As [`ferrite_feed`]; `memory` points to `bytes` readable bytes.
-int32_t ferrite_feed_with_memory(struct ferrite_session *session,
-                                 uint32_t token,
-                                 const float *memory,
-                                 size_t bytes,
-                                 size_t slots,
-                                 const float **logits,
-                                 size_t *n);
-
-// [`ferrite_generate`] attending to a caller-owned memory (as
-// [`ferrite_feed_with_memory`]'s) with every token, the prompt's and the
-// generated ones: `ferrite::Session::generate_with_memory`.
-//
-// Returns `FERRITE_E_BAD_MEMORY` (nothing is fed then) or what
-// [`ferrite_generate`] returns.
-//
-// # Safety
-// As [`ferrite_generate`]; `memory` points to `bytes` readable bytes.
-int32_t ferrite_generate_with_memory(struct ferrite_session *session,
-                                     const uint32_t *prompt,
-                                     size_t prompt_len,
-                                     size_t n,
-                                     struct ferrite_sampler *sampler,
-                                     const float *memory,
-                                     size_t bytes,
-                                     size_t slots,
-                                     ferrite_token_fn callback,
-                                     void *user_data,
-                                     size_t *generated);
 
 // Selects baked memory `index` in every `cross` layer of the session's
 // model (docs/cross-attention.md): the next tokens attend to it. The
@@ -598,6 +520,130 @@ int32_t ferrite_update_validate_signed(const uint8_t *image,
 // A static, NUL-terminated English sentence for a status code (`"unknown
 // error code"` for codes this library never returns). Never null.
 const char *ferrite_strerror(int32_t code);
+
+// Writes into `*out` the bytes of a caller-owned memory of `slots` slots
+// for `image` (`len` bytes): `ferrite::memory_len(image, slots)` words of
+// 4 bytes, the keys and values of every `cross` layer
+// (docs/cross-attention.md, "Caller-owned memories"); an f16 memory
+// (`ferrite_*_memory_f16`) takes half of it. As [`crate::ferrite_session_len`],
+// the image need not be aligned for this call.
+//
+// Returns `FERRITE_E_BAD_MEMORY` for a model without a `cross` layer or
+// `slots` 0, an image error, or an argument error.
+//
+// # Safety
+// `image` points to `len` readable bytes; `out` is writable.
+int32_t ferrite_memory_len(const uint8_t *image, size_t len, size_t slots, size_t *out);
+
+// Runs the model's memory encoder on the device (`ferrite::Session::encode_memory`,
+// docs/cross-attention.md, "The memory encoder"): the memory text's
+// `tokens` (`n` ids, one slot each) become the keys and values of every
+// `cross` layer, written into `memory` (`bytes` bytes, 4-byte aligned,
+// exactly [`ferrite_memory_len`] for `n` slots), ready for
+// [`ferrite_feed_with_memory`] with `slots` = `n`. The session is the
+// encoder's workspace: its stream is reset before and after (position 0,
+// baked memory 0 selected). On an image on the integer token path the
+// encoder is that path's integer code.
+//
+// Returns `FERRITE_E_BAD_MEMORY` (no `cross` layer, no tokens, a buffer
+// of another size), `FERRITE_E_TOKEN_OUT_OF_RANGE`, or an argument or
+// handle error; `memory` may be partly written then.
+//
+// # Safety
+// `session` was made by [`crate::ferrite_session_init`] and is not used
+// concurrently; `tokens` points to `n` readable ids; `memory` to `bytes`
+// writable bytes that do not overlap the session's buffer.
+int32_t ferrite_encode_memory(struct ferrite_session *session,
+                              const uint32_t *tokens,
+                              size_t n,
+                              float *memory,
+                              size_t bytes);
+
+// [`crate::ferrite_feed`] attending to a caller-owned memory: `memory` (`bytes`
+// bytes, 4-byte aligned) holds `slots` slots of keys and values for every
+// `cross` layer, as [`ferrite_encode_memory`] writes them (or as computed
+// elsewhere, in the layout docs/cross-attention.md gives), in place of
+// the selected baked memory, for this token only. The memory is read,
+// never kept: pass it again with every token.
+//
+// Returns `FERRITE_E_BAD_MEMORY` (a memory whose size is not
+// [`ferrite_memory_len`]'s for `slots`, or a model without a `cross`
+// layer; the state is unchanged) or what [`crate::ferrite_feed`] returns.
+//
+// # Safety
+// As [`crate::ferrite_feed`]; `memory` points to `bytes` readable bytes.
+int32_t ferrite_feed_with_memory(struct ferrite_session *session,
+                                 uint32_t token,
+                                 const float *memory,
+                                 size_t bytes,
+                                 size_t slots,
+                                 const float **logits,
+                                 size_t *n);
+
+// [`crate::ferrite_generate`] attending to a caller-owned memory (as
+// [`ferrite_feed_with_memory`]'s) with every token, the prompt's and the
+// generated ones: `ferrite::Session::generate_with_memory`.
+//
+// Returns `FERRITE_E_BAD_MEMORY` (nothing is fed then) or what
+// [`crate::ferrite_generate`] returns.
+//
+// # Safety
+// As [`crate::ferrite_generate`]; `memory` points to `bytes` readable bytes.
+int32_t ferrite_generate_with_memory(struct ferrite_session *session,
+                                     const uint32_t *prompt,
+                                     size_t prompt_len,
+                                     size_t n,
+                                     struct ferrite_sampler *sampler,
+                                     const float *memory,
+                                     size_t bytes,
+                                     size_t slots,
+                                     ferrite_token_fn callback,
+                                     void *user_data,
+                                     size_t *generated);
+
+// [`ferrite_encode_memory`] into f16 words (`uint16_t`, IEEE 754 binary16
+// bits): `bytes` is half of [`ferrite_memory_len`]'s, 2-byte aligned.
+// Each key and value is computed as for [`ferrite_encode_memory`], then
+// rounded to the nearest f16 (`ferrite::Session::encode_memory_f16`).
+//
+// # Safety
+// As [`ferrite_encode_memory`].
+int32_t ferrite_encode_memory_f16(struct ferrite_session *session,
+                                  const uint32_t *tokens,
+                                  size_t n,
+                                  uint16_t *memory,
+                                  size_t bytes);
+
+// [`ferrite_feed_with_memory`] over f16 words (as
+// [`ferrite_encode_memory_f16`] writes them): half the RAM; the logits
+// are those of an f32 memory holding the same values.
+//
+// # Safety
+// As [`ferrite_feed_with_memory`].
+int32_t ferrite_feed_with_memory_f16(struct ferrite_session *session,
+                                     uint32_t token,
+                                     const uint16_t *memory,
+                                     size_t bytes,
+                                     size_t slots,
+                                     const float **logits,
+                                     size_t *n);
+
+// [`ferrite_generate_with_memory`] over f16 words (as
+// [`ferrite_feed_with_memory_f16`]'s).
+//
+// # Safety
+// As [`ferrite_generate_with_memory`].
+int32_t ferrite_generate_with_memory_f16(struct ferrite_session *session,
+                                         const uint32_t *prompt,
+                                         size_t prompt_len,
+                                         size_t n,
+                                         struct ferrite_sampler *sampler,
+                                         const uint16_t *memory,
+                                         size_t bytes,
+                                         size_t slots,
+                                         ferrite_token_fn callback,
+                                         void *user_data,
+                                         size_t *generated);
 
 #ifdef __cplusplus
 }  // extern "C"

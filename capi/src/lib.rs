@@ -35,14 +35,16 @@ extern crate std;
 
 mod codes;
 mod handles;
+mod memory;
 mod panic;
 mod pointers;
 
 use core::ffi::{c_char, c_void};
 
-use ferrite::{Memory, Model, Sampler, SamplerConfig, Session};
+use ferrite::{Model, Sampler, SamplerConfig, Session};
 
 pub use codes::*;
+pub use memory::*;
 pub use handles::{
     ferrite_model, ferrite_sampler, ferrite_session, FERRITE_MODEL_WORDS, FERRITE_SAMPLER_WORDS,
     FERRITE_SESSION_WORDS,
@@ -123,7 +125,7 @@ unsafe fn put<T>(out: *mut T, value: T) {
 /// # Safety
 /// When `len > 0`, `p` points to `len` initialised `T`s, readable and not
 /// written by anyone else while the slice is used, for `'a`.
-unsafe fn slice<'a, T>(p: *const T, len: usize) -> Result<&'a [T], i32> {
+pub(crate) unsafe fn slice<'a, T>(p: *const T, len: usize) -> Result<&'a [T], i32> {
     if len == 0 && p.is_null() {
         return Ok(&[]);
     }
@@ -141,7 +143,7 @@ unsafe fn slice<'a, T>(p: *const T, len: usize) -> Result<&'a [T], i32> {
 /// # Safety
 /// When `len > 0`, `p` points to `len` `T`s, readable and writable and not
 /// accessed by anyone else while the slice is used, for `'a`.
-unsafe fn slice_mut<'a, T>(p: *mut T, len: usize) -> Result<&'a mut [T], i32> {
+pub(crate) unsafe fn slice_mut<'a, T>(p: *mut T, len: usize) -> Result<&'a mut [T], i32> {
     if len == 0 {
         return Ok(&mut []);
     }
@@ -153,7 +155,7 @@ unsafe fn slice_mut<'a, T>(p: *mut T, len: usize) -> Result<&'a mut [T], i32> {
 }
 
 /// The status of a `Result<(), code>`.
-fn status(r: Result<(), i32>) -> i32 {
+pub(crate) fn status(r: Result<(), i32>) -> i32 {
     match r {
         Ok(()) => FERRITE_OK,
         Err(code) => code,
@@ -320,7 +322,7 @@ pub unsafe extern "C" fn ferrite_feed(
 ///
 /// # Safety
 /// As [`ferrite_feed`].
-unsafe fn feed_and_point(
+pub(crate) unsafe fn feed_and_point(
     session: *mut ferrite_session,
     logits: *mut *const f32,
     n: *mut usize,
@@ -398,163 +400,6 @@ pub unsafe extern "C" fn ferrite_position(session: *const ferrite_session, pos: 
 pub unsafe extern "C" fn ferrite_reset(session: *mut ferrite_session) -> i32 {
     // SAFETY: the contract.
     status(unsafe { session_mut(session) }.map(|s| s.reset()))
-}
-
-/// Writes into `*out` the bytes of a caller-owned memory of `slots` slots
-/// for `image` (`len` bytes): `ferrite::memory_len(image, slots)` words of
-/// 4 bytes, the keys and values of every `cross` layer
-/// (docs/cross-attention.md, "Caller-owned memories"). As
-/// [`ferrite_session_len`], the image need not be aligned for this call.
-///
-/// Returns `FERRITE_E_BAD_MEMORY` for a model without a `cross` layer or
-/// `slots` 0, an image error, or an argument error.
-///
-/// # Safety
-/// `image` points to `len` readable bytes; `out` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn ferrite_memory_len(
-    image: *const u8,
-    len: usize,
-    slots: usize,
-    out: *mut usize,
-) -> i32 {
-    status((|| {
-        non_null(out)?;
-        check_align(out)?;
-        // SAFETY: `len` readable bytes at `image` (the contract).
-        let image = unsafe { slice(image, len) }?;
-        let words = ferrite::memory_len(image, slots).map_err(error_code)?;
-        let bytes = words.checked_mul(4).ok_or(FERRITE_E_SIZE_OVERFLOW)?;
-        // SAFETY: checked non-null and aligned; writable by the contract.
-        unsafe { out.write(bytes) };
-        Ok(())
-    })())
-}
-
-/// The caller-owned memory at `memory` (`bytes` bytes, 4-byte aligned) of
-/// `slots` slots, checked against `model` (`FERRITE_E_BAD_MEMORY` when its
-/// size is not [`ferrite_memory_len`]'s).
-///
-/// # Safety
-/// `memory` points to `bytes` readable bytes for `'a`.
-unsafe fn caller_memory<'a>(
-    model: &Model<'_>,
-    memory: *const f32,
-    bytes: usize,
-    slots: usize,
-) -> Result<Memory<'a>, i32> {
-    if !bytes.is_multiple_of(4) {
-        return Err(FERRITE_E_BAD_MEMORY);
-    }
-    // SAFETY: `bytes` readable bytes at `memory` (the contract).
-    let words = unsafe { slice(memory, bytes / 4) }?;
-    Memory::new(model, slots, words).map_err(error_code)
-}
-
-/// Runs the model's memory encoder on the device (`ferrite::Session::encode_memory`,
-/// docs/cross-attention.md, "The memory encoder"): the memory text's
-/// `tokens` (`n` ids, one slot each) become the keys and values of every
-/// `cross` layer, written into `memory` (`bytes` bytes, 4-byte aligned,
-/// exactly [`ferrite_memory_len`] for `n` slots), ready for
-/// [`ferrite_feed_with_memory`] with `slots` = `n`. The session is the
-/// encoder's workspace: its stream is reset before and after (position 0,
-/// baked memory 0 selected).
-///
-/// Returns `FERRITE_E_BAD_MEMORY` (no `cross` layer, no tokens, a buffer
-/// of another size), `FERRITE_E_TOKEN_OUT_OF_RANGE`, or an argument or
-/// handle error; `memory` may be partly written then.
-///
-/// # Safety
-/// `session` was made by [`ferrite_session_init`] and is not used
-/// concurrently; `tokens` points to `n` readable ids; `memory` to `bytes`
-/// writable bytes that do not overlap the session's buffer.
-#[no_mangle]
-pub unsafe extern "C" fn ferrite_encode_memory(
-    session: *mut ferrite_session,
-    tokens: *const u32,
-    n: usize,
-    memory: *mut f32,
-    bytes: usize,
-) -> i32 {
-    status((|| {
-        if !bytes.is_multiple_of(4) {
-            return Err(FERRITE_E_BAD_MEMORY);
-        }
-        // SAFETY: the contract.
-        let tokens = unsafe { slice(tokens, n) }?;
-        // SAFETY: `bytes` writable bytes, not the session's (the contract).
-        let out = unsafe { slice_mut(memory, bytes / 4) }?;
-        // SAFETY: the contract.
-        let s = unsafe { session_mut(session) }?;
-        s.encode_memory(tokens, out).map_err(error_code)?;
-        Ok(())
-    })())
-}
-
-/// [`ferrite_feed`] attending to a caller-owned memory: `memory` (`bytes`
-/// bytes, 4-byte aligned) holds `slots` slots of keys and values for every
-/// `cross` layer, as [`ferrite_encode_memory`] writes them (or as computed
-/// elsewhere, in the layout docs/cross-attention.md gives), in place of
-/// the selected baked memory, for this token only. The memory is read,
-/// never kept: pass it again with every token.
-///
-/// Returns `FERRITE_E_BAD_MEMORY` (a memory whose size is not
-/// [`ferrite_memory_len`]'s for `slots`, or a model without a `cross`
-/// layer; the state is unchanged) or what [`ferrite_feed`] returns.
-///
-/// # Safety
-/// As [`ferrite_feed`]; `memory` points to `bytes` readable bytes.
-#[no_mangle]
-pub unsafe extern "C" fn ferrite_feed_with_memory(
-    session: *mut ferrite_session,
-    token: u32,
-    memory: *const f32,
-    bytes: usize,
-    slots: usize,
-    logits: *mut *const f32,
-    n: *mut usize,
-) -> i32 {
-    let step = |s: &mut Session<'static, 'static>| {
-        // SAFETY: `bytes` readable bytes (the contract).
-        let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
-        let l = s.feed_with_memory(token, &memory).map_err(step_code)?;
-        Ok((l.as_ptr(), l.len()))
-    };
-    // SAFETY: the contract.
-    unsafe { feed_and_point(session, logits, n, step) }
-}
-
-/// [`ferrite_generate`] attending to a caller-owned memory (as
-/// [`ferrite_feed_with_memory`]'s) with every token, the prompt's and the
-/// generated ones: `ferrite::Session::generate_with_memory`.
-///
-/// Returns `FERRITE_E_BAD_MEMORY` (nothing is fed then) or what
-/// [`ferrite_generate`] returns.
-///
-/// # Safety
-/// As [`ferrite_generate`]; `memory` points to `bytes` readable bytes.
-#[no_mangle]
-pub unsafe extern "C" fn ferrite_generate_with_memory(
-    session: *mut ferrite_session,
-    prompt: *const u32,
-    prompt_len: usize,
-    n: usize,
-    sampler: *mut ferrite_sampler,
-    memory: *const f32,
-    bytes: usize,
-    slots: usize,
-    callback: ferrite_token_fn,
-    user_data: *mut c_void,
-    generated: *mut usize,
-) -> i32 {
-    let run = |s: &mut Session<'static, 'static>, prompt: &[u32], sampler: &mut Sampler| {
-        // SAFETY: `bytes` readable bytes (the contract).
-        let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
-        s.generate_with_memory(prompt, n, sampler, &memory, on_token(callback, user_data))
-            .map_err(step_code)
-    };
-    // SAFETY: the contract.
-    unsafe { generate_and_count(session, prompt, prompt_len, sampler, generated, run) }
 }
 
 /// Selects baked memory `index` in every `cross` layer of the session's
@@ -654,7 +499,7 @@ pub unsafe extern "C" fn ferrite_sample(
 }
 
 /// A token callback as a Rust closure: `true` (go on) when there is none.
-fn on_token(cb: ferrite_token_fn, user_data: *mut c_void) -> impl FnMut(u32) -> bool {
+pub(crate) fn on_token(cb: ferrite_token_fn, user_data: *mut c_void) -> impl FnMut(u32) -> bool {
     move |t| match cb {
         // SAFETY: the caller of `ferrite_generate`/`ferrite_resume` gave a
         // function that may be called with its `user_data` (their contract).
@@ -706,7 +551,7 @@ pub unsafe extern "C" fn ferrite_generate(
 ///
 /// # Safety
 /// As [`ferrite_generate`].
-unsafe fn generate_and_count(
+pub(crate) unsafe fn generate_and_count(
     session: *mut ferrite_session,
     prompt: *const u32,
     prompt_len: usize,

@@ -69,6 +69,20 @@ static uint8_t *read_file(const char *path, size_t *len) {
 }
 
 /* Token callback: records tokens into a buffer; stops after `stop_after`. */
+/* The value of IEEE 754 binary16 bits `h` (exact in a float). */
+static float half_to_float(uint16_t h) {
+    unsigned exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    float v;
+    if (exp == 0) {
+        v = ldexpf((float)man, -24);
+    } else if (exp == 31) {
+        v = man ? NAN : INFINITY;
+    } else {
+        v = ldexpf((float)(man | 0x400), (int)exp - 25);
+    }
+    return (h & 0x8000) ? -v : v;
+}
+
 struct record {
     uint32_t tokens[64];
     size_t n;
@@ -536,6 +550,57 @@ static void test_memories(const uint8_t *image, size_t len) {
                                                               NULL, NULL, &generated));
     EXPECT(FERRITE_E_BAD_PROMPT, ferrite_generate_with_memory(&s, prompt, 0, 6, &sampler, mem, mem_bytes, 5,
                                                               NULL, NULL, &generated));
+
+    /* f16 words: half the bytes, refused at the f32 size; each word the
+     * f32 encoder's rounded to nearest (within half an f16 step), and the
+     * logits those of an f32 memory holding the same values, bit for bit;
+     * generation = the greedy loop fed with it. */
+    size_t half_bytes = mem_bytes / 2;
+    uint16_t *half = malloc(half_bytes + sizeof(uint16_t));
+    EXPECT(FERRITE_OK, ferrite_encode_memory_f16(&s, text, 5, half, half_bytes));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_f16(&s, text, 5, half, half_bytes + 1));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_f16(&s, text, 4, half, half_bytes));
+    EXPECT(FERRITE_E_MISALIGNED,
+           ferrite_encode_memory_f16(&s, text, 5, (uint16_t *)((uint8_t *)half + 1), half_bytes));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_encode_memory_f16(&s, text, 5, NULL, half_bytes));
+    EXPECT(FERRITE_OK, ferrite_encode_memory_f16(&s, text, 5, half, half_bytes));
+    float *widened = malloc(mem_bytes);
+    size_t rounded = 0;
+    for (size_t i = 0; i < words; i++) {
+        widened[i] = half_to_float(half[i]);
+        CHECK(fabsf(widened[i] - mem[i]) <= ldexpf(fabsf(mem[i]), -11) + ldexpf(1.0f, -25));
+        rounded += widened[i] != mem[i];
+    }
+    CHECK(rounded > 0); /* f16 words, not f32 ones */
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory_f16(&s, 'a', half, mem_bytes, 5, NULL, NULL));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory_f16(&s, 'a', half, half_bytes, 4, NULL, NULL));
+    EXPECT(FERRITE_OK, ferrite_position(&s, &pos));
+    CHECK(pos == 0); /* refused: nothing fed */
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory(&s, 'a', widened, mem_bytes, 5, &logits, &n));
+    float *wide_logits = malloc(n * sizeof *wide_logits);
+    memcpy(wide_logits, logits, n * sizeof *wide_logits);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory_f16(&s, 'a', half, half_bytes, 5, &logits, &n));
+    CHECK(memcmp(wide_logits, logits, n * sizeof *logits) == 0);
+    free(wide_logits);
+    free(widened);
+    got.n = 0;
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_generate_with_memory_f16(&s, prompt, 2, 6, &sampler, half, half_bytes, 5,
+                                                        record_token, &got, &generated));
+    CHECK(generated == 6 && got.n == 6);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    token = prompt[0];
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory_f16(&s, token, half, half_bytes, 5, NULL, NULL));
+    token = prompt[1];
+    for (size_t i = 0; i < 6; i++) {
+        EXPECT(FERRITE_OK, ferrite_feed_with_memory_f16(&s, token, half, half_bytes, 5, &logits, &n));
+        EXPECT(FERRITE_OK, ferrite_sample(&sampler, logits, n, &token));
+        CHECK(i < got.n && token == got.tokens[i]);
+    }
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_generate_with_memory_f16(&s, prompt, 2, 6, &sampler, half, mem_bytes,
+                                                                  5, NULL, NULL, &generated));
+    free(half);
     free(with);
     free(baked);
     free(mem);
@@ -557,6 +622,9 @@ static void test_no_cross_memory(const uint8_t *image, size_t len) {
     const uint32_t text[2] = {'a', 'b'};
     EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory(&s, text, 2, mem, sizeof mem));
     EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory(&s, 'a', mem, sizeof mem, 2, NULL, NULL));
+    uint16_t half[8] = {0};
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_f16(&s, text, 2, half, sizeof half));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory_f16(&s, 'a', half, sizeof half, 2, NULL, NULL));
     free(buf);
 }
 
