@@ -61,8 +61,14 @@ def bla_layer(family: str, kb: int, seq_len: int) -> dict:
     return layer
 
 
-def study_layer(family: str, kb: int) -> dict:
-    """One layer of ``family`` whose memory (without convolution caches) is ``kb`` KB (f32)."""
+# GDN's (heads, key dim, value expansion) at each size (KB a layer): HV * V * K floats.
+GDN_SHAPES = {1: (1, 16, 1.0), 2: (2, 16, 1.0), 4: (2, 16, 2.0), 8: (2, 32, 1.0), 16: (2, 32, 2.0),
+              32: (4, 32, 2.0), 64: (4, 64, 1.0)}
+
+
+def study_layer(family: str, kb: int, seq_len: int = STUDY_TASK["seq_len"]) -> dict:
+    """One layer of ``family`` whose memory (without convolution caches) is ``kb`` KB (f32), for
+    sequences of ``seq_len`` tokens (BLA's period and mla's longest window)."""
     floats = kb * 256
     if family == "swa":  # 2 q heads sharing 1 kv head of 32: W * 64 floats
         return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64,
@@ -72,18 +78,17 @@ def study_layer(family: str, kb: int) -> dict:
         return {"mixer": "swa", "num_heads": 2, "num_kv_heads": 1, "head_dim": 32, "window": floats // 64 - sinks,
                 "sinks": sinks, "rope_theta": 10000.0, "rope_positions": "cache", "use_short_conv": True}
     if bla_variant(family) is not None:  # 2 heads of 32, period = L, N = 2M + 1 slots: N * 128 floats
-        return bla_layer(family, kb, STUDY_TASK["seq_len"])
+        return bla_layer(family, kb, seq_len)
     if family == "gsa":  # 1 kv head, K = V = 32, short conv: M * 64 floats
         return {"mixer": "gsa", "num_heads": 2, "num_kv_heads": 1, "num_slots": floats // 64, "feature_map": "swish",
                 "use_short_conv": True, "conv_size": 4}
-    if family == "gdn":  # HV * V * K floats
-        h, k, ev = {1: (1, 16, 1.0), 2: (2, 16, 1.0), 4: (2, 16, 2.0), 8: (2, 32, 1.0), 16: (2, 32, 2.0),
-                    32: (4, 32, 2.0), 64: (4, 64, 1.0)}[kb]
+    if family == "gdn" and kb in GDN_SHAPES:  # HV * V * K floats
+        h, k, ev = GDN_SHAPES[kb]
         return {"mixer": "gdn", "num_heads": h, "head_dim": k, "expand_v": ev, "use_gate": True}
     if family == "mla":  # latent R + shared RoPE key dr = 4 per slot: W * (R + 4) floats
         # R = 32 (1.8x SWA's window at the same bytes) until the window covers the
         # sequence, then the window stays at the sequence and the latent grows.
-        window = min(floats // 36, STUDY_TASK["seq_len"])
+        window = min(floats // 36, seq_len)
         return {"mixer": "mla", "num_heads": 2, "head_dim": 32, "v_head_dim": 32, "rope_dim": 4,
                 "kv_lora_rank": floats // window - 4, "window": window, "rope_theta": 10000.0}
     raise ValueError(family)
@@ -185,6 +190,44 @@ def z2_runs() -> dict:
     return out
 
 
+# The issue's (c) (docs/state-study.md, the protocol's dated note of 2026-12-07, 19:10 UTC): 64
+# pairs at 256 tokens (``p64``) and the longer setting, 1,024 tokens with 64 pairs (``l1k``), in the
+# second edition's recipe (Zoology's layout, vocabulary 8,192, the grid, three seeds, early stop),
+# for swa, bla and gdn first (the (a) families). Their curricula keep the (a) recipe's shape: a
+# quarter of the schedule at 64 tokens / 4 pairs, a quarter at a middle length with 16 pairs,
+# then the task. At 1,024 tokens SWA needs 256 KB a layer for full attention, so that setting's
+# grid goes on to 128 and 256 KB (GDN's shapes stop at 64 KB).
+Z2C_SETTINGS = {
+    "p64": ({"pairs": 64, "seq_len": 256, "queries": "zoology"}, Z2_KB, [[0.25, 4, 64], [0.25, 16, 128]]),
+    "l1k": ({"pairs": 64, "seq_len": 1024, "queries": "zoology"}, Z2_KB + (128, 256),
+            [[0.25, 4, 64], [0.25, 16, 256]]),
+}
+Z2C_FAMILIES = ("swa", "bla", "gdn")
+
+
+def z2c_name(setting: str, family: str, kb: int, lr: float, seed: int) -> str:
+    return f"z2{setting}-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
+
+
+def z2c_runs() -> dict:
+    """Every (setting, family, size, lr, seed) of the issue's (c) (seeds 1-5)."""
+    out = {}
+    for setting, (task, sizes, curriculum) in Z2C_SETTINGS.items():
+        for family in Z2C_FAMILIES:
+            for kb in sizes:
+                if family == "gdn" and kb not in GDN_SHAPES:
+                    continue
+                layer = study_layer(family, kb, task["seq_len"])
+                config = model_config([layer, dict(layer)], D_MQAR, 2 * D_MQAR, vocab=Z2_VOCAB)
+                for lr in Z2_LRS:
+                    for seed in range(1, 6):
+                        out[z2c_name(setting, family, kb, lr, seed)] = {
+                            "task": "mqar", "family": family, "state_kb": kb, "config": config,
+                            "steps": Z2_STEPS, "batch": 64, "lr": lr, "wd": 0.1, "seed": seed,
+                            "stop_at": Z2_STOP_AT, "curriculum": curriculum, **task}
+    return out
+
+
 # The language-model side (issue 28, item 6; docs/state-study.md "Language-model side"):
 # byte-level LMs of one family each, 4 layers of the same layer at d=64 / SwiGLU 96 (models/lm/small's
 # width and depth, ~150k parameters), at two state sizes per family, and small's hybrid, trained
@@ -227,4 +270,4 @@ def lm_side_runs() -> dict:
 
 def all_runs() -> dict:
     """The shipped models' runs and the study's (the rounds launch both from this registry)."""
-    return {**shipped.all_runs(), **study_runs(), **curriculum_runs(), **z2_runs(), **lm_side_runs()}
+    return {**shipped.all_runs(), **study_runs(), **curriculum_runs(), **z2_runs(), **z2c_runs(), **lm_side_runs()}

@@ -184,3 +184,38 @@ def test_bla_variants_share_kv_heads_and_set_the_period_apart_from_the_length():
     assert study_layer("bla-kv1-p128", 64)["modes"] == 64
     # The report reads the size from the name whatever the variant.
     assert int(re.search(r"-(\d+)k-", z2_name("bla-kv1-p512", 16, 1e-2, 2)).group(1)) == 16
+
+
+def test_more_pairs_and_the_longer_setting_follow_the_dated_note():
+    """The issue's (c): 64 pairs at 256 tokens (``z2p64-``) and 1,024 tokens with 64 pairs
+    (``z2l1k-``) for swa, bla and gdn, the (a) recipe with curricula of the same shape; at 1,024
+    tokens the grid reaches 256 KB, where SWA's window is the whole sequence, and BLA's period is
+    the sequence length. Every layer keeps at most the bytes its size names."""
+    from research.study_runs import (GDN_SHAPES, Z2_GRID, Z2C_FAMILIES, Z2C_SETTINGS, study_layer, z2c_name,
+                                     z2c_runs)
+
+    runs = z2c_runs()
+    assert set(Z2C_SETTINGS) == {"p64", "l1k"} and Z2C_FAMILIES == ("swa", "bla", "gdn")
+    for setting, (task, sizes, curriculum) in Z2C_SETTINGS.items():
+        assert task["pairs"] == 64 and task["queries"] == "zoology"
+        assert sum(share for share, _, _ in curriculum) == 0.5
+        assert all(length < task["seq_len"] and 2 * pairs <= length // 2 for _, pairs, length in curriculum)
+        for family in Z2C_FAMILIES:
+            for kb in sizes:
+                names = [z2c_name(setting, family, kb, lr, seed) for lr in Z2_GRID for seed in (1, 2, 3)]
+                if family == "gdn" and kb not in GDN_SHAPES:
+                    assert not any(n in runs for n in names)
+                    continue
+                for n in names:
+                    run = runs[n]
+                    assert run["seq_len"] == task["seq_len"] and run["pairs"] == 64
+                    assert run["config"]["vocab_size"] == 8192 and run["curriculum"] == curriculum
+                layer = runs[names[0]]["config"]["layers"][0]
+                assert layer == study_layer(family, kb, task["seq_len"])
+                if family == "bla":
+                    assert layer["period"] == task["seq_len"]
+                slots, width = study2.slots_and_width(layer)
+                assert slots * width <= kb * 256, (setting, family, kb)
+    assert Z2C_SETTINGS["l1k"][1][-1] == 256
+    assert runs[z2c_name("l1k", "swa", 256, 3e-3, 1)]["config"]["layers"][0]["window"] == 1024
+    assert runs[z2c_name("p64", "swa", 64, 3e-3, 1)]["config"]["layers"][0]["window"] == 256
