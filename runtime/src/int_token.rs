@@ -185,8 +185,8 @@ pub(crate) fn feed(
         .global(Role::Embeddings)?
         .row_int(token as usize, ints(h))?;
     let mut ctx = *ctx;
-    // Word offset of the next cross layer's part of a caller memory.
-    let mut memory_at = 0usize;
+    // Where the next cross layer's part of a caller memory starts.
+    let mut memory_at = crate::mixers::MemoryAt::default();
     for layer in 0..cfg.num_layers as usize {
         if let Some(hook) = before_layer.as_mut() {
             if hook(layer, act, hb(h, eh), ints(x), ints(scratch))? {

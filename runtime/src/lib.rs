@@ -170,7 +170,7 @@ pub use config::{LayerConfig, ModelConfig, TokenPath};
 pub use error::{Error, Result, StepError};
 pub use format::StateFormat;
 pub use half::f16;
-pub use memory::{memory_len, Memory, MemoryWords};
+pub use memory::{memory_len, memory_rows, Memory, MemoryWords};
 pub use model::Model;
 pub use sampler::{Sampler, SamplerConfig, SamplerState};
 pub use session::Session;

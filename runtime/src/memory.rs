@@ -6,18 +6,21 @@
 //! memory by [`crate::Session::feed_with_memory`] and
 //! [`crate::Session::generate_with_memory`].
 //!
-//! Layout (f32 or f16 words): each `cross` layer in stack order, its keys then its
+//! Layout (f32, f16 or int8 words): each `cross` layer in stack order, its keys then its
 //! values, `[m, Hkv*d]` each (one baked memory's layout):
 //! ```text
 //! [ K of the first cross layer: m x Hkv*d | V: m x Hkv*d | K of the next | ... ]
 //! ```
+//! int8 words come with one f32 scale a row (a slot's key or value in one
+//! layer), [`memory_rows`] of them in the rows' order: a row's values are
+//! `q[i] * scale`.
 
 use half::f16;
 
 use crate::config::LayerConfig as Layer;
 use crate::error::{Error, Result};
-use crate::mixers::LayerMemory;
 pub use crate::mixers::MemoryWords;
+use crate::mixers::{LayerMemory, MemoryAt};
 use crate::model::Model;
 use crate::sizes::checked_add;
 
@@ -61,6 +64,30 @@ pub const fn memory_len(image: &[u8], slots: usize) -> Result<usize> {
     Ok(total as usize)
 }
 
+/// Rows of a caller-owned memory of `slots` slots for the model of
+/// `image` (a slot's key or value in one `cross` layer: `2 * slots` a
+/// layer): the scales an int8 memory ([`Memory::new_i8`]) keeps, one a
+/// row. `const`, like [`memory_len`], with its errors.
+pub const fn memory_rows(image: &[u8], slots: usize) -> Result<usize> {
+    if let Err(e) = memory_len(image, slots) {
+        return Err(e);
+    }
+    let (_, section, cfg) = match crate::sizes::parse_config(image) {
+        Ok(parts) => parts,
+        Err(e) => return Err(e),
+    };
+    let mut layers = 0usize;
+    let mut layer = 0;
+    while layer < cfg.num_layers {
+        if let Ok(Layer::Cross(_)) = Layer::parse(section, layer as u16) {
+            layers += 1;
+        }
+        layer += 1;
+    }
+    // At most memory_len's words (a row holds at least one): no overflow.
+    Ok(2 * slots * layers)
+}
+
 /// A caller-owned memory of `slots` slots for one model (its keys and
 /// values in the [module layout](self), f32 or f16 words), borrowed for the
 /// calls that attend to it; checked against the model when made and again
@@ -85,6 +112,25 @@ impl<'m> Memory<'m> {
     /// widens each word as it reads it.
     pub fn new_f16(model: &Model<'_>, slots: usize, words: &'m [f16]) -> Result<Memory<'m>> {
         Memory::of(model, slots, MemoryWords::F16(words))
+    }
+
+    /// [`Memory::new`] with int8 words and one f32 scale a row (the
+    /// [module layout](self)): a quarter of the RAM and 4 bytes a row,
+    /// `q` of [`memory_len`] words and `scales` of [`memory_rows`] (written
+    /// by [`crate::Session::encode_memory_i8`] or computed elsewhere). The
+    /// step reads them in place with the loops of baked int8 memories.
+    pub fn new_i8(
+        model: &Model<'_>,
+        slots: usize,
+        q: &'m [i8],
+        scales: &'m [f32],
+    ) -> Result<Memory<'m>> {
+        if scales.len() != memory_rows(model.image(), slots)? {
+            return Err(Error::BadMemory(
+                "the memory's scales are not memory_rows(image, slots)",
+            ));
+        }
+        Memory::of(model, slots, MemoryWords::I8 { q, scales })
     }
 
     fn of(model: &Model<'_>, slots: usize, words: MemoryWords<'m>) -> Result<Memory<'m>> {
@@ -114,24 +160,27 @@ impl<'m> Memory<'m> {
     pub(crate) fn part_for(
         memory: Option<&Memory<'m>>,
         layer: &Layer,
-        at: &mut usize,
+        at: &mut MemoryAt,
     ) -> Result<Option<LayerMemory<'m>>> {
         let (true, Some(m), Layer::Cross(c)) = (cfg!(feature = "cross"), memory, layer) else {
             return Ok(None);
         };
         let len = usize::try_from(c.memory_len(m.slots())).unwrap_or(usize::MAX);
+        let row = usize::try_from(c.kv_width()).unwrap_or(usize::MAX);
         let part = m
-            .layer(*at, len)
+            .layer(*at, len, row)
             .ok_or(Error::Internal("memory checked against the model"))?;
-        *at = at.saturating_add(len);
+        at.words = at.words.saturating_add(len);
+        at.rows = at.rows.saturating_add(2 * m.slots);
         Ok(Some(part))
     }
 
-    /// The part of the layer whose memory starts at word `start` and takes
-    /// `len` words (`None` past the end: a memory of another model).
-    pub(crate) fn layer(&self, start: usize, len: usize) -> Option<LayerMemory<'m>> {
+    /// The part of the layer whose memory starts at `at` and takes `len`
+    /// words of rows of `row` words (`None` past the end: a memory of
+    /// another model).
+    pub(crate) fn layer(&self, at: MemoryAt, len: usize, row: usize) -> Option<LayerMemory<'m>> {
         Some(LayerMemory {
-            words: self.words.part(start, len)?,
+            words: self.words.part(at, len, row)?,
             slots: self.slots,
         })
     }

@@ -438,6 +438,36 @@ impl<'a, 'b> Session<'a, 'b> {
         Memory::new_f16(&self.model, tokens.len(), out)
     }
 
+    /// [`Session::encode_memory`] into int8 words and a scale a row (each
+    /// key and value row computed as for `encode_memory`, then quantized:
+    /// its scale the row's largest magnitude / 127, each word rounded to
+    /// nearest): a quarter of the RAM and 4 bytes a row. `q` holds
+    /// [`crate::memory_len`] words, `scales` [`crate::memory_rows`];
+    /// [`Memory::new_i8`]'s step reads them in place.
+    pub fn encode_memory_i8<'m>(
+        &mut self,
+        tokens: &[u32],
+        q: &'m mut [i8],
+        scales: &'m mut [f32],
+    ) -> Result<Memory<'m>> {
+        // No tokens: encode_into's error.
+        if !tokens.is_empty()
+            && scales.len() != crate::memory::memory_rows(self.model.image(), tokens.len())?
+        {
+            return Err(Error::BadMemory(
+                "the scales' length is not memory_rows(image, tokens)",
+            ));
+        }
+        self.encode_into(
+            tokens,
+            EncodeOut::I8 {
+                q: &mut *q,
+                scales: &mut *scales,
+            },
+        )?;
+        Memory::new_i8(&self.model, tokens.len(), q, scales)
+    }
+
     fn encode_into(&mut self, tokens: &[u32], mut out: EncodeOut<'_>) -> Result<()> {
         let cfg = *self.model.config();
         if tokens.is_empty() {
@@ -572,8 +602,8 @@ impl<'a, 'b> Session<'a, 'b> {
         self.model
             .global(Role::Embeddings)?
             .row_into(token as usize, h);
-        // Word offset of the next cross layer's part of a memory.
-        let mut memory_at = 0usize;
+        // Where the next cross layer's part of a memory starts.
+        let mut memory_at = crate::mixers::MemoryAt::default();
         for layer in 0..cfg.num_layers as usize {
             let lc: LayerConfig = self.model.layer(layer)?;
             let block = self.model.block(layer)?;

@@ -146,7 +146,7 @@ fn the_shipped_lookup_model_answers_every_held_out_query() {
 }
 
 #[test]
-fn memories_encoded_on_the_device_answer_every_held_out_query_on_both_token_paths() {
+fn memories_encoded_on_the_device_answer_every_held_out_query_on_both_token_paths_f32_and_int8() {
     // The application's way (docs/cross-attention.md, "Caller-owned
     // memories"): no baked memory is read; each memory text is encoded by
     // the session's own encoder (on the integer token path, with its
@@ -178,24 +178,39 @@ fn memories_encoded_on_the_device_answer_every_held_out_query_on_both_token_path
         let model = image.model().unwrap();
         let mut buf = session_buffer(&model, 0).unwrap();
         let mut encoder = Session::new(model, &mut buf).unwrap();
-        // (slots, words) of each memory.
-        let encoded: Vec<(usize, Vec<f32>)> = texts
+        // (slots, f32 words, int8 words, their scales) of each memory.
+        type Encoded = (usize, Vec<f32>, Vec<i8>, Vec<f32>);
+        let encoded: Vec<Encoded> = texts
             .iter()
             .map(|t| {
                 let tokens: Vec<u32> = t.text.iter().map(|&b| u32::from(b)).collect();
-                let mut words =
-                    vec![0f32; ferrite::memory_len(image.bytes(), tokens.len()).unwrap()];
-                encoder.encode_memory(&tokens, &mut words).unwrap();
-                (tokens.len(), words)
+                let words = ferrite::memory_len(image.bytes(), tokens.len()).unwrap();
+                let rows = ferrite::memory_rows(image.bytes(), tokens.len()).unwrap();
+                let (mut wide, mut q, mut scales) =
+                    (vec![0f32; words], vec![0i8; words], vec![0f32; rows]);
+                encoder.encode_memory(&tokens, &mut wide).unwrap();
+                encoder
+                    .encode_memory_i8(&tokens, &mut q, &mut scales)
+                    .unwrap();
+                (tokens.len(), wide, q, scales)
             })
             .collect();
-        let (hits, total) = score_with(&image, &qs, |s, q, token| {
-            let (slots, words) = &encoded[q.memory];
-            let memory = Memory::new(&model, *slots, words).unwrap();
-            s.feed_with_memory(token, &memory).map(<[f32]>::to_vec)
-        });
-        println!("{what:<16} device-encoded memories: {hits}/{total}");
-        assert_eq!(total, 128, "{what}: 4 memories x 32 queries");
-        assert_eq!(hits, total, "{what}: {hits}/{total} held-out queries right");
+        for words in ["f32", "int8"] {
+            let (hits, total) = score_with(&image, &qs, |s, q, token| {
+                let (slots, wide, q8, scales) = &encoded[q.memory];
+                let memory = match words {
+                    "f32" => Memory::new(&model, *slots, wide),
+                    _ => Memory::new_i8(&model, *slots, q8, scales),
+                }
+                .unwrap();
+                s.feed_with_memory(token, &memory).map(<[f32]>::to_vec)
+            });
+            println!("{what:<16} device-encoded {words} memories: {hits}/{total}");
+            assert_eq!(total, 128, "{what}: 4 memories x 32 queries");
+            assert_eq!(
+                hits, total,
+                "{what}, {words} memories: {hits}/{total} held-out queries right"
+            );
+        }
     }
 }

@@ -316,6 +316,108 @@ fn an_f16_memory_is_the_f32_one_rounded_and_reads_back_exactly() {
     ));
 }
 
+/// The relative RMS bound of int8 caller memories (a scale a row) against
+/// f32 ones, over the logits of 24 tokens of every memory on both token
+/// paths (measured at most 1.1e-2; docs/cross-attention.md).
+const I8_MEMORY_BOUND: f64 = 0.02;
+
+#[test]
+fn an_int8_memory_is_the_f32_one_quantized_a_row_at_a_time() {
+    let d = baked_dir();
+    let tokens = ferrite_tests::expected(&dir()).tokens;
+    for path in [ferrite::TokenPath::F32, ferrite::TokenPath::Int] {
+        // int8 weights (the integer token path needs them).
+        let opts = WriteOptions {
+            dtype: DType::I8,
+            token_path: path,
+            ..Default::default()
+        };
+        let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
+        let model = image.model().unwrap();
+        let mut buf = session_buffer(&model, 0).unwrap();
+        let mut s = Session::new(model, &mut buf).unwrap();
+        let words = ferrite::memory_len(image.bytes(), 23).unwrap();
+        let rows = ferrite::memory_rows(image.bytes(), 23).unwrap();
+        // Two cross layers: 23 key and 23 value rows each.
+        assert_eq!(rows, 2 * 2 * 23);
+        // The rows' widths in the words' order (keys, then values, a layer at a time).
+        let widths: Vec<usize> = (0..model.config().num_layers as usize)
+            .filter_map(|l| match model.layer(l).unwrap() {
+                LayerConfig::Cross(c) => Some(c.kv_width() as usize),
+                _ => None,
+            })
+            .flat_map(|w| std::iter::repeat_n(w, 2 * 23))
+            .collect();
+        assert_eq!(widths.len(), rows);
+        assert_eq!(widths.iter().sum::<usize>(), words);
+        for (n, text) in texts().iter().enumerate() {
+            let text: Vec<u32> = text.text.iter().map(|&b| b as u32).collect();
+            let mut wide = vec![f32::NAN; words];
+            s.encode_memory(&text, &mut wide).unwrap();
+            let (mut q, mut scales) = (vec![0i8; words], vec![f32::NAN; rows]);
+            let memory8 = s.encode_memory_i8(&text, &mut q, &mut scales).unwrap();
+            assert_eq!(memory8.slots(), 23);
+            let ferrite::MemoryWords::I8 { q, scales } = memory8.words() else {
+                panic!("encode_memory_i8 makes an int8 memory");
+            };
+            // Each row: its scale the largest magnitude / 127, each word
+            // within half a step of the f32 encoder's.
+            let mut at = 0;
+            for (r, &width) in widths.iter().enumerate() {
+                let row = &wide[at..at + width];
+                let top = row.iter().fold(0f32, |a, v| a.max(v.abs()));
+                assert_eq!(scales[r], top / 127.0, "{path:?} memory {n} row {r}");
+                for (i, &v) in row.iter().enumerate() {
+                    let got = f32::from(q[at + i]) * scales[r];
+                    assert!(
+                        (got - v).abs() <= 0.5001 * scales[r],
+                        "{path:?} memory {n} row {r}: {got} {v}"
+                    );
+                }
+                at += width;
+            }
+            // The logits through it, against the f32 memory's.
+            let memory32 = Memory::new(&model, 23, &wide).unwrap();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for (memory, out) in [(&memory8, &mut a), (&memory32, &mut b)] {
+                s.reset();
+                for &t in &tokens[..24] {
+                    out.extend_from_slice(s.feed_with_memory(t, memory).unwrap());
+                }
+            }
+            let (num, den) = a.iter().zip(&b).fold((0f64, 0f64), |(n2, d2), (&x, &y)| {
+                (n2 + f64::from(x - y).powi(2), d2 + f64::from(y).powi(2))
+            });
+            let rel = (num / den).sqrt();
+            println!("{path:?} memory {n}: int8 vs f32 caller memory, rel RMS {rel:.3e}");
+            assert!(
+                rel > 0.0 && rel <= I8_MEMORY_BOUND,
+                "{path:?} memory {n}: {rel:e}"
+            );
+        }
+        // Wrong lengths of words or scales are refused.
+        let (q, scales) = (vec![0i8; words], vec![0f32; rows]);
+        assert!(Memory::new_i8(&model, 23, &q, &scales).is_ok());
+        assert!(matches!(
+            Memory::new_i8(&model, 23, &q[1..], &scales),
+            Err(Error::BadMemory(_))
+        ));
+        assert!(matches!(
+            Memory::new_i8(&model, 23, &q, &scales[1..]),
+            Err(Error::BadMemory(_))
+        ));
+        let (mut q, mut scales) = (vec![0i8; words], vec![0f32; rows - 1]);
+        assert!(matches!(
+            s.encode_memory_i8(&[1; 23], &mut q, &mut scales),
+            Err(Error::BadMemory(_))
+        ));
+        assert!(matches!(
+            s.encode_memory_i8(&[], &mut q, &mut scales),
+            Err(Error::BadMemory(_))
+        ));
+    }
+}
+
 #[test]
 fn a_caller_memory_runs_on_quantized_images_and_the_integer_token_path() {
     // int8 weights (the memories int8 too, unused here) with an f32 caller

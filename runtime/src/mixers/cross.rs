@@ -212,6 +212,27 @@ impl CrossConfig {
                             .ok_or(Error::Internal("cross memory"))?;
                         (TensorData::F16(k), TensorData::F16(v))
                     }
+                    // One scale a row: groups of a row's words.
+                    MemoryWords::I8 { q, scales } => {
+                        let (k, v) = q
+                            .split_at_checked(half)
+                            .ok_or(Error::Internal("cross memory"))?;
+                        let (ks, vs) = scales
+                            .split_at_checked(rows)
+                            .ok_or(Error::Internal("cross memory"))?;
+                        (
+                            TensorData::I8 {
+                                q: k,
+                                scales: ks,
+                                group: cols,
+                            },
+                            TensorData::I8 {
+                                q: v,
+                                scales: vs,
+                                group: cols,
+                            },
+                        )
+                    }
                 };
                 (
                     Tensor::new(rows, cols, keys)?,

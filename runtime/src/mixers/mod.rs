@@ -92,14 +92,24 @@ impl SpecSink for Specs {
     }
 }
 
-/// The words of a caller-owned memory: f32, or f16 for half the RAM (the
-/// step reads either in place, as it reads baked f16 memories).
+/// The words of a caller-owned memory: f32, f16 for half the RAM, or int8
+/// with a scale a row for a quarter (the step reads each in place, as it
+/// reads baked memories of that type).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub enum MemoryWords<'m> {
     /// f32 words.
     F32(&'m [f32]),
     /// f16 words.
     F16(&'m [half::f16]),
+    /// int8 words, a row's value `q[i] * scales[row]` (a row: one slot's
+    /// key or value in one layer, `Hkv*d` words; rows in the words' order).
+    I8 {
+        /// The quantized words.
+        q: &'m [i8],
+        /// One scale a row.
+        scales: &'m [f32],
+    },
 }
 
 impl<'m> MemoryWords<'m> {
@@ -108,6 +118,7 @@ impl<'m> MemoryWords<'m> {
         match self {
             MemoryWords::F32(w) => w.len(),
             MemoryWords::F16(w) => w.len(),
+            MemoryWords::I8 { q, .. } => q.len(),
         }
     }
 
@@ -116,14 +127,29 @@ impl<'m> MemoryWords<'m> {
         self.len() == 0
     }
 
-    /// Words `start..start + len` (`None` past the end).
-    pub(crate) fn part(&self, start: usize, len: usize) -> Option<MemoryWords<'m>> {
-        let range = start..start.checked_add(len)?;
+    /// Words `at.words..at.words + len` and, for int8 words, their
+    /// `len / row` scales from `at.rows` (`None` past the end).
+    pub(crate) fn part(&self, at: MemoryAt, len: usize, row: usize) -> Option<MemoryWords<'m>> {
+        let range = at.words..at.words.checked_add(len)?;
         Some(match self {
             MemoryWords::F32(w) => MemoryWords::F32(w.get(range)?),
             MemoryWords::F16(w) => MemoryWords::F16(w.get(range)?),
+            MemoryWords::I8 { q, scales } => MemoryWords::I8 {
+                q: q.get(range)?,
+                scales: scales.get(at.rows..at.rows.checked_add(len.checked_div(row)?)?)?,
+            },
         })
     }
+}
+
+/// Where the next `cross` layer's part of a caller memory starts: its
+/// first word and (for int8 words) its first row's scale.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct MemoryAt {
+    /// The first word.
+    pub words: usize,
+    /// The first row.
+    pub rows: usize,
 }
 
 /// One `cross` layer's part of a caller-owned memory ([`crate::memory::Memory`]),
