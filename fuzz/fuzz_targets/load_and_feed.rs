@@ -82,7 +82,7 @@ fn exercise(image: &[u8]) {
         let _ = session.feed(m % vocab.max(1));
     }
     // Caller-owned memories (issue 32 stage 2): the device encoder writes
-    // exactly `memory_len` words or refuses, and a step with the memory it
+    // exactly `memory_len` words (and `memory_rows` scales for int8) or refuses, and a step with the memory it
     // wrote, or one a word short, never panics.
     for slots in [1usize, 3] {
         let Ok(len) = ferrite::memory_len(image, slots) else {
@@ -97,6 +97,15 @@ fn exercise(image: &[u8]) {
             let _ = session.feed_with_memory(1 % vocab.max(1), &memory);
         }
         assert!(ferrite::Memory::new(&model, slots, &out[..len - 1]).is_err());
+        // int8 words with a scale a row: the same, and a scale short refused.
+        let Ok(rows) = ferrite::memory_rows(image, slots) else {
+            continue;
+        };
+        let (mut q, mut scales) = (vec![0i8; len], vec![0.0f32; rows]);
+        if let Ok(memory) = session.encode_memory_i8(&tokens, &mut q, &mut scales) {
+            let _ = session.feed_with_memory(1 % vocab.max(1), &memory);
+        }
+        assert!(ferrite::Memory::new_i8(&model, slots, &q, &scales[..rows.saturating_sub(1)]).is_err());
     }
 }
 
