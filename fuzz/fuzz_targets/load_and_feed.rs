@@ -105,7 +105,9 @@ fn exercise(image: &[u8]) {
         if let Ok(memory) = session.encode_memory_i8(&tokens, &mut q, &mut scales) {
             let _ = session.feed_with_memory(1 % vocab.max(1), &memory);
         }
-        assert!(ferrite::Memory::new_i8(&model, slots, &q, &scales[..rows.saturating_sub(1)]).is_err());
+        assert!(
+            ferrite::Memory::new_i8(&model, slots, &q, &scales[..rows.saturating_sub(1)]).is_err()
+        );
     }
 }
 
