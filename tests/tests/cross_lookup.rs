@@ -109,8 +109,9 @@ fn score_with(
     (hits, total)
 }
 
-#[test]
-fn the_shipped_lookup_model_answers_every_held_out_query() {
+/// The shipped model with its four held-out memories baked (as `ferrite
+/// quantize --memory` does), the memories' texts and the held-out queries.
+fn setup() -> (ModelDir, Vec<MemoryText>, Vec<Query>) {
     let dir = model_dir();
     let named = memories(&dir);
     assert_eq!(named.len(), 4, "four held-out memories are shipped");
@@ -120,11 +121,16 @@ fn the_shipped_lookup_model_answers_every_held_out_query() {
     let mut d = ModelDir::open(&dir).unwrap();
     let baked = bake(&mut d, &texts).unwrap();
     assert_eq!(baked.slots, 64);
+    (d, texts, qs)
+}
+
+/// The images every test runs: f32, int8, int8 on the integer token path.
+fn cases() -> [(&'static str, WriteOptions); 3] {
     let int8 = WriteOptions {
         dtype: DType::I8,
         ..Default::default()
     };
-    let cases = [
+    [
         ("f32", WriteOptions::default()),
         ("int8", int8.clone()),
         (
@@ -135,8 +141,13 @@ fn the_shipped_lookup_model_answers_every_held_out_query() {
                 ..int8
             },
         ),
-    ];
-    for (what, opts) in cases {
+    ]
+}
+
+#[test]
+fn the_shipped_lookup_model_answers_every_held_out_query() {
+    let (d, _, qs) = setup();
+    for (what, opts) in cases() {
         let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
         let (hits, total) = score(&image, &qs);
         println!("{what:<16} {hits}/{total}");
@@ -151,29 +162,10 @@ fn memories_encoded_on_the_device_answer_every_held_out_query_on_both_token_path
     // memories"): no baked memory is read; each memory text is encoded by
     // the session's own encoder (on the integer token path, with its
     // integer norm and products) into a caller buffer, then attended to.
-    let dir = model_dir();
-    let named = memories(&dir);
-    let names: Vec<String> = named.iter().map(|(n, _)| n.clone()).collect();
-    let texts: Vec<MemoryText> = named.into_iter().map(|(_, t)| t).collect();
-    let qs = queries(&dir, &names);
-    let mut d = ModelDir::open(&dir).unwrap();
-    bake(&mut d, &texts).unwrap();
-    let int8 = WriteOptions {
-        dtype: DType::I8,
-        ..Default::default()
-    };
-    let cases = [
-        ("int8", int8.clone()),
-        (
-            "int8 --path int",
-            WriteOptions {
-                token_path: TokenPath::Int,
-                state: StateFormat::Int16,
-                ..int8
-            },
-        ),
-    ];
-    for (what, opts) in cases {
+    let (d, texts, qs) = setup();
+    // Not the f32 image: its encoder writes the baked words bit for bit
+    // (tests/cross_memory.rs).
+    for (what, opts) in cases().into_iter().skip(1) {
         let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
         let model = image.model().unwrap();
         let mut buf = session_buffer(&model, 0).unwrap();

@@ -110,11 +110,7 @@ fn baked_keys_and_values_match_the_f64_encoder() {
 #[test]
 fn an_image_baked_from_texts_generates_like_the_reference() {
     let d = baked_dir();
-    let image = AlignedImage::new(
-        &build_image(&d, &WriteOptions::default(), |_, _| {})
-            .unwrap()
-            .bytes,
-    );
+    let image = image_with(&d, &WriteOptions::default());
     let tokens = ferrite_tests::expected(&dir()).tokens;
     for n in 0..2u32 {
         let (shape, flat) = tensor(&format!("logits_encoded_{n}"));
@@ -134,12 +130,13 @@ fn an_image_baked_from_texts_generates_like_the_reference() {
 }
 
 /// The f32 image of the baked directory.
+/// The image of `d` written with `opts`.
+fn image_with(d: &ModelDir, opts: &WriteOptions) -> AlignedImage {
+    AlignedImage::new(&build_image(d, opts, |_, _| {}).unwrap().bytes)
+}
+
 fn baked_image() -> AlignedImage {
-    AlignedImage::new(
-        &build_image(&baked_dir(), &WriteOptions::default(), |_, _| {})
-            .unwrap()
-            .bytes,
-    )
+    image_with(&baked_dir(), &WriteOptions::default())
 }
 
 /// Memory `n` of every cross layer of `model`, in [`Memory`]'s layout
@@ -332,7 +329,7 @@ fn an_int8_memory_is_the_f32_one_quantized_a_row_at_a_time() {
             token_path: path,
             ..Default::default()
         };
-        let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
+        let image = image_with(&d, &opts);
         let model = image.model().unwrap();
         let mut buf = session_buffer(&model, 0).unwrap();
         let mut s = Session::new(model, &mut buf).unwrap();
@@ -424,11 +421,7 @@ fn a_caller_memory_runs_on_quantized_images_and_the_integer_token_path() {
     // memory: the same logits as the int8 image's baked memory within the
     // int8 memories' error, on both token paths.
     let d = baked_dir();
-    let f32_image = AlignedImage::new(
-        &build_image(&d, &WriteOptions::default(), |_, _| {})
-            .unwrap()
-            .bytes,
-    );
+    let f32_image = image_with(&d, &WriteOptions::default());
     let words = baked_words(&f32_image.model().unwrap(), 0);
     for path in [ferrite::TokenPath::F32, ferrite::TokenPath::Int] {
         let opts = WriteOptions {
@@ -436,7 +429,7 @@ fn a_caller_memory_runs_on_quantized_images_and_the_integer_token_path() {
             token_path: path,
             ..Default::default()
         };
-        let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
+        let image = image_with(&d, &opts);
         let model = image.model().unwrap();
         let memory = Memory::new(&model, 23, &words).unwrap();
         let mut buf = session_buffer(&model, 0).unwrap();
@@ -466,17 +459,13 @@ fn the_device_encoder_runs_on_the_integer_token_path() {
     // f32 ones rounded, and the logits read through it within the 5% bound
     // the baked int8 memories are held to above.
     let d = baked_dir();
-    let f32_image = AlignedImage::new(
-        &build_image(&d, &WriteOptions::default(), |_, _| {})
-            .unwrap()
-            .bytes,
-    );
+    let f32_image = image_with(&d, &WriteOptions::default());
     let opts = WriteOptions {
         dtype: DType::I8,
         token_path: ferrite::TokenPath::Int,
         ..Default::default()
     };
-    let image = AlignedImage::new(&build_image(&d, &opts, |_, _| {}).unwrap().bytes);
+    let image = image_with(&d, &opts);
     let model = image.model().unwrap();
     let mut buf = session_buffer(&model, 0).unwrap();
     let mut s = Session::new(model, &mut buf).unwrap();
