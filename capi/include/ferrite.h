@@ -645,6 +645,70 @@ int32_t ferrite_generate_with_memory_f16(struct ferrite_session *session,
                                          void *user_data,
                                          size_t *generated);
 
+// Writes into `*out` the rows of a caller-owned memory of `slots` slots
+// for `image` (`len` bytes): `ferrite::memory_rows(image, slots)`, a row
+// being one slot's key or value in one `cross` layer. An int8 memory
+// (`ferrite_*_memory_i8`) keeps one f32 scale a row: `4 * rows` bytes of
+// scales beside its `ferrite_memory_len / 4` bytes of words. Errors as
+// [`ferrite_memory_len`]'s.
+//
+// # Safety
+// `image` points to `len` readable bytes; `out` is writable.
+int32_t ferrite_memory_rows(const uint8_t *image, size_t len, size_t slots, size_t *out);
+
+// [`ferrite_encode_memory`] into int8 words (`q`, `q_bytes`: a quarter
+// of [`ferrite_memory_len`]'s bytes) and one f32 scale a row (`scales`,
+// `scale_bytes`: 4 x [`ferrite_memory_rows`], 4-byte aligned): each row
+// computed as for [`ferrite_encode_memory`], its scale its largest
+// magnitude / 127, each word rounded to nearest
+// (`ferrite::Session::encode_memory_i8`). A row's values are `q[i] *
+// scale`.
+//
+// # Safety
+// As [`ferrite_encode_memory`], for both buffers (apart from each other).
+int32_t ferrite_encode_memory_i8(struct ferrite_session *session,
+                                 const uint32_t *tokens,
+                                 size_t n,
+                                 int8_t *q,
+                                 size_t q_bytes,
+                                 float *scales,
+                                 size_t scale_bytes);
+
+// [`ferrite_feed_with_memory`] over int8 words and their scales (as
+// [`ferrite_encode_memory_i8`] writes them): a quarter of the RAM and 4
+// bytes a row.
+//
+// # Safety
+// As [`ferrite_feed_with_memory`], for both buffers.
+int32_t ferrite_feed_with_memory_i8(struct ferrite_session *session,
+                                    uint32_t token,
+                                    const int8_t *q,
+                                    size_t q_bytes,
+                                    const float *scales,
+                                    size_t scale_bytes,
+                                    size_t slots,
+                                    const float **logits,
+                                    size_t *n);
+
+// [`ferrite_generate_with_memory`] over int8 words and their scales (as
+// [`ferrite_feed_with_memory_i8`]'s).
+//
+// # Safety
+// As [`ferrite_generate_with_memory`], for both buffers.
+int32_t ferrite_generate_with_memory_i8(struct ferrite_session *session,
+                                        const uint32_t *prompt,
+                                        size_t prompt_len,
+                                        size_t n,
+                                        struct ferrite_sampler *sampler,
+                                        const int8_t *q,
+                                        size_t q_bytes,
+                                        const float *scales,
+                                        size_t scale_bytes,
+                                        size_t slots,
+                                        ferrite_token_fn callback,
+                                        void *user_data,
+                                        size_t *generated);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

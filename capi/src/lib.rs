@@ -44,12 +44,12 @@ use core::ffi::{c_char, c_void};
 use ferrite::{Model, Sampler, SamplerConfig, Session};
 
 pub use codes::*;
-pub use memory::*;
 pub use handles::{
     ferrite_model, ferrite_sampler, ferrite_session, FERRITE_MODEL_WORDS, FERRITE_SAMPLER_WORDS,
     FERRITE_SESSION_WORDS,
 };
 use handles::{model_ref, sampler_mut, session_mut, session_ref};
+pub use memory::*;
 use pointers::{check_align, fits_isize, non_null};
 
 /// The ABI version of this library and of `ferrite.h`: bumped whenever a
@@ -537,10 +537,17 @@ pub unsafe extern "C" fn ferrite_generate(
 ) -> i32 {
     // SAFETY: the contract.
     unsafe {
-        generate_and_count(session, prompt, prompt_len, sampler, generated, |s, prompt, sampler| {
-            s.generate(prompt, n, sampler, on_token(callback, user_data))
-                .map_err(step_code)
-        })
+        generate_and_count(
+            session,
+            prompt,
+            prompt_len,
+            sampler,
+            generated,
+            |s, prompt, sampler| {
+                s.generate(prompt, n, sampler, on_token(callback, user_data))
+                    .map_err(step_code)
+            },
+        )
     }
 }
 

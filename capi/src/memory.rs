@@ -1,9 +1,10 @@
 //! Caller-owned memories of `cross` layers (docs/cross-attention.md,
 //! "Caller-owned memories"): sized by [`ferrite_memory_len`], written by
-//! the device encoder, attended to token by token. Each call comes in two
-//! word types: f32 (`float`, 4 bytes a word) and f16 (`uint16_t` holding
-//! IEEE 754 binary16 bits, 2 bytes a word: half the RAM), as
-//! `ferrite::Memory::new` and `ferrite::Memory::new_f16`.
+//! the device encoder, attended to token by token. Each call comes in three
+//! word types: f32 (`float`, 4 bytes a word), f16 (`uint16_t` holding
+//! IEEE 754 binary16 bits, 2 bytes a word: half the RAM) and int8 with an
+//! f32 scale a row ([`ferrite_memory_rows`]: a quarter of the RAM plus 4
+//! bytes a row), as `ferrite::Memory::new`, `new_f16` and `new_i8`.
 
 use core::ffi::c_void;
 
@@ -20,13 +21,21 @@ use crate::{
 /// A word of a caller memory: what the Rust API takes for it.
 trait Word: Sized + 'static {
     /// The memory over `words` for `model`, `slots` slots.
-    fn memory<'a>(model: &Model<'_>, slots: usize, words: &'a [Self]) -> ferrite::Result<Memory<'a>>;
+    fn memory<'a>(
+        model: &Model<'_>,
+        slots: usize,
+        words: &'a [Self],
+    ) -> ferrite::Result<Memory<'a>>;
     /// The device encoder into `out`.
     fn encode(s: &mut Session<'_, '_>, tokens: &[u32], out: &mut [Self]) -> ferrite::Result<()>;
 }
 
 impl Word for f32 {
-    fn memory<'a>(model: &Model<'_>, slots: usize, words: &'a [f32]) -> ferrite::Result<Memory<'a>> {
+    fn memory<'a>(
+        model: &Model<'_>,
+        slots: usize,
+        words: &'a [f32],
+    ) -> ferrite::Result<Memory<'a>> {
         Memory::new(model, slots, words)
     }
 
@@ -36,7 +45,11 @@ impl Word for f32 {
 }
 
 impl Word for f16 {
-    fn memory<'a>(model: &Model<'_>, slots: usize, words: &'a [f16]) -> ferrite::Result<Memory<'a>> {
+    fn memory<'a>(
+        model: &Model<'_>,
+        slots: usize,
+        words: &'a [f16],
+    ) -> ferrite::Result<Memory<'a>> {
         Memory::new_f16(model, slots, words)
     }
 
@@ -77,67 +90,126 @@ pub unsafe extern "C" fn ferrite_memory_len(
     })())
 }
 
-/// The caller-owned memory at `memory` (`bytes` bytes, aligned for `W`)
-/// of `slots` slots, checked against `model` (`FERRITE_E_BAD_MEMORY` when
-/// its size is not [`ferrite_memory_len`]'s for `W`).
-///
-/// # Safety
-/// `memory` points to `bytes` readable bytes for `'a`.
-unsafe fn caller_memory<'a, W: Word>(
-    model: &Model<'_>,
-    memory: *const W,
-    bytes: usize,
-    slots: usize,
-) -> Result<Memory<'a>, i32> {
-    if !bytes.is_multiple_of(size_of::<W>()) {
-        return Err(FERRITE_E_BAD_MEMORY);
-    }
-    // SAFETY: `bytes` readable bytes at `memory` (the contract).
-    let words = unsafe { slice(memory, bytes / size_of::<W>()) }?;
-    W::memory(model, slots, words).map_err(error_code)
+/// A caller memory as C passes it (its buffers and their bytes), read as a
+/// [`Memory`] of `slots` slots for `model`: `FERRITE_E_BAD_MEMORY` when a
+/// size is not what [`ferrite_memory_len`] (and [`ferrite_memory_rows`])
+/// give for `slots`.
+trait Source: Copy {
+    /// # Safety
+    /// Every buffer points to its bytes, readable for `'a`.
+    unsafe fn memory<'a>(self, model: &Model<'_>, slots: usize) -> Result<Memory<'a>, i32>;
 }
 
-/// [`ferrite_encode_memory`] for words of type `W`.
+/// Where the device encoder writes a caller memory (its buffers and their
+/// bytes).
+trait Sink {
+    /// Runs the encoder on `tokens` into the buffers.
+    ///
+    /// # Safety
+    /// Every buffer points to its bytes, writable and apart from the
+    /// session's buffer.
+    unsafe fn encode(self, s: &mut Session<'_, '_>, tokens: &[u32]) -> Result<(), i32>;
+}
+
+/// Words of one type, `bytes` bytes at `ptr`.
+#[derive(Clone, Copy)]
+struct Words<P> {
+    ptr: P,
+    bytes: usize,
+}
+
+/// int8 words and a scale a row.
+#[derive(Clone, Copy)]
+struct Int8<Q, S> {
+    q: Q,
+    q_bytes: usize,
+    scales: S,
+    scale_bytes: usize,
+}
+
+/// `bytes` as a count of `T`s (`FERRITE_E_BAD_MEMORY` when it is not one).
+fn count<T>(bytes: usize) -> Result<usize, i32> {
+    if bytes.is_multiple_of(size_of::<T>()) {
+        Ok(bytes / size_of::<T>())
+    } else {
+        Err(FERRITE_E_BAD_MEMORY)
+    }
+}
+
+impl<W: Word> Source for Words<*const W> {
+    unsafe fn memory<'a>(self, model: &Model<'_>, slots: usize) -> Result<Memory<'a>, i32> {
+        // SAFETY: `bytes` readable bytes at `ptr` (the contract).
+        let words = unsafe { slice(self.ptr, count::<W>(self.bytes)?) }?;
+        W::memory(model, slots, words).map_err(error_code)
+    }
+}
+
+impl<W: Word> Sink for Words<*mut W> {
+    unsafe fn encode(self, s: &mut Session<'_, '_>, tokens: &[u32]) -> Result<(), i32> {
+        // SAFETY: `bytes` writable bytes, not the session's (the contract).
+        let out = unsafe { slice_mut(self.ptr, count::<W>(self.bytes)?) }?;
+        W::encode(s, tokens, out).map_err(error_code)
+    }
+}
+
+impl Source for Int8<*const i8, *const f32> {
+    unsafe fn memory<'a>(self, model: &Model<'_>, slots: usize) -> Result<Memory<'a>, i32> {
+        // SAFETY: each buffer's bytes are readable (the contract).
+        let q = unsafe { slice(self.q, self.q_bytes) }?;
+        // SAFETY: as above.
+        let scales = unsafe { slice(self.scales, count::<f32>(self.scale_bytes)?) }?;
+        Memory::new_i8(model, slots, q, scales).map_err(error_code)
+    }
+}
+
+impl Sink for Int8<*mut i8, *mut f32> {
+    unsafe fn encode(self, s: &mut Session<'_, '_>, tokens: &[u32]) -> Result<(), i32> {
+        // SAFETY: each buffer's bytes are writable, apart from each other
+        // and the session's (the contract).
+        let q = unsafe { slice_mut(self.q, self.q_bytes) }?;
+        // SAFETY: as above.
+        let scales = unsafe { slice_mut(self.scales, count::<f32>(self.scale_bytes)?) }?;
+        s.encode_memory_i8(tokens, q, scales)
+            .map(|_| ())
+            .map_err(error_code)
+    }
+}
+
+/// [`ferrite_encode_memory`] into `sink`.
 ///
 /// # Safety
 /// As [`ferrite_encode_memory`].
-unsafe fn encode<W: Word>(
+unsafe fn encode(
     session: *mut ferrite_session,
     tokens: *const u32,
     n: usize,
-    memory: *mut W,
-    bytes: usize,
+    sink: impl Sink,
 ) -> i32 {
     status((|| {
-        if !bytes.is_multiple_of(size_of::<W>()) {
-            return Err(FERRITE_E_BAD_MEMORY);
-        }
         // SAFETY: the contract.
         let tokens = unsafe { slice(tokens, n) }?;
-        // SAFETY: `bytes` writable bytes, not the session's (the contract).
-        let out = unsafe { slice_mut(memory, bytes / size_of::<W>()) }?;
         // SAFETY: the contract.
         let s = unsafe { session_mut(session) }?;
-        W::encode(s, tokens, out).map_err(error_code)
+        // SAFETY: the contract.
+        unsafe { sink.encode(s, tokens) }
     })())
 }
 
-/// [`ferrite_feed_with_memory`] for words of type `W`.
+/// [`ferrite_feed_with_memory`] with the memory `source`.
 ///
 /// # Safety
 /// As [`ferrite_feed_with_memory`].
-unsafe fn feed<W: Word>(
+unsafe fn feed(
     session: *mut ferrite_session,
     token: u32,
-    memory: *const W,
-    bytes: usize,
+    source: impl Source,
     slots: usize,
     logits: *mut *const f32,
     n: *mut usize,
 ) -> i32 {
     let step = |s: &mut Session<'static, 'static>| {
-        // SAFETY: `bytes` readable bytes (the contract).
-        let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
+        // SAFETY: the buffers' bytes are readable (the contract).
+        let memory = unsafe { source.memory(s.model(), slots) }?;
         let l = s.feed_with_memory(token, &memory).map_err(step_code)?;
         Ok((l.as_ptr(), l.len()))
     };
@@ -145,27 +217,26 @@ unsafe fn feed<W: Word>(
     unsafe { feed_and_point(session, logits, n, step) }
 }
 
-/// [`ferrite_generate_with_memory`] for words of type `W`.
+/// [`ferrite_generate_with_memory`] with the memory `source`.
 ///
 /// # Safety
 /// As [`ferrite_generate_with_memory`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn generate<W: Word>(
+unsafe fn generate(
     session: *mut ferrite_session,
     prompt: *const u32,
     prompt_len: usize,
     n: usize,
     sampler: *mut ferrite_sampler,
-    memory: *const W,
-    bytes: usize,
+    source: impl Source,
     slots: usize,
     callback: ferrite_token_fn,
     user_data: *mut c_void,
     generated: *mut usize,
 ) -> i32 {
     let run = |s: &mut Session<'static, 'static>, prompt: &[u32], sampler: &mut Sampler| {
-        // SAFETY: `bytes` readable bytes (the contract).
-        let memory = unsafe { caller_memory(s.model(), memory, bytes, slots) }?;
+        // SAFETY: the buffers' bytes are readable (the contract).
+        let memory = unsafe { source.memory(s.model(), slots) }?;
         s.generate_with_memory(prompt, n, sampler, &memory, on_token(callback, user_data))
             .map_err(step_code)
     };
@@ -200,7 +271,7 @@ pub unsafe extern "C" fn ferrite_encode_memory(
     bytes: usize,
 ) -> i32 {
     // SAFETY: the contract.
-    unsafe { encode(session, tokens, n, memory, bytes) }
+    unsafe { encode(session, tokens, n, Words { ptr: memory, bytes }) }
 }
 
 /// [`crate::ferrite_feed`] attending to a caller-owned memory: `memory` (`bytes`
@@ -227,7 +298,16 @@ pub unsafe extern "C" fn ferrite_feed_with_memory(
     n: *mut usize,
 ) -> i32 {
     // SAFETY: the contract.
-    unsafe { feed(session, token, memory, bytes, slots, logits, n) }
+    unsafe {
+        feed(
+            session,
+            token,
+            Words { ptr: memory, bytes },
+            slots,
+            logits,
+            n,
+        )
+    }
 }
 
 /// [`crate::ferrite_generate`] attending to a caller-owned memory (as
@@ -255,9 +335,9 @@ pub unsafe extern "C" fn ferrite_generate_with_memory(
 ) -> i32 {
     // SAFETY: the contract.
     unsafe {
+        let source = Words { ptr: memory, bytes };
         generate(
-            session, prompt, prompt_len, n, sampler, memory, bytes, slots, callback, user_data,
-            generated,
+            session, prompt, prompt_len, n, sampler, source, slots, callback, user_data, generated,
         )
     }
 }
@@ -278,7 +358,17 @@ pub unsafe extern "C" fn ferrite_encode_memory_f16(
     bytes: usize,
 ) -> i32 {
     // SAFETY: the contract; `f16` is `u16`'s layout (`repr(transparent)`).
-    unsafe { encode(session, tokens, n, memory.cast::<f16>(), bytes) }
+    unsafe {
+        encode(
+            session,
+            tokens,
+            n,
+            Words {
+                ptr: memory.cast::<f16>(),
+                bytes,
+            },
+        )
+    }
 }
 
 /// [`ferrite_feed_with_memory`] over f16 words (as
@@ -298,7 +388,19 @@ pub unsafe extern "C" fn ferrite_feed_with_memory_f16(
     n: *mut usize,
 ) -> i32 {
     // SAFETY: the contract; `f16` is `u16`'s layout (`repr(transparent)`).
-    unsafe { feed(session, token, memory.cast::<f16>(), bytes, slots, logits, n) }
+    unsafe {
+        feed(
+            session,
+            token,
+            Words {
+                ptr: memory.cast::<f16>(),
+                bytes,
+            },
+            slots,
+            logits,
+            n,
+        )
+    }
 }
 
 /// [`ferrite_generate_with_memory`] over f16 words (as
@@ -322,18 +424,135 @@ pub unsafe extern "C" fn ferrite_generate_with_memory_f16(
 ) -> i32 {
     // SAFETY: the contract; `f16` is `u16`'s layout (`repr(transparent)`).
     unsafe {
-        generate(
-            session,
-            prompt,
-            prompt_len,
-            n,
-            sampler,
-            memory.cast::<f16>(),
+        let source = Words {
+            ptr: memory.cast::<f16>(),
             bytes,
-            slots,
-            callback,
-            user_data,
-            generated,
+        };
+        generate(
+            session, prompt, prompt_len, n, sampler, source, slots, callback, user_data, generated,
+        )
+    }
+}
+
+/// Writes into `*out` the rows of a caller-owned memory of `slots` slots
+/// for `image` (`len` bytes): `ferrite::memory_rows(image, slots)`, a row
+/// being one slot's key or value in one `cross` layer. An int8 memory
+/// (`ferrite_*_memory_i8`) keeps one f32 scale a row: `4 * rows` bytes of
+/// scales beside its `ferrite_memory_len / 4` bytes of words. Errors as
+/// [`ferrite_memory_len`]'s.
+///
+/// # Safety
+/// `image` points to `len` readable bytes; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_memory_rows(
+    image: *const u8,
+    len: usize,
+    slots: usize,
+    out: *mut usize,
+) -> i32 {
+    status((|| {
+        non_null(out)?;
+        check_align(out)?;
+        // SAFETY: `len` readable bytes at `image` (the contract).
+        let image = unsafe { slice(image, len) }?;
+        let rows = ferrite::memory_rows(image, slots).map_err(error_code)?;
+        // SAFETY: checked non-null and aligned; writable by the contract.
+        unsafe { out.write(rows) };
+        Ok(())
+    })())
+}
+
+/// [`ferrite_encode_memory`] into int8 words (`q`, `q_bytes`: a quarter
+/// of [`ferrite_memory_len`]'s bytes) and one f32 scale a row (`scales`,
+/// `scale_bytes`: 4 x [`ferrite_memory_rows`], 4-byte aligned): each row
+/// computed as for [`ferrite_encode_memory`], its scale its largest
+/// magnitude / 127, each word rounded to nearest
+/// (`ferrite::Session::encode_memory_i8`). A row's values are `q[i] *
+/// scale`.
+///
+/// # Safety
+/// As [`ferrite_encode_memory`], for both buffers (apart from each other).
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_encode_memory_i8(
+    session: *mut ferrite_session,
+    tokens: *const u32,
+    n: usize,
+    q: *mut i8,
+    q_bytes: usize,
+    scales: *mut f32,
+    scale_bytes: usize,
+) -> i32 {
+    let sink = Int8 {
+        q,
+        q_bytes,
+        scales,
+        scale_bytes,
+    };
+    // SAFETY: the contract.
+    unsafe { encode(session, tokens, n, sink) }
+}
+
+/// [`ferrite_feed_with_memory`] over int8 words and their scales (as
+/// [`ferrite_encode_memory_i8`] writes them): a quarter of the RAM and 4
+/// bytes a row.
+///
+/// # Safety
+/// As [`ferrite_feed_with_memory`], for both buffers.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ferrite_feed_with_memory_i8(
+    session: *mut ferrite_session,
+    token: u32,
+    q: *const i8,
+    q_bytes: usize,
+    scales: *const f32,
+    scale_bytes: usize,
+    slots: usize,
+    logits: *mut *const f32,
+    n: *mut usize,
+) -> i32 {
+    let source = Int8 {
+        q,
+        q_bytes,
+        scales,
+        scale_bytes,
+    };
+    // SAFETY: the contract.
+    unsafe { feed(session, token, source, slots, logits, n) }
+}
+
+/// [`ferrite_generate_with_memory`] over int8 words and their scales (as
+/// [`ferrite_feed_with_memory_i8`]'s).
+///
+/// # Safety
+/// As [`ferrite_generate_with_memory`], for both buffers.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ferrite_generate_with_memory_i8(
+    session: *mut ferrite_session,
+    prompt: *const u32,
+    prompt_len: usize,
+    n: usize,
+    sampler: *mut ferrite_sampler,
+    q: *const i8,
+    q_bytes: usize,
+    scales: *const f32,
+    scale_bytes: usize,
+    slots: usize,
+    callback: ferrite_token_fn,
+    user_data: *mut c_void,
+    generated: *mut usize,
+) -> i32 {
+    let source = Int8 {
+        q,
+        q_bytes,
+        scales,
+        scale_bytes,
+    };
+    // SAFETY: the contract.
+    unsafe {
+        generate(
+            session, prompt, prompt_len, n, sampler, source, slots, callback, user_data, generated,
         )
     }
 }

@@ -601,6 +601,80 @@ static void test_memories(const uint8_t *image, size_t len) {
     EXPECT(FERRITE_E_BAD_MEMORY, ferrite_generate_with_memory_f16(&s, prompt, 2, 6, &sampler, half, mem_bytes,
                                                                   5, NULL, NULL, &generated));
     free(half);
+
+    /* int8 words and a scale a row: a quarter of the word bytes plus 4 a
+     * row; each row's scale its largest magnitude / 127 and each word
+     * within half a step of the f32 encoder's; the logits those of an f32
+     * memory of the dequantized values within the f32 step's rounding (the
+     * step reads int8 as q * scale); generation = the greedy loop. */
+    size_t rows = 0;
+    EXPECT(FERRITE_OK, ferrite_memory_rows(image, len, 5, &rows));
+    size_t one_rows = 0;
+    EXPECT(FERRITE_OK, ferrite_memory_rows(image, len, 1, &one_rows));
+    CHECK(rows == 5 * one_rows && rows % 2 == 0 && words % rows == 0);
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_memory_rows(image, len, 0, &rows));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_memory_rows(image, len, 5, NULL));
+    EXPECT(FERRITE_OK, ferrite_memory_rows(image, len, 5, &rows));
+    size_t q_bytes = words, scale_bytes = rows * sizeof(float);
+    int8_t *q8 = malloc(q_bytes);
+    float *scales = malloc(scale_bytes + sizeof(float));
+    EXPECT(FERRITE_OK, ferrite_encode_memory_i8(&s, text, 5, q8, q_bytes, scales, scale_bytes));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_i8(&s, text, 5, q8, q_bytes - 1, scales, scale_bytes));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_i8(&s, text, 5, q8, q_bytes, scales, scale_bytes - 4));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_i8(&s, text, 5, q8, q_bytes, scales, scale_bytes + 2));
+    EXPECT(FERRITE_E_NULL_POINTER, ferrite_encode_memory_i8(&s, text, 5, q8, q_bytes, NULL, scale_bytes));
+    EXPECT(FERRITE_OK, ferrite_encode_memory_i8(&s, text, 5, q8, q_bytes, scales, scale_bytes));
+    /* Every row of this image has the same width (words / rows). */
+    size_t width = words / rows;
+    float *dequant = malloc(mem_bytes);
+    for (size_t r = 0; r < rows; r++) {
+        float top = 0;
+        for (size_t i = 0; i < width; i++) {
+            top = fmaxf(top, fabsf(mem[r * width + i]));
+        }
+        CHECK(scales[r] == top / 127.0f);
+        for (size_t i = 0; i < width; i++) {
+            dequant[r * width + i] = (float)q8[r * width + i] * scales[r];
+            CHECK(fabsf(dequant[r * width + i] - mem[r * width + i]) <= 0.5001f * scales[r]);
+        }
+    }
+    EXPECT(FERRITE_E_BAD_MEMORY,
+           ferrite_feed_with_memory_i8(&s, 'a', q8, q_bytes, scales, scale_bytes - 4, 5, NULL, NULL));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory_i8(&s, 'a', q8, q_bytes, scales, scale_bytes, 4, NULL, NULL));
+    EXPECT(FERRITE_E_MISALIGNED, ferrite_feed_with_memory_i8(&s, 'a', q8, q_bytes,
+                                                             (const float *)((const uint8_t *)scales + 2),
+                                                             scale_bytes, 5, NULL, NULL));
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory(&s, 'a', dequant, mem_bytes, 5, &logits, &n));
+    float *deq_logits = malloc(n * sizeof *deq_logits);
+    memcpy(deq_logits, logits, n * sizeof *deq_logits);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory_i8(&s, 'a', q8, q_bytes, scales, scale_bytes, 5, &logits, &n));
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        err += ((double)logits[i] - deq_logits[i]) * ((double)logits[i] - deq_logits[i]);
+        norm += (double)deq_logits[i] * deq_logits[i];
+    }
+    CHECK(err <= 1e-10 * norm); /* the same values, summed as the step sums them */
+    got.n = 0;
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    EXPECT(FERRITE_OK, ferrite_generate_with_memory_i8(&s, prompt, 2, 6, &sampler, q8, q_bytes, scales, scale_bytes,
+                                                       5, record_token, &got, &generated));
+    CHECK(generated == 6 && got.n == 6);
+    EXPECT(FERRITE_OK, ferrite_reset(&s));
+    token = prompt[0];
+    EXPECT(FERRITE_OK, ferrite_feed_with_memory_i8(&s, token, q8, q_bytes, scales, scale_bytes, 5, NULL, NULL));
+    token = prompt[1];
+    for (size_t i = 0; i < 6; i++) {
+        EXPECT(FERRITE_OK,
+               ferrite_feed_with_memory_i8(&s, token, q8, q_bytes, scales, scale_bytes, 5, &logits, &n));
+        EXPECT(FERRITE_OK, ferrite_sample(&sampler, logits, n, &token));
+        CHECK(i < got.n && token == got.tokens[i]);
+    }
+    free(deq_logits);
+    free(dequant);
+    free(scales);
+    free(q8);
     free(with);
     free(baked);
     free(mem);
@@ -625,6 +699,10 @@ static void test_no_cross_memory(const uint8_t *image, size_t len) {
     uint16_t half[8] = {0};
     EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_f16(&s, text, 2, half, sizeof half));
     EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory_f16(&s, 'a', half, sizeof half, 2, NULL, NULL));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_memory_rows(image, len, 2, &bytes));
+    int8_t q8[8] = {0};
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_encode_memory_i8(&s, text, 2, q8, sizeof q8, mem, sizeof mem));
+    EXPECT(FERRITE_E_BAD_MEMORY, ferrite_feed_with_memory_i8(&s, 'a', q8, sizeof q8, mem, sizeof mem, 2, NULL, NULL));
     free(buf);
 }
 
