@@ -219,3 +219,41 @@ def test_more_pairs_and_the_longer_setting_follow_the_dated_note():
     assert Z2C_SETTINGS["l1k"][1][-1] == 256
     assert runs[z2c_name("l1k", "swa", 256, 3e-3, 1)]["config"]["layers"][0]["window"] == 1024
     assert runs[z2c_name("p64", "swa", 64, 3e-3, 1)]["config"]["layers"][0]["window"] == 256
+
+
+def test_the_c_settings_import_into_their_own_files_and_name_their_next_runs(tmp_path, monkeypatch):
+    """(c)'s runs (``z2p64-``, ``z2l1k-``) go to runs-p64.csv / runs-l1k.csv, never into (a)'s
+    runs.csv, and ``--next`` names their runs with their prefix."""
+    import json
+
+    from research.study_runs import study_layer
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(study2, "OUT", out)
+    base = tmp_path / "round" / "calls" / "mqar"
+
+    def run(name, family, kb, lr, seed, val):
+        d = base / name
+        d.mkdir(parents=True)
+        layer = study_layer(family, kb, 1024 if name.startswith("z2l1k") else 256)
+        (d / "config.json").write_text(json.dumps({"layers": [layer, layer]}))
+        (d / "metrics.json").write_text(json.dumps({
+            "name": name, "family": family, "state_bytes_per_layer": [kb * 1024],
+            "core_state_bytes_per_layer": [kb * 1024], "pytorch": {"val_accuracy": val, "accuracy": val},
+            "training": {"steps_run": 2400, "steps_planned": 2400, "lr_max": lr, "torch_seed": seed,
+                         "final_train_loss": 1.0 - val}}))
+
+    run("z2-swa-4k-lr3e-3-s1", "swa", 4, 3e-3, 1, 0.5)
+    run("z2p64-swa-4k-lr3e-3-s1", "swa", 4, 3e-3, 1, 0.4)
+    run("z2p64-swa-4k-lr1e-2-s1", "swa", 4, 1e-2, 1, 0.3)
+    run("z2l1k-gdn-4k-lr1e-3-s1", "gdn", 4, 1e-3, 1, 0.2)
+    study2.do_import([("r24", tmp_path / "round")])
+    assert [r["run"] for r in study2.runs()] == ["z2-swa-4k-lr3e-3-s1"]
+    assert [r["run"] for r in study2.runs("p64")] == ["z2p64-swa-4k-lr3e-3-s1", "z2p64-swa-4k-lr1e-2-s1"]
+    assert [r["run"] for r in study2.runs("l1k")] == ["z2l1k-gdn-4k-lr1e-3-s1"]
+    assert study2.next_runs(study2.points(study2.runs("p64")), "p64") == [
+        "z2p64-swa-4k-lr3e-3-s2", "z2p64-swa-4k-lr3e-3-s3", "z2p64-swa-4k-lr1e-3-s1"]
+    assert study2.next_runs(study2.points(study2.runs("l1k")), "l1k")[:2] == [
+        "z2l1k-gdn-4k-lr1e-3-s2", "z2l1k-gdn-4k-lr1e-3-s3"]
+    with pytest.raises(ValueError, match="not a run of the second edition"):
+        study2.setting_of("st-swa-4k-lr3e-3-s1")

@@ -4,13 +4,17 @@
     ferrite-study2-report                                  # the tables (stdout)
     ferrite-study2-report --readme                         # the tables in docs/state-study.md and README.md
     ferrite-study2-report --next FILE                      # the next round's runs (research/rounds/r13.sh)
+    ferrite-study2-report --setting p64 [--next FILE]      # the same for the issue's (c) settings (p64, l1k)
 
 (``python -m ferrite_dev.reports.study2``.) The protocol is docs/state-study.md's
 "Second edition: protocol"; the runs are ``z2_runs()`` of
 tools/python/research/study_runs.py, the rounds research/rounds/r12.sh onwards.
 ``--import`` reads each unpacked round (``DIR/<folder>/mqar/<run>/metrics.json`` and
 ``config.json``, any folder) into one row per run; the selection and the tables are
-derived from runs.csv alone, so the tests recompute them.
+derived from runs.csv alone, so the tests recompute them. Runs of the issue's (c) settings
+(``z2p64-...``: 64 pairs at 256 tokens; ``z2l1k-...``: 1,024 tokens with 64 pairs; the
+protocol's dated note of 2026-12-07, 19:07 UTC) go to their own files, runs-p64.csv and
+runs-l1k.csv, and ``--setting`` reads them: (a)'s tables never mix with them.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ FAMILIES = ("swa", "swa-sinks", "bla", "gdn", "gsa", "mla", "rwkv7", "mamba2", "
 GRID = (1e-3, 3e-3, 1e-2)
 LEVELS = (0.5, 0.9, 0.99)
 CAP = 2400  # the protocol's step cap
+# The issue's (c) settings (research/study_runs.py's Z2C_SETTINGS): "" is (a), the edition's task.
+SETTINGS = ("", "p64", "l1k")
 FIELDS = ["run", "family", "state_kb", "state_bytes", "core_state_bytes", "slots", "slot_floats", "lr", "seed",
           "round", "steps", "end", "final_train_loss", "val_accuracy", "test_accuracy"]
 
@@ -79,26 +85,45 @@ def row_of(metrics: dict, config: dict, round_name: str) -> dict:
             "val_accuracy": metrics["pytorch"]["val_accuracy"], "test_accuracy": metrics["pytorch"]["accuracy"]}
 
 
+def setting_of(run: str) -> str:
+    """The setting a run's name belongs to: "" (``z2-``), "p64" (``z2p64-``) or "l1k" (``z2l1k-``)."""
+    m = re.match(r"z2(p64|l1k)?-", run)
+    if m is None:
+        raise ValueError(f"{run}: not a run of the second edition")
+    return m.group(1) or ""
+
+
+def csv_path(setting: str = "") -> Path:
+    """runs.csv for (a), runs-<setting>.csv for the (c) settings."""
+    return OUT / (f"runs-{setting}.csv" if setting else "runs.csv")
+
+
 def do_import(rounds: list) -> None:
-    """``rounds``: [(name, DIR)]; every run found replaces an earlier row of the same run."""
-    rows = {r["run"]: r for r in runs()} if (OUT / "runs.csv").exists() else {}
+    """``rounds``: [(name, DIR)]; every run found replaces an earlier row of the same run, in its
+    setting's file."""
+    rows = {s: {r["run"]: r for r in runs(s)} if csv_path(s).exists() else {} for s in SETTINGS}
+    found = set()
     for name, base in rounds:
         for m in sorted(Path(base).glob("*/mqar/*/metrics.json")):
             metrics = json.loads(m.read_text())
             config = json.loads((m.parent / "config.json").read_text())
-            rows[metrics["name"]] = row_of(metrics, config, name)
+            setting = setting_of(metrics["name"])
+            rows[setting][metrics["name"]] = row_of(metrics, config, name)
+            found.add(setting)
     OUT.mkdir(parents=True, exist_ok=True)
-    order = sorted(rows.values(), key=lambda r: (FAMILIES.index(r["family"]), int(r["state_kb"]), float(r["lr"]),
-                                                 int(r["seed"])))
-    with open(OUT / "runs.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(order)
-    print(f"{len(order)} runs in {OUT / 'runs.csv'}")
+    # The files of the settings found (runs.csv, as before, when none is).
+    for setting in sorted(found) or [""]:
+        order = sorted(rows[setting].values(), key=lambda r: (FAMILIES.index(r["family"]), int(r["state_kb"]),
+                                                               float(r["lr"]), int(r["seed"])))
+        with open(csv_path(setting), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS)
+            w.writeheader()
+            w.writerows(order)
+        print(f"{len(order)} runs in {csv_path(setting)}")
 
 
-def runs() -> list:
-    with open(OUT / "runs.csv") as f:
+def runs(setting: str = "") -> list:
+    with open(csv_path(setting)) as f:
         return list(csv.DictReader(f))
 
 
@@ -264,8 +289,8 @@ def ratio_table(pts: dict, axis: str) -> str:
             "size or never on the grid):\n\n" + "\n".join(lines))
 
 
-def tables() -> str:
-    pts = points(runs())
+def tables(setting: str = "") -> str:
+    pts = points(runs(setting))
     return "\n\n".join([f"Seed 1's validation accuracy per lr ((t): stopped by the time budget before the cap, "
                          f"with the steps run where they are below {SHORT:.0%} of it):",
                         lr_table(pts), point_table(pts), threshold_table(pts, "bytes"), threshold_table(pts, "floats"),
@@ -282,12 +307,12 @@ def readme_tables() -> str:
 LADDER = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 
 
-def run_name(family: str, kb: int, lr: float, seed: int) -> str:
-    """The run's name in research/study_runs.py's ``z2_runs()``."""
-    return f"z2-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
+def run_name(family: str, kb: int, lr: float, seed: int, setting: str = "") -> str:
+    """The run's name in research/study_runs.py's ``z2_runs()`` (``z2c_runs()`` for a setting)."""
+    return f"z2{setting}-{family}-{kb}k-lr{lr:.0e}-s{seed}".replace("e-0", "e-")
 
 
-def next_runs(pts: dict) -> list:
+def next_runs(pts: dict, setting: str = "") -> list:
     """The next round of the protocol: seed-1 runs that stopped before the task's phase, seeds 2
     and 3 at each point's selected lr where they are missing, and seed 1 at the next lr of the
     ladder past an edge that the selection sits at."""
@@ -301,11 +326,11 @@ def next_runs(pts: dict) -> list:
         if p["sweep"][lr]["run"] in again:
             continue  # the selection waits for the runs again
         have = set(p["by_lr"].get(lr, {}))
-        out += [run_name(f, kb, lr, s) for s in (2, 3) if s not in have]
+        out += [run_name(f, kb, lr, s, setting) for s in (2, 3) if s not in have]
         if p["edge"]:
             i = LADDER.index(lr) + (1 if lr == max(p["sweep"]) else -1)
             if 0 <= i < len(LADDER) and LADDER[i] not in p["sweep"]:
-                out.append(run_name(f, kb, LADDER[i], 1))
+                out.append(run_name(f, kb, LADDER[i], 1, setting))
     return out
 
 
@@ -323,9 +348,15 @@ def main(argv=None) -> None:
                     help="unpacked device rounds (r12=DIR ...), each holding <folder>/mqar/<run>/metrics.json")
     ap.add_argument("--readme", action="store_true", help="write the tables into docs/state-study.md and README.md")
     ap.add_argument("--next", metavar="FILE", help="write the next round's runs (one a line) to FILE")
+    ap.add_argument("--setting", choices=[s for s in SETTINGS if s], default="",
+                    help="the issue's (c) settings' runs (runs-SETTING.csv) for the tables and --next")
     args = ap.parse_args(argv)
+    if args.readme and args.setting:
+        ap.error("--readme writes (a)'s tables only: the (c) settings have no section yet")
+    if not args.imports and not csv_path(args.setting).exists():
+        ap.error(f"{csv_path(args.setting)} does not exist: --import the setting's rounds first")
     if args.next:
-        names = next_runs(points(runs()))
+        names = next_runs(points(runs(args.setting)), args.setting)
         Path(args.next).write_text("".join(n + "\n" for n in names))
         print(f"{len(names)} runs in {args.next}")
         return
@@ -336,7 +367,7 @@ def main(argv=None) -> None:
         replace_between(DOC, tables(), "study2")
         replace_between(README, readme_tables(), "study2")
         return
-    print(tables())
+    print(tables(args.setting))
 
 
 if __name__ == "__main__":
