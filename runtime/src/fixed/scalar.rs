@@ -267,10 +267,11 @@ impl Fx {
     /// [`Fx::plus`] of two values neither of which is negative (zero
     /// allowed), inlined: the same bits (its zero tests, its larger
     /// magnitude first, its same-sign sum), without the sign test, the
-    /// opposite signs' 64-bit path and a call. `ln1p_unit`'s Horner steps
-    /// and `softplus`'s sum: ~200 sums a token on `lm/small`.
+    /// opposite signs' 64-bit path and a call. `ln1p_unit`'s Horner steps,
+    /// `softplus`'s sum and the softmax sums of the slot and SWA reads:
+    /// ~250 sums a token on `lm/small`.
     #[inline(always)]
-    fn plus_nonneg(self, other: Fx) -> Fx {
+    pub(crate) fn plus_nonneg(self, other: Fx) -> Fx {
         debug_assert!(!self.neg && !other.neg);
         if other.m == 0 {
             return self;
