@@ -287,6 +287,23 @@ impl Fx {
         Fx::plus_same_sign(a.m, b.m, a.e.abs_diff(b.e), a.e.wrapping_sub(31), false)
     }
 
+    /// [`Fx::plus_nonneg`] where `self < c` (or `self` is zero) is known,
+    /// `self >= 0`, `c > 0`: `c` is the larger magnitude without the test
+    /// (`plus` would choose it), and a zero `self` adds nothing (its
+    /// mantissa 0 gives no bits at any distance).
+    #[inline(always)]
+    fn plus_below(self, c: Fx) -> Fx {
+        debug_assert!(!self.neg && !c.neg && c.m != 0);
+        debug_assert!(self.m == 0 || (self.e, self.m) < (c.e, c.m));
+        Fx::plus_same_sign(
+            c.m,
+            self.m,
+            c.e.abs_diff(self.e),
+            c.e.wrapping_sub(31),
+            false,
+        )
+    }
+
     /// The rounded sum of two magnitudes of one sign, `a >= b` (normal
     /// mantissas), `b` `d` octaves below `a`: what `from_top2(w, e, neg)`
     /// makes of `w = a 2^31 + floor(b 2^31 / 2^d)`, in 32-bit words. Only
@@ -439,19 +456,21 @@ impl Fx {
         } else {
             self
         };
-        // Every sum below is of values >= 0 (`u`, `s`, the odd terms):
-        // `plus_nonneg`, `plus`'s bits.
-        let s = u * Fx::pow2(1).plus_nonneg(u).recip();
+        // Every sum below is of values >= 0 (`u`, `s`, the odd terms), the
+        // second the larger: `plus_below`, `plus`'s bits. (`u <= 1 < 2`;
+        // `s <= 1/3`, so `s2 <= 1/9` and each step's `acc` stays below the
+        // next term, `(acc + 1/k) s2 < 2/(9k) < 1/(k - 2)`, and below 1.)
+        let s = u * u.plus_below(Fx::pow2(1)).recip();
         let s2 = s * s;
         // s (1 + s^2/3 + s^4/5 + ... + s^16/17), by Horner from the last
         // term (the first step's `0 + 1/17` is `1/17` exactly).
         let mut acc = INV_ODD[7] * s2;
         let mut k = 15;
         while k >= 3 {
-            acc = acc.plus_nonneg(INV_ODD[(k - 3) / 2]) * s2;
+            acc = acc.plus_below(INV_ODD[(k - 3) / 2]) * s2;
             k -= 2;
         }
-        (acc.plus_nonneg(Fx::ONE) * s).shl(1)
+        (acc.plus_below(Fx::ONE) * s).shl(1)
     }
 
     /// `ln(1 + e^self)` (PyTorch's softplus: `self` itself above 20).
@@ -659,6 +678,11 @@ mod tests {
             for &b in vals.iter().skip(i % 97).step_by(53) {
                 assert_eq!(a.plus_nonneg(b), a + b, "{a:?} {b:?}");
             }
+        }
+        // Tiny arguments too: `s2` (and so each `acc`) flushed to zero.
+        for k in (0..64).chain((1..40).map(|j| j * 26_000)) {
+            let x = Fx::pow2(E_MIN + 31 + k);
+            assert_eq!(x.ln1p_unit(), ln1p_unit_by_plus(x), "{x:?}");
         }
         for &x in &vals {
             let x = Fx::normal(x.m, x.e.clamp(-80, 2), false);
