@@ -120,6 +120,23 @@ impl Fx {
         }
     }
 
+    /// [`Fx::from_u64`] of a `v` in `[2^31, 2^32)`, already a normal
+    /// mantissa (a stored scale record's): the same bits. Where the core
+    /// has no count-leading-zeros instruction ([`super::wide::NO_CLZ`]:
+    /// RV32 without Zbb, ARMv6-M) without the 64-bit bit count (`from_u64`
+    /// finds 32 leading zeros and shifts by 0); elsewhere `from_u64` itself
+    /// (the shorter form cost the M4F and the M55 instructions a token: the
+    /// loops around it compiled otherwise).
+    #[inline(always)]
+    pub(crate) const fn from_normal(m: u32, e: i32, neg: bool) -> Fx {
+        debug_assert!(m >> 31 != 0);
+        if super::wide::NO_CLZ {
+            Fx::normal(m, e, neg)
+        } else {
+            Fx::from_u64(m as u64, e, neg)
+        }
+    }
+
     /// [`Fx::from_u64`] of a `v` in `[2^62, 2^64)` (the product of two
     /// normal mantissas, the sum of two with the same sign and 31 guard
     /// bits), to the same bits without finding the bit length: it is 63 or
@@ -623,6 +640,40 @@ mod tests {
             div_u64_u32(1 << 31, x.m >> 1, x.m) as u64
         };
         Fx::from_u64(q, (-63i32).saturating_sub(x.e), x.neg)
+    }
+
+    /// `from_normal` is `from_u64` on `[2^31, 2^32)` at every exponent
+    /// (the saturation and the flush included), in both its forms.
+    #[test]
+    fn a_normal_mantissa_is_from_u64() {
+        let mut m = 1u32 << 31;
+        for i in 0..5000u32 {
+            for e in [
+                E_MIN - 40,
+                E_MIN - 1,
+                E_MIN,
+                -1000,
+                -64,
+                -32,
+                0,
+                17,
+                E_MAX,
+                E_MAX + 1,
+                E_MAX + 40,
+                i32::MAX / 2,
+                i32::MIN / 2,
+            ] {
+                let want = Fx::from_u64(m as u64, e, i % 2 == 0);
+                // The form of the cores without CLZ, and this core's.
+                assert_eq!(Fx::normal(m, e, i % 2 == 0), want, "{m} {e}");
+                assert_eq!(Fx::from_normal(m, e, i % 2 == 0), want, "{m} {e}");
+            }
+            m = m.wrapping_mul(2_654_435_761).wrapping_add(i) | (1 << 31);
+        }
+        assert_eq!(
+            Fx::from_normal(u32::MAX, -3, false),
+            Fx::from_u64(u32::MAX as u64, -3, false)
+        );
     }
 
     /// [`Fx::ln1p_unit`] as it was before its sums took `plus_nonneg`:

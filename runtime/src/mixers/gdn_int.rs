@@ -179,7 +179,7 @@ fn head_scale(rec: &[i32]) -> (Option<Fx>, u32) {
         return (None, 0);
     }
     let e = crate::fixed::stored_exponent(e) - 32;
-    (Some(Fx::from_u64(f as u64, e, false)), m)
+    (Some(Fx::from_normal(f, e, false)), m)
 }
 
 /// The integer step of a GDN layer (see the module docs).

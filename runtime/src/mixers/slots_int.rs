@@ -105,7 +105,7 @@ pub(super) fn read_scale(rec: &[i32]) -> Option<Fx> {
     };
     let f = f as u32;
     let e = crate::fixed::stored_exponent(e) - 32;
-    (f >= 1 << 31).then(|| Fx::from_u64(f as u64, e, false))
+    (f >= 1 << 31).then(|| Fx::from_normal(f, e, false))
 }
 
 /// A token's key or value part as the slot updates read it: its 15-bit
