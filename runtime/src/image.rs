@@ -427,31 +427,16 @@ impl TensorEntry {
     /// Parses entry `index` of a table.
     #[inline(always)]
     pub fn parse(table: &[u8], index: u32) -> Result<TensorEntry> {
-        let role_code = Self::entry(table, index)
-            .and_then(|e| read_u16(e, 2).ok_or(Error::BadHeader("tensor table truncated")))?;
+        let e = (index as usize)
+            .checked_mul(TENSOR_ENTRY_LEN)
+            .and_then(|base| table.get(base..base.checked_add(TENSOR_ENTRY_LEN)?))
+            .ok_or(Error::BadHeader("tensor table truncated"))?;
+        let w = |off: usize| read_u32(e, off).unwrap_or(0);
+        let role_code = read_u16(e, 2).unwrap_or(0);
         let role = Role::from_code(role_code).ok_or(Error::BadTensor {
             index,
             reason: "unknown tensor role",
         })?;
-        Self::parse_as(table, index, role)
-    }
-
-    /// The bytes of entry `index` of a table.
-    #[inline(always)]
-    fn entry(table: &[u8], index: u32) -> Result<&[u8]> {
-        (index as usize)
-            .checked_mul(TENSOR_ENTRY_LEN)
-            .and_then(|base| table.get(base..base.checked_add(TENSOR_ENTRY_LEN)?))
-            .ok_or(Error::BadHeader("tensor table truncated"))
-    }
-
-    /// [`TensorEntry::parse`] of an entry whose role code the caller has
-    /// read as `role`'s (a lookup by role): the same entry, without decoding
-    /// the code again.
-    #[inline(always)]
-    pub(crate) fn parse_as(table: &[u8], index: u32, role: Role) -> Result<TensorEntry> {
-        let e = Self::entry(table, index)?;
-        let w = |off: usize| read_u32(e, off).unwrap_or(0);
         let dtype = DType::from_code(e[4]).ok_or(Error::UnknownDType { index, code: e[4] })?;
         let layout = Layout::from_code(e[5]).ok_or(Error::BadTensor {
             index,
@@ -505,37 +490,6 @@ impl TensorEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `parse_as` with the role its code decodes to is `parse`, for every
-    /// role; a truncated table is refused by both.
-    #[test]
-    fn parsing_as_the_role_read_is_parsing() {
-        for (i, &role) in Role::ALL.iter().enumerate() {
-            assert_eq!(Role::from_code(role as u16), Some(role));
-            let entry = TensorEntry {
-                layer: i as u16,
-                role,
-                dtype: DType::I8,
-                layout: Layout::Tiled,
-                group_size: 64,
-                dims: [32, 64, 0],
-                data_off: 4096 + i as u32,
-                data_len: 2048,
-                scale_off: 8192,
-                scale_len: 160,
-                quant_error: 0.25,
-            };
-            let mut table = [0u8; 2 * TENSOR_ENTRY_LEN];
-            table[TENSOR_ENTRY_LEN..].copy_from_slice(&entry.encode());
-            assert_eq!(TensorEntry::parse(&table, 1), Ok(entry));
-            assert_eq!(TensorEntry::parse_as(&table, 1, role), Ok(entry));
-            let short = &table[..2 * TENSOR_ENTRY_LEN - 1];
-            assert_eq!(
-                TensorEntry::parse_as(short, 1, role),
-                TensorEntry::parse(short, 1)
-            );
-        }
-    }
 
     #[test]
     fn element_and_payload_counts_saturate() {

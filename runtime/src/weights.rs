@@ -45,8 +45,7 @@ impl<'a> LayerWeights<'a> {
         for (index, entry) in (self.first..self.end).zip(entries.chunks(TENSOR_ENTRY_LEN)) {
             let code = entry.get(2..4).map(|b| u16::from_le_bytes([b[0], b[1]]));
             if code == Some(role as u16) {
-                // The code is `role`'s: `parse_as` takes it for the role.
-                let e = TensorEntry::parse_as(table, u32::from(index), role)?;
+                let e = TensorEntry::parse(table, u32::from(index))?;
                 return Tensor::from_entry(self.image, &e, u32::from(index));
             }
         }
