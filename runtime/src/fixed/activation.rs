@@ -127,7 +127,8 @@ static SIGMOID_STEPS: [u32; 512] = {
 /// `sigmoid(t)` for `t` in Q16, as Q15 (`0..=32768`): the table
 /// `SIGMOID_Q16` interpolated linearly (steps of 1/32: within 0.4 units
 /// of Q15 of the function before rounding), rounded to Q15; `|t| >= 16`
-/// gives 0 or 1. The table read as [`SIGMOID_STEPS`]: the same sums.
+/// gives 0 or 1. The table read as `SIGMOID_STEPS` (one word a step):
+/// the same sums.
 #[inline]
 pub fn sigmoid_q15(t: i32) -> u32 {
     let a = t.unsigned_abs();
