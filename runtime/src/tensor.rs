@@ -250,7 +250,14 @@ impl<'a> Tensor<'a> {
                 }
             }
         };
-        Tensor::new(rows, cols, data).map_err(|_| bad("payload does not match its shape"))
+        // Every invariant `Tensor::new` checks was checked above from the
+        // same numbers (`numel > 0`; each payload's length against the
+        // shape and dtype, the group's divisibility, the tiled scales' and
+        // multipliers' counts), so the view is made directly: the lookups
+        // of each token (`LayerWeights::get`) skip the second check. Debug
+        // builds (the tests, the fuzzers) still run it.
+        debug_assert!(Tensor::new(rows, cols, data).is_ok());
+        Ok(Tensor { rows, cols, data })
     }
 
     /// A view `[rows, cols]` of `data`, after checking that the payload
@@ -505,4 +512,90 @@ fn tiled_scale(d: &[f32], m: &[u8], groups: usize, group: usize, r: usize, c: us
         .copied()
         .unwrap_or(0);
     dr * mg as f32
+}
+
+#[cfg(test)]
+mod entry_tests {
+    extern crate std;
+    use super::*;
+    use crate::format::Role;
+
+    /// `from_entry` makes its view without `Tensor::new`'s second check:
+    /// every entry it accepts passes that check (its `debug_assert`, on in
+    /// tests), over entries of every dtype and layout whose lengths are
+    /// right, one off, or of another shape, group or offset.
+    #[test]
+    fn every_view_from_an_entry_passes_the_shape_check() {
+        let image = std::vec![0u32; 1 << 14];
+        let image: &[u8] = bytemuck::cast_slice(&image);
+        let mut h = 0x1234_5678_9abc_def0u64;
+        let mut next = |n: u64| {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            h % n
+        };
+        let (mut made, mut refused) = (0, 0);
+        for case in 0..20_000u32 {
+            let dtype = [DType::F32, DType::F16, DType::I8, DType::I4][case as usize % 4];
+            let layout = if case % 3 == 0 {
+                Layout::RowMajor
+            } else {
+                Layout::Tiled
+            };
+            let rows = 1 + next(40) as u32;
+            let cols = [16u32, 32, 48, 64, 7, 8, 96][next(7) as usize];
+            let group = [0u16, 2, 8, 16, 32, 48, 64][next(7) as usize];
+            let numel = (rows * cols) as usize;
+            let prows = padded_rows(rows as usize);
+            let (data_len, scale_len) = match layout {
+                Layout::RowMajor => (
+                    dtype.payload_bytes(numel),
+                    if group == 0 {
+                        0
+                    } else {
+                        4 * numel / group as usize
+                    },
+                ),
+                Layout::Tiled => {
+                    let mults = if group == 0 {
+                        0
+                    } else {
+                        prows * (cols as usize / group as usize)
+                    };
+                    (
+                        dtype.payload_bytes(prows * cols as usize),
+                        (4 * prows + mults).next_multiple_of(4),
+                    )
+                }
+            };
+            let jiggle = |v: usize, r: u64| match r {
+                0 => v + 1,
+                1 => v.saturating_sub(1),
+                2 => v + 4,
+                _ => v,
+            };
+            let e = TensorEntry {
+                layer: 0,
+                role: Role::Embeddings,
+                dtype,
+                layout,
+                group_size: group,
+                dims: [rows, cols, if next(20) == 0 { 2 } else { 0 }],
+                data_off: 4 * next(64) as u32 + next(8).saturating_sub(6) as u32,
+                data_len: jiggle(data_len, next(12)) as u32,
+                scale_off: 32_768 + 4 * next(64) as u32,
+                scale_len: jiggle(scale_len, next(12)) as u32,
+                quant_error: 0.0,
+            };
+            match Tensor::from_entry(image, &e, case) {
+                Ok(t) => {
+                    assert!(Tensor::new(t.rows(), t.cols(), *t.data()).is_ok());
+                    made += 1;
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(made > 2_000 && refused > 2_000, "{made} {refused}");
+    }
 }

@@ -37,11 +37,13 @@ impl<'a> LayerWeights<'a> {
     /// alone and parses only that one (the table was validated at load).
     pub fn get(&self, role: Role) -> Result<Tensor<'a>> {
         let table = self.table;
-        for index in self.first..self.end {
-            let at = usize::from(index) * TENSOR_ENTRY_LEN + 2;
-            let code = table
-                .get(at..at + 2)
-                .map(|b| u16::from_le_bytes([b[0], b[1]]));
+        // The layer's entries as one slice (those past the table's end, none
+        // in a loaded image, are not read: as a lookup entry by entry
+        // skipped them), one entry a step: no bounds test an entry.
+        let start = usize::from(self.first) * TENSOR_ENTRY_LEN;
+        let entries = table.get(start..).unwrap_or(&[]);
+        for (index, entry) in (self.first..self.end).zip(entries.chunks(TENSOR_ENTRY_LEN)) {
+            let code = entry.get(2..4).map(|b| u16::from_le_bytes([b[0], b[1]]));
             if code == Some(role as u16) {
                 let e = TensorEntry::parse(table, u32::from(index))?;
                 return Tensor::from_entry(self.image, &e, u32::from(index));

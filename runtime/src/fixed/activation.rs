@@ -65,7 +65,7 @@ pub fn exp_neg_q16(a: u32) -> u32 {
 
 /// `sigmoid(i / 32) - 1/2` in Q16 for i = 0..=512 (`x` in `[0, 16]`),
 /// rounded (generated in f64; a test checks every entry).
-static SIGMOID_Q16: [u16; 513] = [
+const SIGMOID_Q16: [u16; 513] = [
     0, 512, 1024, 1535, 2045, 2555, 3063, 3570, 4075, 4578, 5079, 5577, 6073, 6566, 7056, 7542,
     8025, 8505, 8980, 9452, 9919, 10382, 10840, 11294, 11743, 12186, 12625, 13058, 13486, 13909,
     14326, 14737, 15143, 15542, 15936, 16324, 16706, 17082, 17452, 17816, 18173, 18525, 18870,
@@ -108,10 +108,27 @@ static SIGMOID_Q16: [u16; 513] = [
     32768, 32768,
 ];
 
+/// [`SIGMOID_Q16`] as one word a step, for one load a value: step `i`
+/// holds `32_769 + lo` in its low 17 bits (the table's value plus the 1/2
+/// of Q16 and the rounding's 1 of [`sigmoid_q15`]: at most 65,537) and
+/// `hi - lo` (at most 512) above them, `lo` and `hi` the values at `i` and
+/// `i + 1`.
+static SIGMOID_STEPS: [u32; 512] = {
+    let mut t = [0u32; 512];
+    let mut i = 0;
+    while i < 512 {
+        let (lo, hi) = (SIGMOID_Q16[i] as u32, SIGMOID_Q16[i + 1] as u32);
+        t[i] = (32_769 + lo) | ((hi - lo) << 17);
+        i += 1;
+    }
+    t
+};
+
 /// `sigmoid(t)` for `t` in Q16, as Q15 (`0..=32768`): the table
 /// `SIGMOID_Q16` interpolated linearly (steps of 1/32: within 0.4 units
 /// of Q15 of the function before rounding), rounded to Q15; `|t| >= 16`
-/// gives 0 or 1.
+/// gives 0 or 1. The table read as `SIGMOID_STEPS` (one word a step):
+/// the same sums.
 #[inline]
 pub fn sigmoid_q15(t: i32) -> u32 {
     let a = t.unsigned_abs();
@@ -119,10 +136,11 @@ pub fn sigmoid_q15(t: i32) -> u32 {
         ONE_Q15
     } else {
         let (i, f) = ((a >> 11) as usize, a & 0x7ff);
-        let (lo, hi) = (u32::from(SIGMOID_Q16[i]), u32::from(SIGMOID_Q16[i + 1]));
+        // `a < 2^20`: `i < 512`.
+        let step = SIGMOID_STEPS.get(i).copied().unwrap_or(0);
         // hi - lo <= 512, f < 2^11: the product is below 2^20.
-        let q16 = 32_768 + lo + (((hi - lo) * f + 1024) >> 11);
-        (q16 + 1) >> 1
+        // (32_768 + lo + ((hi - lo) f + 1024 >> 11) + 1) >> 1.
+        ((step & 0x1_ffff) + (((step >> 17) * f + 1024) >> 11)) >> 1
     };
     if t >= 0 {
         s
@@ -214,6 +232,42 @@ mod tests {
         assert_eq!(sigmoid_q15(i32::MAX), 32768);
         assert_eq!(sigmoid_q15(i32::MIN + 1), 0);
         assert_eq!(sigmoid_q15(i32::MIN), 0);
+    }
+
+    /// The form before the table of steps: two values read a step.
+    fn sigmoid_q15_by_values(t: i32) -> u32 {
+        let a = t.unsigned_abs();
+        let s = if a >= 16 << 16 {
+            ONE_Q15
+        } else {
+            let (i, f) = ((a >> 11) as usize, a & 0x7ff);
+            let (lo, hi) = (u32::from(SIGMOID_Q16[i]), u32::from(SIGMOID_Q16[i + 1]));
+            let q16 = 32_768 + lo + (((hi - lo) * f + 1024) >> 11);
+            (q16 + 1) >> 1
+        };
+        if t >= 0 {
+            s
+        } else {
+            ONE_Q15 - s
+        }
+    }
+
+    /// The table of steps gives the bits of the two values, at every input
+    /// in `[-17, 17]` and at the ends of i32.
+    #[test]
+    fn the_steps_give_the_values_sigmoid() {
+        for t in -(17i32 << 16)..=(17 << 16) {
+            assert_eq!(sigmoid_q15(t), sigmoid_q15_by_values(t), "{t}");
+        }
+        for t in [
+            i32::MIN,
+            i32::MIN + 1,
+            i32::MAX,
+            (16 << 16) - 1,
+            -(16 << 16) + 1,
+        ] {
+            assert_eq!(sigmoid_q15(t), sigmoid_q15_by_values(t), "{t}");
+        }
     }
 
     #[test]

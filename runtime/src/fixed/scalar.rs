@@ -120,6 +120,23 @@ impl Fx {
         }
     }
 
+    /// [`Fx::from_u64`] of a `v` in `[2^31, 2^32)`, already a normal
+    /// mantissa (a stored scale record's): the same bits. Where the core
+    /// has no count-leading-zeros instruction ([`super::wide::NO_CLZ`]:
+    /// RV32 without Zbb, ARMv6-M) without the 64-bit bit count (`from_u64`
+    /// finds 32 leading zeros and shifts by 0); elsewhere `from_u64` itself
+    /// (the shorter form cost the M4F and the M55 instructions a token: the
+    /// loops around it compiled otherwise).
+    #[inline(always)]
+    pub(crate) const fn from_normal(m: u32, e: i32, neg: bool) -> Fx {
+        debug_assert!(m >> 31 != 0);
+        if super::wide::NO_CLZ {
+            Fx::normal(m, e, neg)
+        } else {
+            Fx::from_u64(m as u64, e, neg)
+        }
+    }
+
     /// [`Fx::from_u64`] of a `v` in `[2^62, 2^64)` (the product of two
     /// normal mantissas, the sum of two with the same sign and 31 guard
     /// bits), to the same bits without finding the bit length: it is 63 or
@@ -262,6 +279,46 @@ impl Fx {
             ((b.m as u64) << 31) >> d
         };
         Fx::from_u64(wa - wb, a.e.saturating_sub(31), a.neg)
+    }
+
+    /// [`Fx::plus`] of two values neither of which is negative (zero
+    /// allowed), inlined: the same bits (its zero tests, its larger
+    /// magnitude first, its same-sign sum), without the sign test, the
+    /// opposite signs' 64-bit path and a call. `ln1p_unit`'s Horner steps,
+    /// `softplus`'s sum and the softmax sums of the slot and SWA reads:
+    /// ~250 sums a token on `lm/small`.
+    #[inline(always)]
+    pub(crate) fn plus_nonneg(self, other: Fx) -> Fx {
+        debug_assert!(!self.neg && !other.neg);
+        if other.m == 0 {
+            return self;
+        }
+        if self.m == 0 {
+            return other;
+        }
+        let (a, b) = if (self.e, self.m) >= (other.e, other.m) {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        Fx::plus_same_sign(a.m, b.m, a.e.abs_diff(b.e), a.e.wrapping_sub(31), false)
+    }
+
+    /// [`Fx::plus_nonneg`] where `self < c` (or `self` is zero) is known,
+    /// `self >= 0`, `c > 0`: `c` is the larger magnitude without the test
+    /// (`plus` would choose it), and a zero `self` adds nothing (its
+    /// mantissa 0 gives no bits at any distance).
+    #[inline(always)]
+    fn plus_below(self, c: Fx) -> Fx {
+        debug_assert!(!self.neg && !c.neg && c.m != 0);
+        debug_assert!(self.m == 0 || (self.e, self.m) < (c.e, c.m));
+        Fx::plus_same_sign(
+            c.m,
+            self.m,
+            c.e.abs_diff(self.e),
+            c.e.wrapping_sub(31),
+            false,
+        )
     }
 
     /// The rounded sum of two magnitudes of one sign, `a >= b` (normal
@@ -416,16 +473,21 @@ impl Fx {
         } else {
             self
         };
-        let s = u * (Fx::pow2(1) + u).recip();
+        // Every sum below is of values >= 0 (`u`, `s`, the odd terms), the
+        // second the larger: `plus_below`, `plus`'s bits. (`u <= 1 < 2`;
+        // `s <= 1/3`, so `s2 <= 1/9` and each step's `acc` stays below the
+        // next term, `(acc + 1/k) s2 < 2/(9k) < 1/(k - 2)`, and below 1.)
+        let s = u * u.plus_below(Fx::pow2(1)).recip();
         let s2 = s * s;
-        // s (1 + s^2/3 + s^4/5 + ... + s^16/17), by Horner from the last term.
-        let mut acc = Fx::ZERO;
-        let mut k = 17;
+        // s (1 + s^2/3 + s^4/5 + ... + s^16/17), by Horner from the last
+        // term (the first step's `0 + 1/17` is `1/17` exactly).
+        let mut acc = INV_ODD[7] * s2;
+        let mut k = 15;
         while k >= 3 {
-            acc = (acc + INV_ODD[(k - 3) / 2]) * s2;
+            acc = acc.plus_below(INV_ODD[(k - 3) / 2]) * s2;
             k -= 2;
         }
-        ((acc + Fx::ONE) * s).shl(1)
+        (acc.plus_below(Fx::ONE) * s).shl(1)
     }
 
     /// `ln(1 + e^self)` (PyTorch's softplus: `self` itself above 20).
@@ -434,7 +496,8 @@ impl Fx {
             return self;
         }
         let pos = if self.neg { Fx::ZERO } else { self };
-        pos + (-self.abs()).exp().ln1p_unit()
+        // Both >= 0 (`ln1p_unit` of a value >= 0).
+        pos.plus_nonneg((-self.abs()).exp().ln1p_unit())
     }
 }
 
@@ -489,6 +552,7 @@ const INV_ODD: [Fx; 8] = {
 mod tests {
     extern crate std;
     use super::*;
+    use std::vec;
     use std::vec::Vec;
 
     fn val(x: Fx) -> f64 {
@@ -576,6 +640,115 @@ mod tests {
             div_u64_u32(1 << 31, x.m >> 1, x.m) as u64
         };
         Fx::from_u64(q, (-63i32).saturating_sub(x.e), x.neg)
+    }
+
+    /// `from_normal` is `from_u64` on `[2^31, 2^32)` at every exponent
+    /// (the saturation and the flush included), in both its forms.
+    #[test]
+    fn a_normal_mantissa_is_from_u64() {
+        let mut m = 1u32 << 31;
+        for i in 0..5000u32 {
+            for e in [
+                E_MIN - 40,
+                E_MIN - 1,
+                E_MIN,
+                -1000,
+                -64,
+                -32,
+                0,
+                17,
+                E_MAX,
+                E_MAX + 1,
+                E_MAX + 40,
+                i32::MAX / 2,
+                i32::MIN / 2,
+            ] {
+                let want = Fx::from_u64(m as u64, e, i % 2 == 0);
+                // The form of the cores without CLZ, and this core's.
+                assert_eq!(Fx::normal(m, e, i % 2 == 0), want, "{m} {e}");
+                assert_eq!(Fx::from_normal(m, e, i % 2 == 0), want, "{m} {e}");
+            }
+            m = m.wrapping_mul(2_654_435_761).wrapping_add(i) | (1 << 31);
+        }
+        assert_eq!(
+            Fx::from_normal(u32::MAX, -3, false),
+            Fx::from_u64(u32::MAX as u64, -3, false)
+        );
+    }
+
+    /// [`Fx::ln1p_unit`] as it was before its sums took `plus_nonneg`:
+    /// every sum by `+`, Horner's first step from zero.
+    fn ln1p_unit_by_plus(x: Fx) -> Fx {
+        let u = if x.neg || x.m == 0 {
+            return Fx::ZERO;
+        } else if x.gt(Fx::ONE) {
+            Fx::ONE
+        } else {
+            x
+        };
+        let s = u * (Fx::pow2(1) + u).recip();
+        let s2 = s * s;
+        let mut acc = Fx::ZERO;
+        let mut k = 17;
+        while k >= 3 {
+            acc = (acc + INV_ODD[(k - 3) / 2]) * s2;
+            k -= 2;
+        }
+        ((acc + Fx::ONE) * s).shl(1)
+    }
+
+    /// `plus_nonneg` is `plus` on values >= 0 (zeros, equal exponents,
+    /// every gap up to past 64, carries and saturation), and `ln1p_unit`
+    /// and `softplus` give the bits they gave with `+`.
+    #[test]
+    fn the_nonnegative_sum_is_plus() {
+        let mut h = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            h
+        };
+        let mut vals = vec![Fx::ZERO, Fx::ONE, Fx::MAX, Fx::pow2(E_MIN + 31)];
+        for i in 0..4000 {
+            let r = next();
+            let m = (r as u32) | TOP;
+            let m = match i % 7 {
+                0 => u32::MAX,
+                1 => TOP,
+                _ => m,
+            };
+            let e = match i % 5 {
+                0 => ((r >> 32) % 80) as i32 - 60,
+                1 => E_MAX - ((r >> 40) % 3) as i32,
+                _ => ((r >> 32) % 8) as i32 - 35,
+            };
+            vals.push(Fx::normal(m, e, false));
+        }
+        for (i, &a) in vals.iter().enumerate() {
+            for &b in vals.iter().skip(i % 97).step_by(53) {
+                assert_eq!(a.plus_nonneg(b), a + b, "{a:?} {b:?}");
+            }
+        }
+        // Tiny arguments too: `s2` (and so each `acc`) flushed to zero.
+        for k in (0..64).chain((1..40).map(|j| j * 26_000)) {
+            let x = Fx::pow2(E_MIN + 31 + k);
+            assert_eq!(x.ln1p_unit(), ln1p_unit_by_plus(x), "{x:?}");
+        }
+        for &x in &vals {
+            let x = Fx::normal(x.m, x.e.clamp(-80, 2), false);
+            assert_eq!(x.ln1p_unit(), ln1p_unit_by_plus(x), "{x:?}");
+            for neg in [false, true] {
+                let y = Fx::normal(x.m, x.e.clamp(-80, 0), neg);
+                let pos = if y.neg { Fx::ZERO } else { y };
+                let want = if y.gt(Fx::from_i64(20, 0)) {
+                    y
+                } else {
+                    pos + ln1p_unit_by_plus((-y.abs()).exp())
+                };
+                assert_eq!(y.softplus(), want, "{y:?}");
+            }
+        }
     }
 
     /// `from_top2` is `from_u64` on `[2^62, 2^64)`, and `times`, `plus`

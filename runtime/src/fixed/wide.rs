@@ -17,7 +17,8 @@ const NO_LONG_MUL: bool = cfg!(all(
 /// without Zbb, and the cores [`NO_LONG_MUL`] names (ARMv6-M has no `CLZ`).
 /// There LLVM expands `leading_zeros` to some 26 instructions (RV32) or
 /// calls `__clzsi2`; [`lz32`] takes about 9.
-const NO_CLZ: bool = NO_LONG_MUL || cfg!(all(target_arch = "riscv32", not(target_feature = "zbb")));
+pub(crate) const NO_CLZ: bool =
+    NO_LONG_MUL || cfg!(all(target_arch = "riscv32", not(target_feature = "zbb")));
 
 /// Whether this target saturates a shift count in one instruction (`USAT`:
 /// ARMv7-M and later; ARMv6-M has none).

@@ -43,7 +43,7 @@ use super::{conv_int, product, StepCtx};
 use crate::error::{part, Error, Result, Rows};
 use crate::fixed::activation::{exp_neg_q16, sigmoid_q15, silu15, silu_block, to_q16};
 use crate::fixed::block::{
-    max_abs, normalize, normalize_with_max, shr_round, Block, TO_15, ZERO_EXP,
+    max_abs, normalize, normalize_with_max, shr_round, Block, F32Bits, TO_15, ZERO_EXP,
 };
 use crate::fixed::Fx;
 use crate::format::Role;
@@ -179,7 +179,7 @@ fn head_scale(rec: &[i32]) -> (Option<Fx>, u32) {
         return (None, 0);
     }
     let e = crate::fixed::stored_exponent(e) - 32;
-    (Some(Fx::from_u64(f as u64, e, false)), m)
+    (Some(Fx::from_normal(f, e, false)), m)
 }
 
 /// The integer step of a GDN layer (see the module docs).
@@ -550,7 +550,7 @@ fn write_rows(
 fn norm_head(
     o: &mut [i32],
     sigma: Fx,
-    o_norm: &crate::fixed::block::F32Bits<'_>,
+    o_norm: &F32Bits<'_>,
     gate: Option<Block<'_>>,
     eps: Fx,
 ) -> i32 {
@@ -576,14 +576,36 @@ fn norm_head(
     let mean = Fx::from_u64(ss, 0, false) * Fx::from_i64(o.len() as i64, 0).recip() * fo * fo;
     let f = Factor::new(((mean + eps).rsqrt() * fo).shl(15));
     let we = o_norm.exp15();
-    for (c, e) in o.iter_mut().enumerate() {
-        // u (15 bits) times the weight (15 bits): 30 bits, then its 15-bit view.
-        let mut t = (*e * o_norm.at15(c)) >> 15;
-        if let Some(gb) = gate {
-            // `get`: the gate has `V` values (a slice of the gate block).
-            t = (t * silu15(gb.m.get(c).copied().unwrap_or(0), gb.e)) >> 15;
+    let (bits, base) = o_norm.raw();
+    match gate {
+        // Every trained norm weight (the largest at least 2^-110) and a
+        // gate of `V` values: the weight by `decode_wide` (`at15`'s bits),
+        // the gate without a lookup an element, one loop a case.
+        Some(gb)
+            if base >= F32Bits::WIDE_BASE && bits.len() >= o.len() && gb.m.len() >= o.len() =>
+        {
+            for ((e, &b), &g) in o.iter_mut().zip(bits).zip(gb.m) {
+                let t = (*e * F32Bits::decode_wide(b, base)) >> 15;
+                *e = f.apply((t * silu15(g, gb.e)) >> 15);
+            }
         }
-        *e = f.apply(t);
+        None if base >= F32Bits::WIDE_BASE && bits.len() >= o.len() => {
+            for (e, &b) in o.iter_mut().zip(bits) {
+                *e = f.apply((*e * F32Bits::decode_wide(b, base)) >> 15);
+            }
+        }
+        _ => {
+            for (c, e) in o.iter_mut().enumerate() {
+                // u (15 bits) times the weight (15 bits): 30 bits, then its
+                // 15-bit view.
+                let mut t = (*e * o_norm.at15(c)) >> 15;
+                if let Some(gb) = gate {
+                    // `get`: the gate has `V` values (a slice of the gate block).
+                    t = (t * silu15(gb.m.get(c).copied().unwrap_or(0), gb.e)) >> 15;
+                }
+                *e = f.apply(t);
+            }
+        }
     }
     // u fo rms w = t 2^15 fo rms 2^we = (t F) 2^we with F = rms fo 2^15;
     // the gate's silu15 2^(eg + 15) and its >> 15 add eg + 30.
@@ -622,6 +644,84 @@ mod tests {
             *or = sq;
         }
         new_max
+    }
+
+    /// `norm_head`'s last loop as it was, one loop for every case: the
+    /// weight by `at15`, the gate looked up an element.
+    fn norm_head_plain(
+        o: &mut [i32],
+        sigma: Fx,
+        o_norm: &F32Bits<'_>,
+        gate: Option<Block<'_>>,
+        eps: Fx,
+    ) -> i32 {
+        let omax = max_abs(o);
+        if omax == 0 || sigma.is_zero() {
+            o.fill(0);
+            return i32::MIN / 2;
+        }
+        let sh = bits(omax as u64) - 15;
+        for e in o.iter_mut() {
+            *e = if sh >= 0 {
+                shr_round(*e, sh as u32)
+            } else {
+                *e << -sh
+            };
+        }
+        let fo = sigma.shl(sh - 14);
+        let ss: u64 = o
+            .iter()
+            .map(|u| (u.unsigned_abs() * u.unsigned_abs()) as u64)
+            .sum();
+        let mean = Fx::from_u64(ss, 0, false) * Fx::from_i64(o.len() as i64, 0).recip() * fo * fo;
+        let f = Factor::new(((mean + eps).rsqrt() * fo).shl(15));
+        let we = o_norm.exp15();
+        for (c, e) in o.iter_mut().enumerate() {
+            let mut t = (*e * o_norm.at15(c)) >> 15;
+            if let Some(gb) = gate {
+                t = (t * silu15(gb.m.get(c).copied().unwrap_or(0), gb.e)) >> 15;
+            }
+            *e = f.apply(t);
+        }
+        we + gate.map_or(0, |gb| gb.e + 30)
+    }
+
+    /// The same outputs and exponents as the plain loop: norm weights of
+    /// every spread (trained ones and ones below 2^-110, subnormals and
+    /// zeros), with and without a gate, gates shorter than the head.
+    #[test]
+    fn the_head_norm_is_the_plain_one() {
+        let mut rng = crate::fixed::testing::Rng(0x0a0b_0c0d);
+        for case in 0..600usize {
+            let v = 1 + case % 70;
+            let spread = [0, 3, 12, 40][case % 4];
+            let low = [0, -20, -120, -140][(case / 4) % 4];
+            let w: Vec<f32> = (0..v)
+                .map(|i| match (case + i) % 13 {
+                    0 => 0.0,
+                    1 if case % 5 == 0 => f32::from_bits(1 + i as u32),
+                    _ => (rng.next() * 2f64.powi(low - (i as i32 % (spread + 1)))) as f32,
+                })
+                .collect();
+            let o_norm = F32Bits::new(&w);
+            let o0: Vec<i32> = (0..v)
+                .map(|_| (rng.next() * 2f64.powi(1 + (case % 29) as i32)) as i32)
+                .collect();
+            let glen = if case % 7 == 0 { v / 2 } else { v };
+            let g: Vec<i32> = (0..glen)
+                .map(|_| (rng.next() * 2f64.powi(29)) as i32)
+                .collect();
+            let gate = (case % 3 != 0).then_some(Block {
+                m: &g,
+                e: (case % 11) as i32 - 40,
+            });
+            let sigma = Fx::from_i64(1 + case as i64 * 7919, -(case as i32 % 30));
+            let eps = Fx::from_i64(1, -20);
+            let (mut a, mut b) = (o0.clone(), o0.clone());
+            let ea = norm_head(&mut a, sigma, &o_norm, gate, eps);
+            let eb = norm_head_plain(&mut b, sigma, &o_norm, gate, eps);
+            assert_eq!((ea, &a), (eb, &b), "case {case}");
+        }
     }
 
     /// The same states, outputs, OR and clamp count, with rows that clamp

@@ -4,7 +4,7 @@
 //!
 //! The phases are those of [`super::rope::table`] (`pos × step_i mod 2^64`,
 //! the top 32 bits the angle), with `step_i = theta^(-2i/d) / 2 pi` in 0.64
-//! fixed point computed by [`Fx`] code instead of f64 ([`phase_step_from`];
+//! fixed point computed by [`Fx`] code instead of f64 ([`phase_step_over`];
 //! `ln theta` once per table, [`ln_theta`]).
 
 use crate::fixed::block::{normalize_with_max, TO_15};
@@ -32,12 +32,20 @@ pub(crate) fn ln_theta(theta_bits: u32) -> Option<Fx> {
     Some(Fx::from_i64(theta.exponent() as i64 + 31, 0) * LN_2 + u.ln1p_unit())
 }
 
-/// [`phase_step`] from `ln theta` ([`ln_theta`]): the same bits.
-pub(crate) fn phase_step_from(ln_theta: Option<Fx>, dim: u32, i: u32) -> u64 {
+/// `1 / dim`, the factor of every phase step of a head of size `dim`.
+fn inv_dim(dim: u32) -> Fx {
+    Fx::from_i64(dim as i64, 0).recip()
+}
+
+/// The phase step of frequency `i` (`phase_step`'s bits) from `ln theta`
+/// ([`ln_theta`]) and `1 / dim` ([`inv_dim`]), both taken once a table
+/// (the reciprocal was once a frequency before: the same product).
+#[inline(always)]
+fn phase_step_over(ln_theta: Option<Fx>, dim: u32, inv_dim: Fx, i: u32) -> u64 {
     let Some(ln_theta) = ln_theta.filter(|_| dim != 0) else {
         return 0;
     };
-    let a = ln_theta * Fx::from_i64(2 * i as i64, 0) * Fx::from_i64(dim as i64, 0).recip();
+    let a = ln_theta * Fx::from_i64(2 * i as i64, 0) * inv_dim;
     // At most 2^64 / 2 pi < 2^62: no saturation.
     ((-a).exp() * TURNS_PER_RAD_64).to_fixed(0) as u64
 }
@@ -48,7 +56,7 @@ pub(crate) fn phase_step_from(ln_theta: Option<Fx>, dim: u32, i: u32) -> u64 {
 /// relative of the f64 value [`super::rope::table`] uses.
 #[cfg(test)]
 pub(crate) fn phase_step(theta_bits: u32, dim: u32, i: u32) -> u64 {
-    phase_step_from(ln_theta(theta_bits), dim, i)
+    phase_step_over(ln_theta(theta_bits), dim, inv_dim(dim), i)
 }
 
 /// Fills `cos`, `sin` (`[dim/2]` each, Q15) for position `pos` (mod 2^64)
@@ -56,8 +64,9 @@ pub(crate) fn phase_step(theta_bits: u32, dim: u32, i: u32) -> u64 {
 /// phases of [`super::rope::table`], `ln theta` taken once.
 pub(crate) fn table_q15(theta_bits: u32, dim: u32, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
     let ln_theta = ln_theta(theta_bits);
+    let inv_dim = inv_dim(dim);
     for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
-        let step = phase_step_from(ln_theta, dim, i as u32);
+        let step = phase_step_over(ln_theta, dim, inv_dim, i as u32);
         (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
     }
 }
@@ -147,6 +156,38 @@ mod tests {
         }
         std::println!("cos/sin: worst {worst:.3} units of Q15");
         assert!(worst <= 1.0, "worst {worst} units of Q15");
+    }
+
+    /// The table as it was, each frequency's step with its own `1 / dim`.
+    fn table_by_steps(theta_bits: u32, dim: u32, pos: u64, cos: &mut [i32], sin: &mut [i32]) {
+        let ln_theta = ln_theta(theta_bits);
+        for (i, (co, si)) in cos.iter_mut().zip(sin.iter_mut()).enumerate() {
+            let step = match ln_theta.filter(|_| dim != 0) {
+                Some(l) => {
+                    let a = l * Fx::from_i64(2 * i as i64, 0) * Fx::from_i64(dim as i64, 0).recip();
+                    ((-a).exp() * TURNS_PER_RAD_64).to_fixed(0) as u64
+                }
+                None => 0,
+            };
+            (*co, *si) = cos_sin_q15((pos.wrapping_mul(step) >> 32) as u32);
+        }
+    }
+
+    /// `1 / dim` taken once a table gives the bits of the table by steps.
+    #[test]
+    fn one_reciprocal_a_table_is_the_same_table() {
+        for theta in [1.5f32, 10.0, 10_000.0, 500_000.0, 1.0e6, 0.0, -2.0] {
+            for dim in [0u32, 2, 8, 16, 32, 64, 128, 24] {
+                for pos in [0u64, 1, 7, 511, 123_456_789, u64::MAX] {
+                    let half = (dim / 2).max(1) as usize;
+                    let (mut c, mut s) = (std::vec![0; half], std::vec![0; half]);
+                    let (mut c0, mut s0) = (std::vec![0; half], std::vec![0; half]);
+                    table_q15(theta.to_bits(), dim, pos, &mut c, &mut s);
+                    table_by_steps(theta.to_bits(), dim, pos, &mut c0, &mut s0);
+                    assert_eq!((c, s), (c0, s0), "{theta} {dim} {pos}");
+                }
+            }
+        }
     }
 
     /// Against the f64 steps of `rope::table`: within 2^-26 relative.

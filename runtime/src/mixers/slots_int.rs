@@ -105,7 +105,7 @@ pub(super) fn read_scale(rec: &[i32]) -> Option<Fx> {
     };
     let f = f as u32;
     let e = crate::fixed::stored_exponent(e) - 32;
-    (f >= 1 << 31).then(|| Fx::from_u64(f as u64, e, false))
+    (f >= 1 << 31).then(|| Fx::from_normal(f, e, false))
 }
 
 /// A token's key or value part as the slot updates read it: its 15-bit
@@ -318,9 +318,9 @@ pub(super) fn read(
     for ((l, rec), _) in logits.iter_mut().zip(recs).zip(hv.chunks_exact(v)) {
         // l - lmax in [-2^32, 0]: p in (0, 1].
         let p = Fx::from_i64(*l as i64 - lmax as i64, -16).exp();
-        total = total + p;
-        // p × σv / vmax in Q24: at most 2^24 (and a rounding), an i32 (the
-        // clamp never acts).
+        total = total.plus_nonneg(p); // both >= 0
+                                      // p × σv / vmax in Q24: at most 2^24 (and a rounding), an i32 (the
+                                      // clamp never acts).
         *l = match read_scale(&rec[2..]) {
             Some(sv) => (p * sv * inv_vmax)
                 .to_fixed(24)

@@ -159,8 +159,8 @@ pub(crate) fn attend_scored<'a, I: Iterator<Item = (Fx, &'a [i8], u32)>>(
     let mut sum = sink.map_or(Fx::ZERO, |l| (l - max).exp());
     for (l, v, v_scale) in slots() {
         let p = (l - max).exp(); // (0, 1]
-        sum = sum + p;
-        // p × scale_t / vmax in Q24: at most 2^24.
+        sum = sum.plus_nonneg(p); // both >= 0
+                                  // p × scale_t / vmax in Q24: at most 2^24.
         let w = (p * unpack_scale(v_scale) * inv_vmax).to_fixed(24);
         for (a, &v) in acc.iter_mut().zip(v) {
             // |w v| <= 2^24 × 127 < 2^31; n < 2^32 terms stay below 2^63.
