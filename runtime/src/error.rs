@@ -402,22 +402,6 @@ pub(crate) fn part_mut<'s, T, I: core::slice::SliceIndex<[T]>>(
     s.get_mut(i).ok_or(Error::Internal(what))
 }
 
-/// Splits `n` items off the front of `rest` (which moves past them), or
-/// [`Error::Internal`] with `what` where fewer are left (as [`part`]:
-/// buffers whose sizes the session's sizing fixed).
-#[inline(always)]
-pub(crate) fn take_front<'s, T>(
-    rest: &mut &'s mut [T],
-    n: usize,
-    what: &'static str,
-) -> Result<&'s mut [T]> {
-    let (head, tail) = core::mem::take(rest)
-        .split_at_mut_checked(n)
-        .ok_or(Error::Internal(what))?;
-    *rest = tail;
-    Ok(head)
-}
-
 /// `s.split_at_mut(at)`, or [`Error::Internal`] with `what` where `at` is
 /// past the end (as [`part`]: lengths the session's sizing fixed).
 #[inline(always)]

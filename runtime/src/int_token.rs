@@ -19,7 +19,7 @@
 
 use crate::block::MlpKind;
 use crate::config::LayerConfig;
-use crate::error::{take_front, Result};
+use crate::error::Result;
 use crate::fixed::activation::silu15;
 use crate::fixed::block::{
     add_into, f32_parts, normalize_with_max, rms_inv, shr_round, to_f32_bits, Block, F32Bits, TO_15,
@@ -30,10 +30,6 @@ use crate::memory::Memory;
 use crate::mixers::StepCtx;
 use crate::model::Model;
 use crate::tensor::{ActBuf, Tensor};
-
-/// What a layer state out of the state region would be (not reached:
-/// the session sized it).
-const STATE: &str = "state";
 
 /// The per-token vectors of the session buffer (its f32 words, used as
 /// i32 mantissas here).
@@ -67,6 +63,14 @@ fn hb(m: &[f32], e: i32) -> Block<'_> {
         m: bytemuck::cast_slice(m),
         e,
     }
+}
+
+/// Splits `n` words off the front of `buf`.
+fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
+    let all = core::mem::take(buf);
+    let (head, tail) = all.split_at_mut(n.min(all.len()));
+    *buf = tail;
+    head
 }
 
 /// `x = rmsnorm(h) × weight` as a normal block; returns its exponent.
@@ -196,7 +200,7 @@ pub(crate) fn feed(
         let block = model.block(layer)?;
         let w = model.layer_weights(layer);
         let words = usize::try_from(lc.state_len(ctx.pinned_max)).unwrap_or(usize::MAX);
-        let layer_state = take_front(&mut state, words, STATE)?;
+        let layer_state = take(&mut state, words);
 
         let ex = norm_into(hb(h, eh), &w.get(Role::AttnNorm)?, eps, ints(x))?;
         let eo = if lc.state_format() != StateFormat::F32 {

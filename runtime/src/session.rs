@@ -18,7 +18,7 @@
 
 use crate::block::{norm, NormKind};
 use crate::config::LayerConfig;
-use crate::error::{take_front, Error, Result, StepError, StepResult};
+use crate::error::{Error, Result, StepError, StepResult};
 use crate::image::Role;
 use crate::memory::Memory;
 use crate::mixers::StepCtx;
@@ -28,10 +28,6 @@ use crate::tensor::ActBuf;
 use half::f16;
 
 use crate::encoder::{Encode, EncodeOut};
-
-/// What a part out of the session buffer would be (not reached: its
-/// size is `session_len`).
-const BUFFER: &str = "session buffer";
 
 /// One token stream over a model. Owns no memory: state and scratch live in
 /// the caller's buffer.
@@ -66,6 +62,13 @@ fn copy_exact<T: Copy>(dst: &mut [T], src: &[T]) -> Option<()> {
         *d = *s;
     }
     Some(())
+}
+
+fn take<'s>(buf: &mut &'s mut [f32], n: usize) -> &'s mut [f32] {
+    let all = core::mem::take(buf);
+    let (head, tail) = all.split_at_mut(n.min(all.len()));
+    *buf = tail;
+    head
 }
 
 impl<'a, 'b> Session<'a, 'b> {
@@ -541,13 +544,13 @@ impl<'a, 'b> Session<'a, 'b> {
         let (mut state, mut scratch) = used
             .split_at_mut_checked(self.state_len)
             .ok_or(Error::Internal("state"))?;
-        let h = take_front(&mut scratch, d, BUFFER)?;
-        let x = take_front(&mut scratch, d, BUFFER)?;
-        let out = take_front(&mut scratch, d, BUFFER)?;
-        let gate = take_front(&mut scratch, i, BUFFER)?;
-        let up = take_front(&mut scratch, i, BUFFER)?;
-        let logits = take_front(&mut scratch, vocab, BUFFER)?;
-        let carry = take_front(&mut scratch, self.carry_len, BUFFER)?;
+        let h = take(&mut scratch, d);
+        let x = take(&mut scratch, d);
+        let out = take(&mut scratch, d);
+        let gate = take(&mut scratch, i);
+        let up = take(&mut scratch, i);
+        let logits = take(&mut scratch, vocab);
+        let carry = take(&mut scratch, self.carry_len);
         carry.fill(0.0);
         let mut ctx = StepCtx {
             pos: self.pos - self.start,
@@ -617,10 +620,10 @@ impl<'a, 'b> Session<'a, 'b> {
             }
             // At most the whole state (checked when the session was made).
             let mixer_words = usize::try_from(lc.state_len(self.pinned_max)).unwrap_or(usize::MAX);
-            let layer_state = take_front(&mut state, mixer_words, BUFFER)?;
+            let layer_state = take(&mut state, mixer_words);
             let block_words =
                 usize::try_from(block.state_len(cfg.hidden_size)).unwrap_or(usize::MAX);
-            let block_state = take_front(&mut state, block_words, BUFFER)?;
+            let block_state = take(&mut state, block_words);
 
             ctx.memory = Memory::part_for(memory, &lc, &mut memory_at)?;
             block.pre_mixer(&w, cfg.norm_eps, h, x)?;

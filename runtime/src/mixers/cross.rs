@@ -29,15 +29,11 @@
 pub use super::cross_config::CrossConfig;
 use super::MemoryWords;
 use super::{push, width, Mixer, SpecSink, StepCtx};
-use crate::error::{take_front, Error, Result, Rows, StepResult};
+use crate::error::{Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, sigmoid};
 use crate::tensor::{ActBuf, Tensor, TensorData};
 use crate::weights::LayerWeights;
-
-/// What a scratch part out of the scratch would be (not reached: the
-/// session sized it).
-const SCRATCH: &str = "cross scratch too small";
 
 impl Mixer for CrossConfig {
     fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
@@ -68,6 +64,17 @@ impl Mixer for CrossConfig {
         self.run(ctx, w, state, scratch, act, x, out)
             .map_err(Error::at_step)
     }
+}
+
+/// Splits `n` words off the front of `rest`, or fails (scratch sized by
+/// [`CrossConfig::scratch_len`] never does).
+fn take<'a>(rest: &mut &'a mut [f32], n: usize) -> Result<&'a mut [f32]> {
+    if rest.len() < n {
+        return Err(Error::Internal("cross scratch too small"));
+    }
+    let (head, tail) = core::mem::take(rest).split_at_mut(n);
+    *rest = tail;
+    Ok(head)
 }
 
 /// The memory index a state word holds, if it is a whole number below
@@ -249,9 +256,9 @@ impl CrossConfig {
         };
         let hd = h * d;
         let mut rest = scratch;
-        let q = take_front(&mut rest, hd, SCRATCH)?;
-        let g = take_front(&mut rest, hd, SCRATCH)?;
-        let o = take_front(&mut rest, hd, SCRATCH)?;
+        let q = take(&mut rest, hd)?;
+        let g = take(&mut rest, hd)?;
+        let o = take(&mut rest, hd)?;
         {
             let xin = act.input(x)?;
             w.get(Role::QProj)?.matvec(&xin, q)?;

@@ -20,15 +20,11 @@
 
 pub use super::gla_config::{GlaConfig, GlaVariant};
 use super::{push, rope, width, Mixer, SpecSink, StepCtx};
-use crate::error::{split_mut, take_front, Error, Result, Rows, StepResult};
+use crate::error::{split_mut, Error, Result, Rows, StepResult};
 use crate::format::Role;
 use crate::math::{exp, logsigmoid, rms_scale, sigmoid, silu};
 use crate::tensor::ActBuf;
 use crate::weights::LayerWeights;
-
-/// What a scratch part out of the scratch would be (not reached: the
-/// session sized it).
-const SCRATCH: &str = "gla scratch too small";
 
 impl Mixer for GlaConfig {
     fn push_specs(&self, layer: u16, d: u32, s: &mut dyn SpecSink) {
@@ -79,6 +75,17 @@ impl Mixer for GlaConfig {
     }
 }
 
+/// Splits `n` words off the front of `rest`, or fails (scratch sized by
+/// [`GlaConfig::scratch_len`] never does).
+fn take<'a>(rest: &mut &'a mut [f32], n: usize) -> Result<&'a mut [f32]> {
+    if rest.len() < n {
+        return Err(Error::Internal("gla scratch too small"));
+    }
+    let (head, tail) = core::mem::take(rest).split_at_mut(n);
+    *rest = tail;
+    Ok(head)
+}
+
 /// RMSNorm of each `size`-long group of `o` with the weight `weight`
 /// (`weight.at(i)` for channel `i` of a group, so a `[V]` weight serves
 /// every head and an `[H*V]` one, read at `i + offset`, the whole output).
@@ -120,13 +127,13 @@ impl GlaConfig {
         );
         let (hk, hv) = (h * kd, h * vd);
         let mut rest = scratch;
-        let q = take_front(&mut rest, hk, SCRATCH)?;
-        let k = take_front(&mut rest, hk, SCRATCH)?;
-        let a = take_front(&mut rest, hk, SCRATCH)?;
-        let v = take_front(&mut rest, hv, SCRATCH)?;
-        let g = take_front(&mut rest, hv, SCRATCH)?;
-        let low = take_front(&mut rest, self.gate_low_rank_dim as usize, SCRATCH)?;
-        let cs = take_front(&mut rest, kd, SCRATCH)?;
+        let q = take(&mut rest, hk)?;
+        let k = take(&mut rest, hk)?;
+        let a = take(&mut rest, hk)?;
+        let v = take(&mut rest, hv)?;
+        let g = take(&mut rest, hv)?;
+        let low = take(&mut rest, self.gate_low_rank_dim as usize)?;
+        let cs = take(&mut rest, kd)?;
 
         {
             let xin = act.input(x)?;
