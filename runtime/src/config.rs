@@ -404,8 +404,9 @@ impl LayerConfig {
     /// (docs/integer-path.md): int16 for a GDN layer with normalised keys
     /// and for GSA and BLA layers; int8 KV with log scales for SWA layers
     /// (their int8 KV with scale words, `Int8Kv`, still loads and runs);
-    /// int8 KV for MLA layers; `None`
-    /// for GDN without normalised keys (its f32 step only).
+    /// int8 KV for MLA layers and for `cross` layers (their integer step
+    /// over int8 memories; the state stays one word); `None` for GDN
+    /// without normalised keys (its f32 step only).
     pub const fn integer_state(&self) -> Option<StateFormat> {
         match self {
             LayerConfig::Gdn(c) if !matches!(c.qk_norm, crate::mixers::QkNorm::None) => {
@@ -415,6 +416,7 @@ impl LayerConfig {
             LayerConfig::Gsa(_) => Some(StateFormat::Int16),
             LayerConfig::Bla(_) => Some(StateFormat::Int16),
             LayerConfig::Mla(_) => Some(StateFormat::Int8Kv),
+            LayerConfig::Cross(_) => Some(StateFormat::Int8Kv),
             _ => None,
         }
     }
@@ -433,7 +435,7 @@ impl LayerConfig {
                 LayerConfig::Mamba2(c) => LayerConfig::Mamba2(c),
                 LayerConfig::Rwkv7(c) => LayerConfig::Rwkv7(c),
                 LayerConfig::Gla(c) => LayerConfig::Gla(c),
-                LayerConfig::Cross(c) => LayerConfig::Cross(c),
+                LayerConfig::Cross(c) => LayerConfig::Cross(CrossConfig { state, ..c }),
             });
         }
         match *self {
@@ -455,6 +457,9 @@ impl LayerConfig {
             }
             LayerConfig::Mla(c) if self.integer_state() == Some(state) => {
                 Some(LayerConfig::Mla(MlaConfig { state, ..c }))
+            }
+            LayerConfig::Cross(c) if self.integer_state() == Some(state) => {
+                Some(LayerConfig::Cross(CrossConfig { state, ..c }))
             }
             _ => None,
         }

@@ -203,7 +203,9 @@ pub(crate) fn feed(
         let layer_state = take(&mut state, words);
 
         let ex = norm_into(hb(h, eh), &w.get(Role::AttnNorm)?, eps, ints(x))?;
-        let eo = if lc.state_format() != StateFormat::F32 {
+        let integer = lc.state_format() != StateFormat::F32
+            && lc.mixer().takes_integer_step(&ctx, &w, layer_state);
+        let eo = if integer {
             let mut count = clamps.get(layer).copied().unwrap_or(0);
             let e = lc.mixer().step_int(
                 &ctx,

@@ -314,7 +314,11 @@ impl<'a> Model<'a> {
                     spec.role,
                     Role::Embeddings | Role::LmHead | Role::MlpGate | Role::MlpUp | Role::MlpDown
                 );
-                let int_mixer = spec.layer.is_some_and(|l| int_layers >> l & 1 == 1);
+                // A `cross` layer's memories are row-major (3-D: never
+                // tiled); its integer step reads int8 ones in place and
+                // others by its f32 step.
+                let memory = matches!(spec.role, Role::MemoryK | Role::MemoryV);
+                let int_mixer = spec.layer.is_some_and(|l| int_layers >> l & 1 == 1) && !memory;
                 if spec.matrix && (block_matrix || int_mixer) && e.layout != Layout::Tiled {
                     return Err(Error::BadTensor {
                         index,

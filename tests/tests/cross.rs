@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use ferrite::image::{DType, Layout, Role};
 use ferrite::{Error, LayerConfig, Model, Session, StateFormat, TokenPath};
 use ferrite_tests::{expected, fixtures_dir, image_of, max_abs_diff};
-use ferrite_tools::run::session_buffer;
-use ferrite_tools::writer::WriteOptions;
+use ferrite_tools::run::{session_buffer, AlignedImage};
+use ferrite_tools::writer::{seal, WriteOptions};
 use safetensors::SafeTensors;
 
 /// The committed fixtures with `cross` layers.
@@ -166,6 +166,82 @@ fn quantized_memories_stay_within_their_bounds() {
                     d_rms <= bound,
                     "{name} memory {n} {what}: {d_rms:e} > {bound:e}"
                 );
+            }
+        }
+    }
+}
+
+/// `bytes` with layer `layer`'s record word 15, its state format
+/// (docs/spec.md §2: the config section's 8-word model record, then a
+/// 16-word record a layer), set to `format`, resealed.
+fn with_layer_state(bytes: &[u8], layer: usize, format: StateFormat) -> AlignedImage {
+    let mut b = bytes.to_vec();
+    let config_off = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+    let at = config_off + 4 * (8 + 16 * layer + 15);
+    b[at..at + 4].copy_from_slice(&(format as u32).to_le_bytes());
+    seal(&mut b);
+    AlignedImage::new(&b)
+}
+
+/// Relative RMS bound between the integer step's logits and the f32
+/// step's on the same int8 image (docs/cross-attention.md, "The integer
+/// step"): both quantize the same memory; the integer step adds an int8
+/// query and fixed-point logits and weights.
+const INT_STEP_VS_F32_STEP: f64 = 0.015;
+
+#[test]
+fn the_integer_step_reads_int8_memories_and_other_memories_take_the_f32_step() {
+    for name in FIXTURES {
+        let exp = expected(&fixture(name));
+        let tokens = &exp.tokens[..16];
+        for (rules, integer) in [
+            (vec![], true),
+            (vec![("*.memory_*".to_string(), DType::F16)], false),
+        ] {
+            let opts = WriteOptions {
+                dtype: DType::I8,
+                token_path: TokenPath::Int,
+                state: StateFormat::Int16,
+                rules,
+                ..Default::default()
+            };
+            let image = image_of(&fixture(name), &opts);
+            let model = image.model().unwrap();
+            let cross: Vec<usize> = (0..model.config().num_layers as usize)
+                .filter(|&l| matches!(model.layer(l).unwrap(), LayerConfig::Cross(_)))
+                .collect();
+            // `quantize --path int` asks every cross layer for its integer
+            // step; the same image with the records asking for the f32 step.
+            let mut f32_step = image.bytes().to_vec();
+            for &l in &cross {
+                let state = model.layer(l).unwrap().state_format();
+                assert_eq!(state, StateFormat::Int8Kv, "{name} layer {l}");
+                f32_step = with_layer_state(&f32_step, l, StateFormat::F32)
+                    .bytes()
+                    .to_vec();
+            }
+            let f32_step = AlignedImage::new(&f32_step);
+            let f32_model = f32_step.model().unwrap();
+            for &l in &cross {
+                let state = f32_model.layer(l).unwrap().state_format();
+                assert_eq!(state, StateFormat::F32, "{name} layer {l}");
+            }
+            for n in 0..memories(&model) {
+                let got = run(image.model().unwrap(), tokens, n);
+                let f32_got = run(f32_step.model().unwrap(), tokens, n);
+                let d = rel_rms(&got, &f32_got);
+                println!(
+                    "{name:<20} memory {n} integer: {integer} rel RMS to the f32 step {d:.3e}"
+                );
+                if integer {
+                    // A different step (not a bit of it the f32 step's), as
+                    // close as the bound says.
+                    assert!(got != f32_got, "{name} memory {n}");
+                    assert!(d <= INT_STEP_VS_F32_STEP, "{name} memory {n}: {d:e}");
+                } else {
+                    // An f16 memory: the f32 step, bit for bit.
+                    assert_eq!(got, f32_got, "{name} memory {n}");
+                }
             }
         }
     }

@@ -222,6 +222,7 @@ fn extreme_layer() -> impl Strategy<Value = LayerConfig> {
                     memories: n,
                     output_gate: g,
                     encoder_layers: 0,
+                    state: ferrite::StateFormat::F32,
                 })
             }),
     ]

@@ -516,6 +516,7 @@ fn parse_cross(f: &mut Fields, hidden: u32, first: usize) -> Result<LayerConfig>
         memories,
         output_gate: f.flag("output_gate", false)?,
         encoder_layers: f.int("memory_encoder_layers", Some(0), 0)?,
+        state: ferrite::StateFormat::F32,
     };
     CrossConfig::from_words(&c.to_words(), None).map_err(|e| anyhow::anyhow!("{}: {e}", f.at))?;
     // The encoder runs layers 0..E of the stack, none of them a cross
@@ -926,6 +927,7 @@ mod tests {
                 memories: 1,
                 output_gate: false,
                 encoder_layers: 0,
+                state: ferrite::StateFormat::F32,
             })
         );
         let c = cross(json!({"mixer": "cross", "num_heads": 4, "num_kv_heads": 2,

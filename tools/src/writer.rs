@@ -777,11 +777,13 @@ pub fn build_image(
 /// Whether the integer token path reads tensor `spec` in integer code (a
 /// matrix through its integer products, tiled; a vector through its f32
 /// bits): the embeddings, the head and the final norm, the block's norms
-/// and MLPs, and every tensor of a layer with an integer state (what
-/// `Model::load` checks).
+/// and MLPs, and every tensor of a layer with an integer state but a
+/// `cross` layer's memories, which its step reads in place whatever their
+/// dtype (what `Model::load` checks).
 fn read_by_integer_code(config: &Config, spec: &TensorSpec) -> bool {
     match spec.layer {
         None => true,
+        Some(_) if matches!(spec.role, Role::MemoryK | Role::MemoryV) => false,
         Some(l) => {
             matches!(
                 spec.role,

@@ -125,7 +125,8 @@ const TOO_LARGE_FOR: &[(&str, &str)] = &[("m0", "mamba2_groups"), ("m0", "rwkv7_
 /// convolution (int8 KV cache), GSA (int16 slot memories), BLA and MLA on
 /// a Thumb-1 and a RISC-V core by default (their integer steps are
 /// portable Rust: the kernels under them are GDN's, which every board
-/// runs), on the M3 and the M4F too with `--full` (issue 29's budget).
+/// runs), on the M3 and the M4F too with `--full` (issue 29's budget);
+/// `cross`'s integer step over an int8 memory likewise (a fixture).
 const INT_PATH_RUNS: &[(&str, &[&str], &[&str])] = &[
     (
         "models/mqar/gdn-2k-lr3e-3",
@@ -148,6 +149,12 @@ const INT_PATH_RUNS: &[(&str, &[&str], &[&str])] = &[
         &["m3", "m4f"],
     ),
     ("models/mqar/bla-m1", &["m0", "rv32imac"], &["m3", "m4f"]),
+    // `cross` over an int8 memory (issue 32): its integer step, memory 0.
+    (
+        "tests/fixtures/cross_memories",
+        &["m0", "rv32imac"],
+        &["m3", "m4f"],
+    ),
     // m0 and m3: its int8 image with the int-path firmware overflows their
     // 256 KiB flash (by ~29 KB).
     (

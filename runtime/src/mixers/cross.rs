@@ -64,6 +64,27 @@ impl Mixer for CrossConfig {
         self.run(ctx, w, state, scratch, act, x, out)
             .map_err(Error::at_step)
     }
+
+    #[cfg(feature = "int-path")]
+    fn takes_integer_step(&self, ctx: &StepCtx, w: &LayerWeights<'_>, state: &[f32]) -> bool {
+        super::cross_int::takes_integer_step(self, ctx, w, state)
+    }
+
+    #[cfg(feature = "int-path")]
+    fn step_int(
+        &self,
+        ctx: &StepCtx,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: crate::fixed::Block<'_>,
+        out: &mut [i32],
+        clamps: &mut u32,
+    ) -> StepResult<i32> {
+        super::cross_int::step(self, ctx, w, state, scratch, act, x, out, clamps)
+            .map_err(Error::at_step)
+    }
 }
 
 /// Splits `n` words off the front of `rest`, or fails (scratch sized by
@@ -79,13 +100,25 @@ fn take<'a>(rest: &mut &'a mut [f32], n: usize) -> Result<&'a mut [f32]> {
 
 /// The memory index a state word holds, if it is a whole number below
 /// `memories` (the session writes only such: `Session::select_memory`).
+/// Read by its bits, with no float arithmetic (the integer token path
+/// reads it too): ±0 is 0; NaN, infinities, fractions and negative numbers
+/// are none.
 pub(crate) fn memory_index(word: f32, memories: u32) -> Option<usize> {
-    let ok = word >= 0.0 && word < memories as f32 && word == libm::floorf(word);
-    if ok {
-        Some(word as usize)
-    } else {
-        None
+    let bits = word.to_bits();
+    if bits & 0x7fff_ffff == 0 {
+        return (memories > 0).then_some(0);
     }
+    // value = m × 2^e, m in [2^23, 2^24) (or a subnormal's fraction).
+    let (m, e) = crate::fixed::block::f32_parts(bits);
+    // Negative, or 2^23 and more (e >= 0; memories are at most 8), or
+    // below 1 (a fraction: e < -23 leaves m < 2^-e).
+    if m < 0 || !(-24..0).contains(&e) {
+        return None;
+    }
+    let (whole, shift) = (m as u32, (-e) as u32);
+    let fraction = whole & ((1u32 << shift) - 1);
+    let v = whole >> shift;
+    (fraction == 0 && v < memories).then_some(v as usize)
 }
 
 /// `sum_i q[i] * t[start + i]` over the flattened tensor `t` (its payload
@@ -172,29 +205,19 @@ fn axpy(t: &Tensor<'_>, start: usize, p: f32, o: &mut [f32]) {
 }
 
 impl CrossConfig {
-    /// [`Mixer::step`] with the load-time error type, converted once by
-    /// `step` (everything here was checked at load: an error is a bug or a
-    /// state word no session wrote).
-    #[allow(clippy::too_many_arguments)]
-    fn run(
+    /// The memory the step reads: the caller's (keys then values, `[m,
+    /// Hkv*d]` each, as tensors over its words) or the baked one the state
+    /// word selects; with its slot count `m` and its index `n` among the
+    /// tensors' memories (0 for the caller's).
+    pub(super) fn memory<'w>(
         &self,
-        ctx: &StepCtx<'_>,
-        w: &LayerWeights<'_>,
-        state: &mut [f32],
-        scratch: &mut [f32],
-        act: &mut ActBuf<'_>,
-        x: &[f32],
-        out: &mut [f32],
-    ) -> Result<()> {
-        // At least 1 (a parsed config's are), so that no chunk size is 0.
-        let (h, kv, d) = (
-            (self.num_heads as usize).max(1),
-            (self.num_kv_heads as usize).max(1),
-            (self.head_dim as usize).max(1),
-        );
+        ctx: &StepCtx<'w>,
+        w: &LayerWeights<'w>,
+        state: &[f32],
+    ) -> Result<(Tensor<'w>, Tensor<'w>, usize, usize)> {
         // The caller's memory (keys then values, `[m, Hkv*d]` each, as f32
         // tensors read by the same loops), or the selected baked one.
-        let (mk, mv, m, n) = match ctx.memory {
+        Ok(match ctx.memory {
             Some(mem) => {
                 let half = mem.words.len() / 2;
                 let rows = mem.slots;
@@ -253,7 +276,30 @@ impl CrossConfig {
                     n,
                 )
             }
-        };
+        })
+    }
+
+    /// [`Mixer::step`] with the load-time error type, converted once by
+    /// `step` (everything here was checked at load: an error is a bug or a
+    /// state word no session wrote).
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        ctx: &StepCtx<'_>,
+        w: &LayerWeights<'_>,
+        state: &mut [f32],
+        scratch: &mut [f32],
+        act: &mut ActBuf<'_>,
+        x: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        // At least 1 (a parsed config's are), so that no chunk size is 0.
+        let (h, kv, d) = (
+            (self.num_heads as usize).max(1),
+            (self.num_kv_heads as usize).max(1),
+            (self.head_dim as usize).max(1),
+        );
+        let (mk, mv, m, n) = self.memory(ctx, w, state)?;
         let hd = h * d;
         let mut rest = scratch;
         let q = take(&mut rest, hd)?;
@@ -317,8 +363,27 @@ mod tests {
     fn memory_index_takes_whole_numbers_below_the_count() {
         assert_eq!(memory_index(0.0, 1), Some(0));
         assert_eq!(memory_index(7.0, 8), Some(7));
-        for bad in [8.0, -1.0, 0.5, f32::NAN, f32::INFINITY, f32::MAX] {
+        assert_eq!(memory_index(-0.0, 1), Some(0));
+        assert_eq!(memory_index(1.0, 8), Some(1));
+        assert_eq!(memory_index(3.0, 8), Some(3));
+        assert_eq!(memory_index(3.0, 3), None);
+        let tiny = f32::from_bits(1); // the smallest subnormal
+        for bad in [8.0, -1.0, 0.5, 2.5, 7.75, tiny, f32::NAN, f32::INFINITY] {
             assert_eq!(memory_index(bad, 8), None, "{bad}");
+        }
+        for bad in [f32::MAX, -0.5, 16_777_216.0, -f32::NAN] {
+            assert_eq!(memory_index(bad, u32::MAX), None, "{bad}");
+        }
+        // Every whole number below the count, and no other word, by the
+        // bits of the f32 whole numbers 0..=64 and their neighbours.
+        for v in 0..=64u32 {
+            let bits = (v as f32).to_bits();
+            assert_eq!(memory_index(v as f32, 8), (v < 8).then_some(v as usize));
+            if v > 0 {
+                for near in [bits - 1, bits + 1] {
+                    assert_eq!(memory_index(f32::from_bits(near), 64), None, "{v}");
+                }
+            }
         }
     }
 

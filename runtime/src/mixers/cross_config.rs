@@ -2,7 +2,7 @@
 //! (docs/spec.md §3.10), below its step (`mixers/cross.rs`).
 
 use super::{product, sum};
-use crate::error::{ensure, ensure_size, Result};
+use crate::error::{ensure, ensure_size, Error, Result};
 use crate::format::{dim_ok, record_words, width_ok, LayerWords, StateFormat, STATE_WORD};
 use crate::image::BLOCK_FORMAT_VERSION;
 
@@ -39,8 +39,9 @@ pub const fn cross_memory_len(slots: usize, kv_heads: usize, head_dim: usize) ->
 ///
 /// Record words: `H | Hkv | d (head_dim) | m (memory_slots) | N (memories,
 /// 1..=8) | flags | E (memory_encoder_layers)`, flags bit 0 the sigmoid
-/// output gate; word 15 the state format (f32 only). The state is one word:
-/// the selected memory's index. `E` (0 in stage-1 images) is how many
+/// output gate; word 15 the state format: f32, or `Int8Kv` for the integer
+/// step over int8 memories (`mixers/cross_int.rs`, format 6 images). The
+/// state is one word either way: the selected memory's index. `E` (0 in stage-1 images) is how many
 /// layers of the stack the memory encoder runs before this layer's norm and
 /// `k_proj`/`v_proj` (docs/cross-attention.md, "The memory encoder").
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,6 +64,12 @@ pub struct CrossConfig {
     /// ([`crate::Session::encode_memory`]); none of them may be a `cross`
     /// layer (checked at load), so `E` is at most the first one's index.
     pub encoder_layers: u32,
+    /// Which step the layer takes on the integer token path (record word
+    /// 15): [`StateFormat::F32`], its f32 step inside the integer block,
+    /// or [`StateFormat::Int8Kv`], the integer step over int8 memories
+    /// (`mixers/cross_int.rs`; a memory of another dtype still takes the
+    /// f32 step). The state is one word either way.
+    pub state: StateFormat,
 }
 
 impl CrossConfig {
@@ -70,11 +77,21 @@ impl CrossConfig {
     pub const fn from_words(w: &LayerWords, layer: Option<u16>) -> Result<CrossConfig> {
         let f = w[5];
         ensure!(f & !flag::KNOWN == 0, layer, "unknown cross flags");
-        ensure!(
-            w[STATE_WORD] == StateFormat::F32 as u32,
-            layer,
-            "this mixer has no step for that state format"
-        );
+        let state = match StateFormat::from_code(w[STATE_WORD]) {
+            Some(s @ (StateFormat::F32 | StateFormat::Int8Kv)) => s,
+            Some(_) => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "this mixer has no step for that state format",
+                })
+            }
+            None => {
+                return Err(Error::BadConfig {
+                    layer,
+                    reason: "unknown state format",
+                })
+            }
+        };
         let c = CrossConfig {
             num_heads: w[0],
             num_kv_heads: w[1],
@@ -83,6 +100,7 @@ impl CrossConfig {
             memories: w[4],
             output_gate: f & flag::OUTPUT_GATE != 0,
             encoder_layers: w[6],
+            state,
         };
         ensure!(
             dim_ok(c.num_heads)
@@ -132,7 +150,7 @@ impl CrossConfig {
         } else {
             0
         };
-        record_words(&[
+        let mut w = record_words(&[
             self.num_heads,
             self.num_kv_heads,
             self.head_dim,
@@ -140,7 +158,9 @@ impl CrossConfig {
             self.memories,
             flags,
             self.encoder_layers,
-        ])
+        ]);
+        w[STATE_WORD] = self.state as u32;
+        w
     }
 
     /// Query width `H * d` (saturating for a hand-built config).
@@ -171,9 +191,16 @@ impl CrossConfig {
         1
     }
 
-    /// Scratch words: q, the gate and the output, `[H*d]` each.
+    /// Scratch words: q, the gate and the output, `[H*d]` each; the
+    /// integer step adds a head's normalized query and an i64 accumulator
+    /// (`3 d + 2` words, the 2 for the accumulator's alignment).
     pub const fn scratch_len(&self) -> u64 {
-        sum(&[self.query_width(), self.query_width(), self.query_width()])
+        let qw = self.query_width();
+        let int = match self.state {
+            StateFormat::F32 => 0,
+            _ => 3 * self.head_dim as u64 + 2,
+        };
+        sum(&[qw, qw, qw, int])
     }
 
     // The layer interface: `config::LayerConfig`'s methods dispatch to these
@@ -189,10 +216,10 @@ impl CrossConfig {
         self.query_width()
     }
 
-    /// How the layer keeps its state: f32 (no integer step; on the integer
-    /// token path the layer runs its f32 step, docs/integer-path.md).
+    /// Which step the layer takes on the integer token path
+    /// ([`CrossConfig::state`]; the state is one word either way).
     pub(crate) const fn state_format(&self) -> StateFormat {
-        StateFormat::F32
+        self.state
     }
 
     /// The oldest image format version whose records hold a `cross` layer:
@@ -216,6 +243,7 @@ mod tests {
             memories: 3,
             output_gate: true,
             encoder_layers: 1,
+            state: StateFormat::F32,
         }
     }
 
@@ -235,6 +263,31 @@ mod tests {
         assert_eq!(c.out_proj_cols(), 32);
         assert_eq!(c.memory_values(), 16 * 16);
         assert_eq!(c.min_format_version(), 8);
+        // The integer step: the same record but word 15, one word of
+        // state, and the integer step's scratch on top.
+        let int = CrossConfig {
+            state: StateFormat::Int8Kv,
+            ..c
+        };
+        assert_eq!(CrossConfig::from_words(&int.to_words(), None), Ok(int));
+        assert_eq!(int.to_words()[STATE_WORD], 2);
+        assert_eq!(int.state_len(), 1);
+        assert_eq!(int.scratch_len(), 3 * 32 + 3 * 8 + 2);
+    }
+
+    #[test]
+    fn state_formats_without_a_cross_step_are_refused() {
+        for code in [1u32, 3, 4, 99] {
+            let mut w = fixture().to_words();
+            w[STATE_WORD] = code;
+            assert!(
+                matches!(
+                    CrossConfig::from_words(&w, Some(2)),
+                    Err(Error::BadConfig { layer: Some(2), .. })
+                ),
+                "{code}"
+            );
+        }
     }
 
     #[test]

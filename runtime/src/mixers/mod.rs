@@ -14,6 +14,8 @@ mod conv;
 pub mod conv_int;
 mod cross;
 mod cross_config;
+#[cfg_attr(not(feature = "int-path"), allow(dead_code))]
+mod cross_int;
 mod gdn;
 mod gdn_config;
 #[cfg_attr(not(feature = "int-path"), allow(dead_code))]
@@ -206,6 +208,17 @@ pub trait Mixer {
     /// Gives the mixer's tensors (roles after `attn.`) to `specs` in
     /// canonical order.
     fn push_specs(&self, layer: u16, hidden: u32, specs: &mut dyn SpecSink);
+
+    /// Whether a layer of this mixer whose state format is not f32 takes
+    /// its integer step for this token, given the token's context, the
+    /// layer's weights and its state: always, but for `cross`, whose
+    /// integer step reads int8 memories only (another memory takes its f32
+    /// step, `mixers/cross_int.rs`).
+    #[cfg(feature = "int-path")]
+    fn takes_integer_step(&self, ctx: &StepCtx, w: &LayerWeights<'_>, state: &[f32]) -> bool {
+        let _ = (ctx, w, state);
+        true
+    }
 
     /// The integer step (docs/integer-path.md), run for a layer whose state
     /// format is not f32 in an image on the integer token path: reads the
