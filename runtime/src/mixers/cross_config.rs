@@ -192,13 +192,13 @@ impl CrossConfig {
     }
 
     /// Scratch words: q, the gate and the output, `[H*d]` each; the
-    /// integer step adds a head's normalized query and an i64 accumulator
-    /// (`3 d + 2` words, the 2 for the accumulator's alignment).
+    /// integer step adds its i64 weighted sums and a running softmax a head
+    /// (`3 H d + 5 H + 2` words, `cross_int::extra_scratch`).
     pub const fn scratch_len(&self) -> u64 {
         let qw = self.query_width();
         let int = match self.state {
             StateFormat::F32 => 0,
-            _ => 3 * self.head_dim as u64 + 2,
+            _ => super::cross_int::extra_scratch(self.num_heads as u64, self.head_dim as u64),
         };
         sum(&[qw, qw, qw, int])
     }
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(CrossConfig::from_words(&int.to_words(), None), Ok(int));
         assert_eq!(int.to_words()[STATE_WORD], 2);
         assert_eq!(int.state_len(), 1);
-        assert_eq!(int.scratch_len(), 3 * 32 + 3 * 8 + 2);
+        assert_eq!(int.scratch_len(), 3 * 32 + 3 * 32 + 5 * 4 + 2);
     }
 
     #[test]

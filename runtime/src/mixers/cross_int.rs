@@ -34,7 +34,7 @@ use super::StepCtx;
 use crate::error::{part, part_mut, split_mut, Error, Result};
 use crate::fixed::activation::{sigmoid_q15, to_q16};
 use crate::fixed::block::{normalize, Block, TO_15};
-use crate::fixed::wide::{max_mapped, mul_i32, mul_i32_u32, mul_u32};
+use crate::fixed::wide::{max_mapped, mul_i32, mul_u32};
 use crate::fixed::Fx;
 use crate::format::Role;
 use crate::tensor::{ActBuf, Tensor, TensorData};
@@ -107,17 +107,19 @@ fn scale_parts(bits: u32) -> (u32, u32) {
     }
 }
 
-/// The Q16 logit of a raw dot product `raw` with a key of scale `kbits`
-/// (f32 bits) for a query whose factor (its scale over `sqrt(d)`) is
-/// `c16 × 2^ec` (`c16 < 2^16`), clamped to `±LIMIT` (adding one to
-/// `clamps` where `COUNT`).
+/// A scale (f32 bits) relative to `2^(top - 126)`, where `top` is the
+/// largest biased exponent among the scales it is compared with: its
+/// mantissa shifted right by the exponents' distance and by `drop` bits
+/// more (`24 - drop` bits at most).
 #[inline(always)]
-fn logit<const COUNT: bool>(raw: i32, kbits: u32, c16: u32, ec: i32, clamps: &mut u32) -> i64 {
-    let (km, kb) = scale_parts(kbits);
-    // km16 c16 < 2^32; |raw| < 2^31: the product fits an i64.
-    let p = mul_i32_u32(raw, (km >> 8) * c16);
-    // value = p × 2^(kb - 150 + 8 + ec); in Q16: 16 more.
-    let sh = kb as i32 - 126 + ec;
+fn relative(bits: u32, top: u32, drop: u32) -> u32 {
+    let (m, e) = scale_parts(bits);
+    m >> (top - e.min(top) + drop).min(31)
+}
+
+/// The Q16 logit `p × 2^sh`, clamped to `±LIMIT` (adding one to `clamps`).
+#[inline(never)]
+fn logit_wide(p: i64, sh: i32, clamps: &mut u32) -> i32 {
     let l = if sh >= 0 {
         // Clamped first so that the shift cannot overflow: a nonzero `p`
         // shifted by 31 or more saturates whatever its size.
@@ -127,16 +129,73 @@ fn logit<const COUNT: bool>(raw: i32, kbits: u32, c16: u32, ec: i32, clamps: &mu
         (p + (1i64 << s >> 1)) >> s
     };
     if l.unsigned_abs() > LOGIT_LIMIT as u64 {
-        if COUNT {
-            *clamps = clamps.saturating_add(1);
-        }
-        l.clamp(-LOGIT_LIMIT, LOGIT_LIMIT)
+        *clamps = clamps.saturating_add(1);
+        l.clamp(-LOGIT_LIMIT, LOGIT_LIMIT) as i32
+    } else {
+        l as i32
+    }
+}
+
+/// The Q16 logit of a slot for one head: `t × c31 × 2^-(32 + u)` (`t` the
+/// dot product times the key's relative scale, `c31` and `u` the head's
+/// multiplier and shift), clamped to `±LIMIT` (adding one to `clamps`).
+/// One long multiply and a shift of its high word where `u >= 0` (every
+/// head of a trained model: `u < 0` needs logits of `2^14` and more).
+#[inline(always)]
+fn logit(t: i32, c31: i32, u: i32, clamps: &mut u32) -> i32 {
+    let p = mul_i32(t, c31);
+    if u < 0 {
+        return logit_wide(p, -(32 + u), clamps);
+    }
+    let l = ((p >> 32) as i32) >> u.min(31);
+    if l.unsigned_abs() > LOGIT_LIMIT as u32 {
+        *clamps = clamps.saturating_add(1);
+        l.clamp(-LOGIT_LIMIT as i32, LOGIT_LIMIT as i32)
     } else {
         l
     }
 }
 
+/// Slots whose weighted values an i32 partial sum holds: `2^16 × 128 ×
+/// 255 < 2^31` (a weight is at most 2^16, a value at most 128).
+const PARTIAL_SLOTS: usize = 255;
+
+/// Adds the i32 partial sums into the i64 ones and zeroes them.
+#[inline(always)]
+fn flush(partial: &mut [i32], total: &mut [i64]) {
+    for (p, t) in partial.iter_mut().zip(total) {
+        *t += *p as i64;
+        *p = 0;
+    }
+}
+
+/// `v × f × 2^-30` for a factor `f` in Q30 (`<= 2^30`), to 2^-14 relative:
+/// the softmax's rescaling of a running sum when the largest logit grows.
+#[inline(always)]
+fn rescale(v: i64, f: u32) -> i64 {
+    // |v| < 2^51: (v >> 14) (f >> 16) < 2^37 × 2^14. (A sum of weights,
+    // below 2^50, likewise.)
+    (v >> 14) * (f >> 16) as i64
+}
+
+/// Words of scratch the integer step takes beyond q, the gate and the
+/// output (`[H*d]` each): the weighted sums, i64 and their i32 partial
+/// sums (`[H*d]` each), each head's i64 sum of weights, its largest logit,
+/// its query's multiplier and its logits' shift, and two words for the
+/// i64 alignment.
+pub(crate) const fn extra_scratch(heads: u64, head_dim: u64) -> u64 {
+    3 * heads * head_dim + 5 * heads + 2
+}
+
 /// One token of `cross` over an int8 memory ([`crate::mixers::Mixer::step_int`]).
+///
+/// The memory is walked once, slot by slot, each slot's key and value read
+/// (and their scales decoded) once for the query heads that share its kv
+/// head; each head keeps a running softmax: the largest logit so far, the
+/// weights `e^(l - top)` (Q30, SWA's table) and their sum, and the
+/// weighted sum of the values (weights in Q16, i32 partial sums of at most
+/// [`PARTIAL_SLOTS`] slots added into i64), both rescaled (to 2^-14) when
+/// the largest logit grows.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn step(
     c: &CrossConfig,
@@ -166,11 +225,17 @@ pub(crate) fn step(
     let (q, rest) = split_mut(scratch, hd, SCRATCH)?;
     let (g, rest) = split_mut(rest, hd, SCRATCH)?;
     let (o, rest) = split_mut(rest, hd, SCRATCH)?;
-    let (q15, rest) = split_mut(rest, d, SCRATCH)?;
-    let acc: &mut [i64] = {
-        let (_, aligned, _) = bytemuck::pod_align_to_mut::<i32, i64>(rest);
-        part_mut(aligned, ..d, SCRATCH)?
-    };
+    let (_, aligned, _) = bytemuck::pod_align_to_mut::<i32, i64>(rest);
+    let (acc, rest) = split_mut(aligned, hd, SCRATCH)?;
+    let (partials, rest) = split_mut(rest, hd.div_ceil(2), SCRATCH)?;
+    let partials: &mut [i32] = part_mut(bytemuck::cast_slice_mut(partials), ..hd, SCRATCH)?;
+    // Per head: the sum of the weights (Q30), the largest logit so far
+    // (Q16), the query's multiplier and the logits' shift ([`logit`]).
+    let (sums, rest) = split_mut(rest, h, SCRATCH)?;
+    let rest: &mut [i32] = bytemuck::cast_slice_mut(rest);
+    let (tops, rest) = split_mut(rest, h, SCRATCH)?;
+    let (mults, rest) = split_mut(rest, h, SCRATCH)?;
+    let shifts = part_mut(rest, ..h, SCRATCH)?;
 
     let (eq, eg) = {
         let xin = act.input_int(x)?;
@@ -182,69 +247,122 @@ pub(crate) fn step(
         (eq, eg)
     };
 
-    // The memory's part: `n` memories of `m` rows of `Hkv d` values.
+    // The memory's part: `n` memories of `m` rows of `Hkv d` values; the
+    // scale groups it covers.
     let row = kv * d;
     let base = n * m * row;
-    let values = |start: usize, group: usize| start / group..(start + m * row).div_ceil(group);
-    // The largest value scale's exponent: every value scale is below
-    // `vref = 2^(vtop - 126)`.
-    let vtop = max_mapped(part(vs, values(base, vgroup), SCRATCH)?, |b| {
-        scale_parts(b).1
-    });
+    let groups = |group: usize| base / group..(base + m * row).div_ceil(group);
+    let exponent = |b| scale_parts(b).1;
+    // The largest key and value scales' exponents: every key scale is
+    // below `2^(ktop - 126)`, every value scale below `2^(vtop - 126)`.
+    let ktop = max_mapped(part(ks, groups(kgroup), SCRATCH)?, exponent);
+    let vtop = max_mapped(part(vs, groups(vgroup), SCRATCH)?, exponent);
+
+    // Each head's query normalized on its own, in place, as 15-bit views;
+    // its factor `2^e / sqrt(d) = c31 2^(fe + 1)`. A logit is `q15·k8 ×
+    // key scale × factor`: with the key scale as `k15 2^(ktop - 141)` (15
+    // bits relative to the largest) and `t = (q15·k8) k15 2^-15`, in Q16
+    // `t c31 2^(ktop - 109 + fe)`: the high word of `t c31` shifted right
+    // by `u = 77 - ktop - fe`.
     let inv_sqrt_d = Fx::from_i64(d as i64, 0).rsqrt();
-    let per_group = (h / kv).max(1);
-    let mut eo: Option<i32> = None;
-    for head in 0..h {
-        // The head's query normalized on its own, as 15-bit views.
-        q15.copy_from_slice(part(q, head * d..head * d + d, SCRATCH)?);
-        let e = normalize(q15, eq);
-        q15.iter_mut().for_each(|v| *v >>= TO_15);
-        let q15 = &*q15;
+    for (((qh, top), mult), sh) in q
+        .chunks_exact_mut(d)
+        .zip(tops.iter_mut())
+        .zip(mults.iter_mut())
+        .zip(shifts.iter_mut())
+    {
+        let e = normalize(qh, eq);
+        qh.iter_mut().for_each(|v| *v >>= TO_15);
         let f = Fx::pow2(e + TO_15 as i32) * inv_sqrt_d;
-        let (c16, ec) = (f.mantissa() >> 16, f.exponent() + 16);
-        let off = (head / per_group) * d;
-        // Slot `j`'s key, its scale's bits, its value and its scale's bits
-        // (`get`: a loaded memory holds every slot; the empty and zero
-        // defaults are not reached).
-        let slot = |j: usize| {
-            let at = base + j * row + off;
-            (
-                kq.get(at..at + d).unwrap_or_default(),
-                ks.get(at / kgroup).copied().unwrap_or(0),
-                vq.get(at..at + d).unwrap_or_default(),
-                vs.get(at / vgroup).copied().unwrap_or(0),
-            )
-        };
-        let mut top = -LOGIT_LIMIT;
-        for j in 0..m {
-            let (k, kb, _, _) = slot(j);
-            top = top.max(logit::<false>(dot15x8(q15, k), kb, c16, ec, clamps));
-        }
-        acc.fill(0);
-        let mut sum = 0u64;
-        for j in 0..m {
-            let (k, kb, v, vb) = slot(j);
-            let l = logit::<true>(dot15x8(q15, k), kb, c16, ec, clamps);
-            // top - l <= 2^31: Q16, e^-(top - l) in Q30.
-            let p = exp_neg((top - l) as u32);
-            sum += p as u64;
-            let (vm, vexp) = scale_parts(vb);
-            // vs / vref in Q24: vm 2^(vexp - 150) / 2^(vtop - 126) 2^24.
-            let rel = vm >> (vtop - vexp.min(vtop)).min(31);
-            // p rel 2^-30 <= 2^24.
-            let wv = (mul_u32(p, rel) >> 30) as i32;
-            if wv != 0 {
-                for (a, &vi) in acc.iter_mut().zip(v) {
-                    // |wv v| <= 2^31; at most 2^20 terms: below 2^51.
-                    *a += mul_i32(wv, vi as i32);
+        // The smallest logit: the first slot sets it (its weight 1).
+        *top = -LOGIT_LIMIT as i32;
+        *mult = (f.mantissa() >> 1) as i32;
+        *sh = 77 - ktop as i32 - f.exponent();
+    }
+    sums.fill(0);
+    partials.fill(0);
+    acc.fill(0);
+
+    let per_group = (h / kv).max(1);
+    let q = &*q;
+    for j in 0..m {
+        for gi in 0..kv {
+            let at = base + j * row + gi * d;
+            // `get`: a loaded memory holds every slot; the empty and zero
+            // defaults are not reached.
+            let k = kq.get(at..at + d).unwrap_or_default();
+            let v = vq.get(at..at + d).unwrap_or_default();
+            let k15 = relative(ks.get(at / kgroup).copied().unwrap_or(0), ktop, 9);
+            // The value's scale against `2^(vtop - 126)`, in Q24.
+            let v24 = relative(vs.get(at / vgroup).copied().unwrap_or(0), vtop, 0);
+            let (a, b) = (gi * per_group, (gi + 1) * per_group);
+            let (Some(sums), Some(tops), Some(mults), Some(shifts)) = (
+                sums.get_mut(a..b),
+                tops.get_mut(a..b),
+                mults.get(a..b),
+                shifts.get(a..b),
+            ) else {
+                return Err(Error::Internal(SCRATCH));
+            };
+            let (Some(qs), Some(accs), Some(parts)) = (
+                q.get(a * d..b * d),
+                acc.get_mut(a * d..b * d),
+                partials.get_mut(a * d..b * d),
+            ) else {
+                return Err(Error::Internal(SCRATCH));
+            };
+            let heads = sums
+                .iter_mut()
+                .zip(tops.iter_mut())
+                .zip(mults.iter().zip(shifts));
+            let sums_of = accs.chunks_exact_mut(d).zip(parts.chunks_exact_mut(d));
+            for (((sum, top), (&c31, &u)), (qh, (acc_h, part_h))) in
+                heads.zip(qs.chunks_exact(d).zip(sums_of))
+            {
+                // |q15·k8| < 2^30, k15 < 2^15: t below 2^30.
+                let t = (mul_i32(dot15x8(qh, k), k15 as i32) >> 15) as i32;
+                let l = logit(t, c31, u, clamps);
+                let weight = if l > *top {
+                    // A new largest logit: the sums so far rescaled by
+                    // `e^(top - l)`, this slot's weight 1.
+                    if *sum != 0 {
+                        let f = exp_neg((l - *top) as u32);
+                        *sum = rescale(*sum, f);
+                        flush(part_h, acc_h);
+                        acc_h.iter_mut().for_each(|a| *a = rescale(*a, f));
+                    }
+                    *top = l;
+                    1 << 30
+                } else {
+                    // top - l <= 2^31: Q16, e^-(top - l) in Q30.
+                    exp_neg((*top - l) as u32)
+                };
+                *sum += weight as i64;
+                // weight v24 2^-38, rounded: at most 2^16 (Q16).
+                let wv = ((mul_u32(weight, v24) + (1 << 37)) >> 38) as i32;
+                if wv != 0 {
+                    for (a, &vi) in part_h.iter_mut().zip(v) {
+                        // |wv v| <= 2^23: PARTIAL_SLOTS terms below 2^31.
+                        *a += wv * vi as i32;
+                    }
                 }
             }
         }
-        // out = acc 2^-24 vref / (sum 2^-30).
-        let scale = Fx::pow2(vtop as i32 - 126 + 30) * Fx::from_u64(sum, 0, false).recip();
-        let (done, rest) = split_mut(o, head * d, SCRATCH)?;
+        if j % PARTIAL_SLOTS == PARTIAL_SLOTS - 1 {
+            flush(partials, acc);
+        }
+    }
+    flush(partials, acc);
+
+    let mut eo: Option<i32> = None;
+    for (hh, (&sum, acc_h)) in sums.iter().zip(acc.chunks_exact(d)).enumerate() {
+        // out = acc 2^-16 vref / (sum 2^-30), vref = 2^(vtop - 126); `finish`
+        // takes acc 2^-24 f.
+        let sum = Fx::from_u64(sum.unsigned_abs(), 0, false);
+        let f = Fx::pow2(vtop as i32 - 126 + 30 + 8) * sum.recip();
+        let (done, rest) = split_mut(o, hh * d, SCRATCH)?;
         let oh = part_mut(rest, ..d, SCRATCH)?;
-        let e = finish(acc, scale, oh);
+        let e = finish(acc_h, f, oh);
         if oh.iter().all(|&v| v == 0) {
             continue;
         }
@@ -271,38 +389,70 @@ pub(crate) fn step(
 mod tests {
     use super::*;
 
-    /// The logit by f64 arithmetic, in Q16.
+    /// The logit by f64 arithmetic, in Q16: `raw × key scale × c16 2^ec`.
     fn exact(raw: i32, kbits: u32, c16: u32, ec: i32) -> f64 {
         let k = f32::from_bits(kbits) as f64;
         raw as f64 * k * c16 as f64 * 2f64.powi(ec) * 65536.0
     }
 
+    /// The logit as the step computes it, the key scale relative to a
+    /// memory whose largest key-scale exponent is `ktop`, the head's
+    /// factor `c16 2^ec`.
+    fn stepped(raw: i32, kbits: u32, ktop: u32, c16: u32, ec: i32, clamps: &mut u32) -> i32 {
+        let f = Fx::from_u64(c16 as u64, ec, false);
+        let k15 = relative(kbits, ktop, 9);
+        let t = (mul_i32(raw, k15 as i32) >> 15) as i32;
+        logit(
+            t,
+            (f.mantissa() >> 1) as i32,
+            77 - ktop as i32 - f.exponent(),
+            clamps,
+        )
+    }
+
     #[test]
     fn logits_are_the_products_within_their_rounding_and_saturate() {
         let mut clamps = 0;
-        for (raw, k, c16, ec) in [
-            (1000, 0.01f32, 40_000u32, -24),
-            (-16_129 * 32, 0.002, 65_535, -20),
-            (7, 3.5, 32_768, -15),
-            (0, 1.0, 50_000, -10),
-            (-3, 1e-6, 33_000, -30),
+        for (raw, k, ktop, c16, ec) in [
+            (1000, 0.01f32, 120u32, 40_000u32, -24),
+            (-16_129 * 32, 0.002, 118, 65_535, -20),
+            (7, 3.5, 128, 32_768, -15),
+            (0, 1.0, 127, 50_000, -10),
+            (-3, 1e-6, 107, 33_000, -30),
+            // A key scale 2^-5 of the memory's largest.
+            (20_000, 0.01, 125, 45_000, -26),
         ] {
             let want = exact(raw, k.to_bits(), c16, ec);
-            let got = logit::<true>(raw, k.to_bits(), c16, ec, &mut clamps) as f64;
-            // The key scale's mantissa to 16 bits: 2^-15 relative, plus
-            // the rounding of the shift.
-            assert!(
-                (got - want).abs() <= want.abs() * 2f64.powi(-15) + 1.0,
-                "{raw} {k}: {got} {want}"
-            );
+            let got = stepped(raw, k.to_bits(), ktop, c16, ec, &mut clamps) as f64;
+            // The key scale to 15 bits (2^-14 relative at the least
+            // scale here), `t` and the logit each rounded down by at most
+            // one unit (a unit of `t` is `want / t` in the logit).
+            let t = ((raw as i64 * relative(k.to_bits(), ktop, 9) as i64) >> 15) as f64;
+            let unit_t = if t == 0.0 { 0.0 } else { (want / t).abs() };
+            let bound = want.abs() * 2f64.powi(-14) + unit_t + 1.0;
+            assert!((got - want).abs() <= bound, "{raw} {k}: {got} {want}");
         }
         assert_eq!(clamps, 0);
-        let big = logit::<true>(16_129 * 64, 1000.0f32.to_bits(), 65_535, 0, &mut clamps);
-        let small = logit::<true>(-16_129 * 64, 1000.0f32.to_bits(), 65_535, 0, &mut clamps);
-        assert_eq!((big, small, clamps), (LOGIT_LIMIT, -LOGIT_LIMIT, 2));
-        // Not counted in the first pass.
-        logit::<false>(16_129 * 64, 1000.0f32.to_bits(), 65_535, 0, &mut clamps);
-        assert_eq!(clamps, 2);
+        let big = stepped(
+            16_129 * 64,
+            1000.0f32.to_bits(),
+            136,
+            65_535,
+            0,
+            &mut clamps,
+        );
+        let small = stepped(
+            -16_129 * 64,
+            1000.0f32.to_bits(),
+            136,
+            65_535,
+            0,
+            &mut clamps,
+        );
+        assert_eq!(
+            (big, small, clamps),
+            (LOGIT_LIMIT as i32, -LOGIT_LIMIT as i32, 2)
+        );
     }
 
     #[test]
@@ -314,11 +464,28 @@ mod tests {
         assert_eq!(scale_parts(f32::INFINITY.to_bits()).1, 0xfe);
         let mut clamps = 0;
         for bits in [0, 1, u32::MAX, f32::NAN.to_bits(), f32::INFINITY.to_bits()] {
-            for raw in [i32::MIN + 1, -1, 0, 1, i32::MAX] {
-                for ec in [-200, -40, 0, 40] {
-                    let l = logit::<true>(raw, bits, 65_535, ec, &mut clamps);
-                    assert!(l.abs() <= LOGIT_LIMIT);
+            for top in [0, 1, 127, 0xfe] {
+                assert!(relative(bits, top, 0) < 1 << 24);
+                for raw in [-(1 << 30) + 1, -1, 0, 1, (1 << 30) - 1] {
+                    for ec in [-200, -40, 0, 40] {
+                        let l = stepped(raw, bits, top, 65_535, ec, &mut clamps);
+                        assert!(l.unsigned_abs() <= LOGIT_LIMIT as u32);
+                    }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn rescaling_keeps_fourteen_bits() {
+        for v in [1i64 << 50, -(1i64 << 40) - 12_345, 3 << 31, 0] {
+            for f in [1u32 << 30, 1 << 29, 759_250_125, 1 << 16] {
+                let want = v as f64 * f as f64 / 2f64.powi(30);
+                let got = rescale(v, f) as f64;
+                assert!(
+                    (got - want).abs() <= want.abs() * 2f64.powi(-13) + 2f64.powi(14),
+                    "{v} {f}"
+                );
             }
         }
     }
