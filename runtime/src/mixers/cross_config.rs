@@ -34,6 +34,15 @@ pub const fn cross_memory_len(slots: usize, kv_heads: usize, head_dim: usize) ->
     }
 }
 
+/// Words of scratch the integer step (`mixers/cross_int.rs`) takes beyond q, the gate and the
+/// output (`[H*d]` each): the weighted sums, i64 and their i32 partial
+/// sums (`[H*d]` each), each head's i64 sum of weights, its largest logit,
+/// its query's multiplier and its logits' shift, and two words for the
+/// i64 alignment.
+pub(crate) const fn int_step_scratch(heads: u64, head_dim: u64) -> u64 {
+    3 * heads * head_dim + 5 * heads + 2
+}
+
 /// Cross-attention over a fixed memory stored in the image (docs/spec.md
 /// §3.10, docs/cross-attention.md).
 ///
@@ -190,12 +199,12 @@ impl CrossConfig {
 
     /// Scratch words: q, the gate and the output, `[H*d]` each; the
     /// integer step adds its i64 weighted sums and a running softmax a head
-    /// (`3 H d + 5 H + 2` words, `cross_int::extra_scratch`).
+    /// (`3 H d + 5 H + 2` words, `int_step_scratch`).
     pub const fn scratch_len(&self) -> u64 {
         let qw = self.query_width();
         let int = match self.state {
             StateFormat::F32 => 0,
-            _ => super::cross_int::extra_scratch(self.num_heads as u64, self.head_dim as u64),
+            _ => int_step_scratch(self.num_heads as u64, self.head_dim as u64),
         };
         sum(&[qw, qw, qw, int])
     }

@@ -178,15 +178,6 @@ fn rescale(v: i64, f: u32) -> i64 {
     (v >> 14) * (f >> 16) as i64
 }
 
-/// Words of scratch the integer step takes beyond q, the gate and the
-/// output (`[H*d]` each): the weighted sums, i64 and their i32 partial
-/// sums (`[H*d]` each), each head's i64 sum of weights, its largest logit,
-/// its query's multiplier and its logits' shift, and two words for the
-/// i64 alignment.
-pub(crate) const fn extra_scratch(heads: u64, head_dim: u64) -> u64 {
-    3 * heads * head_dim + 5 * heads + 2
-}
-
 /// One token of `cross` over an int8 memory ([`crate::mixers::Mixer::step_int`]).
 ///
 /// The memory is walked once, slot by slot, each slot's key and value read
