@@ -31,7 +31,7 @@ use super::cross_config::CrossConfig;
 use super::swa_int::{align_head, finish};
 use super::swa_logkv::exp_neg;
 use super::StepCtx;
-use crate::error::{part, part_mut, split_mut, Error, Result};
+use crate::error::{part, part_mut, split_mut, Error, Result, Rows};
 use crate::fixed::activation::{sigmoid_q15, to_q16};
 use crate::fixed::block::{normalize, Block, TO_15};
 use crate::fixed::wide::{max_mapped, mul_i32, mul_u32};
@@ -256,8 +256,7 @@ pub(crate) fn step(
     // `t c31 2^(ktop - 109 + fe)`: the high word of `t c31` shifted right
     // by `u = 77 - ktop - fe`.
     let inv_sqrt_d = Fx::from_i64(d as i64, 0).rsqrt();
-    for (((qh, top), mult), sh) in q
-        .chunks_exact_mut(d)
+    for (((qh, top), mult), sh) in Rows(q.chunks_exact_mut(d))
         .zip(tops.iter_mut())
         .zip(mults.iter_mut())
         .zip(shifts.iter_mut())
@@ -306,9 +305,10 @@ pub(crate) fn step(
                 .iter_mut()
                 .zip(tops.iter_mut())
                 .zip(mults.iter().zip(shifts));
-            let sums_of = accs.chunks_exact_mut(d).zip(parts.chunks_exact_mut(d));
+            // `Rows`: no division in `zip` (docs/c-api.md, "No panics").
+            let sums_of = Rows(accs.chunks_exact_mut(d)).zip(parts.chunks_exact_mut(d));
             for (((sum, top), (&c31, &u)), (qh, (acc_h, part_h))) in
-                heads.zip(qs.chunks_exact(d).zip(sums_of))
+                heads.zip(Rows(qs.chunks_exact(d)).zip(sums_of))
             {
                 // |q15·k8| < 2^30, k15 < 2^15: t below 2^30.
                 let t = (mul_i32(dot15x8(qh, k), k15 as i32) >> 15) as i32;
@@ -346,7 +346,7 @@ pub(crate) fn step(
     flush(partials, acc);
 
     let mut eo: Option<i32> = None;
-    for (hh, (&sum, acc_h)) in sums.iter().zip(acc.chunks_exact(d)).enumerate() {
+    for (hh, (&sum, acc_h)) in Rows(sums.iter()).zip(acc.chunks_exact(d)).enumerate() {
         // out = acc 2^-16 vref / (sum 2^-30), vref = 2^(vtop - 126); `finish`
         // takes acc 2^-24 f.
         let sum = Fx::from_u64(sum.unsigned_abs(), 0, false);
