@@ -215,8 +215,6 @@ impl CrossConfig {
         w: &LayerWeights<'w>,
         state: &[f32],
     ) -> Result<(Tensor<'w>, Tensor<'w>, usize, usize)> {
-        // The caller's memory (keys then values, `[m, Hkv*d]` each, as f32
-        // tensors read by the same loops), or the selected baked one.
         Ok(match ctx.memory {
             Some(mem) => {
                 let half = mem.words.len() / 2;

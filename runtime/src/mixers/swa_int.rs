@@ -84,7 +84,7 @@ pub(crate) struct Slot<'a> {
 }
 
 /// The exact dot product of two int8 vectors (`|Σ| < 2^31` for `d < 2^17`).
-pub(crate) fn dot8(a: &[i8], b: &[i8]) -> i32 {
+fn dot8(a: &[i8], b: &[i8]) -> i32 {
     a.iter()
         .zip(b)
         .fold(0i32, |s, (&x, &y)| s.wrapping_add(x as i32 * y as i32))
